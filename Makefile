@@ -1,0 +1,31 @@
+# The two commands of the README: `make up` runs Astraeus, `make test` runs every check.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: up test check lint types unit bench screenshots clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+up: $(STAMP)
+	$(VENV)/bin/astra up
+
+test: $(STAMP) lint types
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check runner astraeus_tui tests bench
+	$(VENV)/bin/ruff check runner astraeus_tui tests bench
+
+types: $(STAMP)
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) bench/bench_planner.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

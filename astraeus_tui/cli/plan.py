@@ -1,0 +1,54 @@
+"""`astra plan FILE`: what the planner decides for a queue described in TOML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from runner.queuefile import QueueFileError, load_queue
+from runner.scheduler import Plan, Snapshot, format_utc, plan
+
+EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "queue.toml"
+
+
+def render_plan(snapshot: Snapshot, result: Plan, console: Console) -> None:
+    started = {s.run: s for s in result.starts}
+    victims = {p.run for p in result.preemptions}
+    table = Table(title="Plan", expand=False)
+    for column in ("#", "run", "ws", "prio", "gpus", "decision", "reason"):
+        table.add_column(column, overflow="fold")
+    by_name = {w.name: w for w in snapshot.waiting}
+    for position, name in enumerate(result.order, 1):
+        run = by_name[name]
+        start = started.get(name)
+        if start is not None:
+            gpus = ",".join(str(g) for worker in start.gpus for g in worker) or "-"
+            decision = "backfill" if start.backfill else "start"
+            reason = ""
+        else:
+            gpus = str(run.ask().gpus)
+            decision = "head" if result.head and result.head.run == name else "wait"
+            reason = result.reason(name) or ""
+        table.add_row(str(position), name, run.workspace, str(run.priority), gpus, decision, reason)
+    console.print(table)
+    for unit in snapshot.running:
+        if unit.run in victims:
+            console.print(f"preempt {unit.run} (priority {unit.priority}), SIGTERM then SIGKILL")
+    if result.head and result.head.shadow is not None:
+        console.print(f"head {result.head.run}: shadow time {format_utc(result.head.shadow)}")
+
+
+def plan_command(
+    queue: Annotated[Path, typer.Argument(help="A queue file such as config/examples/queue.toml")],
+) -> None:
+    """Show what the planner decides for a queue described in TOML."""
+    try:
+        snapshot, now = load_queue(queue)
+    except QueueFileError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    render_plan(snapshot, plan(snapshot, now), Console())

@@ -1,0 +1,307 @@
+"""Plain data shared by every part of the runner: frozen, typed, no I/O.
+
+Units used everywhere: CPU in millicores (``cpu_milli``), memory in bytes,
+times in seconds since the epoch (floats), durations in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+MIN_PRIORITY = -1000
+MAX_PRIORITY = 1000
+DEFAULT_RESTART_LIMIT = 10
+DEFAULT_STOP_GRACE = 30.0
+ANONYMOUS_RUN = "a job in another namespace"
+GIB = 1024**3
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "ki": 1024,
+    "kib": 1024,
+    "mi": 1024**2,
+    "mib": 1024**2,
+    "gi": 1024**3,
+    "gib": 1024**3,
+    "ti": 1024**4,
+    "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or a string such as ``"64GiB"``, ``"512G"`` or ``"1024"``.
+
+    Raises ValueError with a short reason on anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError("must be a size in bytes or a string such as '64GiB'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or value < 0 or value != int(value):
+            raise ValueError("must be a whole, non-negative number of bytes")
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError("must be a size in bytes or a string such as '64GiB'")
+    match = _SIZE_RE.match(value)
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"{value!r} is not a size (use bytes or e.g. '64GiB', '512MiB')")
+    number = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    if number != int(number):
+        raise ValueError(f"{value!r} is not a whole number of bytes")
+    return int(number)
+
+
+def format_size(n: int) -> str:
+    """``68719476736`` -> ``"64GiB"``; keeps one decimal where it matters."""
+    for unit, scale in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            value = n / scale
+            text = f"{value:.1f}".removesuffix(".0")
+            return f"{text}{unit}"
+    return f"{n}B"
+
+
+def format_cores(milli: int) -> str:
+    """``8000`` -> ``"8"``, ``1500`` -> ``"1.5"``."""
+    return f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of each schedulable resource. ``workers`` counts workers."""
+
+    gpus: int = 0
+    cpu_milli: int = 0
+    memory: int = 0
+    workers: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpus + other.gpus,
+            self.cpu_milli + other.cpu_milli,
+            self.memory + other.memory,
+            self.workers + other.workers,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpus - other.gpus,
+            self.cpu_milli - other.cpu_milli,
+            self.memory - other.memory,
+            self.workers - other.workers,
+        )
+
+    def times(self, n: int) -> Resources:
+        return Resources(self.gpus * n, self.cpu_milli * n, self.memory * n, self.workers * n)
+
+    def fits_in(self, room: Resources) -> bool:
+        return (
+            self.gpus <= room.gpus
+            and self.cpu_milli <= room.cpu_milli
+            and self.memory <= room.memory
+            and self.workers <= room.workers
+        )
+
+
+RESOURCE_NAMES = ("gpus", "cpu_cores", "memory", "workers")
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """Render one resource amount the way messages show it."""
+    if resource == "cpu_cores":
+        return format_cores(amount)
+    if resource == "memory":
+        return format_size(amount)
+    return str(amount)
+
+
+def amounts(r: Resources) -> tuple[int, int, int, int]:
+    """The resources in the order of RESOURCE_NAMES."""
+    return (r.gpus, r.cpu_milli, r.memory, r.workers)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A workspace's hard ceiling; ``None`` leaves that resource unlimited."""
+
+    gpus: int | None = None
+    cpu_milli: int | None = None
+    memory: int | None = None
+    workers: int | None = None
+
+    def limits(self) -> tuple[int | None, int | None, int | None, int | None]:
+        return (self.gpus, self.cpu_milli, self.memory, self.workers)
+
+    def is_empty(self) -> bool:
+        return all(limit is None for limit in self.limits())
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    name: str
+    quota: Quota | None = None
+    weight: float = 1.0
+    max_priority: int = 0
+    members: tuple[str, ...] = ()
+
+
+class MountMode(StrEnum):
+    READ_WRITE = "ReadWrite"
+    READ_ONLY = "ReadOnly"
+
+
+@dataclass(frozen=True, slots=True)
+class DriveRef:
+    """A named drive from the config, mounted into each worker at ``mount_path``."""
+
+    name: str
+    mount_path: str
+    mode: MountMode = MountMode.READ_WRITE
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTemplate:
+    image: str | None
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    time_limit_seconds: int | None = None
+    drives: tuple[DriveRef, ...] = ()
+    gpus: int = 0
+    min_per_machine: int = 0
+    per_gpu_cpu_milli: int = 0
+    per_gpu_memory: int = 0
+    cpu_milli: int = 0
+    memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """A validated run: what ``astra submit`` and the API accept."""
+
+    name: str
+    task: TaskTemplate
+    workspace: str | None = None
+    priority: int = 0
+    workers: int = 1
+    gang: bool = True
+    restart_limit: int = DEFAULT_RESTART_LIMIT
+
+    def worker_resources(self) -> Resources:
+        """What one worker asks for."""
+        t = self.task
+        return Resources(
+            gpus=t.gpus,
+            cpu_milli=t.cpu_milli + t.per_gpu_cpu_milli * t.gpus,
+            memory=t.memory + t.per_gpu_memory * t.gpus,
+            workers=1,
+        )
+
+    def total_resources(self) -> Resources:
+        return self.worker_resources().times(self.workers)
+
+
+class RunState(StrEnum):
+    QUEUED = "Queued"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    STOPPING = "Stopping"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A reference to a run inside a message; rendered per viewer."""
+
+    name: str
+    workspace: str
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who reads a message. ``workspaces=None`` sees every name (an admin)."""
+
+    workspaces: frozenset[str] | None = None
+
+    def sees(self, workspace: str) -> bool:
+        return self.workspaces is None or workspace in self.workspaces
+
+
+ADMIN = Viewer(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """A message naming runs, rendered per viewer.
+
+    ``template`` holds ``{0}``, ``{1}``…; placeholder ``{i}`` takes the group
+    of runs ``refs[i]``, joined (``"a, b"``). A run the viewer may not see is
+    rendered as ``a job in another namespace``.
+    """
+
+    template: str
+    refs: tuple[tuple[RunRef, ...], ...] = ()
+
+    @staticmethod
+    def of(template: str, *groups: RunRef | tuple[RunRef, ...]) -> Reason:
+        return Reason(template, tuple(g if isinstance(g, tuple) else (g,) for g in groups))
+
+    def render(self, viewer: Viewer = ADMIN) -> str:
+        groups = [
+            join_runs([r.name if viewer.sees(r.workspace) else ANONYMOUS_RUN for r in group])
+            for group in self.refs
+        ]
+        return self.template.format(*groups)
+
+    def then(self, other: Reason) -> Reason:
+        """This message followed by ``other``, as one."""
+        shift = len(self.refs)
+        moved = other.template.format(*(f"{{{i + shift}}}" for i in range(len(other.refs))))
+        return Reason(f"{self.template} {moved}", self.refs + other.refs)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "template": self.template,
+            "refs": [[[r.name, r.workspace] for r in group] for group in self.refs],
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> Reason:
+        refs = data.get("refs") or []
+        if not isinstance(refs, list):
+            raise ValueError("reason refs must be a list")
+        groups = tuple(tuple(RunRef(str(n), str(w)) for n, w in group) for group in refs)
+        return Reason(str(data["template"]), groups)
+
+
+def join_runs(names: list[str]) -> str:
+    """``["a", "b"]`` -> ``"a, b"``; several anonymous runs are counted, not repeated."""
+    named = [n for n in names if n != ANONYMOUS_RUN]
+    hidden = len(names) - len(named)
+    if hidden == 1:
+        named.append(ANONYMOUS_RUN)
+    elif hidden > 1:
+        named.append(f"{hidden} jobs in other namespaces")
+    return ", ".join(named)

@@ -1,0 +1,562 @@
+"""The planner: one pure function from a snapshot of the machine to a plan.
+
+``plan(snapshot, now)`` reads nothing but its arguments and changes nothing.
+The loop applies what it returns.
+
+Invariants
+----------
+1. Nothing is given twice: every GPU index, core, byte and worker slot handed
+   to a started run was free in the snapshot and is handed out once.
+2. The head is protected: nothing started behind it moves its shadow time
+   (the latest time it will start) later.
+3. Only work of strictly lower priority than the head is ever a victim, and
+   the victim set is minimal: drop any victim and the head no longer fits.
+4. A run over its workspace's quota waits, blocks nobody, and is never the
+   head.
+5. The same snapshot and ``now`` always give the same plan.
+
+The walk
+--------
+Waiting runs are taken in order: priority (higher first), then their
+workspace's dominant share divided by its weight (smaller first; the share
+grows as the walk starts runs), then submission time. Each run either starts
+now, or waits with a reason. The first run that cannot start now, but could on
+this machine, is the head. The shadow time is found by replaying running work
+ending at start + time limit + stop grace, earliest first, until the head fits.
+Behind the head a run may start (backfill) only if it fits in free room and
+either its own time limit ends it by the shadow time, or it fits in the room
+the head does not need then, per resource.
+
+Worked example
+--------------
+8 GPUs, stop grace 30 s, now 12:00. Running: ``a`` (6 GPUs, ends 13:00 plus
+grace). Waiting, in order: ``big`` (8 GPUs), ``short`` (2 GPUs, 30 min limit),
+``long`` (2 GPUs, no limit).
+
+- ``big`` cannot start (2 free): it is the head. Replay: when ``a`` ends at
+  13:00:30, 8 are free and ``big`` fits. Shadow 13:00:30 -> "starts by 13:01
+  UTC". At the shadow time the head needs all 8; room it does not need: 0.
+- ``short`` ends at 12:30:30, before the shadow time: it starts on the 2 free
+  GPUs (backfill).
+- ``long`` has no limit and there is no room the head does not need: "Queued
+  behind big, which starts by … 13:01 UTC".
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from runner.model import (
+    ADMIN,
+    RESOURCE_NAMES,
+    Quota,
+    Reason,
+    Resources,
+    RunRef,
+    Viewer,
+    Workspace,
+    amounts,
+    format_amount,
+)
+
+NO_WORKER_LIMIT = 1 << 40
+PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
+
+# ---------------------------------------------------------------- snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    gpus: tuple[int, ...]
+    cpu_milli: int
+    memory: int
+    stop_grace: float = 30.0
+    max_workers: int = NO_WORKER_LIMIT
+
+    def capacity(self) -> Resources:
+        return Resources(len(self.gpus), self.cpu_milli, self.memory, self.max_workers)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningUnit:
+    """What preemption stops as one: a whole gang, or one independent worker.
+
+    ``stop_deadline`` is set while the unit stops (the SIGKILL time);
+    ``stopping_for`` names the run it makes room for, when preempted.
+    """
+
+    unit_id: str
+    run: str
+    workspace: str
+    priority: int
+    resources: Resources
+    gpus: tuple[int, ...]
+    started_at: float
+    time_limit: float | None = None
+    workers: int = 1
+    stop_deadline: float | None = None
+    stopping_for: str | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_deadline is not None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """A run, or the workers of a run, waiting to start.
+
+    ``worker`` is what one worker asks for; ``workers`` are the indices of the
+    workers to start (all of them, unless independent workers were preempted).
+    """
+
+    name: str
+    workspace: str
+    priority: int
+    submitted_at: float
+    worker: Resources
+    workers: tuple[int, ...] = (0,)
+    time_limit: float | None = None
+    preempted_by: RunRef | None = None
+
+    def ask(self) -> Resources:
+        return self.worker.times(len(self.workers))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    machine: Machine
+    workspaces: Mapping[str, Workspace] = field(default_factory=dict)
+    running: tuple[RunningUnit, ...] = ()
+    waiting: tuple[WaitingRun, ...] = ()
+
+
+# -------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    run: str
+    workers: tuple[int, ...]
+    gpus: tuple[tuple[int, ...], ...]  # one tuple of GPU indices per worker
+    backfill: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    unit_id: str
+    run: str
+    workspace: str
+    workers: int
+    for_run: RunRef
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    run: str
+    workspace: str
+    priority: int
+    shadow: float | None  # None: unknown, some work it needs has no time limit
+    need: Resources
+    held_gpus: tuple[int, ...] = ()
+    preempting: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    starts: tuple[Start, ...]
+    preemptions: tuple[Preempt, ...]
+    head: Head | None
+    reasons: Mapping[str, Reason]
+    quota_waits: frozenset[str]
+    order: tuple[str, ...]
+
+    def reason(self, run: str, viewer: Viewer = ADMIN) -> str | None:
+        found = self.reasons.get(run)
+        return None if found is None else found.render(viewer)
+
+
+# ------------------------------------------------------------- messages
+
+
+def format_utc(t: float) -> str:
+    """The shadow time as users read it: rounded up to the minute, UTC."""
+    minute = math.ceil(t / 60) * 60
+    return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) -> Reason:
+    if victims:
+        runs: dict[str, RunRef] = {}
+        for unit in victims:
+            runs.setdefault(unit.run, RunRef(unit.run, unit.workspace))
+        count = sum(unit.workers for unit in victims)
+        text = f"Preempting {count} lower-priority worker(s) of {{0}} to start"
+        return Reason.of(text, tuple(runs.values()))
+    if stopping_workers:
+        return Reason(f"Starting: waiting for {stopping_workers} preempted worker(s) to stop")
+    if head.shadow is None:
+        return Reason(f"Next to run (priority {head.priority}): waits for running work to end")
+    return Reason(
+        f"Next to run (priority {head.priority}): starts by "
+        f"{format_utc(head.shadow)} as running work ends."
+    )
+
+
+def _behind_message(head: Head) -> Reason:
+    ref = RunRef(head.run, head.workspace)
+    if head.shadow is None:
+        return Reason.of("Queued behind {0}, which waits for running work to end", ref)
+    return Reason.of("Queued behind {0}, which starts by " + format_utc(head.shadow), ref)
+
+
+# ------------------------------------------------------------ fair share
+
+
+def _dominant_share(used: Resources, quota: Quota | None) -> float:
+    if quota is None:
+        return 0.0
+    share = 0.0
+    for amount, limit in zip(amounts(used), quota.limits(), strict=True):
+        if limit is None:
+            continue
+        if limit == 0:
+            share = max(share, math.inf if amount > 0 else 0.0)
+        else:
+            share = max(share, amount / limit)
+    return share
+
+
+def _quota_reason(used: Resources, ask: Resources, quota: Quota | None) -> str | None:
+    """The quota message for ``ask`` on top of ``used``, or None when it fits."""
+    if quota is None:
+        return None
+    if (used + ask).fits_in(_as_room(quota)):
+        return None
+    for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), quota.limits(), strict=True):
+        if limit is not None and asked > limit:
+            a, lim = format_amount(name, asked), format_amount(name, limit)
+            return (
+                "Waits for more than the namespace's quota allows at all "
+                f"({name} {a} > {lim}): raise the quota or ask for less."
+            )
+    rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
+    for name, in_use, asked, limit in rows:
+        if limit is not None and in_use + asked > limit:
+            u, a = format_amount(name, in_use), format_amount(name, asked)
+            return (
+                f"Waits for namespace quota: {name} {u} in use + {a} asked > "
+                f"{format_amount(name, limit)}"
+            )
+    return None
+
+
+def _as_room(quota: Quota) -> Resources:
+    """The quota as an amount of room; an unset limit is unlimited."""
+    big = NO_WORKER_LIMIT << 20
+    return Resources(*(big if limit is None else limit for limit in quota.limits()))
+
+
+def _too_large(ask: Resources, capacity: Resources) -> str | None:
+    rows = zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True)
+    for name, asked, total in rows:
+        if asked > total:
+            a, t = format_amount(name, asked), format_amount(name, total)
+            return (
+                f"Cannot run on this machine: asks for {name} {a}, the machine has {t} "
+                "in all. Ask for less."
+            )
+    return None
+
+
+class _Order:
+    """Yields waiting runs in planner order; the share updates as runs start.
+
+    One FIFO per (priority, workspace); within a priority the workspaces are
+    merged by a heap on (share / weight, submission time, name).
+    """
+
+    def __init__(self, waiting: Iterable[WaitingRun], shares: dict[str, float]) -> None:
+        by_level: dict[int, dict[str, list[WaitingRun]]] = {}
+        for run in waiting:
+            by_level.setdefault(run.priority, {}).setdefault(run.workspace, []).append(run)
+        self._levels = sorted(by_level.items(), key=lambda item: -item[0])
+        self._shares = shares
+
+    def __iter__(self) -> Iterator[WaitingRun]:
+        for _priority, queues in self._levels:
+            heap: list[tuple[float, float, str, str, int]] = []
+            fifo: dict[str, list[WaitingRun]] = {}
+            for ws, runs in queues.items():
+                runs.sort(key=lambda r: (r.submitted_at, r.name))
+                fifo[ws] = runs
+                heap.append((self._shares[ws], runs[0].submitted_at, runs[0].name, ws, 0))
+            heapq.heapify(heap)
+            while heap:
+                _s, _t, _n, ws, i = heapq.heappop(heap)
+                runs = fifo[ws]
+                yield runs[i]
+                if i + 1 < len(runs):
+                    nxt = runs[i + 1]
+                    item = (self._shares[ws], nxt.submitted_at, nxt.name, ws, i + 1)
+                    heapq.heappush(heap, item)
+
+
+# ---------------------------------------------------------- GPU indices
+
+
+def take_gpus(free: list[int], n: int) -> tuple[int, ...]:
+    """Take ``n`` indices from the sorted ``free`` list (removed in place).
+
+    Best fit: the smallest block of consecutive free GPUs that holds ``n``,
+    so large runs later find whole blocks; when no block is big enough, the
+    largest blocks first (fewest gaps).
+    """
+    if n == 0:
+        return ()
+    blocks: list[list[int]] = []
+    for index in free:
+        if blocks and blocks[-1][-1] + 1 == index:
+            blocks[-1].append(index)
+        else:
+            blocks.append([index])
+    fitting = [b for b in blocks if len(b) >= n]
+    if fitting:
+        chosen = min(fitting, key=lambda b: (len(b), b[0]))[:n]
+    else:
+        chosen = []
+        for block in sorted(blocks, key=lambda b: (-len(b), b[0])):
+            chosen.extend(block[: n - len(chosen)])
+            if len(chosen) == n:
+                break
+    taken = set(chosen)
+    free[:] = [i for i in free if i not in taken]
+    return tuple(sorted(chosen))
+
+
+# ----------------------------------------------------------- the head
+
+
+def _end_time(unit: RunningUnit, grace: float) -> float:
+    if unit.stop_deadline is not None:
+        return unit.stop_deadline
+    if unit.time_limit is None:
+        return math.inf
+    return unit.started_at + unit.time_limit + grace
+
+
+def _shadow(
+    free: Resources, need: Resources, ends: list[tuple[float, Resources]], now: float
+) -> tuple[float | None, Resources]:
+    """Replay work ending, earliest first, until ``need`` fits.
+
+    Returns the shadow time (None when it depends on work without a time
+    limit) and the room the head does not need, per resource.
+    """
+    room = free
+    shadow: float | None = None
+    for end, freed in sorted(ends, key=lambda e: e[0]):
+        if shadow is not None and end > shadow:
+            break
+        if math.isinf(end):
+            break
+        room = room + freed
+        if shadow is None and need.fits_in(room):
+            shadow = max(end, now)
+    if shadow is None:
+        room = free
+    spare = room - need
+    return shadow, Resources(*(max(0, x) for x in amounts(spare)))
+
+
+def _choose_victims(
+    head: WaitingRun, room: Resources, candidates: list[RunningUnit]
+) -> list[RunningUnit] | None:
+    """The fewest lower-priority units whose stop lets ``head`` fit in ``room``.
+
+    Lowest priority first, among equals the most recently started; then drop
+    every victim not needed. None when even all of them would not do.
+    """
+    need = head.ask()
+    order = sorted(candidates, key=lambda u: (u.priority, -u.started_at, u.unit_id))
+    chosen: list[RunningUnit] = []
+    for unit in order:
+        if need.fits_in(room):
+            break
+        chosen.append(unit)
+        room = room + unit.resources
+    if not need.fits_in(room):
+        return None
+    for unit in list(chosen):
+        if need.fits_in(room - unit.resources):
+            chosen.remove(unit)
+            room = room - unit.resources
+    return chosen
+
+
+# ------------------------------------------------------------- the walk
+
+_NOTHING = Resources()
+
+
+class _Walk:
+    """The state of one walk over the waiting runs. Used once, by ``plan``."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        machine = snapshot.machine
+        self.now = now
+        self.grace = machine.stop_grace
+        self.capacity = machine.capacity()
+        self.workspaces = snapshot.workspaces
+        self.running = snapshot.running
+        held = {g for unit in snapshot.running for g in unit.gpus}
+        self.free_gpus = [g for g in sorted(machine.gpus) if g not in held]
+        self.free = self.capacity
+        self.usage: dict[str, Resources] = {}
+        for unit in snapshot.running:
+            self.free = self.free - unit.resources
+            self.usage[unit.workspace] = self.usage.get(unit.workspace, _NOTHING) + unit.resources
+        self.shares = {run.workspace: self._share(run.workspace) for run in snapshot.waiting}
+        self.started_ends: list[tuple[float, Resources]] = []
+        self.starts: list[Start] = []
+        self.preemptions: list[Preempt] = []
+        self.reasons: dict[str, Reason] = {}
+        self.quota_waits: set[str] = set()
+        self.order: list[str] = []
+        self.head: Head | None = None
+        self.spare = _NOTHING
+        self.behind = Reason("")
+
+    def _share(self, workspace: str) -> float:
+        ws = self.workspaces.get(workspace)
+        if ws is None or ws.quota is None:
+            return 0.0
+        share = _dominant_share(self.usage.get(workspace, _NOTHING), ws.quota)
+        return share / max(ws.weight, 1e-9)
+
+    def walk(self, waiting: Iterable[WaitingRun]) -> None:
+        for run in _Order(waiting, self.shares):
+            self.order.append(run.name)
+            self.visit(run)
+
+    def visit(self, run: WaitingRun) -> None:
+        ask = run.ask()
+        # 1. Over its workspace's quota: waits, blocks nobody, never the head.
+        ws = self.workspaces.get(run.workspace)
+        if ws is not None and ws.quota is not None:
+            used = self.usage.get(run.workspace, _NOTHING)
+            message = _quota_reason(used, ask, ws.quota)
+            if message is not None:
+                self.quota_waits.add(run.name)
+                self.wait(run, Reason(message), follows_prefix=True)
+                return
+        # 2. Larger than the machine: can never run here, never the head.
+        if not ask.fits_in(self.capacity):
+            self.wait(run, Reason(_too_large(ask, self.capacity) or ""), follows_prefix=True)
+            return
+        # 3. No head yet: start whatever fits; the first that does not is the head.
+        if self.head is None:
+            if ask.fits_in(self.free):
+                self.start(run, backfill=False)
+            else:
+                self.make_head(run)
+            return
+        # 4. Behind the head: backfill, or wait behind it.
+        if ask.fits_in(self.free):
+            end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
+            if self.head.shadow is not None and end <= self.head.shadow:
+                self.start(run, backfill=True)
+                return
+            if ask.fits_in(self.spare):
+                self.spare = self.spare - ask
+                self.start(run, backfill=True)
+                return
+        self.wait(run, self.behind, follows_prefix=False)
+
+    def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
+        if run.preempted_by is not None:
+            prefix = Reason.of(PREEMPTED_WAITING, run.preempted_by)
+            reason = prefix.then(reason) if follows_prefix else prefix
+        self.reasons[run.name] = reason
+
+    def start(self, run: WaitingRun, *, backfill: bool) -> None:
+        ask = run.ask()
+        gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
+        self.free = self.free - ask
+        self.usage[run.workspace] = self.usage.get(run.workspace, _NOTHING) + ask
+        self.shares[run.workspace] = self._share(run.workspace)
+        end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
+        self.started_ends.append((end, ask))
+        self.starts.append(Start(run.name, run.workers, gpus, backfill))
+
+    def make_head(self, run: WaitingRun) -> None:
+        need = run.ask()
+        stopping = [u for u in self.running if u.stopping]
+        room_after_stops = self.free
+        for unit in stopping:
+            room_after_stops = room_after_stops + unit.resources
+        victims: list[RunningUnit] = []
+        if not need.fits_in(room_after_stops):
+            candidates = [u for u in self.running if not u.stopping and u.priority < run.priority]
+            victims = _choose_victims(run, room_after_stops, candidates) or []
+        deadline = self.now + self.grace
+        victim_ids = {v.unit_id for v in victims}
+        ends = [
+            (
+                min(_end_time(u, self.grace), deadline)
+                if u.unit_id in victim_ids
+                else _end_time(u, self.grace),
+                u.resources,
+            )
+            for u in self.running
+        ]
+        shadow, spare = _shadow(self.free, need, ends + self.started_ends, self.now)
+        waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
+        self.head = Head(
+            run.name,
+            run.workspace,
+            run.priority,
+            shadow,
+            need,
+            preempting=bool(victims) or waiting_for > 0,
+        )
+        for_run = RunRef(run.name, run.workspace)
+        self.preemptions = [
+            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
+        ]
+        self.spare = spare
+        self.behind = _behind_message(self.head)
+        self.wait(run, _head_message(self.head, victims, waiting_for), follows_prefix=True)
+
+    def result(self) -> Plan:
+        head = self.head
+        if head is not None:
+            held = take_gpus(list(self.free_gpus), min(head.need.gpus, len(self.free_gpus)))
+            head = Head(
+                head.run,
+                head.workspace,
+                head.priority,
+                head.shadow,
+                head.need,
+                held,
+                head.preempting,
+            )
+        return Plan(
+            starts=tuple(self.starts),
+            preemptions=tuple(self.preemptions),
+            head=head,
+            reasons=self.reasons,
+            quota_waits=frozenset(self.quota_waits),
+            order=tuple(self.order),
+        )
+
+
+def plan(snapshot: Snapshot, now: float) -> Plan:
+    """Decide what starts, what is preempted, and why everything else waits."""
+    walk = _Walk(snapshot, now)
+    walk.walk(snapshot.waiting)
+    return walk.result()

@@ -1,0 +1,196 @@
+"""Invariants of the planner over random snapshots (hypothesis)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runner.model import GIB, Quota, Resources, Workspace
+from runner.scheduler import Plan, RunningUnit, Snapshot, WaitingRun, plan
+from tests.unit.planner_builders import NOW, machine
+
+WORKSPACES = ("a", "b", "c")
+LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0, 7200.0]))
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    m = machine(gpus=8, cpus=32, memory_gib=256, grace=30)
+    free_gpus = list(range(8))
+    random.Random(draw(st.integers(0, 1000))).shuffle(free_gpus)
+    running: list[RunningUnit] = []
+    cpu_left, mem_left = 32_000, 256 * GIB
+    for i in range(draw(st.integers(0, 6))):
+        gpus = draw(st.integers(0, min(4, len(free_gpus))))
+        cpu = draw(st.integers(0, cpu_left // 1000)) * 1000
+        mem = draw(st.integers(0, mem_left // GIB)) * GIB
+        taken = tuple(sorted(free_gpus[:gpus]))
+        del free_gpus[:gpus]
+        cpu_left, mem_left = cpu_left - cpu, mem_left - mem
+        stopping = draw(st.booleans()) and draw(st.booleans())
+        running.append(
+            RunningUnit(
+                unit_id=f"r{i}",
+                run=f"r{i}",
+                workspace=draw(st.sampled_from(WORKSPACES)),
+                priority=draw(st.integers(-3, 3)),
+                resources=Resources(gpus, cpu, mem, 1),
+                gpus=taken,
+                started_at=NOW - draw(st.integers(0, 7200)),
+                time_limit=draw(LIMITS),
+                stop_deadline=NOW + 10 if stopping else None,
+            )
+        )
+    waiting = [
+        WaitingRun(
+            name=f"w{i}",
+            workspace=draw(st.sampled_from(WORKSPACES)),
+            priority=draw(st.integers(-3, 3)),
+            submitted_at=NOW - draw(st.integers(0, 1000)),
+            worker=Resources(
+                draw(st.integers(0, 8)),
+                draw(st.integers(0, 16)) * 1000,
+                draw(st.integers(0, 64)) * GIB,
+                1,
+            ),
+            workers=tuple(range(draw(st.integers(1, 2)))),
+            time_limit=draw(LIMITS),
+        )
+        for i in range(draw(st.integers(0, 12)))
+    ]
+    workspaces = {
+        name: Workspace(
+            name,
+            draw(st.one_of(st.none(), st.builds(Quota, gpus=st.integers(0, 8)))),
+            weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        )
+        for name in WORKSPACES
+    }
+    return Snapshot(m, workspaces, tuple(running), tuple(waiting))
+
+
+def _free(snapshot: Snapshot) -> Resources:
+    free = snapshot.machine.capacity()
+    for unit in snapshot.running:
+        free = free - unit.resources
+    return free
+
+
+def _by_name(snapshot: Snapshot) -> dict[str, WaitingRun]:
+    return {w.name: w for w in snapshot.waiting}
+
+
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(snapshots())
+def test_nothing_is_given_twice(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    held = [g for u in snapshot.running for g in u.gpus]
+    given_out = [g for s in p.starts for worker in s.gpus for g in worker]
+    assert len(set(given_out)) == len(given_out)
+    assert not set(given_out) & set(held)
+    assert set(given_out) <= set(snapshot.machine.gpus)
+    total = Resources()
+    runs = _by_name(snapshot)
+    for s in p.starts:
+        ask = runs[s.run].ask()
+        assert [len(g) for g in s.gpus] == [runs[s.run].worker.gpus] * len(s.workers)
+        total = total + ask
+    assert total.fits_in(_free(snapshot))
+
+
+@PROPERTY
+@given(snapshots())
+def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    if p.head is None or p.head.preempting:
+        return
+    runs = _by_name(snapshot)
+    as_running = tuple(
+        RunningUnit(
+            f"new-{s.run}",
+            s.run,
+            runs[s.run].workspace,
+            runs[s.run].priority,
+            runs[s.run].ask(),
+            tuple(g for w in s.gpus for g in w),
+            NOW,
+            runs[s.run].time_limit,
+        )
+        for s in p.starts
+    )
+    alone = Snapshot(
+        snapshot.machine,
+        {},
+        snapshot.running + as_running,
+        (runs[p.head.run],),
+    )
+    p2 = plan(alone, NOW)
+    assert p2.head is not None and p2.head.run == p.head.run
+    assert p2.head.shadow == p.head.shadow
+
+
+@PROPERTY
+@given(snapshots())
+def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    if not p.preemptions:
+        return
+    assert p.head is not None
+    units = {u.unit_id: u for u in snapshot.running}
+    victims = [units[v.unit_id] for v in p.preemptions]
+    assert all(v.priority < p.head.priority and not v.stopping for v in victims)
+    runs = _by_name(snapshot)
+    room = _free(snapshot)
+    for unit in snapshot.running:
+        if unit.stopping:
+            room = room + unit.resources
+    for s in p.starts:
+        if not s.backfill:  # started ahead of the head, before it was chosen
+            room = room - runs[s.run].ask()
+    freed = Resources()
+    for v in victims:
+        freed = freed + v.resources
+    need = p.head.need
+    assert need.fits_in(room + freed)
+    for v in victims:
+        assert not need.fits_in(room + freed - v.resources)
+
+
+@PROPERTY
+@given(snapshots())
+def test_over_quota_is_never_the_head(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    if p.head is not None:
+        assert p.head.run not in p.quota_waits
+    for name in p.quota_waits:
+        assert "quota" in p.reasons[name].render()
+
+
+@PROPERTY
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_plan_is_deterministic_whatever_the_input_order(
+    snapshot: Snapshot, rnd: random.Random
+) -> None:
+    first = plan(snapshot, NOW)
+    waiting, running = list(snapshot.waiting), list(snapshot.running)
+    rnd.shuffle(waiting)
+    rnd.shuffle(running)
+    shuffled = replace(snapshot, waiting=tuple(waiting), running=tuple(running))
+    assert plan(shuffled, NOW) == first
+    assert plan(snapshot, NOW) == first
+
+
+@PROPERTY
+@given(snapshots())
+def test_every_waiting_run_is_started_or_has_a_reason(snapshot: Snapshot) -> None:
+    p: Plan = plan(snapshot, NOW)
+    started = {s.run for s in p.starts}
+    assert started.isdisjoint(p.reasons)
+    assert started | set(p.reasons) == {w.name for w in snapshot.waiting}
+    assert sorted(p.order) == sorted(w.name for w in snapshot.waiting)
