@@ -49,6 +49,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 
 from runner.model import (
     ADMIN,
@@ -122,9 +123,14 @@ class WaitingRun:
     workers: tuple[int, ...] = (0,)
     time_limit: float | None = None
     preempted_by: RunRef | None = None
+    total: Resources = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.worker.times(len(self.workers)))
 
     def ask(self) -> Resources:
-        return self.worker.times(len(self.workers))
+        """What all the workers to start ask for together."""
+        return self.total
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,22 +294,27 @@ class _Order:
         self._shares = shares
 
     def __iter__(self) -> Iterator[WaitingRun]:
+        by_name, by_time = attrgetter("name"), attrgetter("submitted_at")
         for _priority, queues in self._levels:
             heap: list[tuple[float, float, str, str, int]] = []
             fifo: dict[str, list[WaitingRun]] = {}
             for ws, runs in queues.items():
-                runs.sort(key=lambda r: (r.submitted_at, r.name))
+                runs.sort(key=by_name)  # two stable sorts: by time, then name
+                runs.sort(key=by_time)
                 fifo[ws] = runs
                 heap.append((self._shares[ws], runs[0].submitted_at, runs[0].name, ws, 0))
             heapq.heapify(heap)
+            replace, shares = heapq.heapreplace, self._shares
             while heap:
-                _s, _t, _n, ws, i = heapq.heappop(heap)
+                _share, _t, _name, ws, i = heap[0]
                 runs = fifo[ws]
                 yield runs[i]
-                if i + 1 < len(runs):
-                    nxt = runs[i + 1]
-                    item = (self._shares[ws], nxt.submitted_at, nxt.name, ws, i + 1)
-                    heapq.heappush(heap, item)
+                i += 1
+                if i < len(runs):
+                    nxt = runs[i]
+                    replace(heap, (shares[ws], nxt.submitted_at, nxt.name, ws, i))
+                else:
+                    heapq.heappop(heap)
 
 
 # ---------------------------------------------------------- GPU indices
@@ -420,7 +431,14 @@ class _Walk:
         for unit in snapshot.running:
             self.free = self.free - unit.resources
             self.usage[unit.workspace] = self.usage.get(unit.workspace, _NOTHING) + unit.resources
-        self.shares = {run.workspace: self._share(run.workspace) for run in snapshot.waiting}
+        self.shares = {ws: self._share(ws) for ws in {run.workspace for run in snapshot.waiting}}
+        # What each workspace with a quota may still take; updated as runs start.
+        self.headroom = {
+            name: _as_room(ws.quota) - self.usage.get(name, _NOTHING)
+            for name, ws in self.workspaces.items()
+            if ws.quota
+        }
+        self.quota_messages: dict[str, dict[Resources, Reason]] = {}
         self.started_ends: list[tuple[float, Resources]] = []
         self.starts: list[Start] = []
         self.preemptions: list[Preempt] = []
@@ -439,21 +457,19 @@ class _Walk:
         return share / max(ws.weight, 1e-9)
 
     def walk(self, waiting: Iterable[WaitingRun]) -> None:
+        record, visit = self.order.append, self.visit
         for run in _Order(waiting, self.shares):
-            self.order.append(run.name)
-            self.visit(run)
+            record(run.name)
+            visit(run)
 
     def visit(self, run: WaitingRun) -> None:
-        ask = run.ask()
+        ask = run.total
         # 1. Over its workspace's quota: waits, blocks nobody, never the head.
-        ws = self.workspaces.get(run.workspace)
-        if ws is not None and ws.quota is not None:
-            used = self.usage.get(run.workspace, _NOTHING)
-            message = _quota_reason(used, ask, ws.quota)
-            if message is not None:
-                self.quota_waits.add(run.name)
-                self.wait(run, Reason(message), follows_prefix=True)
-                return
+        headroom = self.headroom.get(run.workspace)
+        if headroom is not None and not ask.fits_in(headroom):
+            self.quota_waits.add(run.name)
+            self.wait(run, self._quota_message(run.workspace, ask), follows_prefix=True)
+            return
         # 2. Larger than the machine: can never run here, never the head.
         if not ask.fits_in(self.capacity):
             self.wait(run, Reason(_too_large(ask, self.capacity) or ""), follows_prefix=True)
@@ -475,7 +491,19 @@ class _Walk:
                 self.spare = self.spare - ask
                 self.start(run, backfill=True)
                 return
-        self.wait(run, self.behind, follows_prefix=False)
+        if run.preempted_by is None:
+            self.reasons[run.name] = self.behind
+        else:
+            self.wait(run, self.behind, follows_prefix=False)
+
+    def _quota_message(self, workspace: str, ask: Resources) -> Reason:
+        """The quota message, shared by every run of the workspace asking the same."""
+        cache = self.quota_messages.setdefault(workspace, {})
+        if ask not in cache:
+            quota = self.workspaces[workspace].quota
+            used = self.usage.get(workspace, _NOTHING)
+            cache[ask] = Reason(_quota_reason(used, ask, quota) or "")
+        return cache[ask]
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
         if run.preempted_by is not None:
@@ -484,10 +512,13 @@ class _Walk:
         self.reasons[run.name] = reason
 
     def start(self, run: WaitingRun, *, backfill: bool) -> None:
-        ask = run.ask()
+        ask = run.total
         gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
         self.free = self.free - ask
         self.usage[run.workspace] = self.usage.get(run.workspace, _NOTHING) + ask
+        if run.workspace in self.headroom:
+            self.headroom[run.workspace] = self.headroom[run.workspace] - ask
+            self.quota_messages.pop(run.workspace, None)
         self.shares[run.workspace] = self._share(run.workspace)
         end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
         self.started_ends.append((end, ask))
