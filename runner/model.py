@@ -37,6 +37,10 @@ _SIZE_UNITS = {
     "gib": 1024**3,
     "ti": 1024**4,
     "tib": 1024**4,
+    "p": 1000**5,
+    "pb": 1000**5,
+    "pi": 1024**5,
+    "pib": 1024**5,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -62,6 +66,8 @@ def parse_size(value: object) -> int:
     if not match or match.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(f"{value!r} is not a size (use bytes or e.g. '64GiB', '512MiB')")
     number = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    if not math.isfinite(number):
+        raise ValueError(f"{value[:40]!r} is too large")
     if number != int(number):
         raise ValueError(f"{value!r} is not a whole number of bytes")
     return int(number)

@@ -1,0 +1,538 @@
+"""Parse and validate run specs: the seed's JSON, the same in TOML, and #SBATCH files.
+
+Every bad input raises :class:`SpecError`, whose one-line message names the field
+(``spec.task_template.requested_resources.gpu_requests.count: …``). Nothing else
+escapes, whatever the input: each check looks at the type before using a value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import re
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from runner.model import (
+    DEFAULT_RESTART_LIMIT,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    DriveRef,
+    MountMode,
+    RunSpec,
+    TaskTemplate,
+    parse_size,
+)
+
+# Bounds on absurd values: a larger run than any machine is fine, these are not.
+MAX_WORKERS = 1024
+MAX_GPUS = 1024
+MAX_CPU_CORES = 100_000
+MAX_MEMORY = 1024**5  # 1 PiB
+MAX_RESTART_LIMIT = 1000
+MAX_TIME_LIMIT = 3650 * 86400  # ten years; no limit at all is null/absent
+MAX_STRING = 4096  # image, command, env values, paths
+MAX_ARG = 128 * 1024  # one argument (Linux's MAX_ARG_STRLEN): a `bash -c` script fits
+MAX_ARGS_TOTAL = 1024 * 1024  # all arguments together
+MAX_ARGS = 1024
+MAX_ENV = 1024
+MAX_DRIVES = 64
+MAX_DOCUMENT = 4 * 1024 * 1024  # characters in a spec file
+
+DOCUMENT = "<document>"
+SCRIPT = "<script>"
+
+_NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+_SYSTEM_DIRS = ("proc", "sys", "dev")
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
+JsonObject = dict[str, object]
+_Check = Callable[[object, str], _T]
+
+
+class SpecError(ValueError):
+    """A bad run spec: ``field`` is the dotted path of the culprit, ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = _one_line(field)
+        self.reason = _one_line(reason)
+        super().__init__(self.field, self.reason)
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}"
+
+
+def _one_line(text: str) -> str:
+    """Escape anything that would break the message over lines (or hide in it)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def show_value(value: object) -> str:
+    """A short, safe rendering of any user value for a message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**18 else "a number too large to use"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 50 else repr(value[:47]) + "..."
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _child(parent: str, key: object) -> str:
+    if isinstance(key, str) and _PLAIN_KEY_RE.fullmatch(key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent or DOCUMENT}[{show_value(key)}]"
+
+
+# ----------------------------------------------------------------- field checks
+
+
+def _object(value: object, path: str, keys: tuple[str, ...]) -> JsonObject:
+    """A JSON object with only the given keys."""
+    if not isinstance(value, dict):
+        raise SpecError(path or DOCUMENT, f"must be an object, got {show_value(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise SpecError(_child(path, key), "keys must be strings")
+        if key not in keys:
+            raise SpecError(_child(path, key), f"unknown key (expected one of: {', '.join(keys)})")
+    return value
+
+
+def _required(obj: JsonObject, parent: str, key: str, check: _Check[_T]) -> _T:
+    value = obj.get(key)
+    if value is None:
+        raise SpecError(_child(parent, key), "required")
+    return check(value, _child(parent, key))
+
+
+def _optional(obj: JsonObject, parent: str, key: str, check: _Check[_T], default: _D) -> _T | _D:
+    """``default`` when the key is absent or null."""
+    value = obj.get(key)
+    return default if value is None else check(value, _child(parent, key))
+
+
+def _int_between(low: int, high: int) -> _Check[int]:
+    def check(value: object, path: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise SpecError(
+                path, f"must be an integer between {low} and {high}, got {show_value(value)}"
+            )
+        if not low <= value <= high:
+            raise SpecError(path, f"must be between {low} and {high}, got {show_value(value)}")
+        return value
+
+    return check
+
+
+def _bool(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(path, f"must be true or false, got {show_value(value)}")
+    return value
+
+
+def _string(value: object, path: str, limit: int = MAX_STRING, empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise SpecError(path, f"must be a string, got {show_value(value)}")
+    if not value and not empty:
+        raise SpecError(path, "must not be empty")
+    if len(value) > limit:
+        raise SpecError(path, f"must be at most {limit} characters, got {len(value)}")
+    if "\0" in value:
+        raise SpecError(path, "must not contain NUL characters")
+    return value
+
+
+def _name(value: object, path: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
+        raise SpecError(path, f"must be {_NAME_RULE}, got {show_value(value)}")
+    return value
+
+
+def _image(value: object, path: str) -> str:
+    image = _string(value, path)
+    if any(c.isspace() for c in image):
+        raise SpecError(path, f"must be an image reference without spaces, got {show_value(image)}")
+    return image
+
+
+def _list(value: object, path: str, limit: int) -> list[object]:
+    if not isinstance(value, list):
+        raise SpecError(path, f"must be a list, got {show_value(value)}")
+    if len(value) > limit:
+        raise SpecError(path, f"must have at most {limit} items, got {len(value)}")
+    return value
+
+
+def _strings(value: object, path: str) -> tuple[str, ...]:
+    items = _list(value, path, MAX_ARGS)
+    return tuple(_string(v, f"{path}[{i}]", MAX_ARG, empty=True) for i, v in enumerate(items))
+
+
+def _cpu_milli(value: object, path: str) -> int:
+    """Cores (int or float) as millicores."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise SpecError(path, f"must be a non-negative number of cores, got {show_value(value)}")
+    if value > MAX_CPU_CORES:
+        raise SpecError(path, f"must be at most {MAX_CPU_CORES} cores, got {show_value(value)}")
+    return round(value * 1000)
+
+
+def _memory(value: object, path: str) -> int:
+    try:
+        size = parse_size(value)
+    except (ValueError, OverflowError) as error:
+        short = isinstance(value, str) and len(value) <= 50
+        raise SpecError(path, str(error) if short else _size_reason(value)) from None
+    if size > MAX_MEMORY:
+        raise SpecError(path, f"must be at most 1PiB ({MAX_MEMORY} bytes), got {show_value(value)}")
+    return size
+
+
+def _size_reason(value: object) -> str:
+    return f"must be a whole number of bytes or a string such as '64GiB', got {show_value(value)}"
+
+
+def _time_limit(value: object, path: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise SpecError(
+            path, f"must be a positive whole number of seconds or null, got {show_value(value)}"
+        )
+    if value > MAX_TIME_LIMIT:
+        raise SpecError(
+            path, f"must be at most {MAX_TIME_LIMIT} (ten years), got {show_value(value)}"
+        )
+    return value
+
+
+# ------------------------------------------------------------------ the document
+
+_SPEC_KEYS = ("priority", "workers", "gang", "restart_limit", "task_template")
+_TASK_KEYS = (
+    "image",
+    "command",
+    "args",
+    "env",
+    "time_limit_seconds",
+    "datavolume_refs",
+    "requested_resources",
+)
+_RESOURCE_KEYS = ("gpu_requests", "per_gpu", "cpu_cores", "memory_bytes")
+
+
+def parse_spec(data: object) -> RunSpec:
+    """A validated RunSpec from a decoded JSON/TOML document; SpecError on anything wrong."""
+    doc = _object(data, "", ("metadata", "spec"))
+    meta = _required(doc, "", "metadata", lambda v, p: _object(v, p, ("name", "workspace")))
+    name = _required(meta, "metadata", "name", _name)
+    workspace = _optional(meta, "metadata", "workspace", _name, None)
+    spec = _required(doc, "", "spec", lambda v, p: _object(v, p, _SPEC_KEYS))
+    return RunSpec(
+        name=name,
+        workspace=workspace,
+        priority=_optional(spec, "spec", "priority", _int_between(MIN_PRIORITY, MAX_PRIORITY), 0),
+        workers=_optional(spec, "spec", "workers", _int_between(1, MAX_WORKERS), 1),
+        gang=_optional(spec, "spec", "gang", _bool, True),
+        restart_limit=_optional(
+            spec,
+            "spec",
+            "restart_limit",
+            _int_between(0, MAX_RESTART_LIMIT),
+            DEFAULT_RESTART_LIMIT,
+        ),
+        task=_required(spec, "spec", "task_template", _task),
+    )
+
+
+def _task(value: object, path: str) -> TaskTemplate:
+    task = _object(value, path, _TASK_KEYS)
+    image = _required(task, path, "image", _image)
+    command, lead = _optional(task, path, "command", _command, (None, ()))
+    args = lead + _optional(task, path, "args", _strings, ())
+    _check_args_total(args, f"{path}.args")
+    env = _optional(task, path, "env", _env, ())
+    limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
+    drives = _optional(task, path, "datavolume_refs", _drives, ())
+    res = _optional(task, path, "requested_resources", _resources, _Resources())
+    return TaskTemplate(
+        image=image,
+        command=command,
+        args=args,
+        env=env,
+        time_limit_seconds=limit,
+        drives=drives,
+        gpus=res.gpus,
+        min_per_machine=res.min_per_machine,
+        per_gpu_cpu_milli=res.per_gpu_cpu_milli,
+        per_gpu_memory=res.per_gpu_memory,
+        cpu_milli=res.cpu_milli,
+        memory=res.memory,
+    )
+
+
+def _command(value: object, path: str) -> tuple[str, tuple[str, ...]]:
+    """A string, or a list whose first item is the command and the rest leading args."""
+    if not isinstance(value, list):
+        return _string(value, path), ()
+    parts = _strings(value, path)
+    if not parts:
+        raise SpecError(path, "must not be an empty list")
+    return _string(parts[0], f"{path}[0]"), parts[1:]
+
+
+def _check_args_total(args: tuple[str, ...], path: str) -> None:
+    if len(args) > MAX_ARGS:
+        raise SpecError(
+            path, f"must have at most {MAX_ARGS} items with the command's, got {len(args)}"
+        )
+    total = sum(len(a) for a in args)
+    if total > MAX_ARGS_TOTAL:
+        raise SpecError(path, f"must be at most {MAX_ARGS_TOTAL} characters in all, got {total}")
+
+
+def _env(value: object, path: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise SpecError(path, f"must be an object of names to strings, got {show_value(value)}")
+    if len(value) > MAX_ENV:
+        raise SpecError(path, f"must have at most {MAX_ENV} variables, got {len(value)}")
+    pairs: list[tuple[str, str]] = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV_KEY_RE.fullmatch(key):
+            reason = "is not a variable name (letters, digits and '_', not starting with a digit)"
+            raise SpecError(path, f"{show_value(key)} {reason}")
+        pairs.append((key, _string(item, f"{path}.{key}", empty=True)))
+    return tuple(sorted(pairs))
+
+
+def _drives(value: object, path: str) -> tuple[DriveRef, ...]:
+    drives: list[DriveRef] = []
+    for index, item in enumerate(_list(value, path, MAX_DRIVES)):
+        drive = _drive(item, f"{path}[{index}]")
+        for earlier, other in enumerate(drives):
+            if other.mount_path == drive.mount_path:
+                raise SpecError(
+                    f"{path}[{index}].mount_path",
+                    f"{show_value(drive.mount_path)} is already mounted by {path}[{earlier}]",
+                )
+        drives.append(drive)
+    return tuple(drives)
+
+
+def _drive(value: object, path: str) -> DriveRef:
+    ref = _object(value, path, ("name", "mount_path", "mode"))
+    name = _required(ref, path, "name", _name)
+    mount_path = _required(ref, path, "mount_path", _mount_path)
+    mode = _optional(ref, path, "mode", _mode, MountMode.READ_WRITE)
+    return DriveRef(name=name, mount_path=mount_path, mode=mode)
+
+
+def _mode(value: object, path: str) -> MountMode:
+    for mode in MountMode:
+        if value == mode.value:
+            return mode
+    raise SpecError(path, f"must be 'ReadWrite' or 'ReadOnly', got {show_value(value)}")
+
+
+def _mount_path(value: object, path: str) -> str:
+    """An absolute container path, normalised (``/ckpt/`` -> ``/ckpt``)."""
+    text = _string(value, path)
+    if not text.startswith("/"):
+        raise SpecError(
+            path, f"must be an absolute path (starting with '/'), got {show_value(text)}"
+        )
+    if ".." in text.split("/"):
+        raise SpecError(path, f"must not contain '..', got {show_value(text)}")
+    if ":" in text:
+        raise SpecError(path, f"must not contain ':', got {show_value(text)}")
+    normal = "/" + posixpath.normpath(text).lstrip("/")
+    if normal == "/":
+        raise SpecError(path, "must not be '/' (mount the drive on a directory such as /data)")
+    if normal.split("/")[1] in _SYSTEM_DIRS:
+        raise SpecError(path, f"must not be under /proc, /sys or /dev, got {show_value(text)}")
+    return normal
+
+
+class _Resources(NamedTuple):
+    gpus: int = 0
+    min_per_machine: int = 0
+    per_gpu_cpu_milli: int = 0
+    per_gpu_memory: int = 0
+    cpu_milli: int = 0
+    memory: int = 0
+
+
+def _resources(value: object, path: str) -> _Resources:
+    res = _object(value, path, _RESOURCE_KEYS)
+    gpus, least = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0))
+    per_cpu, per_memory = _optional(res, path, "per_gpu", _per_gpu, (0, 0))
+    return _Resources(
+        gpus=gpus,
+        min_per_machine=least,
+        per_gpu_cpu_milli=per_cpu,
+        per_gpu_memory=per_memory,
+        cpu_milli=_optional(res, path, "cpu_cores", _cpu_milli, 0),
+        memory=_optional(res, path, "memory_bytes", _memory, 0),
+    )
+
+
+def _gpu_requests(value: object, path: str) -> tuple[int, int]:
+    req = _object(value, path, ("count", "min_per_machine"))
+    count = _optional(req, path, "count", _int_between(0, MAX_GPUS), 0)
+    least = _optional(req, path, "min_per_machine", _int_between(0, MAX_GPUS), count)
+    if least > count:
+        raise SpecError(
+            f"{path}.min_per_machine", f"must not be more than count ({count}), got {least}"
+        )
+    return count, least
+
+
+def _per_gpu(value: object, path: str) -> tuple[int, int]:
+    per = _object(value, path, ("cpu_cores", "memory_bytes"))
+    cpu = _optional(per, path, "cpu_cores", _cpu_milli, 0)
+    return cpu, _optional(per, path, "memory_bytes", _memory, 0)
+
+
+# ------------------------------------------------------------------ back to JSON
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, object]:
+    """The seed's JSON shape of a spec; ``parse_spec`` reads it back unchanged."""
+    metadata: JsonObject = {"name": spec.name}
+    if spec.workspace is not None:
+        metadata["workspace"] = spec.workspace
+    return {
+        "metadata": metadata,
+        "spec": {
+            "priority": spec.priority,
+            "workers": spec.workers,
+            "gang": spec.gang,
+            "restart_limit": spec.restart_limit,
+            "task_template": _task_to_dict(spec.task),
+        },
+    }
+
+
+def _task_to_dict(task: TaskTemplate) -> JsonObject:
+    out: JsonObject = {"image": task.image}
+    if task.command is not None:
+        out["command"] = task.command
+    out["args"] = list(task.args)
+    out["env"] = dict(task.env)
+    if task.time_limit_seconds is not None:
+        out["time_limit_seconds"] = task.time_limit_seconds
+    out["datavolume_refs"] = [
+        {"name": d.name, "mount_path": d.mount_path, "mode": d.mode.value} for d in task.drives
+    ]
+    out["requested_resources"] = {
+        "gpu_requests": {"count": task.gpus, "min_per_machine": task.min_per_machine},
+        "per_gpu": {
+            "cpu_cores": _cores(task.per_gpu_cpu_milli),
+            "memory_bytes": task.per_gpu_memory,
+        },
+        "cpu_cores": _cores(task.cpu_milli),
+        "memory_bytes": task.memory,
+    }
+    return out
+
+
+def _cores(milli: int) -> int | float:
+    return milli // 1000 if milli % 1000 == 0 else milli / 1000
+
+
+# ------------------------------------------------------------------ text and files
+
+
+def load_spec_text(text: str, fmt: str | None = None) -> RunSpec:
+    """Decode JSON or TOML (or an #SBATCH script, fmt="sbatch") and validate it.
+
+    Without ``fmt``: JSON when the first non-blank character is ``{``, else TOML.
+    """
+    text = text.removeprefix("\ufeff")
+    if fmt is None:
+        fmt = "json" if text.lstrip().startswith("{") else "toml"
+    if fmt == "sbatch":
+        from runner.sbatch import parse_sbatch
+
+        return parse_sbatch(text)
+    if fmt not in ("json", "toml"):
+        raise SpecError(DOCUMENT, f"unknown format {show_value(fmt)} (use json, toml or sbatch)")
+    return parse_spec(_decode(text, fmt))
+
+
+def _decode(text: str, fmt: str) -> object:
+    if len(text) > MAX_DOCUMENT:
+        raise SpecError(DOCUMENT, f"is too large ({len(text)} characters, at most {MAX_DOCUMENT})")
+    try:
+        if fmt == "json":
+            return json.loads(text, object_pairs_hook=_no_duplicates)
+        return tomllib.loads(text)
+    except SpecError:
+        raise
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise SpecError(DOCUMENT, f"not valid JSON: {error.msg} ({where})") from None
+    except ValueError as error:  # TOMLDecodeError says where; also over-long numbers
+        raise SpecError(DOCUMENT, f"not valid {fmt.upper()}: {_first_line(error)}") from None
+    except RecursionError:
+        raise SpecError(DOCUMENT, f"not valid {fmt.upper()}: nested too deeply") from None
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).splitlines()
+    return lines[0][:200] if lines else type(error).__name__
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> JsonObject:
+    out: JsonObject = {}
+    for key, value in pairs:
+        if key in out:
+            raise SpecError(DOCUMENT, f"duplicate key {show_value(key)}")
+        out[key] = value
+    return out
+
+
+def load_spec_file(path: str | os.PathLike[str]) -> RunSpec:
+    """A spec from a file: by extension (.json, .toml, .sbatch, .sh), else by its content.
+
+    A file that cannot be read is a SpecError on the file's path.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(str(file), "cannot read: not UTF-8 text") from None
+    except OSError as error:
+        raise SpecError(str(file), f"cannot read: {error.strerror or error}") from None
+    suffix = file.suffix.lower()
+    if suffix in (".sbatch", ".sh") or (suffix not in (".json", ".toml") and _is_sbatch(text)):
+        from runner.sbatch import parse_sbatch
+
+        return parse_sbatch(text, name_hint=file.stem)
+    return load_spec_text(text, {".json": "json", ".toml": "toml"}.get(suffix))
+
+
+def _is_sbatch(text: str) -> bool:
+    return text.startswith("#!") and "#SBATCH" in text
