@@ -223,7 +223,7 @@ def _behind_message(head: Head) -> Reason:
 # ------------------------------------------------------------ fair share
 
 
-def _dominant_share(used: Resources, quota: Quota | None) -> float:
+def dominant_share(used: Resources, quota: Quota | None) -> float:
     if quota is None:
         return 0.0
     share = 0.0
@@ -453,7 +453,7 @@ class _Walk:
         ws = self.workspaces.get(workspace)
         if ws is None or ws.quota is None:
             return 0.0
-        share = _dominant_share(self.usage.get(workspace, _NOTHING), ws.quota)
+        share = dominant_share(self.usage.get(workspace, _NOTHING), ws.quota)
         return share / max(ws.weight, 1e-9)
 
     def walk(self, waiting: Iterable[WaitingRun]) -> None:

@@ -1,0 +1,128 @@
+"""The daemon: config, state, GPUs and an executor, with the loop in a thread.
+
+``Daemon(home).start()`` is the in-process handle tests use; ``astra serve``
+runs it in the foreground with the API on the socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.config import Config, ConfigError, ensure_config, load_config
+from runner.executors.base import Executor, ExecutorError
+from runner.gpus import Inventory, read_inventory
+from runner.loop import Loop, LoopSettings
+from runner.scheduler import Machine
+from runner.service import Service
+from runner.store import Store
+
+log = logging.getLogger("astraeus.daemon")
+
+
+class DaemonError(Exception):
+    """The daemon cannot start; one line saying why."""
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    executor: Executor
+    why: str
+
+
+def pick_executor(config: Config, home: Path) -> ExecutorChoice:
+    """``auto``: docker when the engine answers, else the local process executor."""
+    wanted = config.machine.executor
+    if wanted in ("auto", "docker"):
+        try:
+            from runner.executors.docker import DockerExecutor  # lazy: optional stack
+
+            return ExecutorChoice(DockerExecutor.connect(), "docker: the engine answered")
+        except (ExecutorError, ImportError) as e:
+            if wanted == "docker":
+                raise DaemonError(f'executor = "docker" but Docker is not reachable: {e}') from e
+            why = f"process: Docker is not reachable ({e})"
+    else:
+        why = 'process: executor = "process" in the config'
+    from runner.executors.process import ProcessExecutor  # lazy: optional stack
+
+    return ExecutorChoice(ProcessExecutor(home / "workers"), why)
+
+
+def _memory_total() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def machine_for(config: Config, inventory: Inventory) -> Machine:
+    cores = config.machine.cpu_cores or os.cpu_count() or 1
+    memory = config.machine.memory or _memory_total()
+    return Machine(
+        tuple(g.index for g in inventory.gpus),
+        cores * 1000,
+        memory,
+        config.machine.stop_grace_seconds,
+    )
+
+
+class Daemon:
+    def __init__(self, home: Path, executor: Executor | None = None) -> None:
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "logs").mkdir(exist_ok=True)
+        try:
+            self.config = load_config(ensure_config(home))
+        except ConfigError as e:
+            raise DaemonError(str(e)) from e
+        self.store = Store(home / "state.db")
+        try:
+            self.inventory = read_inventory(self.config.machine.gpus)
+        except ValueError as e:  # a bad ASTRAEUS_SIM_GPUS
+            raise DaemonError(str(e)) from e
+        if executor is None:
+            choice = pick_executor(self.config, home)
+            executor, self.executor_why = choice.executor, choice.why
+        else:
+            self.executor_why = f"{executor.name}: given"
+        self.executor = executor
+        remaps = executor.name == "docker" and bool(getattr(executor, "nvidia", False))
+        self.settings = LoopSettings(
+            machine=machine_for(self.config, self.inventory),
+            workspaces=self.config.workspaces,
+            drives={name: d.path for name, d in self.config.drives.items()},
+            logs_dir=home / "logs",
+            executor_remaps_gpus=remaps,
+        )
+        self.loop = Loop(self.store, executor, self.settings)
+        self.service = Service(self.store, self.config, self.loop.poke)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def apply_config(self, config: Config) -> None:
+        """A changed config (admin commands): workspaces and drives take effect now."""
+        self.config = config
+        self.service.config = config
+        self.settings.workspaces = config.workspaces
+        self.settings.drives = {name: d.path for name, d in config.drives.items()}
+        self.loop.poke()
+
+    def start(self) -> Daemon:
+        log.info("executor %s; GPUs: %s", self.executor_why, self.inventory.source)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, args=(self._stop,), name="astraeus-loop", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the loop; running work goes on and is adopted at the next start."""
+        self._stop.set()
+        self.loop.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

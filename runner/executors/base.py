@@ -1,0 +1,105 @@
+"""The one protocol every executor speaks: start, signal, kill, observe, list.
+
+An executor runs *workers*: one container (docker) or one supervised process
+group (process) per worker of a run's attempt. Executors never decide
+anything; ``runner/loop.py`` tells them what to do and reads what they saw.
+Every call is synchronous and quick (no waiting for a worker to end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+LABEL_PREFIX = "io.astraeus"
+SCHEMA_VERSION = "1"
+
+
+class ExecutorError(Exception):
+    """A worker could not be started or reached; the message is for users, one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A drive placed in a worker: ``source`` is the resolved host path."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLaunch:
+    """Everything needed to start one worker; built by the loop."""
+
+    run: str
+    attempt: int
+    worker: int
+    image: str | None
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    cpu_milli: int = 0  # 0: no limit
+    memory: int = 0  # bytes; 0: no limit
+    mounts: tuple[Mount, ...] = ()
+    uid: int = 0
+    gid: int = 0
+    log_path: Path = Path("/dev/null")
+
+    @property
+    def key(self) -> str:
+        """A stable name for this worker of this attempt (container name, folder name)."""
+        return worker_key(self.run, self.attempt, self.worker)
+
+
+def worker_key(run: str, attempt: int, worker: int) -> str:
+    return f"astraeus-{run}-{attempt}-{worker}"
+
+
+class WorkerState(StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+    MISSING = "missing"  # the executor has no trace of it: a lost worker
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatus:
+    state: WorkerState
+    exit_code: int | None = None
+    error: str | None = None  # why it exited, when the executor knows (OOM, image missing)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedWorker:
+    """A worker the executor found running (or exited, not yet collected)."""
+
+    handle: str
+    run: str
+    attempt: int
+    worker: int
+
+
+class Executor(Protocol):
+    """What the loop needs from an executor."""
+
+    name: str
+
+    def start(self, launch: WorkerLaunch) -> str:
+        """Start the worker and return its handle. Raises ExecutorError."""
+        ...
+
+    def signal(self, handle: str, signum: int) -> None:
+        """Send ``signum`` to every process of the worker; a gone worker is fine."""
+        ...
+
+    def status(self, handle: str) -> WorkerStatus: ...
+
+    def list_workers(self) -> list[ListedWorker]:
+        """Every worker this executor knows of, for reconciliation after a restart."""
+        ...
+
+    def cleanup(self, handle: str) -> None:
+        """Forget an exited worker (remove its container or status files)."""
+        ...

@@ -1,0 +1,321 @@
+"""The ``process`` executor: each worker is a supervised process group on this machine.
+
+The embedded default when Docker is not reachable. ``ProcessExecutor(state_dir)`` keeps
+one folder per worker, ``state_dir/<launch.key>/``, which is also the worker's handle:
+
+- ``launch.json``  what to run, written here, read and deleted by the supervisor;
+- ``meta.json``    run, attempt, worker, supervisor and command pids with their start
+  times (from ``/proc/<pid>/stat``, so a recycled pid is never taken for the worker);
+- ``exit.json``    exit code (128 + N when killed by signal N), signal, time, error;
+- ``supervisor.log``  what the supervisor itself had to say.
+
+A worker runs under ``python -m runner.executors.supervise`` (see that module) in a session
+of its own, so it outlives the daemon; a restarted daemon adopts it by listing the folders.
+``start`` returns once the command runs. A command that cannot be executed does not make
+``start`` fail: the worker exits at once with 127 (not found) or 126 (not executable) and
+its status carries the reason, as Docker reports a missing executable.
+
+Who runs it: when the daemon is root and the member is not, the command runs as the
+member's uid:gid with no supplementary groups and no-new-privileges; a daemon that is not
+root runs every command as itself. The command gets ``launch.env`` plus PATH, HOME, USER
+and ``CUDA_VISIBLE_DEVICES`` (the worker's GPUs; empty for none) where missing, its home
+(or /tmp) as working directory, and stdout+stderr appended to ``launch.log_path``.
+
+Drives need bubblewrap: the command runs as ``bwrap --dev-bind / / … --bind SRC DST``.
+bwrap would create a missing target directory on the host itself, so a target that does not
+exist is placed on a tmpfs laid over its deepest existing ancestor, into which every entry of
+that ancestor is bound back from the host: the host gains no directory, and the worker sees
+the ancestor as before (only new entries made directly in it stay in the worker's view).
+
+Not enforced: ``cpu_milli`` and ``memory`` limits (use Docker for those), and GPU isolation
+beyond ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from signal import SIGKILL
+
+from runner.executors.base import (
+    ExecutorError,
+    ListedWorker,
+    Mount,
+    WorkerLaunch,
+    WorkerState,
+    WorkerStatus,
+)
+from runner.executors.supervise import (
+    EXIT,
+    LAUNCH,
+    META,
+    SUPERVISOR_LOG,
+    Job,
+    is_alive,
+    proc_stat,
+    read_json,
+    write_json_atomic,
+)
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NO_BWRAP = (
+    "this run mounts drives, which the process executor needs bubblewrap (bwrap) for: "
+    "install bubblewrap or use Docker"
+)
+SUPERVISOR_GONE = "the worker's supervisor is gone"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class ProcessExecutor:
+    """Workers as local process groups, each watched by its own supervisor process."""
+
+    name = "process"
+
+    def __init__(self, state_dir: Path, start_timeout: float = 15.0) -> None:
+        self.state_dir = Path(state_dir)
+        self.start_timeout = start_timeout
+
+    def start(self, launch: WorkerLaunch) -> str:
+        """Start the worker; return once its command runs (or could not be executed)."""
+        sandbox = sandbox_command(launch.mounts) if launch.mounts else []
+        handle = launch.key
+        folder = self._folder(handle)
+        if folder.exists():
+            if self.status(handle).state is WorkerState.RUNNING:
+                raise ExecutorError(f"worker {handle} is already running")
+            shutil.rmtree(folder)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(mode=0o700)
+        write_json_atomic(folder / LAUNCH, asdict(_job(launch, sandbox)))
+        self._run_supervisor(handle, folder)
+        return handle
+
+    def signal(self, handle: str, signum: int) -> None:
+        """Send ``signum`` to the worker's process group; a gone worker is fine."""
+        folder = self._folder(handle)
+        meta = read_json(folder / META)
+        if meta is None or (folder / EXIT).exists():
+            return
+        pgid, start = meta.get("child_pgid"), meta.get("child_start")
+        if not isinstance(pgid, int):
+            return
+        seen = proc_stat(pgid)
+        if seen is not None and seen[1] != start:
+            return  # the pid now belongs to another process: the worker's group is gone
+        try:
+            os.killpg(pgid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            raise ExecutorError(f"cannot signal worker {handle}: {exc.strerror}") from exc
+
+    def status(self, handle: str) -> WorkerStatus:
+        folder = self._folder(handle)
+        if not folder.is_dir():
+            return WorkerStatus(WorkerState.MISSING, error="the worker's folder is gone")
+        meta = read_json(folder / META)
+        alive = meta is not None and is_alive(
+            meta.get("supervisor_pid"), meta.get("supervisor_start")
+        )
+        if alive and not (folder / EXIT).exists():
+            return WorkerStatus(WorkerState.RUNNING)
+        result = read_json(folder / EXIT)  # read after the liveness check: no race
+        if result is None:
+            return WorkerStatus(WorkerState.MISSING, error=SUPERVISOR_GONE)
+        code = result.get("exit_code")
+        error = result.get("error")
+        return WorkerStatus(
+            WorkerState.EXITED,
+            exit_code=code if isinstance(code, int) else None,
+            error=error if isinstance(error, str) else None,
+        )
+
+    def list_workers(self) -> list[ListedWorker]:
+        """Every worker folder with a ``meta.json``: running, or exited and not cleaned up."""
+        if not self.state_dir.is_dir():
+            return []
+        found = []
+        for folder in sorted(self.state_dir.iterdir()):
+            meta = read_json(folder / META)
+            if meta is None or not folder.is_dir():
+                continue
+            run, attempt, worker = meta.get("run"), meta.get("attempt"), meta.get("worker")
+            if isinstance(run, str) and isinstance(attempt, int) and isinstance(worker, int):
+                found.append(ListedWorker(folder.name, run, attempt, worker))
+        return found
+
+    def cleanup(self, handle: str) -> None:
+        """Forget an exited (or lost) worker: end what is left of it, remove its folder."""
+        folder = self._folder(handle)
+        if not folder.exists():
+            return
+        state = self.status(handle).state
+        if state is WorkerState.RUNNING:
+            raise ExecutorError(f"worker {handle} is still running: stop it before cleanup")
+        if state is WorkerState.MISSING:
+            self.signal(handle, SIGKILL)  # a lost supervisor may leave the command's children
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def _folder(self, handle: str) -> Path:
+        if not handle or "/" in handle or handle.startswith(".") or "\0" in handle:
+            raise ExecutorError(f"not a process worker handle: {handle!r}")
+        return self.state_dir / handle
+
+    def _run_supervisor(self, handle: str, folder: Path) -> None:
+        """Start the supervisor and wait for its word that the command runs."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        argv = [sys.executable, "-P", "-m", "runner.executors.supervise", str(folder)]
+        with open(folder / SUPERVISOR_LOG, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd="/",
+                start_new_session=True,
+            )
+        try:
+            code = proc.wait(self.start_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ExecutorError(
+                f"could not start worker {handle}: its supervisor did not answer "
+                f"within {self.start_timeout:g} s"
+            ) from None
+        if code != 0:
+            why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
+            raise ExecutorError(f"could not start worker {handle}: {why}")
+
+
+def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
+    switch = os.geteuid() == 0 and launch.uid != 0
+    uid = launch.uid if switch else os.geteuid()
+    home = _home(uid)
+    env = dict(launch.env)
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("HOME", home or "/tmp")
+    with contextlib.suppress(KeyError):
+        env.setdefault("USER", pwd.getpwuid(uid).pw_name)
+    env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in launch.gpus))
+    cwd = home if home and _owned_dir(home, uid) else "/tmp"
+    mounts = []
+    for m in launch.mounts:
+        mounts.append([os.path.normpath(m.target), m.source])
+        mounts.append([os.path.realpath(m.target), m.source])
+    return Job(
+        run=launch.run,
+        attempt=launch.attempt,
+        worker=launch.worker,
+        argv=list(launch.argv),
+        env=env,
+        cwd=cwd,
+        uid=launch.uid if switch else None,
+        gid=launch.gid if switch else None,
+        log_path=str(launch.log_path),
+        sandbox=sandbox,
+        mounts=mounts,
+    )
+
+
+def _home(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        return None
+
+
+def _owned_dir(path: str, uid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return os.path.isdir(path) and st.st_uid == uid
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+# -- drives through bubblewrap ------------------------------------------------------------
+
+
+def sandbox_command(mounts: tuple[Mount, ...]) -> list[str]:
+    """The bubblewrap command line (without ``--``) that places ``mounts``, host untouched."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ExecutorError(NO_BWRAP)
+    targets = _checked_targets(mounts)
+    anchors = {a for a in (_missing_anchor(t) for t in targets) if a is not None}
+    args = [bwrap, "--dev-bind", "/", "/"]
+    for anchor in sorted(anchors, key=_depth):
+        args += _mirror(anchor)
+    for mount, target in sorted(zip(mounts, targets, strict=True), key=lambda p: _depth(p[1])):
+        args += ["--ro-bind" if mount.read_only else "--bind", mount.source, target]
+    return [*args, "--new-session", "--die-with-parent"]
+
+
+def _checked_targets(mounts: tuple[Mount, ...]) -> list[str]:
+    """Each mount's target with symlinks resolved; refuse what bubblewrap cannot place."""
+    targets: list[str] = []
+    for mount in mounts:
+        if not os.path.isabs(mount.target) or os.path.normpath(mount.target) == "/":
+            raise ExecutorError(f"drive mount path {mount.target!r} must be an absolute folder")
+        if not os.path.isdir(mount.source):
+            raise ExecutorError(f"drive folder {mount.source} does not exist on this machine")
+        target = os.path.realpath(mount.target)
+        for other in targets:
+            if _within(target, other) or _within(other, target):
+                raise ExecutorError(
+                    f"drive mount paths {other} and {target} overlap: "
+                    "the process executor cannot nest drives"
+                )
+        targets.append(target)
+    return targets
+
+
+def _missing_anchor(target: str) -> str | None:
+    """The deepest existing folder above a missing ``target``; None when it exists."""
+    if os.path.isdir(target):
+        return None
+    if os.path.lexists(target):
+        raise ExecutorError(f"drive mount path {target} exists on this machine as a file")
+    parent = os.path.dirname(target)
+    while not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise ExecutorError(f"drive mount path {target} lies under the file {parent}")
+        parent = os.path.dirname(parent)
+    return parent
+
+
+def _mirror(folder: str) -> list[str]:
+    """A tmpfs over ``folder`` holding every entry of the host's ``folder``, bound back."""
+    mode = os.stat(folder).st_mode & 0o7777
+    args = ["--perms", f"{mode:04o}", "--tmpfs", folder]
+    with os.scandir(folder) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), entry.path]
+            else:
+                args += ["--dev-bind", entry.path, entry.path]
+    return args
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.count("/")

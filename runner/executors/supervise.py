@@ -1,0 +1,363 @@
+"""The supervisor of one process worker: ``python -P -m runner.executors.supervise FOLDER``.
+
+:class:`runner.executors.process.ProcessExecutor` writes ``FOLDER/launch.json`` and starts
+this module in a session of its own, so the worker outlives a daemon killed with -9. Steps:
+
+1. Read (and delete: it holds the worker's environment) ``launch.json``.
+2. Fork. The first process only relays "started" or one error line back to the executor
+   (its exit status and the last line of ``supervisor.log``), then exits; the second one,
+   reparented away from the daemon, is the supervisor proper.
+3. The supervisor ignores SIGTERM/SIGINT/SIGHUP, opens the worker's log (appending, owned
+   by the worker), and spawns the command in a session and process group of its own, as
+   the worker's uid:gid when asked, with no-new-privileges, dying if the supervisor dies.
+   Under bubblewrap the command gets its own session again (``--new-session``), so signals
+   reach the command and its children, never bubblewrap itself.
+4. It writes ``meta.json`` (atomically), then reports "started": the worker really runs.
+   A command that cannot be executed is not an error of the start: it exits at once with
+   127 (not found) or 126 (not executable) and says why in ``exit.json``.
+5. It waits for the command, kills whatever is left of its process group, and writes
+   ``exit.json``: ``{"exit_code", "signal", "finished_at", "error"}``, where a command
+   killed by signal N exits with 128 + N.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+META = "meta.json"
+EXIT = "exit.json"
+LAUNCH = "launch.json"
+SUPERVISOR_LOG = "supervisor.log"
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+# -- shared with the executor -------------------------------------------------------------
+
+
+def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The object in ``path``; None when it is absent or not a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of ``pid``, None when gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces
+    return fields[0], int(fields[19])
+
+
+def is_alive(pid: object, start: object) -> bool:
+    """Whether ``pid`` is still the process that started at ``start`` (not a zombie)."""
+    if not isinstance(pid, int) or not isinstance(start, int):
+        return False
+    seen = proc_stat(pid)
+    return seen is not None and seen[0] not in "ZX" and seen[1] == start
+
+
+# -- the supervisor -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What ``launch.json`` asks for; built by the executor."""
+
+    run: str
+    attempt: int
+    worker: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    uid: int | None  # None: run as the supervisor's own user
+    gid: int | None
+    log_path: str
+    sandbox: list[str]  # the bubblewrap command line without "--info-fd" and "--"; or []
+    mounts: list[list[str]]  # [target, host source] pairs, to look the program up
+
+    @classmethod
+    def load(cls, path: Path) -> Job:
+        data = read_json(path)
+        if data is None:
+            raise ValueError(f"{path} is missing or unreadable")
+        path.unlink()
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    proc: subprocess.Popen[bytes]
+    pid: int  # the command (under bubblewrap: bubblewrap's child)
+    pgid: int
+
+
+@dataclass(frozen=True, slots=True)
+class _NotRunning:
+    exit_code: int
+    error: str
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[1])
+    job = Job.load(folder / LAUNCH)
+    read_end, write_end = os.pipe()
+    if os.fork() != 0:
+        os.close(write_end)
+        os._exit(_relay(read_end))
+    os.close(read_end)
+    os.chdir("/")
+    return _supervise(job, folder, write_end)
+
+
+def _relay(read_end: int) -> int:
+    """Wait for the supervisor's first word: "ok", or one line saying why not."""
+    chunks = []
+    while chunk := os.read(read_end, 4096):
+        chunks.append(chunk)
+    word = b"".join(chunks).decode(errors="replace").strip()
+    if word == "ok":
+        return 0
+    print(word or "the worker's supervisor stopped before the worker started", file=sys.stderr)
+    sys.stderr.flush()
+    return 1
+
+
+def _supervise(job: Job, folder: Path, ready: int) -> int:
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, _ignore)  # a handler, not SIG_IGN: exec resets it
+    try:
+        log_fd = _open_log(job)
+        outcome = _spawn(job, log_fd)
+        os.close(log_fd)
+        _write_meta(folder, job, outcome)
+    except Exception as exc:
+        traceback.print_exc()
+        _tell(ready, " ".join(str(exc).split()) or type(exc).__name__)
+        return 1
+    if isinstance(outcome, _NotRunning):
+        _write_exit(folder, outcome.exit_code, None, outcome.error)
+        _tell(ready, "ok")
+        return 0
+    abandoned = not _tell(ready, "ok")
+    if abandoned:  # the executor stopped waiting: it will not track this worker
+        _kill_group(outcome.pgid)
+    code, signum = _wait(outcome.proc)
+    _kill_group(outcome.pgid)  # children left behind end with their worker
+    _write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
+    return 0
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """The supervisor outlives stop signals; only its worker should get them."""
+
+
+def _tell(ready: int, word: str) -> bool:
+    try:
+        os.write(ready, word.encode() + b"\n")
+    except OSError:
+        return False
+    finally:
+        os.close(ready)
+    return True
+
+
+def _open_log(job: Job) -> int:
+    path = Path(job.log_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o640)
+    if job.uid is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+        os.fchown(fd, job.uid, job.gid if job.gid is not None else -1)
+    return fd
+
+
+def _spawn(job: Job, log_fd: int) -> _Running | _NotRunning:
+    if job.sandbox and not _program_exists(job):
+        return _NotRunning(127, f"command not found: {job.argv[0]}")
+    info_read, info_write = os.pipe() if job.sandbox else (-1, -1)
+    argv = job.argv
+    if job.sandbox:
+        argv = [job.sandbox[0], "--info-fd", str(info_write), *job.sandbox[1:], "--", *argv]
+    try:
+        proc = _popen(job, argv, log_fd, () if info_write < 0 else (info_write,))
+    except OSError as exc:
+        return _not_started(job, exc)
+    finally:
+        if info_write >= 0:
+            os.close(info_write)
+    if not job.sandbox:
+        return _Running(proc, proc.pid, proc.pid)
+    pid = _sandboxed_pid(info_read)
+    if pid is None:
+        code, _ = _wait(proc)
+        return _NotRunning(code, "bubblewrap could not place the run's drives (see the log)")
+    return _Running(proc, pid, _own_group(pid))
+
+
+def _popen(
+    job: Job, argv: list[str], log_fd: int, pass_fds: tuple[int, ...]
+) -> subprocess.Popen[bytes]:
+    identity: dict[str, Any] = {}
+    if job.uid is not None:
+        identity = {"user": job.uid, "group": job.gid, "extra_groups": []}
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log_fd,
+        stderr=log_fd,
+        env=job.env,
+        cwd=job.cwd,
+        start_new_session=True,
+        pass_fds=pass_fds,
+        preexec_fn=_child_setup(os.getpid(), no_new_privs=not job.sandbox),
+        **identity,
+    )
+
+
+def _child_setup(parent: int, *, no_new_privs: bool) -> Callable[[], None]:
+    """Runs in the child after the uid switch: die with the supervisor; gain no privileges.
+
+    Under bubblewrap no-new-privileges is left to bubblewrap (a setuid bwrap needs it off).
+    """
+
+    def setup() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the supervisor died before the line above
+            os._exit(1)
+        if no_new_privs:
+            _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+    return setup
+
+
+def _not_started(job: Job, exc: OSError) -> _NotRunning:
+    if exc.filename == job.cwd:
+        return _NotRunning(126, f"cannot enter the working directory {job.cwd}: {exc.strerror}")
+    if isinstance(exc, FileNotFoundError):
+        return _NotRunning(127, f"command not found: {job.argv[0]}")
+    return _NotRunning(126, f"cannot execute {job.argv[0]}: {exc.strerror}")
+
+
+def _program_exists(job: Job) -> bool:
+    """Look the program up as the sandbox will see it: drive targets mapped to their sources."""
+    program = job.argv[0]
+    if "/" in program:
+        candidates = [os.path.join(job.cwd, program)]
+    else:
+        path = job.env.get("PATH", "")
+        candidates = [os.path.join(job.cwd, d, program) for d in path.split(":")]
+    for candidate in candidates:
+        host = _host_path(os.path.normpath(candidate), job.mounts)
+        if os.path.isfile(host) and os.access(host, os.X_OK):
+            return True
+    return False
+
+
+def _host_path(path: str, mounts: list[list[str]]) -> str:
+    for target, source in mounts:
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return source + path[len(target) :]
+    return path
+
+
+def _sandboxed_pid(info_read: int) -> int | None:
+    """The command's pid, from bubblewrap's ``--info-fd``; None when bubblewrap failed."""
+    chunks = []
+    with os.fdopen(info_read, "rb") as info:
+        while chunk := info.read(4096):
+            chunks.append(chunk)
+    try:
+        pid = json.loads(b"".join(chunks))["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def _own_group(pid: int, timeout: float = 5.0) -> int:
+    """Wait until bubblewrap's child has made its own session (``--new-session``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.getpgid(pid) == pid:
+                break
+        except ProcessLookupError:
+            break
+        time.sleep(0.005)
+    return pid
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
+    """(exit code, signal): a command killed by signal N exits with 128 + N."""
+    code = proc.wait()
+    return (128 - code, -code) if code < 0 else (code, None)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None:
+    me = proc_stat(os.getpid())
+    running = isinstance(outcome, _Running)
+    child = proc_stat(outcome.pid) if isinstance(outcome, _Running) else None
+    meta = {
+        "run": job.run,
+        "attempt": job.attempt,
+        "worker": job.worker,
+        "supervisor_pid": os.getpid(),
+        "supervisor_start": me[1] if me else None,
+        "child_pid": outcome.pid if isinstance(outcome, _Running) else None,
+        "child_pgid": outcome.pgid if isinstance(outcome, _Running) else None,
+        "child_start": child[1] if child else None,
+        "sandboxed": bool(job.sandbox) and running,
+        "log_path": job.log_path,
+        "started_at": time.time(),
+    }
+    write_json_atomic(folder / META, meta)
+
+
+def _write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
+    result = {"exit_code": code, "signal": signum, "finished_at": time.time(), "error": error}
+    write_json_atomic(folder / EXIT, result)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

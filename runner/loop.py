@@ -1,0 +1,326 @@
+"""The daemon's tick: observe -> enforce -> settle -> snapshot -> plan -> apply.
+
+Only this module applies side effects (through the executor), and each is
+written to the store before it is acted on. Stopping never blocks: SIGTERM
+now, SIGKILL on a later tick once the stop grace has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
+from runner.lifecycle import settle_run
+from runner.model import Reason, RunRef, Workspace
+from runner.scheduler import Machine, Plan, plan
+from runner.snapshot import SpecCache, build_snapshot, unit_id
+from runner.starts import StartContext, launch_for
+from runner.store import RunRow, Store, WorkerRow
+
+log = logging.getLogger("astraeus.loop")
+
+PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
+TICK = 0.5  # seconds between observations of running work
+
+
+@dataclass
+class LoopSettings:
+    machine: Machine
+    workspaces: Mapping[str, Workspace]
+    drives: Mapping[str, Path]  # drive name -> host path
+    logs_dir: Path
+    executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
+
+
+@dataclass
+class LoopStatus:
+    """What the API shows about the loop itself."""
+
+    ticks: int = 0
+    last_plan_at: float | None = None
+    last_plan_ms: float = 0.0
+    plan: Plan | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class Loop:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        settings: LoopSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.settings = settings
+        self.clock = clock
+        self.wake = threading.Event()
+        self.status = LoopStatus()
+        self.specs = SpecCache()
+        self._dirty = True
+        self._reasons: dict[str, Reason | None] = {}
+        self.on_change: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------ running
+
+    def run_forever(self, stop: threading.Event) -> None:
+        self.reconcile()
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception as e:  # the loop must outlive any one bad tick
+                log.exception("tick failed")
+                self.status.errors = [*self.status.errors[-9:], f"{type(e).__name__}: {e}"]
+            if self.wake.wait(TICK):
+                self.wake.clear()
+                self._dirty = True
+
+    def poke(self) -> None:
+        """Something changed (submit, delete, priority): plan at once."""
+        self._dirty = True
+        self.wake.set()
+
+    def tick(self) -> None:
+        now = self.clock()
+        self.status.ticks += 1
+        changed = self.observe(now)
+        changed |= self.enforce(now)
+        changed |= self.settle(now)
+        last = self.status.last_plan_at
+        if changed or self._dirty or last is None or now - last >= PLAN_EVERY:
+            self._dirty = False
+            self.plan_and_apply(now)
+            changed = True
+        if changed:
+            self.on_change()
+
+    # ------------------------------------------------------ 1. observe
+
+    def observe(self, now: float) -> bool:
+        """Record workers that exited or vanished since the last tick."""
+        changed = False
+        for w in self.store.live_workers():
+            status = self.executor.status(w.handle or worker_key(w.run, w.attempt, w.worker))
+            if status.state is WorkerState.RUNNING:
+                if w.state == "Starting":  # started before a crash: adopt it
+                    self._mark_running(w)
+                    changed = True
+                continue
+            changed = True
+            self._record_end(w, status.state, status.exit_code, status.error, now)
+        return changed
+
+    def _mark_running(self, w: WorkerRow) -> None:
+        with self.store.transaction() as tx:
+            handle = worker_key(w.run, w.attempt, w.worker)
+            self.store.update_worker(tx, w.id, state="Running", handle=handle)
+            tx.execute(
+                "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (w.run,)
+            )
+
+    def _record_end(
+        self, w: WorkerRow, state: WorkerState, code: int | None, error: str | None, now: float
+    ) -> None:
+        stop_reason = w.stop_reason
+        if state is WorkerState.MISSING and w.state == "Starting" and w.handle is None:
+            error = "never started (the daemon stopped before starting it)"
+            stop_reason = "never-started"  # not the program's failure: no restart spent
+        elif state is WorkerState.MISSING:
+            error = error or "the worker is gone (lost)"
+        run = self.store.get_run(w.run)
+        with self.store.transaction() as tx:
+            ended = "Exited" if state is WorkerState.EXITED else "Lost"
+            self.store.update_worker(
+                tx, w.id, state=ended, exit_code=code, error=error, finished_at=now,
+                stop_reason=stop_reason,
+            )  # fmt: skip
+            if run is not None:
+                seconds = max(0.0, now - w.started_at)
+                cpu = seconds * w.cpu_milli / 1000
+                self.store.add_usage(tx, w.run, run.workspace, seconds * len(w.gpus), cpu)
+
+    # ------------------------------------------------------ 2. enforce
+
+    def enforce(self, now: float) -> bool:
+        """Stop what must stop (delete, time limit) and SIGKILL past the grace."""
+        changed = False
+        live = self.store.live_workers()
+        by_run: dict[str, list[WorkerRow]] = {}
+        for w in live:
+            by_run.setdefault(w.run, []).append(w)
+        for name, workers in by_run.items():
+            run = self.store.get_run(name)
+            if run is None:
+                continue
+            limit = self.specs.get(run).task.time_limit_seconds
+            running = [w for w in workers if w.state != "Stopping"]
+            if run.stop_request in ("delete", "failed", "restart") and running:
+                self.stop_workers(run.name, running, run.stop_request, None, now)
+                changed = True
+            elif limit is not None and any(now >= w.started_at + limit for w in running):
+                self._time_limit(run.name, running, now)
+                changed = True
+        for w in live:
+            deadline = w.stop_deadline
+            if w.state == "Stopping" and not w.killed and deadline is not None and now >= deadline:
+                self._sigkill(w, now)
+                changed = True
+        return changed
+
+    def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
+        with self.store.transaction() as tx:
+            self.store.update_run(tx, run, stop_request="timelimit")
+            row = self.store.get_run(run)
+            ws = row.workspace if row else ""
+            self.store.add_event(tx, run, ws, "TimeLimit", Reason("Time limit reached"), now)
+        self.stop_workers(run, workers, "timelimit", None, now)
+
+    def stop_workers(
+        self, run: str, workers: list[WorkerRow], why: str, for_run: RunRef | None, now: float
+    ) -> None:
+        """Write Stopping, then SIGTERM: the SIGKILL follows when the grace ends."""
+        deadline = now + self.settings.machine.stop_grace
+        with self.store.transaction() as tx:
+            for w in workers:
+                self.store.update_worker(
+                    tx, w.id, state="Stopping", stop_reason=why, stop_deadline=deadline,
+                    stopping_for=for_run,
+                )  # fmt: skip
+        for w in workers:
+            self._signal(w, signal.SIGTERM)
+
+    def _sigkill(self, w: WorkerRow, now: float) -> None:
+        grace = self.settings.machine.stop_grace
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, w.id, killed=1)
+            run = self.store.get_run(w.run)
+            message = Reason(
+                f"Sent SIGKILL to worker {w.worker}: the program did not exit within the "
+                f"{grace:g} s stop grace after SIGTERM. If a shell runs it, start it with "
+                "exec so SIGTERM reaches it."
+            )
+            self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
+        self._signal(w, signal.SIGKILL)
+
+    def _signal(self, w: WorkerRow, signum: int) -> None:
+        try:
+            self.executor.signal(w.handle or worker_key(w.run, w.attempt, w.worker), signum)
+        except ExecutorError as e:
+            log.warning("could not signal %s: %s", w.run, e)
+
+    # ------------------------------------------------------ 3. settle
+
+    def settle(self, now: float) -> bool:
+        """Turn ended workers into run outcomes: requeue, restart, finish."""
+        changed = False
+        for run in self.store.runs(active_only=True):
+            if run.state == "Queued" and run.stop_request is None:
+                continue
+            workers = self.store.workers_of(run.name)
+            spec = self.specs.get(run)
+            cleanup = settle_run(self.store, run, spec, workers, now)
+            if cleanup is None:
+                continue
+            changed = True
+            for handle in cleanup:
+                try:
+                    self.executor.cleanup(handle)
+                except ExecutorError as e:
+                    log.warning("cleanup of %s failed: %s", handle, e)
+        return changed
+
+    # ---------------------------------------------- 4-6. plan and apply
+
+    def plan_and_apply(self, now: float) -> None:
+        t0 = time.perf_counter()
+        runs = self.store.runs(active_only=True)
+        live = self.store.live_workers()
+        for run in runs:
+            self.specs.get(run)
+        independent = {
+            r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
+        }
+        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent)
+        result = plan(snapshot, now)
+        self.status.plan = result
+        self.status.last_plan_at = now
+        self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
+        self._apply_reasons(result, runs, now)
+        self._apply_preemptions(result, live, now)
+        ctx = StartContext(self.store, self.executor, self.settings, self.specs)
+        for start in result.starts:
+            launch_for(ctx, start, now)
+
+    def _apply_reasons(self, result: Plan, runs: list[RunRow], now: float) -> None:
+        by_name = {r.name: r for r in runs}
+        changes = {
+            name: reason
+            for name, reason in result.reasons.items()
+            if self._reasons.get(name, by_name[name].reason) != reason
+        }
+        quota_first = [n for n in result.quota_waits if not by_name[n].quota_noted]
+        if not changes and not quota_first:
+            return
+        with self.store.transaction() as tx:
+            for name, reason in changes.items():
+                self.store.update_run(tx, name, reason=reason)
+                self._reasons[name] = reason
+            for name in quota_first:
+                message = result.reasons[name].render()
+                run = by_name[name]
+                text = "Quota reached: " + message.removeprefix("Waits for namespace quota: ")
+                self.store.add_event(tx, name, run.workspace, "QuotaReached", Reason(text), now)
+                self.store.update_run(tx, name, quota_noted=1)
+
+    def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:
+        if not result.preemptions:
+            return
+        head = result.preemptions[0].for_run
+        with self.store.transaction() as tx:
+            message = result.reasons[head.name]
+            self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
+        for p in result.preemptions:
+            gang = self.specs.gang(p.run)
+            unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
+            with self.store.transaction() as tx:
+                reason = Reason.of("Preempted by higher-priority work ({0})", head)
+                self.store.update_run(tx, p.run, state="Stopping", reason=reason)
+                self._reasons[p.run] = reason
+                grace = self.settings.machine.stop_grace
+                text = Reason.of(
+                    f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
+                    f"SIGKILL after {grace:g} s",
+                    head,
+                )
+                self.store.add_event(tx, p.run, p.workspace, "Preempted", text, now)
+            self.stop_workers(p.run, unit, "preempt", head, now)
+
+    # ------------------------------------------------------- reconcile
+
+    def reconcile(self) -> None:
+        """After a restart: adopt what still runs, stop what the store does not know."""
+        known = {
+            w.handle or worker_key(w.run, w.attempt, w.worker) for w in self.store.live_workers()
+        }
+        for listed in self.executor.list_workers():
+            if listed.handle in known:
+                continue
+            status = self.executor.status(listed.handle)
+            if status.state is WorkerState.RUNNING:
+                log.warning("stopping %s: not in the state database", listed.handle)
+                try:
+                    self.executor.signal(listed.handle, signal.SIGKILL)
+                except ExecutorError as e:
+                    log.warning("could not stop %s: %s", listed.handle, e)
+            else:
+                try:
+                    self.executor.cleanup(listed.handle)
+                except ExecutorError as e:
+                    log.warning("could not clean up %s: %s", listed.handle, e)

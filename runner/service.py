@@ -1,0 +1,191 @@
+"""What callers may do, checked and written: the operations behind the API.
+
+Every operation takes the caller (kernel-attested uid, resolved to a user, its
+groups and workspaces) and either changes nothing and raises
+:class:`ServiceError` with the seed's code, or commits before returning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import pwd
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runner.config import Config
+from runner.model import Reason, RunSpec, Viewer
+from runner.spec import SpecError, parse_spec, spec_to_dict
+from runner.store import NameInUse, RunRow, Store
+
+
+class ServiceError(Exception):
+    """An refusal for the caller: HTTP status, the seed's code, one line."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    gid: int
+    user: str
+    admin: bool
+    workspaces: frozenset[str]
+
+    @property
+    def viewer(self) -> Viewer:
+        return Viewer(None if self.admin else self.workspaces)
+
+    def may_act_on(self, workspace: str) -> bool:
+        return self.admin or workspace in self.workspaces
+
+
+def caller_for(uid: int, gid: int, config: Config) -> Caller:
+    """Who a uid is, for this config: a user name, admin or not, its workspaces."""
+    try:
+        entry = pwd.getpwuid(uid)
+        user, groups = entry.pw_name, _groups(entry.pw_name, entry.pw_gid)
+    except KeyError:
+        user, groups = str(uid), []
+    return Caller(uid, gid, user, config.is_admin(user, groups), config.workspaces_of(user))
+
+
+def _groups(user: str, primary: int) -> list[str]:
+    names = [g.gr_name for g in grp.getgrall() if user in g.gr_mem]
+    with contextlib.suppress(KeyError):
+        names.append(grp.getgrgid(primary).gr_name)
+    return names
+
+
+class Service:
+    def __init__(
+        self, store: Store, config: Config, poke: Callable[[], None] = lambda: None
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.poke = poke
+
+    # --------------------------------------------------------------- checks
+
+    def _workspace_for(self, spec: RunSpec, caller: Caller) -> str:
+        name = spec.workspace or self._default_workspace(caller)
+        if name not in self.config.workspaces:
+            raise ServiceError(422, "INVALID_SPEC", f"metadata.workspace: no workspace {name}")
+        if not caller.may_act_on(name):
+            raise ServiceError(
+                403, "FORBIDDEN", f"{caller.user} is not a member of namespace {name}"
+            )
+        return name
+
+    def _default_workspace(self, caller: Caller) -> str:
+        default = self.config.default_workspace
+        if caller.admin or default in caller.workspaces or not caller.workspaces:
+            return default
+        return sorted(caller.workspaces)[0]
+
+    def check_priority(self, workspace: str, priority: int) -> None:
+        """The workspace's cap applies to everyone, admins included."""
+        cap = self.config.workspaces[workspace].max_priority
+        if priority > cap:
+            raise ServiceError(
+                403,
+                "PRIORITY_NOT_ALLOWED",
+                f"priority {priority} is above namespace {workspace}'s maximum of {cap}",
+            )
+
+    def _check_drives(self, spec: RunSpec, workspace: str) -> None:
+        for ref in spec.task.drives:
+            if ref.name not in self.config.drives:
+                raise ServiceError(422, "INVALID_SPEC", f"drive {ref.name} does not exist")
+            if not self.config.drive_allowed(ref.name, workspace):
+                raise ServiceError(
+                    403, "DRIVE_NOT_ALLOWED", f"namespace {workspace} may not mount {ref.name}"
+                )
+
+    def _visible_run(self, name: str, caller: Caller) -> RunRow:
+        run = self.store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        return run
+
+    def _own_run(self, name: str, caller: Caller) -> RunRow:
+        run = self._visible_run(name, caller)
+        if not caller.may_act_on(run.workspace):
+            raise ServiceError(
+                403, "FORBIDDEN", f"run {name} belongs to a namespace you are not a member of"
+            )
+        return run
+
+    # ------------------------------------------------------------ operations
+
+    def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
+        """Validate and acknowledge a run: committed when this returns."""
+        try:
+            spec = parse_spec(document)
+        except SpecError as e:
+            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
+        return self.submit_spec(spec, caller, now)
+
+    def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
+        workspace = self._workspace_for(spec, caller)
+        self.check_priority(workspace, spec.priority)
+        self._check_drives(spec, workspace)
+        row = RunRow(
+            spec.name, workspace, caller.user, caller.uid, caller.gid, spec_to_dict(spec),
+            spec.priority, "Queued", Reason("Waiting for the scheduler"),
+            time.time() if now is None else now, None, None, None, 0, 0, 0, None, None, False,
+        )  # fmt: skip
+        try:
+            self.store.insert_run(row)
+        except NameInUse as e:
+            raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists") from e
+        self.poke()
+        return row
+
+    def set_priority(self, name: str, priority: int, caller: Caller) -> RunRow:
+        run = self._own_run(name, caller)
+        if not -1000 <= priority <= 1000:
+            raise ServiceError(422, "INVALID_SPEC", "priority: must be between -1000 and 1000")
+        self.check_priority(run.workspace, priority)
+        with self.store.transaction() as tx:
+            self.store.update_run(tx, name, priority=priority)
+            message = Reason(f"Priority changed from {run.priority} to {priority} by {caller.user}")
+            self.store.add_event(tx, name, run.workspace, "Priority", message)
+        self.poke()
+        updated = self.store.get_run(name)
+        assert updated is not None
+        return updated
+
+    def delete(self, name: str, caller: Caller) -> str:
+        """Queued: cancelled now. Live: stopped with the grace, then cancelled.
+
+        Finished: forgotten (its name may be used again). Returns what happened.
+        """
+        run = self._own_run(name, caller)
+        with self.store.transaction() as tx:
+            state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
+            if state in ("Succeeded", "Failed", "Cancelled"):
+                self.store.delete_run_row(tx, name)
+                outcome = "forgotten"
+            elif state == "Queued":
+                self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
+                                      reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
+                message = Reason(f"Deleted by {caller.user} while queued")
+                self.store.add_event(tx, name, run.workspace, "Cancelled", message)
+                outcome = "cancelled"
+            else:
+                self.store.update_run(tx, name, stop_request="delete")
+                message = Reason(f"Deleted by {caller.user}: stopping")
+                self.store.add_event(tx, name, run.workspace, "Deleting", message)
+                outcome = "stopping"
+        self.poke()
+        return outcome

@@ -1,0 +1,365 @@
+"""Durable state in SQLite: runs, workers (one row per attempt), events, usage.
+
+The only module that writes SQL. A write that acknowledges something to a
+user (a submit, a delete, a priority change) commits with ``synchronous=FULL``
+before the caller answers. Every decision is written before it is acted on: a
+worker row is ``Starting`` before its container is created, ``Stopping`` before
+SIGTERM is sent. No connection is opened at import.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.model import Reason, RunRef
+
+SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs, workers, events, usage
+    """
+    CREATE TABLE runs (
+        name TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        exit_code INTEGER,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        preemptions INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        preempted_by TEXT,
+        stop_request TEXT,
+        quota_noted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_state ON runs(state);
+    CREATE TABLE workers (
+        id INTEGER PRIMARY KEY,
+        run TEXT NOT NULL REFERENCES runs(name) ON DELETE CASCADE,
+        attempt INTEGER NOT NULL,
+        worker INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        handle TEXT,
+        gpus TEXT NOT NULL,
+        cpu_milli INTEGER NOT NULL,
+        memory INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        stop_reason TEXT,
+        stop_deadline REAL,
+        stopping_for TEXT,
+        killed INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        error TEXT,
+        finished_at REAL,
+        UNIQUE (run, attempt, worker)
+    );
+    CREATE INDEX workers_live ON workers(state);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        time REAL NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX events_run ON events(run, id);
+    CREATE TABLE usage (
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        cpu_seconds REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (run, workspace)
+    );
+    """,
+)
+
+ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
+LIVE_WORKER_STATES = ("Starting", "Running", "Stopping")
+
+
+class StoreError(Exception):
+    """The state database cannot be used; the message says why, in one line."""
+
+
+class NameInUse(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    name: str
+    workspace: str
+    owner: str
+    uid: int
+    gid: int
+    spec: dict[str, Any]
+    priority: int
+    state: str
+    reason: Reason | None
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    restarts: int
+    preemptions: int
+    attempts: int
+    preempted_by: RunRef | None
+    stop_request: str | None
+    quota_noted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    id: int
+    run: str
+    attempt: int
+    worker: int
+    state: str
+    handle: str | None
+    gpus: tuple[int, ...]
+    cpu_milli: int
+    memory: int
+    started_at: float
+    stop_reason: str | None
+    stop_deadline: float | None
+    stopping_for: RunRef | None
+    killed: bool
+    exit_code: int | None
+    error: str | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    id: int
+    run: str
+    workspace: str
+    time: float
+    kind: str
+    message: Reason
+
+
+def _ref_json(ref: RunRef | None) -> str | None:
+    return None if ref is None else json.dumps([ref.name, ref.workspace])
+
+
+def _ref(text: str | None) -> RunRef | None:
+    if text is None:
+        return None
+    name, workspace = json.loads(text)
+    return RunRef(str(name), str(workspace))
+
+
+def _reason(text: str | None) -> Reason | None:
+    return None if text is None else Reason.from_json(json.loads(text))
+
+
+def reason_json(reason: Reason | None) -> str | None:
+    return None if reason is None else json.dumps(reason.to_json())
+
+
+def _run(row: sqlite3.Row) -> RunRow:
+    return RunRow(
+        row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
+        json.loads(row["spec"]), row["priority"], row["state"], _reason(row["reason"]),
+        row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
+        row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
+        row["stop_request"], bool(row["quota_noted"]),
+    )  # fmt: skip
+
+
+def _worker(row: sqlite3.Row) -> WorkerRow:
+    return WorkerRow(
+        row["id"], row["run"], row["attempt"], row["worker"], row["state"], row["handle"],
+        tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
+        row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
+        row["exit_code"], row["error"], row["finished_at"],
+    )  # fmt: skip
+
+
+class Store:
+    """One SQLite file; one connection per thread, opened on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._check_and_migrate()
+
+    # ----------------------------------------------------------- plumbing
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    def _check_and_migrate(self) -> None:
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            conn = self._connect()
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not an Astraeus state database ({e})") from e
+        if existed and app_id != SCHEMA_APPLICATION_ID:
+            raise StoreError(
+                f"{self.path} is not an Astraeus state database; refusing to touch it "
+                "(move it away or set ASTRAEUS_HOME elsewhere)"
+            )
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path} was written by a newer Astraeus (schema {version}); upgrade first"
+            )
+        for number in range(version, len(MIGRATIONS)):
+            with self.transaction() as tx:
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        tx.execute(statement)
+                tx.execute(f"PRAGMA user_version = {number + 1}")
+                tx.execute(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT; rolled back on any exception."""
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --------------------------------------------------------------- runs
+
+    def insert_run(self, run: RunRow) -> None:
+        """Acknowledge a submit: committed when this returns. NameInUse on a clash."""
+        try:
+            with self.transaction() as tx:
+                tx.execute(
+                    "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
+                    " reason, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        run.name, run.workspace, run.owner, run.uid, run.gid,
+                        json.dumps(run.spec), run.priority, run.state,
+                        reason_json(run.reason), run.submitted_at,
+                    ),
+                )  # fmt: skip
+                message = Reason(f"Submitted by {run.owner}")
+                self.add_event(tx, run.name, run.workspace, "Submitted", message, run.submitted_at)
+        except sqlite3.IntegrityError as e:
+            raise NameInUse(run.name) from e
+
+    def get_run(self, name: str) -> RunRow | None:
+        row = self._connect().execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+        return None if row is None else _run(row)
+
+    def runs(self, *, active_only: bool = False) -> list[RunRow]:
+        sql = "SELECT * FROM runs"
+        if active_only:
+            sql += f" WHERE state IN {ACTIVE_STATES}"
+        return [_run(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")]
+
+    def update_run(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
+        for key in ("reason",):
+            if key in fields:
+                fields[key] = reason_json(fields[key])
+        if "preempted_by" in fields:
+            fields["preempted_by"] = _ref_json(fields["preempted_by"])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        tx.execute(f"UPDATE runs SET {cols} WHERE name = ?", (*fields.values(), name))
+
+    def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
+        tx.execute("DELETE FROM events WHERE run = ?", (name,))
+        tx.execute("DELETE FROM runs WHERE name = ?", (name,))
+
+    # ------------------------------------------------------------ workers
+
+    def insert_worker(
+        self, tx: sqlite3.Connection, run: str, attempt: int, worker: int,
+        gpus: tuple[int, ...], cpu_milli: int, memory: int, now: float,
+    ) -> None:  # fmt: skip
+        tx.execute(
+            "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
+            " started_at) VALUES (?,?,?,'Starting',?,?,?,?)",
+            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now),
+        )
+
+    def live_workers(self) -> list[WorkerRow]:
+        sql = f"SELECT * FROM workers WHERE state IN {LIVE_WORKER_STATES} ORDER BY run, worker"
+        return [_worker(r) for r in self._connect().execute(sql)]
+
+    def workers_of(self, run: str) -> list[WorkerRow]:
+        sql = "SELECT * FROM workers WHERE run = ? ORDER BY attempt, worker"
+        return [_worker(r) for r in self._connect().execute(sql, (run,))]
+
+    def update_worker(self, tx: sqlite3.Connection, worker_id: int, **fields: Any) -> None:
+        if "stopping_for" in fields:
+            fields["stopping_for"] = _ref_json(fields["stopping_for"])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        tx.execute(f"UPDATE workers SET {cols} WHERE id = ?", (*fields.values(), worker_id))
+
+    # ---------------------------------------------------- events and usage
+
+    def add_event(
+        self, tx: sqlite3.Connection, run: str, workspace: str, kind: str, message: Reason,
+        now: float | None = None,
+    ) -> None:  # fmt: skip
+        tx.execute(
+            "INSERT INTO events (run, workspace, time, kind, message) VALUES (?, ?, ?, ?, ?)",
+            (run, workspace, time.time() if now is None else now, kind, reason_json(message)),
+        )
+
+    def events(self, run: str | None = None, *, after: int = 0) -> list[EventRow]:
+        sql, args = "SELECT * FROM events WHERE id > ?", [after]
+        if run is not None:
+            sql += " AND run = ?"
+            args.append(run)  # type: ignore[arg-type]  # mixed int/str parameters
+        rows = self._connect().execute(sql + " ORDER BY id", args)
+        return [
+            EventRow(r["id"], r["run"], r["workspace"], r["time"], r["kind"],
+                     Reason.from_json(json.loads(r["message"])))
+            for r in rows
+        ]  # fmt: skip
+
+    def add_usage(
+        self, tx: sqlite3.Connection, run: str, workspace: str, gpu_s: float, cpu_s: float
+    ) -> None:
+        tx.execute(
+            "INSERT INTO usage (run, workspace, gpu_seconds, cpu_seconds) VALUES (?,?,?,?)"
+            " ON CONFLICT (run, workspace) DO UPDATE SET gpu_seconds = gpu_seconds + ?,"
+            " cpu_seconds = cpu_seconds + ?",
+            (run, workspace, gpu_s, cpu_s, gpu_s, cpu_s),
+        )
+
+    def usage_by_workspace(self) -> dict[str, tuple[float, float]]:
+        rows = self._connect().execute(
+            "SELECT workspace, SUM(gpu_seconds), SUM(cpu_seconds) FROM usage GROUP BY workspace"
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}

@@ -1,0 +1,133 @@
+"""The JSON objects of DESIGN.md's contract, rendered for one viewer.
+
+Another workspace's run is never named to a member: its name reads
+``a job in another namespace`` and its owner is hidden.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from runner.model import ANONYMOUS_RUN, RunSpec, Viewer
+from runner.scheduler import Plan
+from runner.store import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
+
+PAUSED = "Paused to make room for higher-priority work"
+_SECRET = secrets.token_bytes(16)  # per daemon: hidden runs get ids no one can reverse
+
+
+def run_id(name: str, workspace: str, viewer: Viewer) -> str:
+    """A stable key for a run in lists and streams; opaque when the name is hidden."""
+    if viewer.sees(workspace):
+        return name
+    digest = hmac.new(_SECRET, f"{workspace}/{name}".encode(), hashlib.sha256).hexdigest()
+    return "hidden-" + digest[:16]
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def run_object(
+    run: RunRow,
+    spec: RunSpec,
+    viewer: Viewer,
+    plan: Plan | None,
+    live: Iterable[WorkerRow] = (),
+    now: float | None = None,
+) -> dict[str, Any]:
+    """One run as ``--json`` prints it and the API returns it."""
+    visible = viewer.sees(run.workspace)
+    live = [w for w in live if w.state in LIVE_WORKER_STATES]
+    head = plan.head if plan is not None else None
+    is_head = head is not None and head.run == run.name
+    starts_by = iso(head.shadow) if is_head and head is not None else None
+    stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
+    grace_left = None
+    if stopping and now is not None:
+        grace_left = max(0.0, max(w.stop_deadline or 0 for w in stopping) - now)
+    request = spec.worker_resources()
+    return {
+        "id": run_id(run.name, run.workspace, viewer),
+        "name": run.name if visible else ANONYMOUS_RUN,
+        "visible": visible,
+        "workspace": run.workspace,
+        "owner": run.owner if visible else None,
+        "priority": run.priority,
+        "state": run.state,
+        "reason": None if run.reason is None else run.reason.render(viewer),
+        "paused": PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
+        "gpus": sorted(g for w in live for g in w.gpus),
+        "gpus_requested": request.gpus * spec.workers,
+        "cpu_cores_requested": request.cpu_milli * spec.workers / 1000,
+        "memory_requested": request.memory * spec.workers,
+        "workers": spec.workers,
+        "workers_live": len(live),
+        "gang": spec.gang,
+        "restarts": run.restarts,
+        "restart_limit": spec.restart_limit,
+        "preemptions": run.preemptions,
+        "submitted_at": iso(run.submitted_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "exit_code": run.exit_code,
+        "time_limit_seconds": spec.task.time_limit_seconds,
+        "starts_by": starts_by,
+        "head": is_head,
+        "position": _position(plan, run.name),
+        "stop_grace_left_seconds": grace_left,
+        "stopping_for": _stopping_for(stopping, viewer),
+    }
+
+
+def _position(plan: Plan | None, name: str) -> int | None:
+    if plan is None:
+        return None
+    positions = getattr(plan, "_positions", None)
+    if positions is None:
+        positions = {n: i + 1 for i, n in enumerate(plan.order)}
+        object.__setattr__(plan, "_positions", positions)
+    result: int | None = positions.get(name)
+    return result
+
+
+def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:
+    for w in stopping:
+        if w.stopping_for is not None:
+            ref = w.stopping_for
+            return ref.name if viewer.sees(ref.workspace) else ANONYMOUS_RUN
+    return None
+
+
+def worker_object(w: WorkerRow) -> dict[str, Any]:
+    return {
+        "attempt": w.attempt,
+        "worker": w.worker,
+        "state": w.state,
+        "gpus": list(w.gpus),
+        "started_at": iso(w.started_at),
+        "finished_at": iso(w.finished_at),
+        "exit_code": w.exit_code,
+        "error": w.error,
+        "stop_reason": w.stop_reason,
+        "killed": w.killed,
+    }
+
+
+def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
+    visible = viewer.sees(e.workspace)
+    return {
+        "id": e.id,
+        "run": e.run if visible else ANONYMOUS_RUN,
+        "workspace": e.workspace,
+        "time": iso(e.time),
+        "kind": e.kind,
+        "message": e.message.render(viewer),
+    }

@@ -1,0 +1,126 @@
+"""A real daemon in a temporary ASTRAEUS_HOME, on the process executor."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from runner.daemon import Daemon
+from runner.service import Caller, caller_for
+from runner.store import RunRow
+
+TRAIN = Path(__file__).resolve().parents[2] / "config" / "examples" / "train.py"
+PY = sys.executable
+
+
+def write_config(home: Path, body: str = "", *, gpus: int = 4, grace: float = 2) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f"""
+[machine]
+executor = "process"
+gpus = {gpus}
+cpu_cores = 16
+memory = "64GiB"
+stop_grace_seconds = {grace}
+
+[admins]
+users = ["root"]
+"""
+        + body
+    )
+
+
+def spec(
+    name: str,
+    argv: list[str],
+    *,
+    gpus: int = 0,
+    cpus: float = 0,
+    priority: int = 0,
+    limit: int | None = None,
+    workspace: str | None = None,
+    drives: list[dict[str, str]] | None = None,
+    workers: int = 1,
+    gang: bool = True,
+    restart_limit: int = 10,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "image": "local",
+        "command": argv[0],
+        "args": argv[1:],
+        "requested_resources": {"gpu_requests": {"count": gpus}, "cpu_cores": cpus},
+    }
+    if limit is not None:
+        task["time_limit_seconds"] = limit
+    if drives:
+        task["datavolume_refs"] = drives
+    if env:
+        task["env"] = env
+    meta: dict[str, Any] = {"name": name}
+    if workspace:
+        meta["workspace"] = workspace
+    return {
+        "metadata": meta,
+        "spec": {
+            "priority": priority,
+            "workers": workers,
+            "gang": gang,
+            "restart_limit": restart_limit,
+            "task_template": task,
+        },
+    }
+
+
+def sleeper(seconds: float = 600) -> list[str]:
+    """A program that runs until stopped and exits at once on SIGTERM."""
+    return [PY, "-c", f"import time; time.sleep({seconds})"]
+
+
+def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message or what}")
+        time.sleep(0.05)
+
+
+class Harness:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.root: Caller = caller_for(0, 0, daemon.config)
+
+    def submit(self, document: dict[str, Any], caller: Caller | None = None) -> RunRow:
+        return self.daemon.service.submit(document, caller or self.root)
+
+    def run(self, name: str) -> RunRow:
+        run = self.daemon.store.get_run(name)
+        assert run is not None, name
+        return run
+
+    def state(self, name: str) -> str:
+        return self.run(name).state
+
+    def reason(self, name: str) -> str:
+        reason = self.run(name).reason
+        return "" if reason is None else reason.render()
+
+    def wait_state(self, name: str, *states: str, timeout: float = 30) -> RunRow:
+        wait_for(lambda: self.state(name) in states, timeout, f"{name} in {states}")
+        return self.run(name)
+
+    def events(self, name: str) -> list[str]:
+        return [e.message.render() for e in self.daemon.store.events(name)]
+
+    def log(self, name: str) -> str:
+        folder = self.daemon.home / "logs" / name
+        return (
+            "".join(p.read_text() for p in sorted(folder.glob("*.log"))) if folder.exists() else ""
+        )
