@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import typer
 
-from astraeus_tui.cli.plan import EXAMPLE_QUEUE, plan_command
+from astraeus_tui.cli import admin, daemon, machine, runs, slurm
+from astraeus_tui.cli.plan import plan_command
 
 app = typer.Typer(
     help="Astraeus: a GPU run scheduler for one workstation or lab server.",
     no_args_is_help=True,
     add_completion=True,
+    pretty_exceptions_enable=False,
 )
+daemon.register(app)
+runs.register(app)
+machine.register(app)
+app.add_typer(slurm.app, name="slurm")
+app.add_typer(admin.app, name="admin")
 app.command("plan")(plan_command)
-
-
-@app.command()
-def up() -> None:
-    """Run Astraeus. Until the daemon lands, shows the plan for the example queue."""
-    typer.echo(f"The daemon is not built yet: the plan for {EXAMPLE_QUEUE.name} follows.")
-    plan_command(EXAMPLE_QUEUE)
 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

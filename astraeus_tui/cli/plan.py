@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from runner.queuefile import QueueFileError, load_queue
-from runner.scheduler import Plan, Snapshot, format_utc, plan
+if TYPE_CHECKING:
+    from runner.scheduler import Plan, Snapshot
 
 EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "queue.toml"
 
 
-def render_plan(snapshot: Snapshot, result: Plan, console: Console) -> None:
+def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
+    from rich.table import Table
+
+    from runner.scheduler import format_utc
+
     started = {s.run: s for s in result.starts}
     victims = {p.run for p in result.preemptions}
     table = Table(title="Plan", expand=False)
@@ -46,6 +48,11 @@ def plan_command(
     queue: Annotated[Path, typer.Argument(help="A queue file such as config/examples/queue.toml")],
 ) -> None:
     """Show what the planner decides for a queue described in TOML."""
+    from rich.console import Console
+
+    from runner.queuefile import QueueFileError, load_queue
+    from runner.scheduler import plan
+
     try:
         snapshot, now = load_queue(queue)
     except QueueFileError as e:

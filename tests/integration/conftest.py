@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import pytest
 
 from runner.daemon import Daemon
 from tests.integration.harness import Harness, write_config
+from tests.integration.served import Served
 
 
 @pytest.fixture
@@ -25,3 +28,24 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
         daemon.stop()
         for w in daemon.store.live_workers():
             daemon.executor.signal(w.handle or "", 9)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
+    daemons: list[Served] = []
+    folders: list[Path] = []
+
+    def start(config: str = "", **kwargs: object) -> Served:
+        # outside tmp_path (mode 0700), so that other users can reach the socket
+        sock_dir = Path(tempfile.mkdtemp(prefix="astra-sock-"))
+        sock_dir.chmod(0o755)
+        folders.append(sock_dir)
+        daemon = Served(tmp_path / "home", sock_dir / "astraeus.sock").start(config, **kwargs)
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,87 @@
+"""What every command shares: the client, one-line errors, JSON and tables."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn, TypeVar
+
+import typer
+
+from astraeus_tui.client import ApiError, Client
+
+T = TypeVar("T")
+
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One clear line on stderr, a non-zero exit."""
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def call(fn: Callable[[Client], T]) -> T:
+    try:
+        return fn(Client())
+    except ApiError as e:
+        fail(str(e))
+
+
+def print_json(data: object) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def console() -> Any:
+    from rich.console import Console  # lazy: only for tables
+
+    return Console()
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str) -> int:
+    """``2h``, ``90m``, ``1h30m``, ``3600``, or Slurm's ``D-HH:MM:SS`` forms, in seconds."""
+    value = text.strip().lower()
+    if value.isdigit():
+        return int(value)
+    if re.fullmatch(r"(\d+(?:\.\d+)?[smhdw])+", value):
+        total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
+        if total > 0:
+            return int(total)
+    from runner.sbatch import slurm_time  # lazy: Slurm's formats
+    from runner.spec import SpecError
+
+    try:
+        seconds = slurm_time(value, "--time-limit")
+    except SpecError:
+        seconds = None
+    if not seconds:
+        raise typer.BadParameter(f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)")
+    return seconds
+
+
+def age(iso: str | None, now: datetime | None = None) -> str:
+    if not iso:
+        return "-"
+    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def complete_run(incomplete: str) -> list[str]:
+    """Shell completion of run names, from the daemon; nothing when it is not there."""
+    try:
+        runs = Client(timeout=2).runs(all=True)
+    except (ApiError, OSError):
+        return []
+    return [r["name"] for r in runs if r.get("visible") and r["name"].startswith(incomplete)]

@@ -1,0 +1,243 @@
+"""Run commands: submit, run, ls, show, priority, delete, logs, events, wait."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from astraeus_tui.cli.common import (
+    JsonOption,
+    age,
+    call,
+    complete_run,
+    console,
+    fail,
+    parse_duration,
+    print_json,
+)
+from astraeus_tui.client import ApiError, Client
+
+RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+
+
+def submit(
+    file: Annotated[str, typer.Argument(help="A JSON or TOML run spec, or - for stdin.")],
+    as_json: bool = JsonOption,
+) -> None:
+    """Submit a run spec (JSON or TOML; an #SBATCH script works too)."""
+    from runner.spec import SpecError, load_spec_file, load_spec_text, spec_to_dict
+
+    try:
+        spec = load_spec_text(sys.stdin.read()) if file == "-" else load_spec_file(Path(file))
+    except SpecError as e:
+        fail(f"422 INVALID_SPEC: {e}")
+    document = spec_to_dict(spec)
+    run = call(lambda c: c.submit(document))
+    if as_json:
+        print_json(run)
+    else:
+        typer.echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+
+
+def _drive(text: str) -> dict[str, str]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise typer.BadParameter(f"{text!r}: use NAME:/path or NAME:/path:ro")
+    mode = "ReadOnly" if len(parts) == 3 and parts[2] == "ro" else "ReadWrite"
+    return {"name": parts[0], "mount_path": parts[1], "mode": mode}
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"{pair!r}: use KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def _default_name(command: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
+    return f"{base}-{secrets.token_hex(2)}"
+
+
+def run(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments, after --.")],
+    name: Annotated[
+        str | None, typer.Option(help="The run's name (default: from the command).")
+    ] = None,
+    image: Annotated[str, typer.Option(envvar="ASTRAEUS_IMAGE", help="Container image.")] = "local",
+    gpus: Annotated[int, typer.Option(help="GPUs per worker.")] = 0,
+    cpus: Annotated[float, typer.Option(help="CPU cores per worker.")] = 0,
+    memory: Annotated[str | None, typer.Option(help="Memory per worker, e.g. 64GiB.")] = None,
+    time_limit: Annotated[str | None, typer.Option(help="e.g. 2h, 90m, 1-00:00:00.")] = None,
+    priority: Annotated[int, typer.Option(help="-1000..1000, up to the workspace's maximum.")] = 0,
+    workspace: Annotated[str | None, typer.Option(help="Workspace (namespace).")] = None,
+    drive: Annotated[list[str] | None, typer.Option(help="NAME:/mount/path[:ro]")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
+    workers: Annotated[int, typer.Option(help="Workers (a gang by default).")] = 1,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`."""
+    resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
+    if memory is not None:
+        resources["memory_bytes"] = memory
+    task: dict[str, Any] = {
+        "image": image, "command": command[0], "args": command[1:],
+        "requested_resources": resources, "env": _env(env or []),
+        "datavolume_refs": [_drive(d) for d in drive or []],
+    }  # fmt: skip
+    if time_limit is not None:
+        task["time_limit_seconds"] = parse_duration(time_limit)
+    meta = {"name": name or _default_name(command[0])}
+    if workspace:
+        meta["workspace"] = workspace
+    body = {"priority": priority, "workers": workers, "task_template": task}
+    document = {"metadata": meta, "spec": body}
+    created = call(lambda c: c.submit(document))
+    if as_json:
+        print_json(created)
+    else:
+        typer.echo(f"Submitted run {created['name']}")
+
+
+def _table(runs: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("NAME", no_wrap=True, max_width=22, overflow="ellipsis")
+    table.add_column("WS", no_wrap=True, max_width=10, overflow="ellipsis")
+    table.add_column("PRIO", justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("GPUS", justify="right", no_wrap=True)
+    table.add_column("AGE", justify="right", no_wrap=True)
+    table.add_column("REASON", overflow="fold", ratio=1)
+    for r in runs:
+        held = ",".join(str(g) for g in r["gpus"])
+        gpus = held if held else str(r["gpus_requested"])
+        waiting = r["state"] == "Queued"
+        mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
+        table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
+                      age(r["submitted_at"]), r["reason"] or "")  # fmt: skip
+    console().print(table)
+
+
+def ls(
+    all_runs: Annotated[bool, typer.Option("--all", "-a", help="Include finished runs.")] = False,
+    workspace: Annotated[str | None, typer.Option(help="Only this workspace.")] = None,
+    state: Annotated[
+        str | None, typer.Option(help="Only these states, e.g. Queued,Running.")
+    ] = None,
+    as_json: bool = JsonOption,
+) -> None:
+    """Waiting and running runs, in the planner's order, with why each waits."""
+    runs = call(lambda c: c.runs(all=all_runs, workspace=workspace, state=state))
+    if as_json:
+        print_json(runs)
+    elif runs:
+        _table(runs)
+    else:
+        typer.echo("No runs.")
+
+
+def show(name: RunArg, as_json: bool = JsonOption) -> None:
+    """One run: its state, why, its workers and events."""
+    run = call(lambda c: c.show(name))
+    if as_json:
+        print_json(run)
+        return
+    if run.get("paused"):
+        typer.echo(run["paused"])
+    fields = ("name", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
+              "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
+              "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
+    for key in fields:
+        value = run.get(key)
+        if value not in (None, [], ""):
+            typer.echo(f"{key + ':':<20}{value}")
+    for e in run.get("events", [])[-15:]:
+        typer.echo(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+
+
+def priority(name: RunArg, value: Annotated[int, typer.Argument(help="The new priority.")]) -> None:
+    """Change a run's priority (up to its workspace's maximum)."""
+    run = call(lambda c: c.set_priority(name, value))
+    typer.echo(f"{run['name']}: priority {run['priority']}")
+
+
+def delete(name: RunArg) -> None:
+    """Delete a run: queued ones are cancelled, running ones stopped with the grace."""
+    result = call(lambda c: c.delete(name))
+    typer.echo(f"{name}: {result['outcome']}")
+
+
+def logs(
+    name: RunArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
+    tail: Annotated[int, typer.Option(help="Only the last N lines.")] = 0,
+) -> None:
+    """The run's output, every attempt, oldest first."""
+    try:
+        for chunk in Client(timeout=None).logs(name, follow=follow, tail=tail):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+    except ApiError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        pass
+
+
+def events(
+    name: Annotated[str | None, typer.Argument(autocompletion=complete_run)] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+    as_json: bool = JsonOption,
+) -> None:
+    """Events of one run, or of all."""
+    try:
+        for e in Client(timeout=None).events(name, follow=follow):
+            if as_json:
+                print_json(e)
+            else:
+                typer.echo(f"{e['time']}  {e['run']:<24} {e['kind']:<12} {e['message']}")
+    except ApiError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        pass
+
+
+def wait(
+    name: RunArg,
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+) -> None:
+    """Wait for a run to finish; the exit code follows the run's."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
+    while True:
+        run = call(lambda c: c.show(name))
+        if run["state"] in FINISHED:
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            fail(f"{name}: still {run['state']} after {timeout:g} s", 124)
+        time.sleep(interval)
+    typer.echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    if run["state"] == "Succeeded":
+        raise typer.Exit(0)
+    code = run.get("exit_code")
+    raise typer.Exit(code if isinstance(code, int) and code > 0 else 1)
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (submit, run, ls, show, delete, logs, events, wait):
+        app.command(fn.__name__)(fn)
+    # `astra priority RUN -5`: a negative number is the value, not an option
+    app.command("priority", context_settings={"ignore_unknown_options": True})(priority)

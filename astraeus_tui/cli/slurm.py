@@ -1,0 +1,33 @@
+"""`astra slurm sbatch`: submit a Slurm batch file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from astraeus_tui.cli.common import call, fail
+
+app = typer.Typer(help="Slurm compatibility.", no_args_is_help=True)
+
+
+@app.command()
+def sbatch(
+    file: Annotated[Path, typer.Argument(help="A batch script with #SBATCH lines.")],
+    nice: Annotated[int | None, typer.Option(help="Priority -N (as Slurm's --nice).")] = None,
+) -> None:
+    """Submit a batch script; prints `Submitted batch job <name>`."""
+    from runner.sbatch import parse_sbatch
+    from runner.spec import SpecError, spec_to_dict
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"error: cannot read {file}: {e}")
+    try:
+        spec = parse_sbatch(text, name_hint=file.stem, nice=nice)
+    except SpecError as e:
+        fail(f"422 INVALID_SPEC: {e}")
+    run = call(lambda c: c.submit(spec_to_dict(spec)))
+    typer.echo(f"Submitted batch job {run['name']}")

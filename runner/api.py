@@ -1,0 +1,248 @@
+"""HTTP/JSON on a Unix socket. The caller is the peer's uid, from SO_PEERCRED.
+
+Nothing in a request can claim another identity. Every handler reads the
+caller, asks :class:`runner.service.Service` (which checks and writes), and
+renders objects for that caller (``runner/views.py``). ``docs/api.md`` lists
+the endpoints with a ``curl --unix-socket`` example each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import socket
+import struct
+import tomllib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from runner.api_streams import Changes, follow_events, follow_log, sse
+from runner.daemon import Daemon
+from runner.service import Caller, ServiceError, caller_for
+from runner.views import event_object, run_object, worker_object
+
+MAX_BODY = 4 * 1024 * 1024
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DAEMON: web.AppKey[Daemon] = web.AppKey("daemon", Daemon)
+CHANGES: web.AppKey[Changes] = web.AppKey("changes", Changes)
+
+
+def peer_caller(request: web.Request) -> Caller:
+    sock: socket.socket | None = (
+        request.transport.get_extra_info("socket") if request.transport else None
+    )
+    if sock is None:
+        raise web.HTTPForbidden(text="403 FORBIDDEN: no peer credentials\n")
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, gid = struct.unpack("3i", creds)
+    return caller_for(uid, gid, request.app[DAEMON].config)
+
+
+def error_response(status: int, code: str, message: str) -> web.Response:
+    body = {"error": {"status": status, "code": code, "message": message}}
+    return web.json_response(body, status=status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ServiceError as e:
+        return error_response(e.status, e.code, e.message)
+    except web.HTTPException as e:
+        if e.status >= 400:
+            return error_response(e.status, e.reason.upper().replace(" ", "_"), e.text or e.reason)
+        raise
+
+
+async def _document(request: web.Request) -> object:
+    raw = await request.read()
+    kind = request.content_type
+    try:
+        text = raw.decode("utf-8")
+        if kind in ("application/toml", "text/x-toml"):
+            return tomllib.loads(text)
+        return json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ServiceError(422, "INVALID_SPEC", f"<document>: not valid JSON or TOML ({e})") from e
+
+
+def _daemon(request: web.Request) -> Daemon:
+    return request.app[DAEMON]
+
+
+def _run_json(daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    spec = daemon.loop.specs.get(run)
+    live = [w for w in daemon.store.workers_of(name)]
+    return run_object(run, spec, caller.viewer, daemon.loop.status.plan, live, daemon.loop.clock())
+
+
+# ------------------------------------------------------------------ runs
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    q = request.query
+    runs = daemon.store.runs(active_only=q.get("all") not in ("1", "true"))
+    if "workspace" in q:
+        runs = [r for r in runs if r.workspace == q["workspace"]]
+    if "state" in q:
+        wanted = {s.strip().lower() for s in q["state"].split(",")}
+        runs = [r for r in runs if r.state.lower() in wanted]
+    live: dict[str, list[Any]] = {}
+    for w in daemon.store.live_workers():
+        live.setdefault(w.run, []).append(w)
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    objects = [
+        run_object(r, daemon.loop.specs.get(r), caller.viewer, plan, live.get(r.name, ()), now)
+        for r in runs
+    ]
+    order = {n: i for i, n in enumerate(plan.order)} if plan else {}
+    objects.sort(key=lambda o: (o["state"] not in ("Running", "Stopping", "Starting"),
+                                order.get(o["name"], 1 << 30)))  # fmt: skip
+    return web.json_response({"runs": objects})
+
+
+async def submit(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    document = await _document(request)
+    run = await asyncio.to_thread(daemon.service.submit, document, caller)
+    return web.json_response(_run_json(daemon, run.name, caller), status=201)
+
+
+async def show_run(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    name = request.match_info["name"]
+    obj = _run_json(daemon, name, caller)
+    run = daemon.store.get_run(name)
+    assert run is not None
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    obj["spec"] = run.spec
+    obj["workers_history"] = [worker_object(w) for w in daemon.store.workers_of(name)]
+    obj["events"] = [event_object(e, caller.viewer) for e in daemon.store.events(name)]
+    return web.json_response(obj)
+
+
+async def patch_run(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    body = await _document(request)
+    priority = body.get("priority") if isinstance(body, dict) else None
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
+    name = request.match_info["name"]
+    await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
+    return web.json_response(_run_json(daemon, name, caller))
+
+
+async def delete_run(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    name = request.match_info["name"]
+    outcome = await asyncio.to_thread(daemon.service.delete, name, caller)
+    return web.json_response({"name": name, "outcome": outcome})
+
+
+async def run_logs(request: web.Request) -> web.StreamResponse:
+    daemon, caller = _daemon(request), peer_caller(request)
+    name = request.match_info["name"]
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: its logs are private")
+    follow = request.query.get("follow") in ("1", "true")
+    return await follow_log(request, daemon, name, follow)
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    daemon, caller = _daemon(request), peer_caller(request)
+    run = request.query.get("run")
+    if run is not None:
+        row = daemon.store.get_run(run)
+        if row is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {run}")
+    after = int(request.query.get("after", "0") or 0)
+    follow = request.query.get("follow") in ("1", "true")
+    return await follow_events(request, daemon, caller, run, after, follow)
+
+
+# ------------------------------------------------------- machine and state
+
+
+async def status(request: web.Request) -> web.Response:
+    daemon, caller = _daemon(request), peer_caller(request)
+    s, plan = daemon.loop.status, daemon.loop.status.plan
+    head = None
+    if plan is not None and plan.head is not None:
+        head = (
+            _run_json(daemon, plan.head.run, caller)
+            if daemon.store.get_run(plan.head.run)
+            else None
+        )
+        if head is not None:
+            head["held_gpus"] = list(plan.head.held_gpus)
+            head["preempting"] = plan.head.preempting
+    return web.json_response({
+        "executor": daemon.executor.name,
+        "executor_why": daemon.executor_why,
+        "gpus_source": daemon.inventory.source,
+        "simulated": daemon.inventory.simulated,
+        "stop_grace_seconds": daemon.settings.machine.stop_grace,
+        "ticks": s.ticks,
+        "last_plan_ms": round(s.last_plan_ms, 2),
+        "errors": s.errors,
+        "head": head,
+        "caller": {"user": caller.user, "admin": caller.admin,
+                   "workspaces": sorted(caller.workspaces)},
+    })  # fmt: skip
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    caller = peer_caller(request)
+    changes = request.app[CHANGES]
+    return await sse(request, changes, caller)
+
+
+def build_app(daemon: Daemon) -> web.Application:
+    from runner.api_machine import add_machine_routes  # lazy: keeps this module short
+
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
+    app[DAEMON] = daemon
+    app[CHANGES] = Changes(daemon)
+    app.router.add_get("/v1/runs", list_runs)
+    app.router.add_post("/v1/runs", submit)
+    app.router.add_get("/v1/runs/{name}", show_run)
+    app.router.add_patch("/v1/runs/{name}", patch_run)
+    app.router.add_delete("/v1/runs/{name}", delete_run)
+    app.router.add_get("/v1/runs/{name}/logs", run_logs)
+    app.router.add_get("/v1/events", events)
+    app.router.add_get("/v1/status", status)
+    app.router.add_get("/v1/stream", stream)
+    add_machine_routes(app)
+    return app
+
+
+async def start_api(daemon: Daemon, socket_path: Path, group: str | None) -> web.AppRunner:
+    """Listen on the socket: mode 0660 from the start, group-owned if asked."""
+    app = build_app(daemon)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    socket_path.unlink(missing_ok=True)
+    old = os.umask(0o117)  # no window in which the socket is wider than 0660
+    try:
+        await web.UnixSite(runner, str(socket_path)).start()
+    finally:
+        os.umask(old)
+    if group is not None:
+        os.chown(socket_path, -1, grp.getgrnam(group).gr_gid)
+    os.chmod(socket_path, 0o660)
+    app[CHANGES].attach(asyncio.get_running_loop())
+    return runner

@@ -1,0 +1,175 @@
+"""The API's streams: state changes (SSE), events and logs (NDJSON / text, followed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from runner.service import Caller
+from runner.views import event_object, run_id, run_object
+
+if TYPE_CHECKING:
+    from runner.daemon import Daemon
+
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+POLL = 0.25
+
+
+class Changes:
+    """Turns the loop's "something changed" into versioned diffs of run objects.
+
+    Diffs are computed once (admin view), then each subscriber re-renders the
+    changed runs for its own caller, so names stay anonymised per viewer.
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.version = 0
+        self.last: dict[str, dict[str, Any]] = {}  # admin view, by name
+        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[str]]]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending = False
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.daemon.loop.on_change = self.notify_threadsafe
+
+    def notify_threadsafe(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._schedule)
+
+    def _schedule(self) -> None:
+        if not self._pending:  # merge bursts of changes into one diff
+            self._pending = True
+            asyncio.get_running_loop().call_later(0.05, self._compute)
+
+    def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
+        """Every active run's object for ``caller``, by the run's real name."""
+        d = self.daemon
+        live: dict[str, list[Any]] = {}
+        for w in d.store.live_workers():
+            live.setdefault(w.run, []).append(w)
+        plan, now = d.loop.status.plan, d.loop.clock()
+        return {
+            r.name: run_object(
+                r, d.loop.specs.get(r), caller.viewer, plan, live.get(r.name, ()), now
+            )
+            for r in d.store.runs(active_only=True)
+        }
+
+    def _compute(self) -> None:
+        self._pending = False
+        admin = Caller(0, 0, "root", True, frozenset())
+        now = self.current(admin)
+        changed = [n for n, o in now.items() if self.last.get(n) != o]
+        removed = [n for n in self.last if n not in now]
+        self.last = now
+        if not changed and not removed:
+            return
+        self.version += 1
+        for queue in list(self.subscribers):
+            queue.put_nowait((self.version, changed, removed))
+
+
+async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.StreamResponse:
+    """``event: snapshot`` first (every active run), then ``event: change`` diffs."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})  # fmt: skip
+    await response.prepare(request)
+    queue: asyncio.Queue[tuple[int, list[str], list[str]]] = asyncio.Queue()
+    changes.subscribers.add(queue)
+    try:
+        runs = list(changes.current(caller).values())
+        await _send(response, "snapshot", {"version": changes.version, "runs": runs})
+        while True:
+            try:
+                version, changed, removed = await asyncio.wait_for(queue.get(), 15)
+            except TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            objects = changes.current(caller)
+            upsert = [objects[n] for n in changed if n in objects]
+            gone = [_gone_id(changes, caller, n) for n in removed]
+            await _send(response, "change", {"version": version, "upsert": upsert, "remove": gone})
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        changes.subscribers.discard(queue)
+    return response
+
+
+def _gone_id(changes: Changes, caller: Caller, name: str) -> str:
+    workspace = changes.last.get(name, {}).get("workspace", "")
+    return run_id(name, workspace, caller.viewer)
+
+
+async def _send(response: web.StreamResponse, event: str, data: object) -> None:
+    text = json.dumps(data, default=str)
+    await response.write(f"event: {event}\ndata: {text}\n\n".encode())
+
+
+async def follow_events(
+    request: web.Request, daemon: Daemon, caller: Caller, run: str | None, after: int, follow: bool
+) -> web.StreamResponse:
+    """Events as NDJSON, one object a line; with ``follow`` it goes on until closed."""
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    last = after
+    try:
+        while True:
+            rows = await asyncio.to_thread(daemon.store.events, run, after=last)
+            for e in rows:
+                line = json.dumps(event_object(e, caller.viewer)) + "\n"
+                await response.write(line.encode())
+                last = e.id
+            if not follow:
+                break
+            await asyncio.sleep(POLL)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    return response
+
+
+def _log_files(daemon: Daemon, run: str) -> list[Path]:
+    folder = daemon.home / "logs" / run
+
+    def key(p: Path) -> tuple[int, ...]:
+        return tuple(int(x) if x.isdigit() else 0 for x in p.stem.split("-"))
+
+    return sorted(folder.glob("*.log"), key=key) if folder.is_dir() else []
+
+
+async def follow_log(
+    request: web.Request, daemon: Daemon, run: str, follow: bool
+) -> web.StreamResponse:
+    """Every attempt's log, oldest first; ``tail=N`` keeps the last N lines."""
+    response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+    await response.prepare(request)
+    offsets: dict[Path, int] = {}
+    tail = int(request.query.get("tail", "0") or 0)
+    try:
+        first = True
+        while True:
+            chunk = b""
+            for path in _log_files(daemon, run):
+                with path.open("rb") as f:
+                    f.seek(offsets.get(path, 0))
+                    data = f.read()
+                    offsets[path] = f.tell()
+                chunk += data
+            if first and tail:
+                chunk = b"\n".join(chunk.splitlines()[-tail:]) + (b"\n" if chunk else b"")
+            first = False
+            if chunk:
+                await response.write(chunk)
+            row = daemon.store.get_run(run)
+            if not follow or (not chunk and (row is None or row.state in FINISHED)):
+                break
+            await asyncio.sleep(POLL)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    return response

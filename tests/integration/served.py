@@ -1,0 +1,70 @@
+"""`astra serve` as a real process on a real socket, and `astra` commands against it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.integration.harness import wait_for, write_config
+
+
+class Served:
+    def __init__(self, home: Path, socket: Path) -> None:
+        self.home = home
+        self.socket = socket
+        self.env = {**os.environ, "ASTRAEUS_HOME": str(home), "ASTRAEUS_SOCKET": str(socket),
+                    "COLUMNS": "200", "ASTRAEUS_WAIT_POLL": "0.1"}  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, config: str = "", **kwargs: Any) -> Served:
+        write_config(self.home, config, **kwargs)
+        log = open(self.home / "serve.log", "ab")  # noqa: SIM115 (the daemon's log)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "astraeus_tui.cli.main", "serve"],
+            env=self.env, stdout=log, stderr=log,
+        )  # fmt: skip
+        wait_for(self.answers, 20, "the daemon's socket")
+        return self
+
+    def answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError((self.home / "serve.log").read_text())
+        return self.socket.exists() and self.astra("ls").returncode == 0
+
+    def astra(
+        self, *args: str, input: str | None = None, user: str | None = None,
+        groups: list[str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        extra: dict[str, Any] = {}
+        if user is not None:
+            extra = {"user": user, "group": user, "extra_groups": groups or []}
+        return subprocess.run(
+            [sys.executable, "-m", "astraeus_tui.cli.main", *args],
+            env=self.env, input=input, capture_output=True, text=True, timeout=60, **extra,
+        )  # fmt: skip
+
+    def json(self, *args: str, user: str | None = None, groups: list[str] | None = None) -> Any:
+        result = self.astra(*args, "--json", user=user, groups=groups)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for meta in (self.home / "workers").glob("*/meta.json"):
+            pgid = json.loads(meta.read_text()).get("child_pgid")
+            if pgid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+        time.sleep(0.05)

@@ -1,0 +1,175 @@
+"""The `astra` CLI against a real daemon over its socket."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+
+Start = Callable[..., Served]
+EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
+RUN_FIELDS = {
+    "name", "workspace", "priority", "state", "reason", "gpus", "workers", "restarts",
+    "preemptions", "submitted_at", "started_at", "finished_at", "exit_code",
+    "time_limit_seconds", "starts_by",
+}  # fmt: skip
+CAPPED = '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'
+
+
+def names(d: Served, *args: str) -> list[str]:
+    return [r["name"] for r in d.json("ls", "--all", *args)]
+
+
+def test_run_ls_show_logs_wait(served: Start) -> None:
+    d = served(gpus=2)
+    out = d.astra("run", "--name", "hello", "--gpus", "1", "--time-limit", "10m", "--",
+                  sys.executable, "-c", "print('hello from astraeus')")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Submitted run hello"
+    waited = d.astra("wait", "hello")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    [run] = d.json("ls", "--all")
+    assert set(run) >= RUN_FIELDS
+    assert run["state"] == "Succeeded" and run["time_limit_seconds"] == 600
+    assert "hello from astraeus" in d.astra("logs", "hello").stdout
+    shown = d.json("show", "hello")
+    assert [e["kind"] for e in shown["events"]][:2] == ["Submitted", "Started"]
+    events = d.astra("events", "hello").stdout
+    assert "Succeeded" in events
+
+
+def test_wait_exit_code_follows_the_run(served: Start) -> None:
+    d = served(gpus=1)
+    d.astra("run", "--name", "bad", "--", sys.executable, "-c", "import sys; sys.exit(3)")
+    d.astra("priority", "bad", "0")
+    result = d.astra("wait", "bad")
+    # restarts spend the budget (10) quickly; the run fails with code 3
+    assert result.returncode == 3, result.stdout + result.stderr
+
+
+def test_submit_json_toml_and_stdin(served: Start, tmp_path: Path) -> None:
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    d = served(CAPPED + f'[drives.checkpoints]\npath = "{drive}"\n', gpus=8)
+    ok = d.astra("submit", str(EXAMPLES / "ft-lowprio.json"))
+    assert ok.returncode == 0, ok.stderr
+    toml = (EXAMPLES / "ft-lowprio.toml").read_text().replace('"ft-lowprio"', '"ft-toml"')
+    ok = d.astra("submit", "-", input=toml)
+    assert ok.returncode == 0, ok.stderr
+    assert d.json("show", "ft-lowprio")["priority"] == -100
+    assert d.json("show", "ft-toml")["spec"] == d.json("show", "ft-lowprio")["spec"] | {
+        "metadata": {"name": "ft-toml"}
+    }
+
+
+def test_a_drive_of_another_workspace_is_refused(served: Start, tmp_path: Path) -> None:
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    config = (
+        CAPPED + '[workspaces.vision]\nmembers = ["root"]\n'
+        f'[drives.checkpoints]\npath = "{drive}"\nworkspaces = ["vision"]\n'
+    )
+    d = served(config, gpus=8)
+    refused = d.astra("submit", str(EXAMPLES / "ft-lowprio.json"))
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (
+        "403 DRIVE_NOT_ALLOWED: namespace default may not mount checkpoints"
+    )
+    assert names(d) == []
+
+
+def test_sbatch_and_nice(served: Start, tmp_path: Path) -> None:
+    d = served(gpus=8)
+    script = (
+        (EXAMPLES / "finetune.sbatch")
+        .read_text()
+        .replace("#SBATCH --container-mounts=checkpoints:/ckpt\n", "")
+    )
+    path = tmp_path / "finetune.sbatch"
+    path.write_text(script)
+    result = d.astra("slurm", "sbatch", "--nice=100", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Submitted batch job finetune"
+    assert d.json("show", "finetune")["priority"] == -100
+
+
+def test_priority_cap_is_403_for_everyone(served: Start) -> None:
+    d = served(gpus=1)
+    result = d.astra("run", "--name", "x", "--priority", "50", "--", "true")
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace default's maximum of 0"
+    )
+    assert names(d) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--name", "Bad_Name", "--", "true"], "metadata.name"),
+        (["run", "--name", "x", "--priority", "1001", "--", "true"], "spec.priority"),
+        (["run", "--name", "x", "--gpus", "-1", "--", "true"], "gpu_requests.count"),
+        (["run", "--name", "x", "--drive", "d:rel/path", "--", "true"], "mount_path"),
+        (["run", "--name", "x", "--memory", "lots", "--", "true"], "memory_bytes"),
+        (["run", "--name", "x", "--time-limit", "soon", "--", "true"], "soon"),
+        (["priority", "nope", "1"], "404 NOT_FOUND"),
+        (["delete", "nope"], "404 NOT_FOUND"),
+        (["show", "nope"], "404 NOT_FOUND"),
+    ],
+)
+def test_bad_input_is_one_line_and_changes_nothing(
+    served: Start, args: list[str], message: str
+) -> None:
+    d = served(gpus=1)
+    result = d.astra(*args)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert names(d) == []
+
+
+def test_name_in_use_is_409(served: Start) -> None:
+    d = served(gpus=1)
+    assert d.astra("run", "--name", "dup", "--", "sleep", "30").returncode == 0
+    again = d.astra("run", "--name", "dup", "--", "sleep", "30")
+    assert again.returncode != 0
+    assert again.stderr.startswith("409 NAME_IN_USE:")
+
+
+def test_gpus_and_workspaces(served: Start) -> None:
+    d = served(CAPPED, gpus=2)
+    d.astra("run", "--name", "g", "--gpus", "1", "--", "sleep", "60")
+    wait_for(lambda: d.json("show", "g")["state"] == "Running")
+    gpus = d.json("gpus")
+    assert gpus["simulated"] is True
+    assert [g["holder"]["run"] if g["holder"] else None for g in gpus["gpus"]] == ["g", None]
+    [ws] = d.json("workspaces")
+    assert ws["name"] == "default" and ws["usage"]["gpus"] == 1 and ws["max_priority"] == 10
+
+
+def test_admin_commands_rewrite_the_config_and_reload(served: Start) -> None:
+    d = served(CAPPED, gpus=4)
+    assert d.astra("admin", "quota", "default", "--gpus", "2").returncode == 0
+    assert d.astra("admin", "max-priority", "default", "20").returncode == 0
+    assert d.astra("admin", "weight", "default", "2").returncode == 0
+    [ws] = d.json("workspaces")
+    assert ws["quota"]["gpus"] == 2 and ws["max_priority"] == 20 and ws["weight"] == 2
+    text = (d.home / "config.toml").read_text()
+    assert "max_priority = 20" in text
+    bad = d.astra("admin", "weight", "default", "-1")
+    assert bad.returncode != 0 and "weight" in bad.stderr
+    assert "max_priority = 20" in (d.home / "config.toml").read_text()
+    d.astra("run", "--name", "big", "--gpus", "3", "--", "sleep", "60")
+    wait_for(lambda: "quota allows at all" in (d.json("show", "big")["reason"] or ""))
+
+
+def test_delete_running_run(served: Start) -> None:
+    d = served(gpus=1)
+    d.astra("run", "--name", "long", "--", "sleep", "300")
+    wait_for(lambda: d.json("show", "long")["state"] == "Running")
+    assert d.astra("delete", "long").stdout.strip() == "long: stopping"
+    wait_for(lambda: d.json("show", "long")["state"] == "Cancelled")

@@ -1,0 +1,163 @@
+"""Two real Unix users against one daemon: who may see and change what.
+
+The requests come from a forked child that has dropped to the user's uid, gid
+and groups, so SO_PEERCRED reports that user to the daemon.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astraeus_tui.client import ApiError, Client
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
+GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    subprocess.run(["groupadd", "-f", GROUP], check=True)
+    for user in (ALICE, BOB, CAROL):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
+                           check=True)  # fmt: skip
+    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB, CAROL)}
+    for user in (ALICE, BOB, CAROL):
+        subprocess.run(["userdel", user], check=False)
+    subprocess.run(["groupdel", GROUP], check=False)
+
+
+def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:
+    """Run ``call`` in a child that is really ``entry`` (uid, gid, groups)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the user, talk to the daemon, report back
+        os.close(read)
+        try:
+            groups = [g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem]
+            os.setgroups(groups)
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+            result: Any = {"ok": call(Client(socket))}
+        except ApiError as e:
+            result = {"error": str(e)}
+        except BaseException as e:
+            result = {"error": f"{type(e).__name__}: {e}"}
+        os.write(write, json.dumps(result, default=str).encode())
+        os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return json.loads(b"".join(chunks))
+
+
+def spec(name: str, workspace: str, priority: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "workspace": workspace},
+        "spec": {
+            "priority": priority,
+            "task_template": {
+                "image": "local", "command": "sleep", "args": ["120"],
+                "requested_resources": {"gpu_requests": {"count": 1}},
+            },
+        },
+    }  # fmt: skip
+
+
+CONFIG = f"""
+[api]
+socket_group = "{GROUP}"
+
+[workspaces.vision]
+members = ["{ALICE}"]
+max_priority = 10
+
+[workspaces.nlp]
+members = ["{BOB}"]
+"""
+
+
+@pytest.fixture
+def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd]) -> Served:
+    return served(CONFIG, gpus=2)
+
+
+def test_socket_mode_and_group(lab: Served) -> None:
+    st = lab.socket.stat()
+    assert st.st_mode & 0o777 == 0o660
+    assert st.st_gid == grp.getgrnam(GROUP).gr_gid
+
+
+def test_a_member_sees_other_runs_anonymised_and_cannot_touch_them(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    alice, bob = users[ALICE], users[BOB]
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(spec("bob-secret", "nlp")))
+    wait_for(lambda: lab.json("show", "bob-secret")["state"] == "Running")
+    listed = as_user(alice, lab.socket, lambda c: c.runs())["ok"]
+    assert [r["name"] for r in listed] == ["a job in another namespace"]
+    assert listed[0]["owner"] is None
+    for call in (
+        lambda c: c.delete("bob-secret"),
+        lambda c: c.set_priority("bob-secret", -5),
+    ):
+        answer = as_user(alice, lab.socket, call)
+        assert answer["error"].startswith("403 FORBIDDEN")
+    details = as_user(alice, lab.socket, lambda c: c.show("bob-secret"))
+    assert details["error"].startswith("403 FORBIDDEN")
+    logs = as_user(alice, lab.socket, lambda c: b"".join(c.logs("bob-secret")).decode())
+    assert logs["error"].startswith("403 FORBIDDEN")
+    events = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
+    assert events and all(e["run"] == "a job in another namespace" for e in events)
+    assert lab.json("show", "bob-secret")["state"] == "Running"
+    assert lab.json("show", "bob-secret")["priority"] == 0
+
+
+def test_a_member_cannot_use_another_workspace(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    answer = as_user(users[ALICE], lab.socket, lambda c: c.submit(spec("sneaky", "nlp")))
+    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of namespace nlp"
+
+
+def test_the_priority_cap_applies_to_members_and_admins(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    answer = as_user(users[ALICE], lab.socket, lambda c: c.submit(spec("hot", "vision", 50)))
+    assert answer["error"] == (
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
+    )
+    result = lab.astra("run", "--workspace", "vision", "--priority", "50", "--", "true")
+    assert result.stderr.strip() == answer["error"]
+    assert "ok" in as_user(users[ALICE], lab.socket, lambda c: c.submit(spec("ok", "vision", 10)))
+
+
+def test_an_admin_may_change_anyone_s_run(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
+    as_user(users[BOB], lab.socket, lambda c: c.submit(spec("bob-run", "nlp")))
+    assert lab.astra("priority", "bob-run", "-3").returncode == 0
+    assert lab.json("show", "bob-run")["priority"] == -3
+    assert lab.astra("delete", "bob-run").returncode == 0
+
+
+def test_a_user_outside_the_socket_group_cannot_connect(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    subprocess.run(["gpasswd", "-d", CAROL, GROUP], check=False, capture_output=True)
+    answer = as_user(users[CAROL], lab.socket, lambda c: c.runs())
+    assert "no permission" in answer["error"]
