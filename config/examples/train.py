@@ -27,7 +27,9 @@ def main() -> int:
     parser.add_argument("--step-seconds", type=float, default=0.1)
     parser.add_argument("--save-every", type=int, default=50)
     args = parser.parse_args()
-    ckpt_dir = os.path.join(os.environ.get("CKPT_DIR", "/ckpt"), os.environ.get("SLURM_JOB_NAME", "run"))
+    ckpt_dir = os.path.join(
+        os.environ.get("CKPT_DIR", "/ckpt"), os.environ.get("SLURM_JOB_NAME", "run")
+    )
     ckpt = os.path.join(ckpt_dir, "latest.json")
 
     def save(step: int) -> None:
