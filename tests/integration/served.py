@@ -25,6 +25,15 @@ class Served:
 
     def start(self, config: str = "", **kwargs: Any) -> Served:
         write_config(self.home, config, **kwargs)
+        return self.restart()
+
+    def kill9(self) -> None:
+        """The daemon dies at once, as in a crash; its workers go on."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def restart(self) -> Served:
         log = open(self.home / "serve.log", "ab")  # noqa: SIM115 (the daemon's log)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "astraeus_tui.cli.main", "serve"],

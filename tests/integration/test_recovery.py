@@ -1,0 +1,56 @@
+"""Kill -9 the daemon and start it again: running work is adopted, not restarted."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+
+Start = Callable[..., Served]
+
+
+def counting_program(marker: Path, seconds: float) -> list[str]:
+    """Appends a line each time it starts, then runs ``seconds`` and exits 0."""
+    code = (
+        f"import time; open({str(marker)!r}, 'a').write('start\\n'); "
+        f"time.sleep({seconds}); print('finished')"
+    )
+    return [sys.executable, "-c", code]
+
+
+def test_running_work_is_adopted_after_kill_9(served: Start, tmp_path: Path) -> None:
+    d = served(gpus=2)
+    marker = tmp_path / "starts.txt"
+    d.astra("run", "--name", "survivor", "--gpus", "1", "--", *counting_program(marker, 4))
+    d.astra("run", "--name", "waiting", "--gpus", "2", "--", "sleep", "1")
+    wait_for(lambda: d.json("show", "survivor")["state"] == "Running")
+    wait_for(marker.exists)
+    d.kill9()
+    d.restart()
+    run = d.json("show", "survivor")
+    assert run["state"] == "Running"
+    assert [w["attempt"] for w in run["workers_history"]] == [1]
+    finished = wait_for(lambda: (r := d.json("show", "survivor"))["state"] == "Succeeded" and r)
+    assert finished["restarts"] == 0
+    assert marker.read_text() == "start\n"  # started once, never twice
+    assert "finished" in d.astra("logs", "survivor").stdout
+    wait_for(lambda: d.json("show", "waiting")["state"] == "Succeeded")
+
+
+def test_a_worker_that_ended_while_the_daemon_was_down_is_learned(
+    served: Start, tmp_path: Path
+) -> None:
+    d = served(gpus=1)
+    d.astra("run", "--name", "quick-fail", "--gpus", "1", "--", sys.executable, "-c",
+            "import time, sys; time.sleep(1.5); sys.exit(4)")  # fmt: skip
+    wait_for(lambda: d.json("show", "quick-fail")["state"] == "Running")
+    d.kill9()
+    wait_for(lambda: list((d.home / "workers").glob("*/exit.json")), message="the exit")
+    d.restart()
+    run = wait_for(lambda: (r := d.json("show", "quick-fail"))["restarts"] >= 1 and r)
+    assert run["workers_history"][0]["exit_code"] == 4
+    events = [e["message"] for e in run["events"]]
+    assert any(m.startswith("Restarting: worker 0 exited with code 4") for m in events)
