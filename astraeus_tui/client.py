@@ -12,7 +12,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 
@@ -194,11 +194,16 @@ class AsyncClient:
             await self._session.close()
             self._session = None
 
-    async def request(self, method: str, path: str, body: object = None, **query: Any) -> Any:
+    async def request(
+        self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
+        content_type: str = "application/json", **query: Any,
+    ) -> Any:  # fmt: skip
         session = await self._get_session()
+        payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        headers = {"Content-Type": content_type} if payload is not None else {}
         try:
             async with session.request(
-                method, "http://localhost" + _path(path, query), json=body
+                method, "http://localhost" + _path(path, query), data=payload, headers=headers
             ) as response:
                 data = await response.read()
                 if response.status >= 400:
@@ -211,6 +216,8 @@ class AsyncClient:
         """(event, data) from the daemon's SSE stream: a snapshot, then changes."""
         session = await self._get_session()
         async with session.get("http://localhost/v1/stream", timeout=None) as response:
+            if response.status >= 400:
+                _raise_for(response.status, await response.read())
             event = ""
             async for raw in response.content:
                 line = raw.decode().rstrip("\n")
@@ -226,3 +233,75 @@ class AsyncClient:
             if response.status >= 400:
                 _raise_for(response.status, data)
             return data.decode(errors="replace")
+
+    async def lines(self, path: str, **query: Any) -> AsyncIterator[str]:
+        """A streamed body, line by line, as it arrives (logs, events)."""
+        session = await self._get_session()
+        async with session.get("http://localhost" + _path(path, query), timeout=None) as response:
+            if response.status >= 400:
+                _raise_for(response.status, await response.read())
+            async for raw in response.content:
+                yield raw.decode(errors="replace")
+
+    # ------------------------------------------------------------ calls
+
+    async def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", "/v1/status")
+        return result
+
+    async def gpus(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", "/v1/gpus")
+        return result
+
+    async def workspaces(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = (await self.request("GET", "/v1/workspaces"))["workspaces"]
+        return result
+
+    async def show(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", f"/v1/runs/{quote(name)}")
+        return result
+
+    async def submit(self, document: object) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("POST", "/v1/runs", document)
+        return result
+
+    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "POST", "/v1/runs", raw=text.encode(), content_type=content_type
+        )
+        return result
+
+    async def set_priority(self, name: str, priority: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority}
+        )
+        return result
+
+    async def delete(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("DELETE", f"/v1/runs/{quote(name)}")
+        return result
+
+    async def events(self, run: str | None = None) -> list[dict[str, Any]]:
+        """The event log so far (of one run), oldest first."""
+        text = await self.text("/v1/events", run=run)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
+        return self.lines(f"/v1/runs/{quote(name)}/logs", tail=tail or None, follow=follow)
+
+
+class DashboardApi(Protocol):
+    """What the dashboard needs of a daemon: ``AsyncClient``, or a test's fake."""
+
+    async def close(self) -> None: ...
+    def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]: ...
+    async def status(self) -> dict[str, Any]: ...
+    async def gpus(self) -> dict[str, Any]: ...
+    async def workspaces(self) -> list[dict[str, Any]]: ...
+    async def show(self, name: str) -> dict[str, Any]: ...
+    async def submit(self, document: object) -> dict[str, Any]: ...
+    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]: ...
+    async def set_priority(self, name: str, priority: int) -> dict[str, Any]: ...
+    async def delete(self, name: str) -> dict[str, Any]: ...
+    async def events(self, run: str | None = None) -> list[dict[str, Any]]: ...
+    def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]: ...

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import struct
+import time
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,8 @@ from runner.service import Caller, ServiceError, caller_for
 from runner.views import event_object, run_object, worker_object
 
 MAX_BODY = 4 * 1024 * 1024
+CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
+_CALLERS: dict[tuple[int, int, int], tuple[float, Caller]] = {}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DAEMON: web.AppKey[Daemon] = web.AppKey("daemon", Daemon)
 CHANGES: web.AppKey[Changes] = web.AppKey("changes", Changes)
@@ -40,7 +43,14 @@ def peer_caller(request: web.Request) -> Caller:
         raise web.HTTPForbidden(text="403 FORBIDDEN: no peer credentials\n")
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, gid = struct.unpack("3i", creds)
-    return caller_for(uid, gid, request.app[DAEMON].config)
+    config = request.app[DAEMON].config
+    key, now = (uid, gid, id(config)), time.monotonic()
+    cached = _CALLERS.get(key)
+    if cached is None or cached[0] < now:  # users and groups change rarely: look again soon
+        cached = _CALLERS[key] = (now + CALLER_TTL, caller_for(uid, gid, config))
+        if len(_CALLERS) > 1024:
+            _CALLERS.clear()
+    return cached[1]
 
 
 def error_response(status: int, code: str, message: str) -> web.Response:
@@ -114,8 +124,10 @@ async def list_runs(request: web.Request) -> web.Response:
 async def submit(request: web.Request) -> web.Response:
     daemon, caller = _daemon(request), peer_caller(request)
     document = await _document(request)
-    run = await asyncio.to_thread(daemon.service.submit, document, caller)
-    return web.json_response(_run_json(daemon, run.name, caller), status=201)
+    run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
+    spec = daemon.loop.specs.get(run)
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    return web.json_response(run_object(run, spec, caller.viewer, plan, (), now), status=201)
 
 
 async def show_run(request: web.Request) -> web.Response:
@@ -126,7 +138,7 @@ async def show_run(request: web.Request) -> web.Response:
     assert run is not None
     if not caller.viewer.sees(run.workspace):
         raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
-    obj["spec"] = run.spec
+    obj["spec"] = run.spec()
     obj["workers_history"] = [worker_object(w) for w in daemon.store.workers_of(name)]
     obj["events"] = [event_object(e, caller.viewer) for e in daemon.store.events(name)]
     return web.json_response(obj)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 POLL = 0.25
+DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
 
 
 class Changes:
@@ -45,7 +46,7 @@ class Changes:
     def _schedule(self) -> None:
         if not self._pending:  # merge bursts of changes into one diff
             self._pending = True
-            asyncio.get_running_loop().call_later(0.05, self._compute)
+            asyncio.get_running_loop().call_later(DIFF_GAP, self._compute)
 
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""

@@ -26,6 +26,7 @@ from runner.store import RunRow, Store, WorkerRow
 log = logging.getLogger("astraeus.loop")
 
 PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
+PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change
 TICK = 0.5  # seconds between observations of running work
 
 
@@ -78,7 +79,7 @@ class Loop:
             except Exception as e:  # the loop must outlive any one bad tick
                 log.exception("tick failed")
                 self.status.errors = [*self.status.errors[-9:], f"{type(e).__name__}: {e}"]
-            if self.wake.wait(TICK):
+            if self.wake.wait(PLAN_GAP if self._dirty else TICK):
                 self.wake.clear()
                 self._dirty = True
 
@@ -94,7 +95,9 @@ class Loop:
         changed |= self.enforce(now)
         changed |= self.settle(now)
         last = self.status.last_plan_at
-        if changed or self._dirty or last is None or now - last >= PLAN_EVERY:
+        self._dirty |= changed
+        due = last is None or now - last >= PLAN_EVERY
+        if due or (self._dirty and now - last >= PLAN_GAP):  # type: ignore[operator]
             self._dirty = False
             self.plan_and_apply(now)
             changed = True
@@ -220,9 +223,7 @@ class Loop:
     def settle(self, now: float) -> bool:
         """Turn ended workers into run outcomes: requeue, restart, finish."""
         changed = False
-        for run in self.store.runs(active_only=True):
-            if run.state == "Queued" and run.stop_request is None:
-                continue
+        for run in self.store.runs_to_settle():
             workers = self.store.workers_of(run.name)
             spec = self.specs.get(run)
             cleanup = settle_run(self.store, run, spec, workers, now)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import grp
+import json
 import pwd
 import time
 from collections.abc import Callable
@@ -139,8 +140,9 @@ class Service:
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
+        text = json.dumps(spec_to_dict(spec))
         row = RunRow(
-            spec.name, workspace, caller.user, caller.uid, caller.gid, spec_to_dict(spec),
+            spec.name, workspace, caller.user, caller.uid, caller.gid, text,
             spec.priority, "Queued", Reason("Waiting for the scheduler"),
             time.time() if now is None else now, None, None, None, 0, 0, 0, None, None, False,
         )  # fmt: skip

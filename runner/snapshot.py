@@ -23,7 +23,7 @@ class SpecCache:
     def get(self, run: RunRow) -> RunSpec:
         spec = self._specs.get(run.name)
         if spec is None:
-            spec = self._specs[run.name] = parse_spec(run.spec)
+            spec = self._specs[run.name] = parse_spec(run.spec())
         return spec
 
     def gang(self, name: str) -> bool:

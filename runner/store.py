@@ -107,7 +107,7 @@ class RunRow:
     owner: str
     uid: int
     gid: int
-    spec: dict[str, Any]
+    spec_text: str  # the run spec as JSON; parsed only when needed (see spec())
     priority: int
     state: str
     reason: Reason | None
@@ -121,6 +121,10 @@ class RunRow:
     preempted_by: RunRef | None
     stop_request: str | None
     quota_noted: bool
+
+    def spec(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.spec_text)
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +180,7 @@ def reason_json(reason: Reason | None) -> str | None:
 def _run(row: sqlite3.Row) -> RunRow:
     return RunRow(
         row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
-        json.loads(row["spec"]), row["priority"], row["state"], _reason(row["reason"]),
+        row["spec"], row["priority"], row["state"], _reason(row["reason"]),
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]),
@@ -198,6 +202,9 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        # One writer at a time in this process: threads queue here at once,
+        # instead of in SQLite's busy handler, which sleeps between retries.
+        self._writer = threading.Lock()
         self._check_and_migrate()
 
     # ----------------------------------------------------------- plumbing
@@ -242,13 +249,14 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE … COMMIT; rolled back on any exception."""
         conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with self._writer:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -267,7 +275,7 @@ class Store:
                     " reason, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.name, run.workspace, run.owner, run.uid, run.gid,
-                        json.dumps(run.spec), run.priority, run.state,
+                        run.spec_text, run.priority, run.state,
                         reason_json(run.reason), run.submitted_at,
                     ),
                 )  # fmt: skip
@@ -285,6 +293,14 @@ class Store:
         if active_only:
             sql += f" WHERE state IN {ACTIVE_STATES}"
         return [_run(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")]
+
+    def runs_to_settle(self) -> list[RunRow]:
+        """Runs with workers, or a stop asked for: the only ones whose state may move."""
+        sql = (
+            "SELECT * FROM runs WHERE state IN ('Starting', 'Running', 'Stopping')"
+            " OR (state = 'Queued' AND stop_request IS NOT NULL)"
+        )
+        return [_run(r) for r in self._connect().execute(sql)]
 
     def update_run(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
         for key in ("reason",):

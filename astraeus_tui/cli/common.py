@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -29,11 +26,6 @@ def call(fn: Callable[[Client], T]) -> T:
         return fn(Client())
     except ApiError as e:
         fail(str(e))
-
-
-def print_json(data: object) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
 
 
 def console() -> Any:
@@ -65,17 +57,6 @@ def parse_duration(text: str) -> int:
     if not seconds:
         raise typer.BadParameter(f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)")
     return seconds
-
-
-def age(iso: str | None, now: datetime | None = None) -> str:
-    if not iso:
-        return "-"
-    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 def complete_run(incomplete: str) -> list[str]:

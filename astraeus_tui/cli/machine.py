@@ -6,7 +6,8 @@ from typing import Any
 
 import typer
 
-from astraeus_tui.cli.common import JsonOption, call, console, print_json
+from astraeus_tui.cli.common import JsonOption, call, console
+from astraeus_tui.cli.tables import print_json
 from runner.model import format_size
 
 

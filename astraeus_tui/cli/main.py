@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, before typer loads
+    from astraeus_tui.cli.fast import fast_ls
+
+    if (code := fast_ls(sys.argv[1:])) is not None:
+        sys.exit(code)
+
 import typer
 
 from astraeus_tui.cli import admin, daemon, machine, runs, slurm

@@ -14,14 +14,12 @@ import typer
 
 from astraeus_tui.cli.common import (
     JsonOption,
-    age,
     call,
     complete_run,
-    console,
     fail,
     parse_duration,
-    print_json,
 )
+from astraeus_tui.cli.tables import print_json, show_runs
 from astraeus_tui.client import ApiError, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
@@ -110,28 +108,6 @@ def run(
         typer.echo(f"Submitted run {created['name']}")
 
 
-def _table(runs: list[dict[str, Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("NAME", no_wrap=True, max_width=22, overflow="ellipsis")
-    table.add_column("WS", no_wrap=True, max_width=10, overflow="ellipsis")
-    table.add_column("PRIO", justify="right", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("GPUS", justify="right", no_wrap=True)
-    table.add_column("AGE", justify="right", no_wrap=True)
-    table.add_column("REASON", overflow="fold", ratio=1)
-    for r in runs:
-        held = ",".join(str(g) for g in r["gpus"])
-        gpus = held if held else str(r["gpus_requested"])
-        waiting = r["state"] == "Queued"
-        mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
-        table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-                      age(r["submitted_at"]), r["reason"] or "")  # fmt: skip
-    console().print(table)
-
-
 def ls(
     all_runs: Annotated[bool, typer.Option("--all", "-a", help="Include finished runs.")] = False,
     workspace: Annotated[str | None, typer.Option(help="Only this workspace.")] = None,
@@ -142,12 +118,7 @@ def ls(
 ) -> None:
     """Waiting and running runs, in the planner's order, with why each waits."""
     runs = call(lambda c: c.runs(all=all_runs, workspace=workspace, state=state))
-    if as_json:
-        print_json(runs)
-    elif runs:
-        _table(runs)
-    else:
-        typer.echo("No runs.")
+    show_runs(runs, as_json)
 
 
 def show(name: RunArg, as_json: bool = JsonOption) -> None:

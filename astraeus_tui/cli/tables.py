@@ -1,0 +1,57 @@
+"""Tables and JSON for the terminal; no typer here, so `astra ls` can skip it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+
+def print_json(data: object) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def age(iso: str | None, now: datetime | None = None) -> str:
+    if not iso:
+        return "-"
+    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def print_runs(runs: list[dict[str, Any]]) -> None:
+    """The queue as `astra ls` shows it: fits 80 columns, the reason folds."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("NAME", no_wrap=True, max_width=22, overflow="ellipsis")
+    table.add_column("WS", no_wrap=True, max_width=10, overflow="ellipsis")
+    table.add_column("PRIO", justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("GPUS", justify="right", no_wrap=True)
+    table.add_column("AGE", justify="right", no_wrap=True)
+    table.add_column("REASON", overflow="fold", ratio=1)
+    for r in runs:
+        held = ",".join(str(g) for g in r["gpus"])
+        gpus = held if held else str(r["gpus_requested"])
+        waiting = r["state"] == "Queued"
+        mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
+        table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
+                      age(r["submitted_at"]), r["reason"] or "")  # fmt: skip
+    Console().print(table)
+
+
+def show_runs(runs: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print_json(runs)
+    elif runs:
+        print_runs(runs)
+    else:
+        print("No runs.")

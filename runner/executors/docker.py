@@ -1,0 +1,504 @@
+"""The Docker executor: one container per worker, started through the docker SDK.
+
+Security (see DESIGN.md, "Security stance"): the daemon holds the Docker socket,
+so every container is built here, never from caller-supplied options. Containers
+run as the submitter's ``uid:gid`` with ``no-new-privileges``, every capability
+dropped, no privileged mode, no host namespaces, no devices but the GPUs the
+planner gave the worker, and only the drives the loop resolved (bind mounts).
+Images are never pulled: a missing image is an error the user fixes with
+``docker pull``.
+
+Logs: a daemon thread per worker follows ``docker logs --follow --timestamps``
+and appends the output (timestamps stripped) to the worker's log file. After
+each write the file's mtime is set to the Docker timestamp of the last line
+written, so a restarted daemon that adopts the container resumes with
+:meth:`DockerExecutor.follow_logs`: it asks Docker for the lines since that
+mtime and skips any at or before it. Nothing is lost or repeated, except
+output written in the instant between a write and the mtime update when the
+daemon dies there. The log path is also kept in the ``io.astraeus.log`` label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+from requests.exceptions import RequestException
+
+from runner.executors.base import (
+    LABEL_PREFIX,
+    SCHEMA_VERSION,
+    ExecutorError,
+    ListedWorker,
+    WorkerLaunch,
+    WorkerState,
+    WorkerStatus,
+)
+
+log = logging.getLogger(__name__)
+
+LABEL_RUN = f"{LABEL_PREFIX}.run"
+LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"
+LABEL_WORKER = f"{LABEL_PREFIX}.worker"
+LABEL_SCHEMA = f"{LABEL_PREFIX}.schema"
+LABEL_LOG = f"{LABEL_PREFIX}.log"
+
+DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
+CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
+DEFAULT_SHM = 8 << 30  # /dev/shm for data loaders; capped by the memory limit
+LOG_DRAIN_SECONDS = 5.0  # cleanup waits this long for the last log lines
+
+_DOCKER_ERRORS = (DockerException, RequestException)
+_TIMESTAMP = re.compile(
+    rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?",
+)
+_RUNNING_STATES = frozenset({"running", "paused", "restarting"})
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
+    """The keyword arguments of ``client.containers.create`` for ``launch``.
+
+    Pure: no daemon needed. ``nvidia`` says the engine has the NVIDIA runtime,
+    so GPUs are handed over as a device request; without it only the
+    environment names them (a machine without GPUs, or simulated ones).
+    """
+    if launch.image is None:
+        raise ExecutorError(f"run {launch.run} has no image: the docker executor needs one")
+    kwargs: dict[str, Any] = {
+        "image": launch.image,
+        "name": launch.key,
+        "labels": worker_labels(launch),
+        "environment": gpu_environment(launch, nvidia),
+        "mounts": [
+            docker.types.Mount(m.target, m.source, type="bind", read_only=m.read_only)
+            for m in launch.mounts
+        ],
+        "user": f"{launch.uid}:{launch.gid}",
+        "security_opt": ["no-new-privileges"],
+        "cap_drop": ["ALL"],
+        "privileged": False,
+        "auto_remove": False,
+        "detach": True,
+    }
+    if launch.argv:
+        kwargs["entrypoint"] = [launch.argv[0]]
+        kwargs["command"] = list(launch.argv[1:])
+    return kwargs | resource_kwargs(launch, nvidia)
+
+
+def resource_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
+    """GPUs (a device request with the NVIDIA runtime), CPU and memory limits, /dev/shm."""
+    kwargs: dict[str, Any] = {
+        "shm_size": min(DEFAULT_SHM, launch.memory) if launch.memory > 0 else DEFAULT_SHM,
+    }
+    if nvidia and launch.gpus:
+        kwargs["device_requests"] = [
+            docker.types.DeviceRequest(
+                driver="nvidia",
+                device_ids=[str(i) for i in launch.gpus],
+                capabilities=[["gpu"]],
+            )
+        ]
+    if launch.cpu_milli > 0:
+        kwargs["nano_cpus"] = launch.cpu_milli * 1_000_000
+    if launch.memory > 0:
+        kwargs["mem_limit"] = launch.memory
+        kwargs["memswap_limit"] = launch.memory  # no swap beyond the limit
+    return kwargs
+
+
+def worker_labels(launch: WorkerLaunch) -> dict[str, str]:
+    return {
+        LABEL_RUN: launch.run,
+        LABEL_ATTEMPT: str(launch.attempt),
+        LABEL_WORKER: str(launch.worker),
+        LABEL_SCHEMA: SCHEMA_VERSION,
+        LABEL_LOG: str(launch.log_path),
+    }
+
+
+def gpu_environment(launch: WorkerLaunch, nvidia: bool) -> dict[str, str]:
+    """``launch.env`` with the GPU variables the executor is responsible for.
+
+    ``NVIDIA_VISIBLE_DEVICES`` is always overwritten (``void`` without GPUs): an
+    image or a spec saying ``all`` must not reach GPUs the planner did not give.
+    With the NVIDIA runtime the container sees only its GPUs, renumbered from 0,
+    so ``CUDA_VISIBLE_DEVICES`` is overwritten with those numbers; without it,
+    ``CUDA_VISIBLE_DEVICES`` names the host indices unless already set.
+    """
+    env = dict(launch.env)
+    env["NVIDIA_VISIBLE_DEVICES"] = ",".join(str(i) for i in launch.gpus) or "void"
+    if nvidia:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(launch.gpus)))
+    else:
+        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in launch.gpus))
+    return env
+
+
+def status_from_state(state: dict[str, Any]) -> WorkerStatus:
+    """Map Docker's ``State`` object (from inspect) to a WorkerStatus."""
+    status = str(state.get("Status") or "")
+    if state.get("Running") or status in _RUNNING_STATES:
+        return WorkerStatus(WorkerState.RUNNING)
+    if status == "created":
+        return WorkerStatus(WorkerState.EXITED, None, "container was created but never started")
+    exit_code = state.get("ExitCode")
+    error: str | None = None
+    if state.get("OOMKilled"):
+        error = "out of memory"
+    elif state.get("Error"):
+        error = one_line(str(state["Error"]))
+    elif status == "dead":
+        error = "container is dead"
+    return WorkerStatus(
+        WorkerState.EXITED, int(exit_code) if exit_code is not None else None, error
+    )
+
+
+def listed_worker(summary: dict[str, Any]) -> ListedWorker | None:
+    """A ListedWorker from a container summary (``GET /containers/json``); None if not ours."""
+    labels = summary.get("Labels") or {}
+    names = summary.get("Names") or []
+    try:
+        return ListedWorker(
+            handle=str(names[0]).lstrip("/") if names else str(summary["Id"]),
+            run=str(labels[LABEL_RUN]),
+            attempt=int(labels[LABEL_ATTEMPT]),
+            worker=int(labels[LABEL_WORKER]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def split_timestamp(chunk: bytes) -> tuple[int | None, bytes]:
+    """Split a ``docker logs --timestamps`` frame into (unix time in ns, payload)."""
+    match = _TIMESTAMP.match(chunk)
+    if match is None:
+        return None, chunk
+    base, fraction, zone = (g.decode() if g else "" for g in match.groups())
+    zone = "+00:00" if zone == "Z" else zone
+    try:
+        seconds = int(datetime.fromisoformat(base + zone).timestamp())
+    except ValueError:
+        return None, chunk
+    return seconds * 1_000_000_000 + int(fraction.ljust(9, "0")), chunk[match.end() :]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def describe(err: BaseException) -> str:
+    """One line saying what Docker answered."""
+    explanation = getattr(err, "explanation", None)
+    if isinstance(explanation, bytes):
+        explanation = explanation.decode(errors="replace")
+    return one_line(str(explanation or err)) or type(err).__name__
+
+
+def _raise(what: str, err: BaseException) -> NoReturn:
+    raise ExecutorError(f"docker: {what}: {describe(err)}") from err
+
+
+@contextlib.contextmanager
+def docker_errors(what: str) -> Iterator[None]:
+    """Turn any Docker or connection error into a one-line ExecutorError."""
+    try:
+        yield
+    except _DOCKER_ERRORS as err:
+        _raise(what, err)
+
+
+def _is_not_running(err: Any) -> bool:
+    return getattr(err, "status_code", None) == 409 or "is not running" in describe(err)
+
+
+# ---------------------------------------------------------------- log following
+
+
+class _LogFollower:
+    """A daemon thread appending one container's output to its log file.
+
+    The thread never raises: a removed container, a stopped engine or
+    :meth:`stop` just end the stream.
+    """
+
+    def __init__(self, api: Any, handle: str, log_path: Path, since_ns: int | None) -> None:
+        self._api = api
+        self.handle = handle
+        self.log_path = log_path
+        self._since_ns = since_ns
+        self._stream: Any = None
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name=f"logs-{handle}", daemon=True)
+
+    def stop(self) -> None:
+        """Stop following (the container is not touched)."""
+        self._stopped.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):  # closing a dying socket may fail any way
+                stream.close()
+
+    def _run(self) -> None:
+        since_ns = self._since_ns
+        since = max(since_ns / 1e9 - 1.0, 1.0) if since_ns else None
+        try:
+            stream = self._api.logs(
+                self.handle, stream=True, follow=True, timestamps=True, since=since
+            )
+            with self._lock:
+                self._stream = stream
+            if self._stopped.is_set():
+                stream.close()
+                return
+            with self.log_path.open("ab") as out:
+                for chunk in stream:
+                    if self._stopped.is_set():
+                        break
+                    _append(out, chunk, since_ns)
+        except OSError as err:
+            log.warning("cannot write the log of %s to %s: %s", self.handle, self.log_path, err)
+        except Exception as err:  # a daemon thread must end quietly, whatever happened
+            log.debug("log stream of %s ended: %s", self.handle, describe(err))
+
+
+def _append(out: Any, chunk: bytes, since_ns: int | None) -> None:
+    ts_ns, payload = split_timestamp(chunk)
+    if since_ns is not None and ts_ns is not None and ts_ns <= since_ns:
+        return  # already in the file before a restart
+    out.write(payload)
+    out.flush()
+    if ts_ns is not None:
+        os.utime(out.fileno(), ns=(ts_ns, ts_ns))
+
+
+def _resume_point(log_path: Path) -> int | None:
+    """The Docker timestamp of the last line in ``log_path`` (its mtime), if any."""
+    try:
+        stat = log_path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns if stat.st_size > 0 else None
+
+
+# ---------------------------------------------------------------- the executor
+
+
+class DockerExecutor:
+    """Runs each worker as a container on the local Docker engine."""
+
+    name = "docker"
+
+    def __init__(self, client: Any | None = None, *, nvidia: bool | None = None) -> None:
+        self._client: Any = client if client is not None else _connect_client(DEFAULT_TIMEOUT)
+        self._api: Any = self._client.api
+        self.nvidia: bool = self._detect_nvidia() if nvidia is None else nvidia
+        self._followers: dict[str, _LogFollower] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls, timeout: float = DEFAULT_TIMEOUT, *, nvidia: bool | None = None
+    ) -> DockerExecutor:
+        """Connect to the engine (DOCKER_HOST or the local socket).
+
+        ExecutorError if it does not answer within ``timeout`` seconds; later
+        calls wait up to CALL_TIMEOUT (or ``timeout`` if longer).
+        """
+        return cls(_connect_client(timeout), nvidia=nvidia)
+
+    def _detect_nvidia(self) -> bool:
+        with docker_errors("cannot read the engine's runtimes"):
+            info = self._client.info()
+        return "nvidia" in (info.get("Runtimes") or {})
+
+    # -- protocol
+
+    def start(self, launch: WorkerLaunch) -> str:
+        kwargs = container_kwargs(launch, self.nvidia)
+        self._check_image(kwargs["image"])
+        self._clear_leftover(launch.key)
+        _make_log_folder(launch.key, launch.log_path)  # before anything runs
+        with docker_errors(f"cannot create container {launch.key}"):
+            container = self._client.containers.create(**kwargs)
+        try:
+            container.start()
+        except _DOCKER_ERRORS as err:
+            with contextlib.suppress(*_DOCKER_ERRORS):
+                container.remove(force=True)
+            _raise(f"cannot start container {launch.key}", err)
+        self._follow(launch.key, launch.log_path, since_ns=None)
+        return launch.key
+
+    def signal(self, handle: str, signum: int) -> None:
+        try:
+            self._api.kill(handle, signal=int(signum))
+        except NotFound:
+            return
+        except APIError as err:
+            if not _is_not_running(err):
+                _raise(f"cannot signal container {handle}", err)
+        except RequestException as err:
+            _raise(f"cannot signal container {handle}", err)
+
+    def status(self, handle: str) -> WorkerStatus:
+        try:
+            attrs = self._api.inspect_container(handle)
+        except NotFound:
+            return WorkerStatus(WorkerState.MISSING)
+        except _DOCKER_ERRORS as err:
+            _raise(f"cannot inspect container {handle}", err)
+        return status_from_state(attrs.get("State") or {})
+
+    def list_workers(self) -> list[ListedWorker]:
+        with docker_errors("cannot list containers"):
+            summaries = self._api.containers(all=True, filters={"label": LABEL_SCHEMA})
+        found = (listed_worker(s) for s in summaries)
+        return [w for w in found if w is not None]
+
+    def cleanup(self, handle: str) -> None:
+        """Remove an exited worker's container, after its last log lines are written."""
+        state = self.status(handle).state
+        if state is WorkerState.MISSING:
+            return
+        if state is WorkerState.RUNNING:
+            raise ExecutorError(f"container {handle} is still running: stop it before cleanup")
+        self.drain_logs(handle, LOG_DRAIN_SECONDS)
+        try:
+            self._api.remove_container(handle, v=True, force=False)
+        except NotFound:
+            return
+        except _DOCKER_ERRORS as err:
+            _raise(f"cannot remove container {handle}", err)
+
+    # -- logs
+
+    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
+        """Resume appending an adopted container's output to its log file.
+
+        ``log_path`` defaults to the container's ``io.astraeus.log`` label. Only
+        output newer than the file's mtime (the timestamp of the last line
+        written) is appended. False when the container or a log path is gone.
+        """
+        if log_path is None:
+            try:
+                attrs = self._api.inspect_container(handle)
+            except NotFound:
+                return False
+            except _DOCKER_ERRORS as err:
+                _raise(f"cannot inspect container {handle}", err)
+            label = ((attrs.get("Config") or {}).get("Labels") or {}).get(LABEL_LOG)
+            if not label:
+                return False
+            log_path = Path(label)
+        return self._follow(handle, log_path, since_ns=_resume_point(log_path))
+
+    def drain_logs(self, handle: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the log follower of ``handle`` to finish.
+
+        True when no follower is left (the container's output is all written).
+        """
+        with self._lock:
+            follower = self._followers.get(handle)
+        if follower is None:
+            return True
+        follower.thread.join(timeout)
+        if follower.thread.is_alive():
+            return False
+        with self._lock:
+            if self._followers.get(handle) is follower:
+                del self._followers[handle]
+        return True
+
+    def stop_following(self, handle: str | None = None) -> None:
+        """Stop appending the logs of ``handle`` (None: of every worker).
+
+        For a daemon shutting down; the containers keep running and a later
+        :meth:`follow_logs` resumes where the files end.
+        """
+        with self._lock:
+            handles = list(self._followers) if handle is None else [handle]
+            followers = [f for h in handles if (f := self._followers.pop(h, None))]
+        for follower in followers:
+            follower.stop()
+        for follower in followers:
+            follower.thread.join(LOG_DRAIN_SECONDS)
+
+    def close(self) -> None:
+        """Stop every log follower and close the client; containers keep running."""
+        self.stop_following()
+        with contextlib.suppress(*_DOCKER_ERRORS):
+            self._client.close()
+
+    def _follow(self, handle: str, log_path: Path, since_ns: int | None) -> bool:
+        if str(log_path) == os.devnull:
+            return True
+        with self._lock:
+            current = self._followers.get(handle)
+            if current is not None and current.thread.is_alive():
+                return True
+            _make_log_folder(handle, log_path)
+            follower = _LogFollower(self._api, handle, log_path, since_ns)
+            self._followers[handle] = follower
+            follower.thread.start()
+        return True
+
+    # -- helpers
+
+    def _check_image(self, image: str) -> None:
+        try:
+            self._api.inspect_image(image)
+        except NotFound as err:  # ImageNotFound is a NotFound
+            msg = f"image {image} is not on this machine (docker pull it first)"
+            raise ExecutorError(msg) from err
+        except _DOCKER_ERRORS as err:
+            _raise(f"cannot inspect image {image}", err)
+
+    def _clear_leftover(self, key: str) -> None:
+        """Remove an exited container that holds ``key``; refuse a live one."""
+        try:
+            attrs = self._api.inspect_container(key)
+        except NotFound:
+            return
+        except _DOCKER_ERRORS as err:
+            _raise(f"cannot inspect container {key}", err)
+        if status_from_state(attrs.get("State") or {}).state is WorkerState.RUNNING:
+            raise ExecutorError(f"a container named {key} is already running")
+        self.drain_logs(key, LOG_DRAIN_SECONDS)
+        with docker_errors(f"cannot remove the leftover container {key}"):
+            self._api.remove_container(key, v=True, force=True)
+
+
+def _make_log_folder(handle: str, log_path: Path) -> None:
+    if str(log_path) == os.devnull:
+        return
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ExecutorError(f"cannot create the log folder of {handle}: {err}") from err
+
+
+def _connect_client(timeout: float) -> Any:
+    """A docker client that has answered a ping within ``timeout`` s, or ExecutorError."""
+    try:
+        client = docker.from_env(timeout=timeout, max_pool_size=64)
+        client.ping()
+    except _DOCKER_ERRORS as err:
+        raise ExecutorError(f"Docker engine not reachable: {describe(err)}") from err
+    client.api.timeout = max(timeout, CALL_TIMEOUT)  # read by every later request
+    return client
