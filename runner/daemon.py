@@ -6,6 +6,7 @@ runs it in the foreground with the API on the socket.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -33,6 +34,11 @@ class ExecutorChoice:
     why: str
 
 
+def instance_id(home: Path) -> str:
+    """Eight hex digits naming this ASTRAEUS_HOME's daemon in container names and labels."""
+    return hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
+
+
 def pick_executor(config: Config, home: Path) -> ExecutorChoice:
     """``auto``: docker when the engine answers, else the local process executor."""
     wanted = config.machine.executor
@@ -40,7 +46,8 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
         try:
             from runner.executors.docker import DockerExecutor  # lazy: optional stack
 
-            return ExecutorChoice(DockerExecutor.connect(), "docker: the engine answered")
+            docker = DockerExecutor.connect(instance=instance_id(home))
+            return ExecutorChoice(docker, "docker: the engine answered")
         except (ExecutorError, ImportError) as e:
             if wanted == "docker":
                 raise DaemonError(f'executor = "docker" but Docker is not reachable: {e}') from e
@@ -98,6 +105,7 @@ class Daemon:
             drives={name: d.path for name, d in self.config.drives.items()},
             logs_dir=home / "logs",
             executor_remaps_gpus=remaps,
+            instance=instance_id(home),
         )
         self.loop = Loop(self.store, executor, self.settings)
         self.service = Service(self.store, self.config, self.loop.poke)

@@ -37,6 +37,7 @@ class LoopSettings:
     drives: Mapping[str, Path]  # drive name -> host path
     logs_dir: Path
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
+    instance: str = ""  # names this daemon's workers apart from another daemon's
 
 
 @dataclass
@@ -68,6 +69,10 @@ class Loop:
         self._dirty = True
         self._reasons: dict[str, Reason | None] = {}
         self.on_change: Callable[[], None] = lambda: None
+
+    def key(self, w: WorkerRow) -> str:
+        """The worker's executor handle, also when the daemon died before recording it."""
+        return w.handle or worker_key(w.run, w.attempt, w.worker, self.settings.instance)
 
     # ------------------------------------------------------------ running
 
@@ -110,7 +115,7 @@ class Loop:
         """Record workers that exited or vanished since the last tick."""
         changed = False
         for w in self.store.live_workers():
-            status = self.executor.status(w.handle or worker_key(w.run, w.attempt, w.worker))
+            status = self.executor.status(self.key(w))
             if status.state is WorkerState.RUNNING:
                 if w.state == "Starting":  # started before a crash: adopt it
                     self._mark_running(w)
@@ -122,7 +127,7 @@ class Loop:
 
     def _mark_running(self, w: WorkerRow) -> None:
         with self.store.transaction() as tx:
-            handle = worker_key(w.run, w.attempt, w.worker)
+            handle = worker_key(w.run, w.attempt, w.worker, self.settings.instance)
             self.store.update_worker(tx, w.id, state="Running", handle=handle)
             tx.execute(
                 "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (w.run,)
@@ -214,7 +219,7 @@ class Loop:
 
     def _signal(self, w: WorkerRow, signum: int) -> None:
         try:
-            self.executor.signal(w.handle or worker_key(w.run, w.attempt, w.worker), signum)
+            self.executor.signal(self.key(w), signum)
         except ExecutorError as e:
             log.warning("could not signal %s: %s", w.run, e)
 
@@ -307,11 +312,12 @@ class Loop:
 
     def reconcile(self) -> None:
         """After a restart: adopt what still runs, stop what the store does not know."""
-        known = {
-            w.handle or worker_key(w.run, w.attempt, w.worker) for w in self.store.live_workers()
-        }
+        known = {self.key(w) for w in self.store.live_workers()}
+        follow = getattr(self.executor, "follow_logs", None)  # docker: resume the log copy
         for listed in self.executor.list_workers():
             if listed.handle in known:
+                if follow is not None:
+                    follow(listed.handle)
                 continue
             status = self.executor.status(listed.handle)
             if status.state is WorkerState.RUNNING:

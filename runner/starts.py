@@ -115,6 +115,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 gpus=gpus, cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
+                instance=ctx.settings.instance,
             )  # fmt: skip
             handle = ctx.executor.start(launch)
         except ExecutorError as e:

@@ -47,15 +47,18 @@ class WorkerLaunch:
     uid: int = 0
     gid: int = 0
     log_path: Path = Path("/dev/null")
+    instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
 
     @property
     def key(self) -> str:
         """A stable name for this worker of this attempt (container name, folder name)."""
-        return worker_key(self.run, self.attempt, self.worker)
+        return worker_key(self.run, self.attempt, self.worker, self.instance)
 
 
-def worker_key(run: str, attempt: int, worker: int) -> str:
-    return f"astraeus-{run}-{attempt}-{worker}"
+def worker_key(run: str, attempt: int, worker: int, instance: str = "") -> str:
+    """``astraeus-[instance-]run-attempt-worker``: unique per daemon, attempt and worker."""
+    prefix = f"astraeus-{instance}-" if instance else "astraeus-"
+    return f"{prefix}{run}-{attempt}-{worker}"
 
 
 class WorkerState(StrEnum):

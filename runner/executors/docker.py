@@ -51,6 +51,7 @@ LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"
 LABEL_WORKER = f"{LABEL_PREFIX}.worker"
 LABEL_SCHEMA = f"{LABEL_PREFIX}.schema"
 LABEL_LOG = f"{LABEL_PREFIX}.log"
+LABEL_INSTANCE = f"{LABEL_PREFIX}.instance"
 
 DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
 CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
@@ -126,6 +127,7 @@ def worker_labels(launch: WorkerLaunch) -> dict[str, str]:
         LABEL_WORKER: str(launch.worker),
         LABEL_SCHEMA: SCHEMA_VERSION,
         LABEL_LOG: str(launch.log_path),
+        LABEL_INSTANCE: launch.instance,
     }
 
 
@@ -304,7 +306,10 @@ class DockerExecutor:
 
     name = "docker"
 
-    def __init__(self, client: Any | None = None, *, nvidia: bool | None = None) -> None:
+    def __init__(
+        self, client: Any | None = None, *, nvidia: bool | None = None, instance: str = ""
+    ) -> None:
+        self.instance = instance  # only this daemon's containers are listed
         self._client: Any = client if client is not None else _connect_client(DEFAULT_TIMEOUT)
         self._api: Any = self._client.api
         self.nvidia: bool = self._detect_nvidia() if nvidia is None else nvidia
@@ -313,14 +318,14 @@ class DockerExecutor:
 
     @classmethod
     def connect(
-        cls, timeout: float = DEFAULT_TIMEOUT, *, nvidia: bool | None = None
+        cls, timeout: float = DEFAULT_TIMEOUT, *, nvidia: bool | None = None, instance: str = ""
     ) -> DockerExecutor:
         """Connect to the engine (DOCKER_HOST or the local socket).
 
         ExecutorError if it does not answer within ``timeout`` seconds; later
         calls wait up to CALL_TIMEOUT (or ``timeout`` if longer).
         """
-        return cls(_connect_client(timeout), nvidia=nvidia)
+        return cls(_connect_client(timeout), nvidia=nvidia, instance=instance)
 
     def _detect_nvidia(self) -> bool:
         with docker_errors("cannot read the engine's runtimes"):
@@ -367,7 +372,8 @@ class DockerExecutor:
 
     def list_workers(self) -> list[ListedWorker]:
         with docker_errors("cannot list containers"):
-            summaries = self._api.containers(all=True, filters={"label": LABEL_SCHEMA})
+            labels = [LABEL_SCHEMA, f"{LABEL_INSTANCE}={self.instance}"]
+            summaries = self._api.containers(all=True, filters={"label": labels})
         found = (listed_worker(s) for s in summaries)
         return [w for w in found if w is not None]
 

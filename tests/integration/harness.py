@@ -16,12 +16,14 @@ TRAIN = Path(__file__).resolve().parents[2] / "config" / "examples" / "train.py"
 PY = sys.executable
 
 
-def write_config(home: Path, body: str = "", *, gpus: int = 4, grace: float = 2) -> None:
+def write_config(
+    home: Path, body: str = "", *, gpus: int = 4, grace: float = 2, executor: str = "process"
+) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
         f"""
 [machine]
-executor = "process"
+executor = "{executor}"
 gpus = {gpus}
 cpu_cores = 16
 memory = "64GiB"

@@ -1,0 +1,1 @@
+"""Tests of the Docker executor against a real engine (see setup.sh)."""

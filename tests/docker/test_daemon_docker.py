@@ -1,0 +1,113 @@
+"""The daemon on the real Docker engine: drives, SIGTERM and resume, adoption, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.daemon import instance_id
+from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
+from tests.integration.conftest import served  # noqa: F401 (the fixture)
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+
+pytestmark = pytest.mark.skipif(engine_client() is None, reason=SKIP_REASON)
+Start = Callable[..., Served]
+
+# Counts steps, saves its step to the drive on SIGTERM, resumes from it.
+CHECKPOINTING = """
+D=/ckpt/$SLURM_JOB_NAME; mkdir -p $D; step=0
+if [ -f $D/step ]; then step=$(cat $D/step); echo "resuming at step $step"; fi
+trap 'echo $step > $D/step.tmp && mv $D/step.tmp $D/step; echo "SIGTERM at step $step"; exit 0' TERM
+while true; do echo "step $step"; step=$((step+1)); sleep 0.2; done
+"""
+
+
+def spec(name: str, script: str, **extra: Any) -> str:
+    task = {"image": extra.pop("image", IMAGE), "command": "sh", "args": ["-c", script],
+            "requested_resources": {"gpu_requests": {"count": extra.pop("gpus", 1)}}}  # fmt: skip
+    if "drives" in extra:
+        task["datavolume_refs"] = extra.pop("drives")
+    return json.dumps({"metadata": {"name": name}, "spec": {**extra, "task_template": task}})
+
+
+def docker_config(drive: Path) -> str:
+    return (
+        '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'
+        f'[drives.checkpoints]\npath = "{drive}"\n'
+    )
+
+
+@pytest.fixture
+def docker_daemon(served: Start, tmp_path: Path) -> Served:  # noqa: F811 (the fixture)
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    return served(docker_config(drive), gpus=2, grace=5, executor="docker")
+
+
+def test_preempted_container_saves_on_sigterm_and_resumes(docker_daemon: Served) -> None:
+    d = docker_daemon
+    ckpt = [{"name": "checkpoints", "mount_path": "/ckpt", "mode": "ReadWrite"}]
+    sub = d.astra("submit", "-", input=spec("ft", CHECKPOINTING, gpus=2, priority=-100,
+                                            drives=ckpt))  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    wait_for(lambda: "step 5" in d.astra("logs", "ft").stdout, 30)
+    d.astra("submit", "-", input=spec("urgent", "echo urgent done", gpus=2, priority=5))
+    wait_for(lambda: d.json("show", "urgent")["state"] == "Succeeded", 40)
+    ft = wait_for(lambda: (r := d.json("show", "ft"))["state"] == "Running" and r, 40)
+    assert ft["preemptions"] == 1 and ft["restarts"] == 0
+    saved = int((d.home.parent / "drive" / "ft" / "step").read_text())
+    logs = wait_for(lambda: (t := d.astra("logs", "ft").stdout).count("resuming") and t, 30)
+    assert f"SIGTERM at step {saved}" in logs
+    assert f"resuming at step {saved}" in logs
+    assert not any(e["message"].startswith("Sent SIGKILL") for e in ft["events"])
+
+
+def test_containers_are_labelled_and_adopted_after_kill_9(docker_daemon: Served) -> None:
+    d = docker_daemon
+    client = engine_client()
+    d.astra("submit", "-", input=spec("long", "trap 'exit 0' TERM; while true; do sleep 0.2; done"))
+    wait_for(lambda: d.json("show", "long")["state"] == "Running", 30)
+    name = f"astraeus-{instance_id(d.home)}-long-1-0"
+    before = client.api.inspect_container(name)
+    labels = before["Config"]["Labels"]
+    assert labels["io.astraeus.run"] == "long" and labels["io.astraeus.attempt"] == "1"
+    assert labels["io.astraeus.instance"] == instance_id(d.home)
+    host = before["HostConfig"]
+    assert host["Privileged"] is False and "no-new-privileges" in host["SecurityOpt"]
+    # a container with this daemon's labels that the state database does not know
+    stray = client.containers.run(
+        IMAGE, ["sleep", "300"], detach=True, name=f"astraeus-{instance_id(d.home)}-stray-1-0",
+        labels={"io.astraeus.schema": "1", "io.astraeus.run": "stray",
+                "io.astraeus.attempt": "1", "io.astraeus.worker": "0",
+                "io.astraeus.instance": instance_id(d.home)},
+    )  # fmt: skip
+    try:
+        d.kill9()
+        d.restart()
+        after = client.api.inspect_container(name)
+        assert (
+            after["State"]["Running"]
+            and after["State"]["StartedAt"] == before["State"]["StartedAt"]
+        )
+        assert [w["attempt"] for w in d.json("show", "long")["workers_history"]] == [1]
+        wait_for(lambda: not client.api.inspect_container(stray.id)["State"]["Running"], 20)
+    finally:
+        stray.remove(force=True)
+        d.astra("delete", "long")
+        wait_for(lambda: d.json("show", "long")["state"] == "Cancelled", 30)
+
+
+def test_a_missing_image_fails_the_run_clearly(docker_daemon: Served) -> None:
+    d = docker_daemon
+    d.astra("submit", "-", input=spec("ghost", "true", image="nowhere/none:1"))
+    run = wait_for(lambda: (r := d.json("show", "ghost"))["state"] == "Failed" and r, 30)
+    assert run["reason"] == (
+        "Could not start worker 0: image nowhere/none:1 is not on this machine "
+        "(docker pull it first)"
+    )
+    assert run["restarts"] == 0
