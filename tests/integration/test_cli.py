@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +175,62 @@ def test_delete_running_run(served: Start) -> None:
     wait_for(lambda: d.json("show", "long")["state"] == "Running")
     assert d.astra("delete", "long").stdout.strip() == "long: stopping"
     wait_for(lambda: d.json("show", "long")["state"] == "Cancelled")
+
+
+def _bad(path: str, value: object) -> str:
+    """A valid spec with one field replaced (dotted path; [i] for list items)."""
+    document = {
+        "metadata": {"name": "ok"},
+        "spec": {"task_template": {
+            "image": "local", "command": "true", "time_limit_seconds": 60,
+            "datavolume_refs": [{"name": "d", "mount_path": "/data", "mode": "ReadOnly"}],
+            "requested_resources": {"gpu_requests": {"count": 1, "min_per_machine": 1}},
+        }},
+    }  # fmt: skip
+    target: Any = document
+    *parents, last = path.split(".")
+    for key in parents:
+        target = target[int(key)] if key.isdigit() else target[key]
+    if last.isdigit() and int(last) == len(target):
+        target.append(value)
+    elif last.isdigit():
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return json.dumps(document)
+
+
+TT = "spec.task_template"
+GPU = f"{TT}.requested_resources.gpu_requests"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("spec.colour", "red", "spec.colour"),
+        (f"{TT}.shell", "zsh", f"{TT}.shell"),
+        ("spec.priority", 1001, "spec.priority"),
+        ("spec.priority", -1001, "spec.priority"),
+        (f"{GPU}.count", -1, f"{GPU}.count"),
+        (f"{GPU}.count", 1.5, f"{GPU}.count"),
+        (f"{GPU}.min_per_machine", 2, f"{GPU}.min_per_machine"),
+        (f"{TT}.datavolume_refs.0.mount_path", "data", "mount_path"),
+        (f"{TT}.datavolume_refs.0.mount_path", "/data/../etc", "mount_path"),
+        (f"{TT}.datavolume_refs.1", {"name": "e", "mount_path": "/data"}, "mount_path"),
+        (f"{TT}.time_limit_seconds", 0, f"{TT}.time_limit_seconds"),
+        (f"{TT}.time_limit_seconds", -5, f"{TT}.time_limit_seconds"),
+        ("metadata.name", "Not_A_Label", "metadata.name"),
+        ("metadata.name", "x" * 64, "metadata.name"),
+    ],
+)
+def test_every_bad_spec_is_one_line_through_the_cli(
+    served: Start, path: str, value: object, field: str
+) -> None:
+    d = served(gpus=1)
+    before = (d.home / "state.db").stat().st_size, d.astra("events").stdout
+    result = d.astra("submit", "-", input=_bad(path, value))
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("422 INVALID_SPEC: ") and field in line, line
+    assert names(d) == []
+    assert d.astra("events").stdout == before[1]
