@@ -108,7 +108,7 @@ class Daemon:
             instance=instance_id(home),
         )
         self.loop = Loop(self.store, executor, self.settings)
-        self.service = Service(self.store, self.config, self.loop.poke)
+        self.service = Service(self.store, self.config, self.loop.poke, executor.name)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

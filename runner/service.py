@@ -20,9 +20,11 @@ from runner.model import Reason, RunSpec, Viewer
 from runner.spec import SpecError, parse_spec, spec_to_dict
 from runner.store import NameInUse, RunRow, Store
 
+LOCAL_IMAGE = "local"  # the process executor runs the command on the host
+
 
 class ServiceError(Exception):
-    """An refusal for the caller: HTTP status, the seed's code, one line."""
+    """A refusal for the caller: HTTP status, the seed's code, one line."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -69,11 +71,16 @@ def _groups(user: str, primary: int) -> list[str]:
 
 class Service:
     def __init__(
-        self, store: Store, config: Config, poke: Callable[[], None] = lambda: None
+        self,
+        store: Store,
+        config: Config,
+        poke: Callable[[], None] = lambda: None,
+        executor: str = "process",
     ) -> None:
         self.store = store
         self.config = config
         self.poke = poke
+        self.executor = executor
 
     # --------------------------------------------------------------- checks
 
@@ -140,6 +147,12 @@ class Service:
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
+        if spec.task.image == LOCAL_IMAGE and self.executor != "process":
+            raise ServiceError(
+                422, "INVALID_SPEC",
+                f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"
+                f" does not do (executor {self.executor}): name a container image",
+            )  # fmt: skip
         text = json.dumps(spec_to_dict(spec))
         row = RunRow(
             spec.name, workspace, caller.user, caller.uid, caller.gid, text,

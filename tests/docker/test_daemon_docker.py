@@ -111,3 +111,14 @@ def test_a_missing_image_fails_the_run_clearly(docker_daemon: Served) -> None:
         "(docker pull it first)"
     )
     assert run["restarts"] == 0
+
+
+def test_a_host_command_is_refused_when_the_daemon_runs_containers(
+    docker_daemon: Served,
+) -> None:
+    result = docker_daemon.astra("run", "--name", "on-host", "--", "true")
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "422 INVALID_SPEC: spec.task_template.image: local runs on the host, which this daemon"
+        " does not do (executor docker): name a container image"
+    )
