@@ -1,0 +1,115 @@
+"""Start estimates: the planner replayed forward; bounds that hold."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from runner.estimates import estimate_starts
+from runner.scheduler import RunningUnit, Snapshot, plan
+from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting
+
+
+def test_worked_example() -> None:
+    s = snap(
+        running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
+        waiting("big", gpus=8, limit=2 * HOUR, at=0),
+        waiting("short", gpus=2, limit=1800, at=1),
+        waiting("after-big", gpus=4, limit=HOUR, at=2),
+        waiting("nolimit", gpus=8, at=3),
+        waiting("last", gpus=8, limit=60, at=4),
+    )
+    e = estimate_starts(s, NOW)
+    assert e["short"].starts_by == NOW
+    assert e["big"].starts_by == NOW + HOUR + 30
+    assert e["after-big"].starts_by == NOW + HOUR + 30 + 2 * HOUR + 30
+    assert e["nolimit"].starts_by == e["after-big"].starts_by + HOUR + 30
+    # behind a run without a time limit: no bound, and who is in the way
+    assert e["last"].starts_by is None and e["last"].after == ("nolimit",)
+
+
+def test_running_work_without_a_limit_is_named() -> None:
+    e = estimate_starts(snap(running("forever", gpus=tuple(range(8))), waiting("w", gpus=1)), NOW)
+    assert e["w"].starts_by is None and e["w"].after == ("forever",)
+
+
+def test_preempted_work_waits_again_in_the_replay() -> None:
+    s = snap(
+        running("low", gpus=tuple(range(8)), priority=-5, limit=10 * HOUR, started=-60),
+        waiting("urgent", gpus=8, priority=5, limit=HOUR, at=0),
+        waiting("next", gpus=8, priority=0, limit=HOUR, at=1),
+    )
+    e = estimate_starts(s, NOW)
+    assert e["urgent"].starts_by == NOW + 30  # the victim's grace
+    assert e["next"].starts_by == NOW + 30 + HOUR + 30
+
+
+def _replay(snapshot: Snapshot, durations: dict[str, float], grace: float) -> dict[str, float]:
+    """Run the queue (in simulation): each waiting run ends after its duration,
+    running work at its time limit plus the grace."""
+    t, started = NOW, {}
+    running = list(snapshot.running)
+    ends = {u.unit_id: u.started_at + (u.time_limit or math.inf) + grace for u in running}
+    pending = {w.name: w for w in snapshot.waiting}
+    while pending:
+        result = plan(replace(snapshot, running=tuple(running), waiting=tuple(pending.values())), t)
+        assert not result.preemptions
+        for s in result.starts:
+            run = pending.pop(s.run)
+            started[run.name] = t
+            gpus = tuple(g for w in s.gpus for g in w)
+            running.append(RunningUnit(run.name, run.name, run.workspace, run.priority,
+                                       run.ask(), gpus, t, run.time_limit))  # fmt: skip
+            ends[run.name] = t + durations[run.name]
+        if not pending:
+            break
+        t = min(ends[u.unit_id] for u in running)
+        running = [u for u in running if ends[u.unit_id] > t]
+    return started
+
+
+def _random_queue(seed: int) -> Snapshot:
+    rnd = random.Random(seed)
+    runs = [
+        running(
+            f"r{i}",
+            gpus=(2 * i, 2 * i + 1),
+            limit=rnd.choice([600, 3600, 7200]),
+            started=-rnd.randint(0, 500),
+        )
+        for i in range(rnd.randint(0, 4))
+    ]
+    queue = [
+        waiting(f"w{i}", gpus=rnd.choice([1, 2, 4, 8]), limit=rnd.choice([300, 1800, 3600]), at=i)
+        for i in range(rnd.randint(1, 12))
+    ]
+    return snap(*runs, *queue, m=machine(grace=30))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_runs_that_use_their_whole_time_limit_start_by_their_estimate(seed: int) -> None:
+    """Work runs to its limit and is stopped with the grace: the estimate is exact."""
+    s = _random_queue(seed)
+    estimates = estimate_starts(s, NOW)
+    grace = s.machine.stop_grace
+    started = _replay(s, {w.name: (w.time_limit or 0) + grace for w in s.waiting}, grace)
+    for name, at in started.items():
+        assert estimates[name].starts_by == at, name
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_head_starts_by_its_estimate_whatever_ends_early(seed: int) -> None:
+    """Earlier ends can reorder who backfills (list scheduling's anomalies), but
+    the head is protected: it never starts later than its estimate."""
+    s = _random_queue(seed)
+    head = plan(s, NOW).head
+    if head is None:
+        return
+    bound = estimate_starts(s, NOW)[head.run].starts_by
+    rnd = random.Random(seed)
+    durations = {w.name: rnd.uniform(0.1, 1.0) * (w.time_limit or 0) for w in s.waiting}
+    started = _replay(s, durations, s.machine.stop_grace)
+    assert bound is not None and started[head.run] <= bound
