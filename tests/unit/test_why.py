@@ -1,0 +1,109 @@
+"""`astra why`: the chain and the levers, each lever applied and re-planned."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from runner.model import Viewer
+from runner.scheduler import Snapshot, WaitingRun, plan
+from runner.why import duration, explain
+from tests.unit.planner_builders import HOUR, NOW, running, snap, waiting, workspace
+
+ADMIN = Viewer()
+
+
+def starts_with(snapshot: Snapshot, run: WaitingRun) -> bool:
+    changed = replace(snapshot, waiting=tuple(run if w.name == run.name else w
+                                              for w in snapshot.waiting))  # fmt: skip
+    return any(s.run == run.name for s in plan(changed, NOW).starts)
+
+
+def by_name(snapshot: Snapshot, name: str) -> WaitingRun:
+    return next(w for w in snapshot.waiting if w.name == name)
+
+
+def test_duration() -> None:
+    assert [duration(s) for s in (60, 3600, 4800, 59)] == ["1 min", "1 h", "1 h 20 min", "0 min"]
+
+
+def test_time_limit_lever_and_the_chain() -> None:
+    s = snap(
+        running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
+        waiting("big", gpus=8, at=0),
+        waiting("long", gpus=2, at=2),
+    )
+    why = explain(s, NOW, "long", ADMIN, max_priority=0)
+    assert why is not None
+    assert why.reason == "Queued behind big, which starts by 2026-10-01 13:01 UTC"
+    assert why.chain[0] == (
+        "Position 2 of 2 in the queue, priority 0: behind big, submitted earlier "
+        "(2026-10-01 11:43 UTC)."
+    )
+    assert why.chain[1] == ("The head, big, waits for: a (6 GPUs) ends by 2026-10-01 13:01 UTC.")
+    assert "A time limit of at most 1 h lets it start now by backfill." in why.levers
+    assert starts_with(s, replace(by_name(s, "long"), time_limit=HOUR))
+
+
+def test_fewer_gpus_lever() -> None:
+    s = snap(running("a", gpus=tuple(range(6))), waiting("big", gpus=8))
+    why = explain(s, NOW, "big", ADMIN, max_priority=0)
+    assert why is not None
+    assert "With 2 GPU(s) per worker instead of 8 it starts now." in why.levers
+    fewer = by_name(s, "big")
+    assert starts_with(s, replace(fewer, worker=replace(fewer.worker, gpus=2)))
+    assert not starts_with(s, replace(fewer, worker=replace(fewer.worker, gpus=3)))
+
+
+def test_priority_lever_says_the_maximum() -> None:
+    s = snap(
+        running("a", gpus=tuple(range(8))),
+        waiting("first", gpus=4, at=0),
+        waiting("second", gpus=4, at=1),
+    )
+    why = explain(s, NOW, "second", ADMIN, max_priority=0)
+    assert why is not None
+    assert "Priority 1 would put it ahead of first (your maximum is 0)." in why.levers
+    moved = replace(s, waiting=(by_name(s, "first"), replace(by_name(s, "second"), priority=1)))
+    assert plan(moved, NOW).order[0] == "second"
+
+
+def test_share_lever() -> None:
+    s = snap(
+        running("v-run", gpus=(0, 1, 2, 3), ws="vision", started=0, limit=HOUR),
+        running("n-run", gpus=(4, 5), ws="nlp"),
+        running("other", gpus=(6, 7)),
+        waiting("n-next", gpus=2, ws="nlp", at=0),
+        waiting("v-next", gpus=2, ws="vision", at=1),
+        workspaces=(workspace("vision", gpus=8), workspace("nlp", gpus=8)),
+    )
+    why = explain(s, NOW, "v-next", ADMIN, max_priority=0)
+    assert why is not None
+    assert why.chain[0].startswith(
+        "Position 2 of 2 in the queue, priority 0: behind n-next: namespace nlp's share/weight"
+        " 0.25 is below vision's 0.50."
+    )
+    assert (
+        "When v-run of your namespace ends (by 2026-10-01 13:01 UTC) its share drops and it "
+        "moves ahead." in why.levers
+    )
+
+
+def test_quota_and_anonymised_names() -> None:
+    s = snap(
+        running("secret", gpus=tuple(range(8)), ws="nlp"),
+        waiting("theirs", gpus=2, ws="nlp", at=0),
+        waiting("mine", gpus=2, ws="vision", at=1),
+        workspaces=(workspace("vision", gpus=1),),
+    )
+    why = explain(s, NOW, "mine", Viewer(frozenset({"vision"})), max_priority=0)
+    assert why is not None
+    assert why.reason == (
+        "Waits for more than the namespace's quota allows at all (gpus 2 > 1): "
+        "raise the quota or ask for less."
+    )
+    assert "behind a job in another namespace" in why.chain[0]
+    assert "secret" not in " ".join(why.chain + why.levers)
+
+
+def test_a_run_that_is_not_waiting_has_no_answer() -> None:
+    assert explain(snap(waiting("x", gpus=1)), NOW, "nope", ADMIN, 0) is None
