@@ -135,6 +135,14 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/v1/runs/{quote(name)}")
         return result
 
+    def why(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/v1/runs/{quote(name)}/why")
+        return result
+
+    def preview(self, document: object) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/v1/preview", document)
+        return result
+
     def set_priority(self, name: str, priority: int) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
             "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority}

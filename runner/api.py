@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import grp
-import json
+import logging
 import os
 import socket
 import struct
 import time
-import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,18 @@ from typing import Any
 from aiohttp import web
 
 from runner.api_streams import Changes, follow_events, follow_log, sse
+from runner.api_why import ESTIMATES
 from runner.daemon import Daemon
 from runner.service import Caller, ServiceError, caller_for
+from runner.spec import SpecError, decode_document, one_line
 from runner.views import event_object, run_object, worker_object
 
+log = logging.getLogger("astraeus.api")
 MAX_BODY = 4 * 1024 * 1024
+JSON_TYPES = ("application/json",)
+TOML_TYPES = ("application/toml", "text/x-toml")
+DOCUMENT = "astraeus.document"  # the request's decoded body, set by `bodies`
+_WHOLE_QUERY = ("after", "tail")  # query values that must be whole numbers
 CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
 _CALLERS: dict[tuple[int, int, int], tuple[float, Caller]] = {}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -70,7 +76,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         raise
 
 
-async def _document(request: web.Request) -> object:
+async def read_document(request: web.Request) -> object:
+    """The body as a document: JSON, or TOML with a TOML content type."""
     raw = await request.read()
     kind = request.content_type
     try:
@@ -111,8 +118,17 @@ async def list_runs(request: web.Request) -> web.Response:
     for w in daemon.store.live_workers():
         live.setdefault(w.run, []).append(w)
     plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    estimates = request.app[ESTIMATES].get(daemon)
     objects = [
-        run_object(r, daemon.loop.specs.get(r), caller.viewer, plan, live.get(r.name, ()), now)
+        run_object(
+            r,
+            daemon.loop.specs.get(r),
+            caller.viewer,
+            plan,
+            live.get(r.name, ()),
+            now,
+            estimates.get(r.name),
+        )
         for r in runs
     ]
     order = {n: i for i, n in enumerate(plan.order)} if plan else {}
@@ -123,7 +139,7 @@ async def list_runs(request: web.Request) -> web.Response:
 
 async def submit(request: web.Request) -> web.Response:
     daemon, caller = _daemon(request), peer_caller(request)
-    document = await _document(request)
+    document = await read_document(request)
     run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
     spec = daemon.loop.specs.get(run)
     plan, now = daemon.loop.status.plan, daemon.loop.clock()
@@ -146,7 +162,7 @@ async def show_run(request: web.Request) -> web.Response:
 
 async def patch_run(request: web.Request) -> web.Response:
     daemon, caller = _daemon(request), peer_caller(request)
-    body = await _document(request)
+    body = await read_document(request)
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
@@ -181,7 +197,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         row = daemon.store.get_run(run)
         if row is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {run}")
-    after = int(request.query.get("after", "0") or 0)
+    after = int(request.query.get("after", "0") or 0)  # digits: checked by `bodies`
     follow = request.query.get("follow") in ("1", "true")
     return await follow_events(request, daemon, caller, run, after, follow)
 
@@ -225,8 +241,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 def build_app(daemon: Daemon) -> web.Application:
     from runner.api_machine import add_machine_routes  # lazy: keeps this module short
+    from runner.api_why import add_why_routes
 
-    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[errors, bodies], client_max_size=MAX_BODY)
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
     app.router.add_get("/v1/runs", list_runs)
@@ -239,6 +256,7 @@ def build_app(daemon: Daemon) -> web.Application:
     app.router.add_get("/v1/status", status)
     app.router.add_get("/v1/stream", stream)
     add_machine_routes(app)
+    add_why_routes(app)
     return app
 
 

@@ -135,15 +135,15 @@ class Service:
 
     # ------------------------------------------------------------ operations
 
-    def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
-        """Validate and acknowledge a run: committed when this returns."""
+    def check(self, document: object, caller: Caller) -> tuple[RunSpec, str]:
+        """Everything a submit checks, writing nothing: the spec and its workspace."""
         try:
             spec = parse_spec(document)
         except SpecError as e:
             raise ServiceError(422, "INVALID_SPEC", str(e)) from e
-        return self.submit_spec(spec, caller, now)
+        return spec, self._check_spec(spec, caller)
 
-    def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
+    def _check_spec(self, spec: RunSpec, caller: Caller) -> str:
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
@@ -153,6 +153,17 @@ class Service:
                 f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"
                 f" does not do (executor {self.executor}): name a container image",
             )  # fmt: skip
+        return workspace
+
+    def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
+        """Validate and acknowledge a run: committed when this returns."""
+        spec, workspace = self.check(document, caller)
+        return self._insert(spec, workspace, caller, now)
+
+    def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
+        return self._insert(spec, self._check_spec(spec, caller), caller, now)
+
+    def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
         text = json.dumps(spec_to_dict(spec))
         row = RunRow(
             spec.name, workspace, caller.user, caller.uid, caller.gid, text,

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from runner.estimates import Estimate
 from runner.model import ANONYMOUS_RUN, RunSpec, Viewer
 from runner.scheduler import Plan
 from runner.store import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
@@ -42,13 +43,18 @@ def run_object(
     plan: Plan | None,
     live: Iterable[WorkerRow] = (),
     now: float | None = None,
+    estimate: Estimate | None = None,
 ) -> dict[str, Any]:
-    """One run as ``--json`` prints it and the API returns it."""
+    """One run as ``--json`` prints it and the API returns it.
+
+    ``starts_by``: the head's shadow time, else the estimate when there is one."""
     visible = viewer.sees(run.workspace)
     live = [w for w in live if w.state in LIVE_WORKER_STATES]
     head = plan.head if plan is not None else None
     is_head = head is not None and head.run == run.name
     starts_by = iso(head.shadow) if is_head and head is not None else None
+    if starts_by is None and estimate is not None and run.state == "Queued":
+        starts_by = iso(estimate.starts_by)
     stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
     grace_left = None
     if stopping and now is not None:

@@ -28,6 +28,9 @@ FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 def submit(
     file: Annotated[str, typer.Argument(help="A JSON or TOML run spec, or - for stdin.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
+    ] = False,
     as_json: bool = JsonOption,
 ) -> None:
     """Submit a run spec (JSON or TOML; an #SBATCH script works too)."""
@@ -38,11 +41,53 @@ def submit(
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     document = spec_to_dict(spec)
+    if dry_run:
+        _show_preview(call(lambda c: c.preview(document)), as_json)
+        return
     run = call(lambda c: c.submit(document))
     if as_json:
         print_json(run)
     else:
         typer.echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+
+
+def _when(estimate: dict[str, Any]) -> str:
+    if estimate["starts_by"]:
+        return f"starts by {estimate['starts_by'].replace('T', ' ').replace('Z', ' UTC')}"
+    if estimate["after"]:
+        return "starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
+    return "start not known"
+
+
+def _show_preview(p: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(p)
+        return
+    typer.echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): position "
+               f"{p['position']} of {p['queue_length']}")  # fmt: skip
+    if p["starts_now"]:
+        how = "by backfill" if p["backfill"] else "at once"
+        typer.echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
+    else:
+        typer.echo(f"Would wait: {p['reason']} ({_when(p['estimate'])}).")
+    if p["preempts"]:
+        typer.echo("Would preempt: " + ", ".join(p["preempts"]) + ".")
+    typer.echo("Nothing was submitted.")
+
+
+def why(name: RunArg, as_json: bool = JsonOption) -> None:
+    """Why a run waits, and what would make it start sooner (each lever re-planned)."""
+    answer = call(lambda c: c.why(name))
+    if as_json:
+        print_json(answer)
+        return
+    typer.echo(f"{name}: {answer['reason']}")
+    for line in answer["chain"]:
+        typer.echo(f"  {line}")
+    if answer.get("estimate"):
+        typer.echo(f"  Estimate: {_when(answer['estimate'])}.")
+    for lever in answer["levers"]:
+        typer.echo(f"  → {lever}")
 
 
 def _drive(text: str) -> dict[str, str]:
@@ -208,7 +253,7 @@ def wait(
 
 
 def register(app: typer.Typer) -> None:
-    for fn in (submit, run, ls, show, delete, logs, events, wait):
+    for fn in (submit, run, ls, show, why, delete, logs, events, wait):
         app.command(fn.__name__)(fn)
     # `astra priority RUN -5`: a negative number is the value, not an option
     app.command("priority", context_settings={"ignore_unknown_options": True})(priority)

@@ -24,6 +24,17 @@ def age(iso: str | None, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
+def start_column(run: dict[str, Any], now: datetime | None = None) -> str:
+    """When a waiting run starts at the latest: ``14:20`` today, ``12-02 09:00`` later."""
+    if run["state"] != "Queued":
+        return ""
+    if not run.get("starts_by"):
+        return "?"
+    at = datetime.fromisoformat(run["starts_by"].replace("Z", "+00:00"))
+    today = (now or datetime.now(UTC)).date()
+    return at.strftime("%H:%M" if at.date() == today else "%m-%d %H:%M")
+
+
 def print_runs(runs: list[dict[str, Any]]) -> None:
     """The queue as `astra ls` shows it: fits 80 columns, the reason folds."""
     from rich.console import Console
@@ -37,6 +48,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
     table.add_column("STATE", no_wrap=True)
     table.add_column("GPUS", justify="right", no_wrap=True)
     table.add_column("AGE", justify="right", no_wrap=True)
+    table.add_column("START", justify="right", no_wrap=True)
     table.add_column("REASON", overflow="fold", ratio=1)
     for r in runs:
         held = ",".join(str(g) for g in r["gpus"])
@@ -44,7 +56,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
         waiting = r["state"] == "Queued"
         mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
         table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-                      age(r["submitted_at"]), r["reason"] or "")  # fmt: skip
+                      age(r["submitted_at"]), start_column(r), r["reason"] or "")  # fmt: skip
     Console().print(table)
 
 

@@ -59,8 +59,11 @@ class Served:
             env=self.env, input=input, capture_output=True, text=True, timeout=60, **extra,
         )  # fmt: skip
 
-    def json(self, *args: str, user: str | None = None, groups: list[str] | None = None) -> Any:
-        result = self.astra(*args, "--json", user=user, groups=groups)
+    def json(
+        self, *args: str, user: str | None = None, groups: list[str] | None = None,
+        input: str | None = None,
+    ) -> Any:  # fmt: skip
+        result = self.astra(*args, "--json", user=user, groups=groups, input=input)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 

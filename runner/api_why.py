@@ -1,0 +1,135 @@
+"""The API's explanations: why a run waits, start estimates, and submit previews."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from runner.estimates import Estimate, estimate_starts
+from runner.model import ANONYMOUS_RUN
+from runner.scheduler import Snapshot, WaitingRun, plan
+from runner.service import Caller, ServiceError
+from runner.snapshot import build_snapshot
+from runner.views import iso
+from runner.why import as_json, explain
+
+if TYPE_CHECKING:
+    from runner.daemon import Daemon
+
+ESTIMATE_EVERY = 5.0  # seconds an estimate is reused
+ESTIMATE_GAP = 0.5  # seconds: not recomputed more often than this
+ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
+
+
+def snapshot_now(daemon: Daemon) -> Snapshot:
+    """The planner's view of the store right now (as the loop builds it)."""
+    runs = daemon.store.runs(active_only=True)
+    specs = daemon.loop.specs
+    for run in runs:
+        specs.get(run)
+    independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
+    return build_snapshot(daemon.settings, runs, daemon.store.live_workers(), specs, independent)
+
+
+class Estimates:
+    """Estimates for every waiting run: reused for ESTIMATE_EVERY seconds, or until
+    the loop has planned again (but not more than every ESTIMATE_GAP seconds)."""
+
+    def __init__(self) -> None:
+        self._at = -1e9
+        self._plan_at: float | None = None
+        self._values: dict[str, Estimate] = {}
+
+    def get(self, daemon: Daemon) -> dict[str, Estimate]:
+        age = time.monotonic() - self._at
+        replanned = daemon.loop.status.last_plan_at != self._plan_at
+        if age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
+            self._plan_at = daemon.loop.status.last_plan_at
+            per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
+            steps = int(min(400, max(5, ESTIMATE_BUDGET_MS / per_plan)))
+            self._values = estimate_starts(snapshot_now(daemon), daemon.loop.clock(), steps)
+            self._at = time.monotonic()
+        return self._values
+
+
+ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
+
+
+def estimate_json(estimate: Estimate | None, snapshot_ws: dict[str, str], caller: Caller) -> Any:
+    if estimate is None:
+        return {"starts_by": None, "after": []}
+    after = [
+        n if caller.viewer.sees(snapshot_ws.get(n, "")) else ANONYMOUS_RUN for n in estimate.after
+    ]
+    return {"starts_by": iso(estimate.starts_by), "after": after}
+
+
+def _daemon_and_caller(request: web.Request) -> tuple[Daemon, Caller]:
+    from runner import api  # lazy: api imports this module
+
+    return request.app[api.DAEMON], api.peer_caller(request)
+
+
+async def why(request: web.Request) -> web.Response:
+    daemon, caller = _daemon_and_caller(request)
+    name = request.match_info["name"]
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    snapshot, now = snapshot_now(daemon), daemon.loop.clock()
+    cap = daemon.config.workspaces[run.workspace].max_priority
+    answer = explain(snapshot, now, name, caller.viewer, cap)
+    if answer is None:
+        state = run.state.lower()
+        return web.json_response({"run": name, "reason": f"It is {state}, not waiting.",
+                                  "chain": [], "levers": [], "estimate": None})  # fmt: skip
+    body = as_json(answer)
+    ws = {w.name: w.workspace for w in snapshot.waiting} | {
+        u.run: u.workspace for u in snapshot.running
+    }
+    body["estimate"] = estimate_json(request.app[ESTIMATES].get(daemon).get(name), ws, caller)
+    return web.json_response(body)
+
+
+async def preview(request: web.Request) -> web.Response:
+    """What a submit would do: position, start, victims, refusals. Writes nothing."""
+    daemon, caller = _daemon_and_caller(request)
+    from runner.api import read_document  # lazy: api imports this module
+
+    spec, workspace = daemon.service.check(await read_document(request), caller)
+    if daemon.store.get_run(spec.name) is not None:
+        raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
+    now = daemon.loop.clock()
+    new = WaitingRun(
+        spec.name, workspace, spec.priority, now, spec.worker_resources(),
+        tuple(range(spec.workers)), spec.task.time_limit_seconds,
+    )  # fmt: skip
+    base = snapshot_now(daemon)
+    snapshot = Snapshot(base.machine, base.workspaces, base.running, (*base.waiting, new))
+    result = plan(snapshot, now)
+    ws = {w.name: w.workspace for w in snapshot.waiting} | {
+        u.run: u.workspace for u in snapshot.running
+    }
+    start = next((s for s in result.starts if s.run == spec.name), None)
+    victims = sorted({p.run if caller.viewer.sees(p.workspace) else ANONYMOUS_RUN
+                      for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
+    steps = int(min(400, max(5, ESTIMATE_BUDGET_MS / max(daemon.loop.status.last_plan_ms, 0.5))))
+    estimate = estimate_starts(snapshot, now, steps).get(spec.name)
+    return web.json_response({
+        "name": spec.name, "workspace": workspace, "priority": spec.priority,
+        "position": result.order.index(spec.name) + 1, "queue_length": len(result.order),
+        "starts_now": start is not None, "backfill": bool(start and start.backfill),
+        "gpus": [g for w in start.gpus for g in w] if start else [],
+        "preempts": victims, "reason": result.reason(spec.name, caller.viewer),
+        "estimate": estimate_json(estimate, ws, caller),
+    })  # fmt: skip
+
+
+def add_why_routes(app: web.Application) -> None:
+    app[ESTIMATES] = Estimates()
+    app.router.add_get("/v1/runs/{name}/why", why)
+    app.router.add_post("/v1/preview", preview)
