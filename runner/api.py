@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import grp
-import logging
+import json
 import os
 import socket
 import struct
 import time
+import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,9 @@ from runner.api_streams import Changes, follow_events, follow_log, sse
 from runner.api_why import ESTIMATES
 from runner.daemon import Daemon
 from runner.service import Caller, ServiceError, caller_for
-from runner.spec import SpecError, decode_document, one_line
 from runner.views import event_object, run_object, worker_object
 
-log = logging.getLogger("astraeus.api")
 MAX_BODY = 4 * 1024 * 1024
-JSON_TYPES = ("application/json",)
-TOML_TYPES = ("application/toml", "text/x-toml")
-DOCUMENT = "astraeus.document"  # the request's decoded body, set by `bodies`
-_WHOLE_QUERY = ("after", "tail")  # query values that must be whole numbers
 CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
 _CALLERS: dict[tuple[int, int, int], tuple[float, Caller]] = {}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -197,7 +192,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         row = daemon.store.get_run(run)
         if row is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {run}")
-    after = int(request.query.get("after", "0") or 0)  # digits: checked by `bodies`
+    after = int(request.query.get("after", "0") or 0)
     follow = request.query.get("follow") in ("1", "true")
     return await follow_events(request, daemon, caller, run, after, follow)
 
@@ -243,7 +238,7 @@ def build_app(daemon: Daemon) -> web.Application:
     from runner.api_machine import add_machine_routes  # lazy: keeps this module short
     from runner.api_why import add_why_routes
 
-    app = web.Application(middlewares=[errors, bodies], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
     app.router.add_get("/v1/runs", list_runs)
