@@ -27,5 +27,8 @@ types: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench_planner.py
 
+screenshots: $(STAMP)
+	$(PY) -m tests.tui.make_screenshots
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

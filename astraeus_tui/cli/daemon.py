@@ -80,14 +80,8 @@ def dash() -> None:
 
 
 def _dashboard(client: Client) -> None:
-    try:
-        from astraeus_tui.app import run_dashboard  # lazy: textual only for the dashboard
-    except ImportError:  # the dashboard is not part of this build yet: show the queue
-        from astraeus_tui.cli.runs import ls
+    from astraeus_tui.app import run_dashboard  # lazy: textual only for the dashboard
 
-        typer.echo(f"The daemon runs on {client.socket_path}. The queue:")
-        ls()
-        return
     run_dashboard(client.socket_path)
 
 

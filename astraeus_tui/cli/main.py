@@ -12,7 +12,7 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
 
 import typer
 
-from astraeus_tui.cli import admin, daemon, machine, runs, slurm
+from astraeus_tui.cli import admin, daemon, demo, machine, runs, slurm
 from astraeus_tui.cli.plan import plan_command
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ machine.register(app)
 app.add_typer(slurm.app, name="slurm")
 app.add_typer(admin.app, name="admin")
 app.command("plan")(plan_command)
+demo.register(app)
 
 
 def main() -> None:

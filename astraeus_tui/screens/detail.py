@@ -1,0 +1,259 @@
+"""One run's page: what it asked for, what happened to it, and its output as it comes.
+
+``GET /v1/runs/{name}`` every 2 s (spec, workers' history, events) and
+``GET /v1/runs/{name}/logs?tail=200&follow=1`` into the log pane. A run
+preempted and waiting to run again headlines ``Paused to make room for
+higher-priority work``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+
+from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.widgets.fmt import Run, compact, epoch, gib, utc_clock
+
+SHOW_EVERY = 2.0
+HISTORY = ("Try", "Wkr", "State", "GPUs", "Started", "Ended", "Exit", "Why")
+
+
+def _time(iso: str | None) -> str:
+    t = epoch(iso)
+    return "-" if t is None else utc_clock(t)
+
+
+def _gpus(indices: list[int] | None) -> str:
+    return ", ".join(map(str, indices)) if indices else "none"
+
+
+def facts(run: Run) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    limit = run.get("time_limit_seconds")
+    rows = (
+        ("workspace", f"{run.get('workspace')} (owner {run.get('owner') or '?'})"),
+        ("priority", str(run.get("priority"))),
+        ("state", str(run.get("state"))),
+        ("GPUs", f"{run.get('gpus_requested', 0)} asked · holds {_gpus(run.get('gpus'))}"),
+        ("CPU · memory", f"{run.get('cpu_cores_requested', 0):g} cores · "
+                         f"{gib(run.get('memory_requested') or 0)}"),
+        ("workers", f"{run.get('workers', 1)}{' (gang)' if run.get('gang') else ''}"),
+        ("time limit", compact(limit) if limit else "none"),
+        ("restarts", f"{run.get('restarts', 0)} of {run.get('restart_limit', 10)}"),
+        ("preemptions", str(run.get("preemptions", 0))),
+        ("submitted", _time(run.get("submitted_at"))),
+        ("started", _time(run.get("started_at"))),
+        ("finished", _time(run.get("finished_at"))),
+        ("starts by", _time(run.get("starts_by"))),
+        ("exit code", "-" if run.get("exit_code") is None else str(run.get("exit_code"))),
+    )  # fmt: skip
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
+def events_text(events: list[dict[str, Any]]) -> Text:
+    text = Text()
+    for e in events[-100:]:
+        text.append(_time(e.get("time")) + " ", style="dim")
+        text.append(f"{e.get('kind', ''):<11} ", style="bold cyan")
+        text.append(str(e.get("message", "")) + "\n")
+    return text if events else Text("No events yet.", style="dim")
+
+
+def _state_line(run: Run) -> str:
+    state = run.get("state")
+    if state == "Running":
+        return (
+            f"Running since {_time(run.get('started_at'))} UTC on GPU(s) {_gpus(run.get('gpus'))}"
+        )
+    return str(state or "")
+
+
+class RunDetailScreen(Screen[None]):
+    CSS_PATH = "detail.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "back", "Back", tooltip="Back to the queue"),
+        Binding("p", "priority", "Priority", tooltip="Change this run's priority"),
+        Binding("d", "delete", "Delete", tooltip="Delete this run (asks first)"),
+        Binding("f", "follow", "Follow", tooltip="Keep the log scrolled to its end, or stop"),
+    ]
+
+    class Loaded(Message):
+        def __init__(self, run: Run) -> None:
+            super().__init__()
+            self.run = run
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, RunDetailScreen.Loaded)
+
+    class Failed(Message):
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    class LogArrived(Message):
+        """Lines wait in ``RunDetailScreen.pending``."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, RunDetailScreen.LogArrived)
+
+    def __init__(
+        self, client: DashboardApi, clock: Callable[[], float], name: str, follow: bool = False
+    ) -> None:
+        super().__init__()
+        self.client, self.clock, self.run_name, self.follow = client, clock, name, follow
+        self.run: Run | None = None
+        self.pending: list[str] = []
+        self.events_seen = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Run {self.run_name}", style="bold"), id="title")
+        yield Static("", id="headline")
+        with Horizontal(id="top"):
+            with VerticalScroll(id="about") as about:
+                about.border_title = "Run"
+                yield Static("", id="facts")
+                yield Static("", id="spec")
+            with Vertical(id="story"):
+                history: DataTable[str] = DataTable(id="history", cursor_type="none")
+                history.border_title = "Attempts and workers"
+                yield history
+                with VerticalScroll(id="events-box") as box:
+                    box.border_title = "Events"
+                    yield Static("", id="events")
+        log = Log(id="log", max_lines=5000, auto_scroll=True)
+        log.border_title = "Output (last 200 lines, following)"
+        yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#history", DataTable).add_columns(*HISTORY)
+        if self.follow:
+            self.query_one(Log).focus()
+        self.load()
+        self.follow_log()
+
+    # ------------------------------------------------------------ workers
+
+    @work(exclusive=True, group="show", exit_on_error=False)
+    async def load(self) -> None:
+        while True:
+            try:
+                self.post_message(self.Loaded(await self.client.show(self.run_name)))
+            except ApiError as e:
+                self.post_message(self.Failed(str(e)))
+            await asyncio.sleep(SHOW_EVERY)
+
+    @work(exclusive=True, group="log", exit_on_error=False)
+    async def follow_log(self) -> None:
+        try:
+            async for line in self.client.logs(self.run_name, tail=200, follow=True):
+                self.pending.append(line.rstrip("\n"))
+                self.post_message(self.LogArrived())
+            self.pending.append("── end of output: the run has finished ──")
+        except ApiError as e:
+            self.pending.append(f"── no output: {e} ──")
+        except Exception as e:
+            self.pending.append(f"── output stopped: {e or type(e).__name__} ──")
+        self.post_message(self.LogArrived())
+
+    # ------------------------------------------------------------ data in
+
+    def on_run_detail_screen_log_arrived(self) -> None:
+        lines, self.pending = self.pending, []
+        self.query_one(Log).write_lines(lines)
+
+    def on_run_detail_screen_failed(self, message: Failed) -> None:
+        self.query_one("#headline", Static).update(Text(message.error, style="bold red"))
+
+    def on_run_detail_screen_loaded(self, message: Loaded) -> None:
+        run = self.run = message.run
+        title = Text.assemble(
+            ("Run ", "dim"), (str(run.get("name")), "bold"),
+            (f" · {run.get('workspace')} · priority {run.get('priority')} · ", "dim"),
+            (str(run.get("state")), "bold"),
+        )  # fmt: skip
+        self.query_one("#title", Static).update(title)
+        headline = Text(str(run.get("reason") or _state_line(run)), style="yellow")
+        if run.get("paused"):
+            headline = Text.assemble((str(run["paused"]), "bold magenta"), "  ", headline)
+        self.query_one("#headline", Static).update(headline)
+        self.query_one("#facts", Static).update(facts(run))
+        spec = json.dumps(run.get("spec") or {}, indent=2)
+        self.query_one("#spec", Static).update(
+            Syntax(spec, "json", theme="ansi_dark", background_color="default", word_wrap=True)
+        )
+        self._history(run.get("workers_history") or [])
+        events = run.get("events") or []
+        self.query_one("#events", Static).update(events_text(events))
+        if len(events) != self.events_seen:  # new events: show the latest
+            self.events_seen = len(events)
+            self.query_one("#events-box", VerticalScroll).scroll_end(animate=False)
+
+    def _history(self, workers: list[dict[str, Any]]) -> None:
+        table: DataTable[str] = self.query_one("#history", DataTable)
+        table.clear()  # a handful of rows: the queue's in-place merge is for thousands
+        for w in workers:
+            why = w.get("error") or w.get("stop_reason") or ""
+            if w.get("killed"):
+                why = f"{why} (SIGKILL)".strip()
+            table.add_row(
+                str(w.get("attempt")), str(w.get("worker")), str(w.get("state")),
+                ",".join(map(str, w.get("gpus") or [])) or "-", _time(w.get("started_at")),
+                _time(w.get("finished_at")),
+                "-" if w.get("exit_code") is None else str(w.get("exit_code")), why,
+            )  # fmt: skip
+
+    # ------------------------------------------------------------ actions
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_follow(self) -> None:
+        log = self.query_one(Log)
+        log.auto_scroll = not log.auto_scroll
+        state = "following" if log.auto_scroll else "paused"
+        log.border_title = f"Output (last 200 lines, {state})"
+        if log.auto_scroll:
+            log.scroll_end(animate=False)
+
+    def action_priority(self) -> None:
+        from astraeus_tui.screens.dialogs import PriorityScreen
+
+        if self.run is not None:
+            self.app.push_screen(PriorityScreen(self.client, self.run))
+
+    def action_delete(self) -> None:
+        from astraeus_tui.screens.dialogs import ConfirmScreen
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.delete()
+
+        question = f"Delete run {self.run_name}?"
+        detail = "A queued run is cancelled at once; a live one is stopped with the grace."
+        self.app.push_screen(ConfirmScreen(question, detail, "Delete"), confirmed)
+
+    @work(exclusive=True, group="delete", exit_on_error=False)
+    async def delete(self) -> None:
+        try:
+            result = await self.client.delete(self.run_name)
+            self.app.notify(f"{self.run_name}: {result.get('outcome')}")
+        except ApiError as e:
+            self.app.notify(str(e), severity="error")

@@ -1,0 +1,285 @@
+"""The queue as the dashboard holds it: runs by id, merged from the change stream.
+
+No widgets here: ``QueueModel`` applies a snapshot or a batch of changes and
+says which runs were added, changed or removed; ``view()`` is the visible
+order under the current sort and filters; ``cells()`` renders one table row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from astraeus_tui.widgets.fmt import ACTIVE_STATES, Run, compact, epoch, over_quota
+
+SORTS = ("order", "priority", "age", "name", "workspace", "state")
+STATES = ("Queued", "Starting", "Running", "Stopping")
+FAR = 1 << 30
+AGE = 7  # the age column: it moves with the clock
+AGE_EVERY = 30.0  # seconds between two renderings of an age
+# what the cells other than the mark show: when none of these changes, only the mark is redrawn
+CELL_KEYS = ("name", "head", "workspace", "priority", "state", "gpus", "gpus_requested",
+             "time_limit_seconds", "submitted_at", "reason")  # fmt: skip
+STATE_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red", "Queued": ""}
+
+
+@dataclass
+class Batch:
+    """What the stream brought since the screen last looked: merged, latest wins."""
+
+    snapshot: list[Run] | None = None
+    upsert: dict[str, Run] = field(default_factory=dict)
+    remove: set[str] = field(default_factory=set)
+    at: float = 0.0  # the dashboard's clock when the last piece arrived
+
+    def add_change(self, upsert: Iterable[Run], remove: Iterable[str], at: float) -> None:
+        for run in upsert:
+            self.upsert[run["id"]] = run
+            self.remove.discard(run["id"])
+        for rid in remove:
+            self.upsert.pop(rid, None)
+            self.remove.add(rid)
+        self.at = at
+
+
+@dataclass
+class Diff:
+    added: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+@dataclass
+class Filters:
+    workspace: str | None = None
+    state: str | None = None
+    search: str = ""
+    sort: str = "order"
+
+
+class QueueModel:
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+        self.received: dict[str, float] = {}  # id -> clock time its object arrived
+        self.backfilled: set[str] = set()
+        self.checked: dict[str, str | None] = {}  # id -> the started_at looked up
+        self._cells: dict[str, tuple[tuple[Text, ...], float]] = {}  # rows, and when rendered
+        self._marks_only: set[str] = set()  # cached rows whose mark cell needs redrawing
+        self._hay: dict[str, str] = {}  # what `/` searches, lower case
+        self._keys: dict[str, tuple[int, int, str, str]] = {}  # planner-order sort keys
+        self._active: set[str] = set()  # ids of runs in a live state
+        self._head: str | None = None
+        self.filters = Filters()
+        self.loaded = False
+
+    # ------------------------------------------------------------ merging
+
+    def apply(self, batch: Batch) -> Diff:
+        diff = Diff()
+        if batch.snapshot is not None:
+            fresh = {r["id"]: r for r in batch.snapshot}
+            diff.removed = set(self.runs) - set(fresh)
+            for rid in diff.removed:
+                self._forget(rid)
+            self._upsert(fresh.values(), batch.at, diff)
+            self.loaded = True
+        self._upsert(batch.upsert.values(), batch.at, diff)
+        for rid in batch.remove:
+            if rid in self.runs:
+                self._forget(rid)
+                diff.removed.add(rid)
+                diff.added.discard(rid)
+                diff.changed.discard(rid)
+        return diff
+
+    def _upsert(self, runs: Iterable[Run], at: float, diff: Diff) -> None:
+        for run in runs:
+            rid = run["id"]
+            old = self.runs.get(rid)
+            if old == run:
+                continue
+            (diff.changed if old is not None else diff.added).add(rid)
+            if old is not None and old.get("started_at") != run.get("started_at"):
+                self.backfilled.discard(rid)  # a new attempt: not known to be backfilled yet
+            self.runs[rid] = run
+            self.received[rid] = at
+            if old is not None and all(old.get(k) == run.get(k) for k in CELL_KEYS):
+                self._marks_only.add(rid)  # only its mark may change: keep the other cells
+            else:
+                self._cells.pop(rid, None)
+            self._hay.pop(rid, None)
+            self._keys[rid] = _order(run)
+            if run.get("state") in ACTIVE_STATES:
+                self._active.add(rid)
+            else:
+                self._active.discard(rid)
+            if run.get("head"):
+                self._head = rid
+            elif self._head == rid:
+                self._head = None
+
+    def _forget(self, rid: str) -> None:
+        self.runs.pop(rid, None)
+        self.received.pop(rid, None)
+        self.backfilled.discard(rid)
+        self.checked.pop(rid, None)
+        self._cells.pop(rid, None)
+        self._marks_only.discard(rid)
+        self._hay.pop(rid, None)
+        self._keys.pop(rid, None)
+        self._active.discard(rid)
+        if self._head == rid:
+            self._head = None
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def head(self) -> Run | None:
+        return None if self._head is None else self.runs.get(self._head)
+
+    def active(self) -> list[Run]:
+        runs = [self.runs[rid] for rid in self._active]
+        return sorted(runs, key=lambda r: (r.get("started_at") or "", r["id"]))
+
+    def victims(self) -> list[Run]:
+        return [r for r in self.active() if r.get("state") == "Stopping" and r.get("stopping_for")]
+
+    def starts_to_check(self, diff: Diff) -> dict[str, str | None]:
+        """Runs whose latest start is not yet known as planned or backfilled: id -> started_at."""
+        out: dict[str, str | None] = {}
+        for rid in sorted(diff.added | diff.changed):
+            run = self.runs[rid]
+            started = run.get("started_at")
+            live = run.get("state") in ("Starting", "Running") and run.get("visible", True)
+            if live and self.checked.get(rid, "?") != started:
+                self.checked[rid] = out[rid] = started
+        return out
+
+    def mark_started(self, rid: str, started_at: str | None, backfilled: bool) -> bool:
+        """Record how ``rid`` started; False when that start is no longer its latest."""
+        run = self.runs.get(rid)
+        if run is None or run.get("started_at") != started_at:
+            return False
+        self._cells.pop(rid, None)
+        if backfilled:
+            self.backfilled.add(rid)
+        else:
+            self.backfilled.discard(rid)
+        return True
+
+    def haystack(self, rid: str) -> str:
+        found = self._hay.get(rid)
+        if found is None:
+            run = self.runs[rid]
+            words = (str(run.get(k) or "") for k in ("name", "workspace", "state", "reason"))
+            found = self._hay[rid] = " ".join(words).lower()
+        return found
+
+    def view(self) -> list[str]:
+        f = self.filters
+        ids: Iterable[str] = self.runs
+        if f.workspace is not None or f.state is not None:
+            ws, state, runs = f.workspace, f.state, self.runs
+            ids = [i for i in ids if (ws is None or runs[i].get("workspace") == ws)
+                   and (state is None or runs[i].get("state") == state)]  # fmt: skip
+        if f.search:
+            needle, hay = f.search.lower(), self.haystack
+            ids = [i for i in ids if needle in hay(i)]
+        ids = list(ids)
+        sort = self.filters.sort
+        runs, keys = self.runs, self._keys
+        if sort == "priority":
+            ids.sort(key=lambda i: (-runs[i]["priority"], keys[i]))
+        elif sort == "age":
+            ids.sort(key=lambda i: (runs[i].get("submitted_at") or "", i))
+        elif sort in ("name", "workspace", "state"):
+            ids.sort(key=lambda i: (str(runs[i].get(sort) or ""), keys[i]))
+        else:
+            ids.sort(key=keys.__getitem__)
+        return ids
+
+    def workspaces(self) -> list[str]:
+        return sorted({r.get("workspace") or "" for r in self.runs.values()})
+
+    # ------------------------------------------------------------ rows
+
+    def cells(self, rid: str, now: float) -> tuple[Text, ...]:
+        """The row of ``rid`` (cached until the run changes; ages move on their own)."""
+        found = self._cells.get(rid)
+        if found is None:
+            row = self._render(rid, now)
+        elif rid in self._marks_only:  # a new position, say: the rest is as it was
+            self._marks_only.discard(rid)
+            row = (self._mark(self.runs[rid]), *found[0][1:])
+            now = found[1]
+        elif now - found[1] >= AGE_EVERY:
+            row = (*found[0][:AGE], self.age_cell(rid, now), *found[0][AGE + 1 :])
+        else:
+            return found[0]
+        self._cells[rid] = (row, now)
+        return row
+
+    def _render(self, rid: str, now: float) -> tuple[Text, ...]:
+        run = self.runs[rid]
+        dim = "dim" if over_quota(run) else ""
+        held, asked = len(run.get("gpus") or []), run.get("gpus_requested", 0)
+        limit = run.get("time_limit_seconds")
+        values = (
+            self._mark(run),
+            Text(run.get("name") or rid, style="bold" if run.get("head") else ""),
+            Text(run.get("workspace") or ""),
+            Text(str(run.get("priority", 0)), justify="right"),
+            Text(run.get("state") or "", style=STATE_STYLE.get(run.get("state") or "", "")),
+            Text(f"{asked}/{held}", justify="right"),
+            Text(compact(limit) if limit else "none", justify="right"),
+            self.age_cell(rid, now),
+            Text(run.get("reason") or "", style="" if dim else "grey70"),
+        )
+        if dim:
+            for cell in values:
+                cell.stylize("dim")
+        return values
+
+    def age_cell(self, rid: str, now: float) -> Text:
+        run = self.runs[rid]
+        return Text(age(run, now), justify="right", style="dim" if over_quota(run) else "")
+
+    def _mark(self, run: Run) -> Text:
+        position = run.get("position")
+        pos = "" if position is None or run.get("state") != "Queued" else str(position)
+        if run.get("head"):
+            return Text(f"▶{pos:>3}", style="bold yellow")
+        if run["id"] in self.backfilled and run.get("state") in ACTIVE_STATES:
+            return Text("↪ bf", style="cyan")
+        if run.get("paused"):
+            return Text(f"⏸{pos:>3}", style="magenta")
+        if run.get("state") == "Stopping":
+            return Text("■", style="red")
+        if run.get("state") in ACTIVE_STATES:
+            return Text("●", style="green")
+        return Text(f"{pos:>4}", style="grey50")
+
+
+def _order(run: Run) -> tuple[int, int, str, str]:
+    """Running work first (as the API lists it), then the planner's order."""
+    active = run.get("state") in ACTIVE_STATES
+    position = run.get("position")
+    return (
+        0 if active else 1,
+        FAR if position is None else position,
+        run.get("started_at") or run.get("submitted_at") or "",
+        run["id"],
+    )
+
+
+def age(run: Run, now: float) -> str:
+    """Minutes at least: the column is refreshed every AGE_EVERY seconds, not every second."""
+    submitted = epoch(run.get("submitted_at"))
+    if submitted is None:
+        return "-"
+    return "<1m" if now - submitted < 60 else compact(now - submitted)

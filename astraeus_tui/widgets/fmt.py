@@ -1,0 +1,133 @@
+"""Small text helpers the widgets share: times, countdowns, sizes and bars.
+
+Not a widget: pure functions from values to strings or ``rich.text.Text``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.text import Text
+
+Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
+
+ACTIVE_STATES = ("Running", "Starting", "Stopping")
+QUOTA_PREFIXES = ("Waits for namespace quota", "Waits for more than the namespace's quota")
+BLOCKS = " ▏▎▍▌▋▊▉█"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def epoch(iso: str | None) -> float | None:
+    """ISO 8601 (``2026-10-01T12:00:00Z``) to seconds since the epoch."""
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def utc_clock(t: float, seconds: bool = True) -> str:
+    """``14:03:07``; without seconds rounded *up* to the minute, as the planner says it."""
+    if not seconds:
+        t = math.ceil(t / 60) * 60
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def span(seconds: float) -> str:
+    """A duration as people say it: ``45 s``, ``12 min``, ``1 h 12 min``, ``2 d 3 h``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes = -(-s // 60) if s < 3600 else s // 60  # under an hour: round up
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def countdown(seconds: float) -> str:
+    """``in 1 h 12 min``, or ``now`` once it is due."""
+    return f"in {span(seconds)}" if seconds >= 1 else "now"
+
+
+def compact(seconds: float | None) -> str:
+    """A short duration for table cells: ``45s``, ``12m``, ``1h12``, ``2d3h``."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m:02d}" if m else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
+
+
+def parse_duration(text: str) -> int:
+    """``2h``, ``90m``, ``1h30m``, ``3600`` or Slurm's ``D-HH:MM:SS``; ValueError if not."""
+    value = text.strip().lower()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    if re.fullmatch(r"(\d+(?:\.\d+)?[smhdw])+", value):
+        total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
+        if total >= 1:
+            return int(total)
+    from runner.sbatch import slurm_time  # lazy: Slurm's formats
+    from runner.spec import SpecError
+
+    try:
+        seconds = slurm_time(value, "time limit")
+    except SpecError:
+        seconds = None
+    if not seconds:
+        raise ValueError(f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)")
+    return seconds
+
+
+def gib(n: float | None) -> str:
+    if n is None:
+        return "-"
+    value = n / 1024**3
+    return f"{value:.0f}G" if value >= 10 or value == int(value) else f"{value:.1f}G"
+
+
+def bar(fraction: float | None, width: int, style: str = "green") -> Text:
+    """A horizontal bar in eighths of a cell; an empty track when unknown."""
+    text = Text(no_wrap=True, overflow="crop")
+    if fraction is None:
+        return text.append("·" * width, style="dim")
+    cells = max(0.0, min(1.0, fraction)) * width
+    full = int(cells)
+    part = BLOCKS[int((cells - full) * 8)] if full < width else ""
+    text.append("█" * full + part.strip(), style=style)
+    text.append("░" * (width - full - len(part.strip())), style="grey30")
+    return text
+
+
+def over_quota(run: Run) -> bool:
+    reason = run.get("reason") or ""
+    return run.get("state") == "Queued" and reason.startswith(QUOTA_PREFIXES)
+
+
+def head_message(reason: str | None) -> str:
+    """The head's own sentence, without a `Preempted …; waiting to run again.` prefix."""
+    text = reason or ""
+    for marker in ("Next to run", "Preempting ", "Starting: "):
+        at = text.find(marker)
+        if at > 0:
+            return text[at:]
+    return text
+
+
+def preempted_prefix(reason: str | None) -> str:
+    text = reason or ""
+    cut = text.find("waiting to run again.")
+    return text[: cut + len("waiting to run again.")] if cut >= 0 else ""

@@ -1,0 +1,80 @@
+"""One row per GPU: utilisation, memory, temperature, and who holds it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from astraeus_tui.widgets import css_beside
+from astraeus_tui.widgets.fmt import bar, gib
+
+UTIL_BAR = 6
+MEM_BAR = 5
+
+
+def holder(gpu: dict[str, Any]) -> Text:
+    held = gpu.get("holder")
+    if held:
+        state = held.get("state")
+        style = {"Stopping": "red", "Starting": "cyan"}.get(state or "", "green")
+        text = Text(str(held.get("run")), style=style)
+        if state in ("Stopping", "Starting"):
+            text.append(f" ({state.lower()})", style="dim")
+        return text
+    if gpu.get("foreign_pids"):
+        pids = ",".join(str(p) for p in gpu["foreign_pids"][:3])
+        return Text(f"foreign process (pid {pids})", style="bold red")
+    if gpu.get("held_for"):
+        return Text(f"held for {gpu['held_for']}", style="yellow")
+    return Text("free", style="dim green")
+
+
+def gpu_row(gpu: dict[str, Any]) -> tuple[Text, ...]:
+    """Index, utilisation, memory, temperature, holder; a simulated GPU has no readings."""
+    index = Text(str(gpu.get("index")), style="bold")
+    if gpu.get("simulated"):
+        util_text = Text("sim", style="magenta")
+        mem_text = Text(gib(gpu.get("memory_total")), style="dim")
+    else:
+        util = gpu.get("utilization")
+        used, total = gpu.get("memory_used"), gpu.get("memory_total")
+        util_text = bar(None if util is None else util / 100, UTIL_BAR, "green")
+        util_text.append(" --%" if util is None else f"{util:>3}%")
+        mem_text = bar(used / total if used is not None and total else None, MEM_BAR, "blue")
+        mem_text.append(f" {gib(used)}")
+    temp = gpu.get("temperature")
+    temp_text = Text("--" if temp is None else f"{temp}°", style="red" if (temp or 0) >= 80 else "")
+    return index, util_text, mem_text, temp_text, holder(gpu)
+
+
+class GpuPanel(Widget):
+    DEFAULT_CSS = css_beside(__file__)
+
+    gpus: reactive[dict[str, Any] | None] = reactive(None)
+
+    def watch_gpus(self, gpus: dict[str, Any] | None) -> None:
+        rows = (gpus or {}).get("gpus") or []
+        kind = "simulated" if (gpus or {}).get("simulated") else "NVML"
+        self.border_title = f"GPUs · {len(rows)} {kind}" if gpus else "GPUs"
+
+    def render(self) -> RenderableType:
+        rows = (self.gpus or {}).get("gpus")
+        if self.gpus is None:
+            return Text("waiting for the daemon…", style="dim")
+        if not rows:
+            return Text("No GPUs: CPU-only runs still start.", style="dim")
+        grid = Table.grid(expand=True, padding=(0, 1))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        grid.add_row(*(Text(h, style="dim") for h in ("#", "util", "memory", "°C", "holder")))
+        for gpu in rows:
+            grid.add_row(*gpu_row(gpu))
+        return grid

@@ -1,0 +1,56 @@
+"""The queue head: who runs next, why it waits, and when it starts at the latest."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from astraeus_tui.widgets import css_beside
+from astraeus_tui.widgets.fmt import Run, countdown, epoch, head_message, utc_clock
+
+
+class HeadBanner(Widget):
+    DEFAULT_CSS = css_beside(__file__)
+
+    head: reactive[Run | None] = reactive(None)
+    loaded: reactive[bool] = reactive(False)
+    now: reactive[float] = reactive(0.0)
+    stop_left: reactive[float | None] = reactive(None)  # grace left of the victims, if any
+
+    def when(self, head: Run) -> Text:
+        message = head_message(head.get("reason"))
+        if self.stop_left is not None and message.startswith(("Preempting", "Starting")):
+            return Text(f"starts as victims stop · ≤ {self.stop_left:.0f} s", style="bold red")
+        shadow = epoch(head.get("starts_by"))
+        if shadow is None:
+            return Text("start time unknown", style="yellow")
+        return Text.assemble(
+            ("starts by ", "dim"),
+            (f"{utc_clock(shadow, seconds=False)} UTC", "bold"),
+            (" · ", "dim"),
+            (countdown(shadow - self.now), "bold yellow"),
+        )
+
+    def render(self) -> RenderableType:
+        head = self.head
+        if head is None:
+            message = "Nothing waits for room: every run that can start has started."
+            if not self.loaded:
+                message = "Connecting to the daemon…"
+            return Text.assemble((" HEAD ", "bold reverse dim"), " ", (message, "dim"))
+        title = Table.grid(expand=True, padding=(0, 1))
+        title.add_column(no_wrap=True)
+        title.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        title.add_column(justify="right", no_wrap=True)
+        gpus = head.get("gpus_requested", 0)
+        about = f"  {head.get('workspace')} · priority {head.get('priority')} · {gpus} GPU(s)"
+        title.add_row(
+            Text(" ▶ HEAD ", style="bold reverse yellow"),
+            Text.assemble((head.get("name") or "?", "bold"), (about, "dim")),
+            self.when(head),
+        )
+        reason = Text(head_message(head.get("reason")), style="yellow")
+        return Group(title, reason)

@@ -1,0 +1,155 @@
+"""The dashboard's only door to the daemon while the main screen is up.
+
+An invisible widget that runs the I/O in workers and posts what it learns as
+messages (up to the screen, which hands the data down to the panels):
+
+- the change stream (``GET /v1/stream``): a snapshot, then changes, merged
+  into one pending ``Batch``; ``RunsChanged`` carries nothing and replaces an
+  unhandled one, so a burst of changes costs the screen one merge (Toolong's
+  ``can_replace``);
+- ``/v1/gpus`` every 2 s, ``/v1/status`` and ``/v1/workspaces`` every 5 s;
+- for each run that starts, its events, to learn whether it was backfilled
+  (the run object does not say).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from textual import work
+from textual.message import Message
+from textual.widget import Widget
+
+from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.screens.queue_model import Batch
+
+GPU_EVERY = 2.0
+MACHINE_EVERY = 5.0
+RETRY_EVERY = 2.0
+
+
+class LiveFeed(Widget):
+    DEFAULT_CSS = "LiveFeed { display: none; }"
+
+    class RunsChanged(Message):
+        """Runs changed; ``LiveFeed.drain()`` has them."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveFeed.RunsChanged)
+
+    class Gpus(Message):
+        def __init__(self, gpus: dict[str, Any]) -> None:
+            super().__init__()
+            self.gpus = gpus
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveFeed.Gpus)
+
+    class Machine(Message):
+        def __init__(self, status: dict[str, Any], workspaces: list[dict[str, Any]]) -> None:
+            super().__init__()
+            self.status, self.workspaces = status, workspaces
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveFeed.Machine)
+
+    class Connection(Message):
+        def __init__(self, connected: bool, error: str = "") -> None:
+            super().__init__()
+            self.connected, self.error = connected, error
+
+    class Started(Message):
+        """How a run's latest attempt started: planned, or backfilled behind the head."""
+
+        def __init__(self, run_id: str, started_at: str | None, backfilled: bool) -> None:
+            super().__init__()
+            self.run_id, self.started_at, self.backfilled = run_id, started_at, backfilled
+
+    def __init__(self, client: DashboardApi, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.client, self.clock = client, clock
+        self._batch = Batch()
+        self._lookups: dict[str, str | None] = {}
+
+    def on_mount(self) -> None:
+        self.follow_stream()
+        self.poll_gpus()
+        self.poll_machine()
+
+    @property
+    def idle(self) -> bool:
+        """No change waits to be merged and no start waits to be looked up."""
+        batch = self._batch
+        if self._lookups or batch.snapshot is not None or batch.upsert or batch.remove:
+            return False
+        return not any(
+            w.node is self and w.group == "starts" and w.is_running for w in self.workers
+        )
+
+    def drain(self) -> Batch:
+        batch, self._batch = self._batch, Batch()
+        return batch
+
+    def look_up_starts(self, runs: dict[str, str | None]) -> None:
+        """Find out, for these run ids (with their ``started_at``), whether they backfilled."""
+        self._lookups.update(runs)
+        self.check_starts()
+
+    # ------------------------------------------------------------ workers
+
+    @work(exclusive=True, group="stream", exit_on_error=False)
+    async def follow_stream(self) -> None:
+        while True:
+            try:
+                async for event, data in self.client.changes():
+                    self._take(event, data)
+                error = "the daemon closed the change stream"
+            except ApiError as e:
+                error = str(e)
+            except Exception as e:
+                error = f"lost the daemon: {e or type(e).__name__}"
+            self.post_message(self.Connection(False, error))
+            await asyncio.sleep(RETRY_EVERY)
+
+    def _take(self, event: str, data: dict[str, Any]) -> None:
+        at = self.clock()
+        if event == "snapshot":
+            self._batch = Batch(snapshot=list(data.get("runs", [])), at=at)
+            self.post_message(self.Connection(True))
+        elif event == "change":
+            self._batch.add_change(data.get("upsert", []), data.get("remove", []), at)
+        else:
+            return
+        self.post_message(self.RunsChanged())
+
+    @work(exclusive=True, group="gpus", exit_on_error=False)
+    async def poll_gpus(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # the stream reports a lost daemon
+                self.post_message(self.Gpus(await self.client.gpus()))
+            await asyncio.sleep(GPU_EVERY)
+
+    @work(exclusive=True, group="machine", exit_on_error=False)
+    async def poll_machine(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # the stream reports a lost daemon
+                status = await self.client.status()
+                workspaces = await self.client.workspaces()
+                self.post_message(self.Machine(status, workspaces))
+            await asyncio.sleep(MACHINE_EVERY)
+
+    @work(exclusive=True, group="starts", exit_on_error=False)
+    async def check_starts(self) -> None:
+        while self._lookups:
+            rid = min(self._lookups)
+            started_at = self._lookups.pop(rid)
+            try:
+                events = await self.client.events(rid)
+            except Exception:
+                events = []
+            last = next((e for e in reversed(events) if e.get("kind") == "Started"), None)
+            backfilled = last is not None and str(last.get("message", "")).startswith("Backfill")
+            self.post_message(self.Started(rid, started_at, backfilled))

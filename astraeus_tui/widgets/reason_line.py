@@ -1,0 +1,42 @@
+"""Under the queue: the highlighted run's whole reason, which the table may cut."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from astraeus_tui.widgets import css_beside
+from astraeus_tui.widgets.fmt import Run, epoch, utc_clock
+
+
+class ReasonLine(Widget):
+    DEFAULT_CSS = css_beside(__file__)
+
+    run: reactive[Run | None] = reactive(None, layout=True)
+    backfilled: reactive[bool] = reactive(False, layout=True)
+
+    def render(self) -> RenderableType:
+        run = self.run
+        if run is None:
+            return Text("")
+        text = Text(overflow="ellipsis")
+        text.append(run.get("name") or "?", style="bold")
+        if run.get("paused"):
+            text.append(f"  {run['paused']}.", style="magenta")
+        return text.append("  " + (run.get("reason") or self.running(run)))
+
+    def running(self, run: Run) -> str:
+        """What a run without a reason is doing: since when, where, until when at most."""
+        state = str(run.get("state") or "")
+        started, limit = epoch(run.get("started_at")), run.get("time_limit_seconds")
+        if state != "Running" or started is None:
+            return state
+        gpus = ",".join(map(str, run.get("gpus") or [])) or "no GPU"
+        line = f"Running since {utc_clock(started)} UTC on GPU {gpus}"
+        if limit:
+            line += f"; its time limit ends it by {utc_clock(started + limit, seconds=False)} UTC"
+        if self.backfilled:
+            line += " (backfilled: started behind the head without delaying it)"
+        return line + "."

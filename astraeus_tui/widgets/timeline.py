@@ -1,0 +1,145 @@
+"""A Gantt of running work until its time limits, the head's shadow time, backfill room.
+
+Time runs left to right from now. Each running run is a bar to its time limit
+(``started_at + time_limit_seconds``); the head's shadow time (``starts_by``) is
+a vertical marker; the backfill window is the free GPUs' room until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from astraeus_tui.widgets import css_beside
+from astraeus_tui.widgets.fmt import Run, compact, epoch, utc_clock
+
+NICE = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
+BAR_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red"}
+MARK = "yellow"
+Cell = tuple[str, str]
+
+
+def horizon(spans: list[float], shadow: float | None) -> float:
+    """The time the chart spans: the shadow time with room after it, or the longest run."""
+    target = shadow * 1.5 if shadow is not None else max([0.0, *spans])
+    target = max(300.0, target)
+    return next((n for n in NICE if n >= target), target)
+
+
+class Timeline(Widget):
+    DEFAULT_CSS = css_beside(__file__)
+
+    running: reactive[list[Run]] = reactive(list)
+    head: reactive[Run | None] = reactive(None)
+    backfilled: reactive[frozenset[str]] = reactive(frozenset())
+    free_gpus: reactive[int] = reactive(0)
+    now: reactive[float] = reactive(0.0)
+
+    def on_mount(self) -> None:
+        self.border_title = "Timeline"
+
+    def ends(self) -> list[tuple[Run, float | None]]:
+        out = []
+        for run in self.running:
+            started, limit = epoch(run.get("started_at")), run.get("time_limit_seconds")
+            end = started + limit if started is not None and limit else None
+            if run.get("state") == "Stopping" and run.get("stop_grace_left_seconds") is not None:
+                end = self.now + float(run["stop_grace_left_seconds"])
+            out.append((run, end))
+        return sorted(out, key=lambda p: (p[1] is None, p[1] or 0.0, p[0]["id"]))
+
+    def render(self) -> RenderableType:
+        width, height = self.content_region.width, self.content_region.height
+        label_w = max(10, min(16, width // 3))
+        chart_w = max(10, width - label_w - 1)
+        shadow = epoch((self.head or {}).get("starts_by"))
+        ends = self.ends()
+        spans = [e - self.now for _, e in ends if e is not None]
+        total = horizon(spans, None if shadow is None else max(0.0, shadow - self.now))
+
+        def col(t: float) -> int:
+            return max(0, min(chart_w - 1, round((t - self.now) / total * (chart_w - 1))))
+
+        mark = col(shadow) if shadow is not None else None
+        self.border_title = self._title(shadow)
+        lines = [self._axis(label_w, chart_w, total, mark)]
+        room = max(1, height - 1 - (1 if mark is not None else 0))
+        rows = room if len(ends) <= room else room - 1
+        lines += [self._run_row(run, end, label_w, chart_w, col, mark, total)
+                  for run, end in ends[:rows]]  # fmt: skip
+        if len(ends) > rows:
+            lines.append(Text(f"… and {len(ends) - rows} more running", style="dim"))
+        if not ends:
+            lines.append(Text("Nothing runs.", style="dim"))
+        if mark is not None:
+            lines.append(self._window_row(label_w, chart_w, mark))
+        if len(lines) < height:
+            lines.append(self._legend())
+        return Group(*lines)
+
+    def _title(self, shadow: float | None) -> str:
+        if shadow is None:
+            return "Timeline"
+        return f"Timeline · ┃ head by {utc_clock(shadow, seconds=False)} UTC"
+
+    def _axis(self, label_w: int, chart_w: int, total: float, mark: int | None) -> Text:
+        cells: list[Cell] = [(" ", "dim")] * chart_w
+        for q in range(5):
+            x = min(chart_w - 1, round(q / 4 * (chart_w - 1)))
+            label = "now" if q == 0 else f"+{compact(total * q / 4)}"
+            start = max(0, min(x - (0 if q == 0 else len(label) - 1), chart_w - len(label)))
+            if all(c == " " for c, _ in cells[max(0, start - 1) : start + len(label) + 1]):
+                for i, ch in enumerate(label):
+                    cells[start + i] = (ch, "dim")
+        if mark is not None and cells[mark][0] == " ":
+            cells[mark] = ("▼", MARK)
+        return Text(" " * label_w + " ").append_text(_join(cells))
+
+    def _run_row(
+        self, run: Run, end: float | None, label_w: int, chart_w: int,
+        col: Callable[[float], int], mark: int | None, total: float,
+    ) -> Text:  # fmt: skip
+        style = BAR_STYLE.get(run.get("state") or "", "green")
+        if run["id"] in self.backfilled and run.get("state") == "Running":
+            style = "cyan"
+        stop = chart_w - 1 if end is None else col(end)
+        cells: list[Cell] = [("█", style)] * (stop + 1) + [("·", "grey30")] * (chart_w - stop - 1)
+        if end is None or end > self.now + total:  # no limit, or beyond the chart
+            cells[-1] = ("»", style)
+        if mark is not None:
+            cells[mark] = ("┃", MARK)
+        name = str(run.get("name"))[:label_w].ljust(label_w)
+        return Text(name + " ", style="bold" if style != "green" else "").append_text(_join(cells))
+
+    def _window_row(self, label_w: int, chart_w: int, mark: int) -> Text:
+        """Free GPUs until the shadow time: what a run that ends by then may use."""
+        free = self.free_gpus
+        note = f"{free} GPU free till then" if free else "no GPU free to backfill"
+        band: list[Cell] = [("░" if free else " ", "cyan")] * mark
+        tail: list[Cell] = [(" ", "")] * (chart_w - mark - 1)
+        if len(note) + 2 <= len(tail):  # after the marker
+            tail[1 : 1 + len(note)] = [(ch, "dim") for ch in note]
+        elif len(note) + 2 <= mark:  # or over the band
+            band[1 : 1 + len(note)] = [(ch, "bold cyan" if free else "dim") for ch in note]
+        label = Text("backfill".ljust(label_w) + " ", style="cyan")
+        return label.append_text(_join([*band, ("┃", MARK), *tail]))
+
+    def _legend(self) -> Text:
+        legend = Text.assemble(
+            ("█", "green"), " run ", ("█", "cyan"), " backfill ",
+            ("┃", MARK), " head ", ("»", "green"), " goes on",
+        )  # fmt: skip
+        legend.stylize("dim")
+        legend.no_wrap, legend.overflow = True, "ellipsis"
+        return legend
+
+
+def _join(cells: list[Cell]) -> Text:
+    text = Text(no_wrap=True, overflow="crop")
+    for ch, style in cells:
+        text.append(ch, style=style)
+    return text

@@ -1,0 +1,53 @@
+"""Draw the README's pictures of the dashboard: ``make screenshots``.
+
+The same apps as the snapshot tests (recorded daemon answers, frozen clock),
+saved to ``screenshots/`` as SVG, then PNG with ``rsvg-convert`` (Debian:
+``apt-get install librsvg2-bin``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.tui.test_snapshots import STATES, app_for, settled
+
+OUT = Path(__file__).resolve().parents[2] / "screenshots"
+SHOTS = [(state, 120, 36) for state in STATES] + [("preemption", 80, 24)]
+
+
+async def shoot(state: str, width: int, height: int) -> Path:
+    app = app_for(state)
+    async with app.run_test(size=(width, height)) as pilot:
+        await settled(pilot)
+        svg = app.export_screenshot(title=f"Astraeus — {state}")
+    path = OUT / f"{state}-{width}x{height}.svg"
+    path.write_text(svg, encoding="utf-8")
+    return path
+
+
+def to_png(svg: Path) -> None:
+    # librsvg drops leading spaces of each text run unless told to keep them
+    text = svg.read_text(encoding="utf-8").replace("<svg ", '<svg xml:space="preserve" ', 1)
+    subprocess.run(["rsvg-convert", "--zoom", "1", "-o", str(svg.with_suffix(".png"))],
+                   input=text.encode(), check=True)  # fmt: skip
+
+
+def main() -> int:
+    OUT.mkdir(exist_ok=True)
+    converter = shutil.which("rsvg-convert")
+    for state, width, height in SHOTS:
+        svg = asyncio.run(shoot(state, width, height))
+        if converter:
+            to_png(svg)
+        print(f"{svg.relative_to(OUT.parent)}{' + .png' if converter else ''}")
+    if not converter:
+        print("no rsvg-convert: SVG only (apt-get install librsvg2-bin)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Record what a real daemon says, for the dashboard's snapshot tests.
+
+    python -m tests.tui.record_fixtures
+
+Starts ``astra serve`` (process executor, 4 simulated GPUs, stop grace 8 s) in
+a temporary home, plays the demo's story step by step, and writes one JSON file
+per state to ``tests/tui/fixtures/``: ``idle``, ``head`` (a head waiting with a
+shadow time), ``backfill`` and ``preemption`` (a victim in its grace).
+
+Times are moved to a fixed day by a whole number of minutes, so the shadow
+times in the messages (rounded up to the minute) stay true to the timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from astraeus_tui.client import Client
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BASE = datetime(2026, 10, 1, 12, 0, tzinfo=UTC).timestamp()
+PY = sys.executable
+WORKSPACES = """
+[workspaces.vision]
+members = ["*"]
+max_priority = 10
+weight = 2.0
+quota = { gpus = 8, workers = 6 }
+
+[workspaces.nlp]
+members = ["*"]
+max_priority = 0
+quota = { gpus = 2 }
+
+[workspaces.default]
+members = ["*"]
+"""
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+UTC_TEXT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
+def slow_stop(seconds: float) -> list[str]:
+    """Runs until stopped; on SIGTERM takes ``seconds`` to save, then exits."""
+    code = (
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (print('saving', flush=True),"
+        f" time.sleep({seconds}), sys.exit(0)))\n"
+        "print('step 0', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    return [PY, "-c", code]
+
+
+class Shift:
+    """Moves every time in a recording by a whole number of minutes."""
+
+    def __init__(self, recorded_at: float) -> None:
+        self.delta = round((BASE - recorded_at) / 60) * 60
+
+    def iso(self, match: re.Match[str]) -> str:
+        t = datetime.fromisoformat(match.group(0).replace("Z", "+00:00"))
+        return (t + timedelta(seconds=self.delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def text(self, match: re.Match[str]) -> str:
+        t = datetime.strptime(match.group(0), "%Y-%m-%d %H:%M UTC").replace(tzinfo=UTC)
+        return (t + timedelta(seconds=self.delta)).strftime("%Y-%m-%d %H:%M UTC")
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return UTC_TEXT.sub(self.text, ISO.sub(self.iso, value))
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        return value
+
+
+def record(client: Client, name: str, home: Path) -> None:
+    at = time.time()
+    runs = client.runs()
+    named = [r["name"] for r in runs if r.get("visible")]
+    data = {
+        "now": at,
+        "status": client.status(),
+        "gpus": client.gpus(),
+        "workspaces": client.workspaces(),
+        "snapshot": runs,
+        "runs": {n: client.show(n) for n in named},
+        "events": {n: list(client.events(n)) for n in named},
+        "logs": {n: b"".join(client.logs(n, tail=200)).decode() for n in named},
+    }
+    shift = Shift(at)
+    data = shift(data)
+    data["now"] = at + shift.delta
+    text = json.dumps(data, indent=1, sort_keys=True)
+    (FIXTURES / f"{name}.json").write_text(text.replace(str(home), "/home/astra") + "\n")
+    print(f"recorded {name}: {len(runs)} runs")
+
+
+def state(client: Client, run: str) -> str:
+    return str(client.show(run)["state"])
+
+
+def play(client: Client, home: Path) -> None:
+    record(client, "idle", home)
+    client.submit(spec("ft-lowprio", slow_stop(6), gpus=1, priority=-10, limit=1800,
+                       workspace="nlp"))  # fmt: skip
+    client.submit(spec("eval-nightly", slow_stop(0), gpus=2, limit=2700, workspace="vision"))
+    wait_for(lambda: state(client, "eval-nightly") == "Running", 20, "eval-nightly")
+    client.submit(spec("pretrain-7b", slow_stop(0), gpus=3, limit=7200, workspace="vision"))
+    client.submit(spec("sweep-lr", slow_stop(0), gpus=2, workspace="vision"))
+    client.submit(spec("nlp-big", slow_stop(0), gpus=2, limit=3600, workspace="nlp"))
+    wait_for(lambda: client.show("pretrain-7b")["head"], 20, "a head")
+    time.sleep(0.5)
+    record(client, "head", home)
+    client.submit(spec("quick-test", slow_stop(0), gpus=1, limit=600, workspace="vision"))
+    wait_for(lambda: state(client, "quick-test") == "Running", 20, "the backfill")
+    time.sleep(1.0)
+    record(client, "backfill", home)
+    client.submit(spec("urgent-fix", slow_stop(0), gpus=1, priority=10, limit=1200,
+                       workspace="vision"))  # fmt: skip
+    wait_for(lambda: state(client, "ft-lowprio") == "Stopping", 20, "the preemption")
+    time.sleep(1.5)
+    record(client, "preemption", home)
+
+
+def main() -> None:
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="astra-record-"))
+    served = Served(home, home / "astraeus.sock").start(WORKSPACES, gpus=4, grace=8)
+    try:
+        play(Client(served.socket), home)
+    finally:
+        served.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Live updates, fed by recorded daemon answers: merged in place, counted down, marked."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets.data_table import RowKey
+
+from astraeus_tui.app import AstraeusApp
+from astraeus_tui.client import ApiError
+from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.widgets.head_banner import HeadBanner
+from astraeus_tui.widgets.header_bar import HeaderBar
+from astraeus_tui.widgets.preemption_panel import PreemptionPanel
+from astraeus_tui.widgets.queue_table import QueueTable
+from tests.tui.fake_client import FakeClient
+from tests.tui.helpers import main_screen, plain, until
+
+Scenario = Callable[[Pilot[Any], MainScreen, FakeClient], Coroutine[Any, Any, None]]
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(state: str, scenario: Scenario, clock: Clock | None = None) -> None:
+    fake = FakeClient(state)
+
+    async def main() -> None:
+        app = AstraeusApp(fake, clock=clock or fake.clock)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await scenario(pilot, await main_screen(pilot), fake)
+
+    asyncio.run(main())
+
+
+def cell(table: QueueTable, rid: str, column: str) -> str:
+    return str(table.get_cell(rid, column))
+
+
+def test_changes_are_merged_into_the_rows_in_place() -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        table = screen.query_one(QueueTable)
+        row = table.rows[RowKey("sweep-lr")]
+        run = next(r for r in fake.data["snapshot"] if r["id"] == "sweep-lr")
+        fake.push([dict(run, priority=-3, position=9, reason="Waits for something else")])
+        await until(pilot, lambda: cell(table, "sweep-lr", "reason") == "Waits for something else")
+        assert table.rows[RowKey("sweep-lr")] is row  # the same row, updated in place
+        assert cell(table, "sweep-lr", "priority") == "-3"
+        assert table.get_row_index("sweep-lr") == table.row_count - 1  # moved to its position
+        fake.push([], ["nlp-big"])
+        await until(pilot, lambda: "nlp-big" not in table.rows)
+
+    replay("backfill", scenario)
+
+
+def test_a_backfilled_run_is_marked_from_its_events() -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        table = screen.query_one(QueueTable)
+        assert screen.model.backfilled == {"quick-test"}
+        assert "bf" in cell(table, "quick-test", "mark")
+        assert "▶" in cell(table, "pretrain-7b", "mark")
+        assert "bf" not in cell(table, "eval-nightly", "mark")
+
+    replay("backfill", scenario)
+
+
+def test_the_grace_counts_down_with_the_clock() -> None:
+    fake_now = FakeClient("preemption").now
+    clock = Clock(fake_now)
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        panel = screen.query_one(PreemptionPanel)
+        assert panel.display
+        assert [v["name"] for v in panel.victims] == ["ft-lowprio"]
+        left = panel.left(panel.victims[0])
+        assert left is not None and 5 < left < 8
+        clock.now += 3
+        screen.tick()
+        assert panel.left(panel.victims[0]) == max(0.0, left - 3)
+        assert "starts as victims stop" in plain(screen.query_one(HeadBanner))
+
+    replay("preemption", scenario, clock)
+
+
+def test_every_action_is_in_the_command_palette() -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        titles = {c.title for c in pilot.app.get_system_commands(screen)}
+        for action in ("New run", "priority", "Delete", "logs", "head", "Search", "Sort"):
+            assert any(action in t for t in titles), (action, titles)
+
+    replay("idle", scenario)
+
+
+class NoDaemon(FakeClient):
+    async def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        raise ApiError(0, "NO_DAEMON", "no daemon answers on /nowhere")
+        yield  # an async generator that fails at once
+
+
+def test_a_lost_daemon_is_shown() -> None:
+    async def main() -> None:
+        fake = NoDaemon("idle")
+        app = AstraeusApp(fake, clock=fake.clock)
+        async with app.run_test(size=(120, 36)) as pilot:
+            header = app.screen.query_one(HeaderBar)
+            await until(pilot, lambda: header.connected is False)
+            assert "no daemon" in plain(header)
+
+    asyncio.run(main())
+
+
+def test_a_real_gpu_row_has_bars_and_readings() -> None:
+    """No NVML here: a GPU as /v1/gpus reports one (see runner/api_machine.py)."""
+    from astraeus_tui.widgets.gpu_panel import gpu_row
+
+    gpu = {"index": 3, "simulated": False, "utilization": 45, "temperature": 83,
+           "memory_used": 40 * 1024**3, "memory_total": 80 * 1024**3,
+           "holder": None, "held_for": None, "foreign_pids": [4242]}  # fmt: skip
+    index, util, memory, temp, holder = (t.plain for t in gpu_row(gpu))
+    assert (index, temp, holder) == ("3", "83°", "foreign process (pid 4242)")
+    assert util == "██▋░░░ 45%"
+    assert memory == "██▌░░ 40G"
+    assert gpu_row(dict(gpu, foreign_pids=[], held_for="big"))[4].plain == "held for big"
+    assert gpu_row(dict(gpu, foreign_pids=[]))[4].plain == "free"

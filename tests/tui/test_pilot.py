@@ -1,0 +1,225 @@
+"""The dashboard against a real daemon (process executor, simulated GPUs).
+
+Each test drives the app as a person would (keys, the form) and checks both
+what the screen shows and what the daemon now holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Button, Input, Log, Static
+
+from astraeus_tui.app import AstraeusApp
+from astraeus_tui.client import AsyncClient, Client
+from astraeus_tui.screens.detail import RunDetailScreen
+from astraeus_tui.screens.dialogs import ConfirmScreen, PriorityScreen
+from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.screens.submit import SubmitScreen
+from astraeus_tui.widgets.queue_table import QueueTable
+from tests.integration.harness import sleeper, spec
+from tests.integration.served import Served
+from tests.tui.helpers import WORKSPACES, main_screen, screen_of, until
+
+Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
+
+
+def drive(served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any]) -> None:
+    daemon = served(WORKSPACES, gpus=4, grace=1)
+    client = Client(daemon.socket)
+    for document in runs:
+        client.submit(document)
+
+    async def main() -> None:
+        app = AstraeusApp(AsyncClient(daemon.socket))
+        async with app.run_test(size=(120, 36)) as pilot:
+            await scenario(pilot, await main_screen(pilot), client)
+
+    try:
+        asyncio.run(main())
+    finally:
+        stop_now(daemon)
+
+
+def stop_now(daemon: Served) -> None:
+    """SIGKILL: the daemon's SIGTERM waits on a change stream whose client has gone.
+
+    (``runner/api_streams.sse`` notices a closed connection only when it next
+    writes, up to 15 s later; ``Served.stop`` gives up after 10 s.)
+    """
+    if daemon.proc is not None and daemon.proc.poll() is None:
+        daemon.proc.kill()
+        daemon.proc.wait()
+
+
+def text(widget: Static) -> str:
+    return str(widget.render())
+
+
+async def highlight(pilot: Pilot[Any], screen: MainScreen, name: str) -> None:
+    table = screen.query_one(QueueTable)
+    await until(pilot, lambda: table.select(name), message=f"{name} in the table")
+    await until(pilot, lambda: table.selected_key == name)
+
+
+def test_submit_from_the_form(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        form.query_one("#name", Input).value = "from-form"
+        form.query_one("#command", Input).value = shlex.join(sleeper())
+        form.query_one("#gpus", Input).value = "2"
+        form.query_one("#limit", Input).focus()
+        await pilot.press(*"an hour")
+        await pilot.click("#submit")
+        error = form.query_one("#error-limit", Static)
+        await until(pilot, lambda: error.display and "is not a duration" in text(error))
+        form.query_one("#limit", Input).value = "1h"
+        button = form.query_one("#submit", Button)  # a button ignores clicks while it flashes
+        await until(pilot, lambda: not button.has_class("-active"), message="the button")
+        await pilot.click("#submit")
+        await until(pilot, lambda: "from-form" in screen.model.runs, message="the new run")
+        assert pilot.app.screen is screen
+        run = client.show("from-form")
+        assert (run["gpus_requested"], run["time_limit_seconds"]) == (2, 3600)
+        await until(pilot, lambda: screen.query_one(QueueTable).selected_key == "from-form")
+
+    drive(served, scenario)
+
+
+def test_submit_a_spec_file(served: Callable[..., Served], tmp_path: Path) -> None:
+    document = spec("from-file", sleeper(), gpus=1, priority=50, workspace="vision")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(document))
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        form.query_one("#file", Input).value = str(path)
+        await pilot.click("#submit-file")
+        error = form.query_one("#error-file", Static)
+        expected = "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
+        await until(pilot, lambda: text(error) == expected, message="the 403 at the file")
+        path.write_text(json.dumps(dict(document, spec=dict(document["spec"], priority=3))))
+        button = form.query_one("#submit-file", Button)
+        await until(pilot, lambda: not button.has_class("-active"), message="the button")
+        await pilot.click("#submit-file")
+        await until(pilot, lambda: "from-file" in screen.model.runs, message="the new run")
+        assert client.show("from-file")["priority"] == 3
+
+    drive(served, scenario)
+
+
+def test_a_name_in_use_is_shown_at_the_name(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        form.query_one("#name", Input).value = "taken"
+        form.query_one("#command", Input).value = shlex.join(sleeper())
+        await pilot.click("#submit")
+        error = form.query_one("#error-name", Static)
+        await until(pilot, lambda: "409 NAME_IN_USE" in text(error), message="the 409")
+
+    drive(served, scenario, spec("taken", sleeper()))
+
+
+def test_reprioritise_and_the_403_as_the_daemon_says_it(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await highlight(pilot, screen, "job")
+        await pilot.press("p")
+        dialog = await screen_of(pilot, PriorityScreen)
+        hint = "Higher runs first and may preempt lower. Up to 10 here."
+        assert hint in text(dialog.query_one(".hint", Static))
+        dialog.query_one(Input).value = "50"
+        await pilot.press("enter")
+        error = dialog.query_one("#error", Static)
+        expected = "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
+        await until(pilot, lambda: text(error) == expected, message="the 403")
+        assert client.show("job")["priority"] == 0
+        dialog.query_one(Input).value = "7"
+        await pilot.press("enter")
+        await until(pilot, lambda: pilot.app.screen is screen, message="the dialog to close")
+        await until(pilot, lambda: screen.model.runs["job"]["priority"] == 7, message="prio 7")
+        assert client.show("job")["priority"] == 7
+
+    drive(served, scenario, spec("job", sleeper(), gpus=1, workspace="vision"))
+
+
+def test_delete_asks_first(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await highlight(pilot, screen, "doomed")
+        await pilot.press("d")
+        await screen_of(pilot, ConfirmScreen)
+        await pilot.press("n")
+        await until(pilot, lambda: pilot.app.screen is screen)
+        assert client.show("doomed")["state"] in ("Starting", "Running")
+        await pilot.press("d")
+        await screen_of(pilot, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: "doomed" not in screen.model.runs, message="the delete")
+        assert "doomed" not in screen.query_one(QueueTable).rows
+        assert client.show("doomed")["state"] == "Cancelled"
+
+    drive(served, scenario, spec("doomed", sleeper(), gpus=1))
+
+
+def test_filter_by_workspace_state_and_search(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        table = screen.query_one(QueueTable)
+        await until(pilot, lambda: table.row_count == 3, message="three runs")
+        await pilot.press("w")  # the first workspace by name: nlp
+        await until(pilot, lambda: set(table.rows) == {"talk"})
+        await pilot.press("w")  # vision
+        await until(pilot, lambda: set(table.rows) == {"see", "wait"})
+        await pilot.press("t")  # and Queued
+        await until(pilot, lambda: set(table.rows) == {"wait"})
+        await pilot.press("w", "t", "t", "t", "t")  # all workspaces, all states
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("slash")
+        await pilot.press(*"tal")
+        await until(pilot, lambda: set(table.rows) == {"talk"})
+        await pilot.press("escape")
+        await until(pilot, lambda: table.row_count == 3)
+
+    drive(served, scenario, spec("see", sleeper(), gpus=4, limit=600, workspace="vision"),
+          spec("talk", sleeper(), workspace="nlp"),
+          spec("wait", sleeper(), gpus=2, workspace="vision"))  # fmt: skip
+
+
+def test_the_detail_screen_and_its_log(served: Callable[..., Served]) -> None:
+    talker = ["/bin/sh", "-c", "echo hello from the run; exec sleep 600"]
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await highlight(pilot, screen, "talker")
+        await pilot.press("enter")
+        detail = await screen_of(pilot, RunDetailScreen)
+        log = detail.query_one(Log)
+        await until(pilot, lambda: "hello from the run" in "\n".join(log.lines), message="log")
+        await until(pilot, lambda: detail.run is not None)
+        events = text(detail.query_one("#events", Static))
+        assert "Submitted" in events and "Started" in events
+        await pilot.press("escape")
+        await until(pilot, lambda: pilot.app.screen is screen)
+
+    drive(served, scenario, spec("talker", talker, gpus=1))
+
+
+def test_a_paused_run_says_so(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await until(pilot, lambda: client.show("low")["state"] == "Running", message="low runs")
+        client.submit(spec("urgent", sleeper(), gpus=4, priority=10, workspace="vision"))
+        await until(pilot, lambda: screen.model.runs.get("low", {}).get("paused"), message="pause")
+        await highlight(pilot, screen, "low")
+        await pilot.press("enter")
+        detail = await screen_of(pilot, RunDetailScreen)
+        headline = detail.query_one("#headline", Static)
+        paused = "Paused to make room for higher-priority work"
+        await until(pilot, lambda: text(headline).startswith(paused), message="the headline")
+
+    drive(served, scenario, spec("low", sleeper(), gpus=4, priority=-5, workspace="vision"))

@@ -1,0 +1,38 @@
+"""The main screen, pixel for pixel, in the states that matter (fixed size, frozen clock).
+
+Fed by ``FakeClient`` replaying a real daemon's recorded answers
+(``tests/tui/fixtures/*.json``). After an intended change of the picture:
+``pytest tests/tui/test_snapshots.py --snapshot-update``, then look at the SVGs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from astraeus_tui.app import AstraeusApp
+from tests.tui.fake_client import FakeClient
+from tests.tui.helpers import main_screen
+
+STATES = ("idle", "head", "backfill", "preemption")
+
+
+def app_for(state: str) -> AstraeusApp:
+    fake = FakeClient(state)
+    return AstraeusApp(fake, clock=fake.clock)
+
+
+async def settled(pilot: Pilot[Any]) -> None:
+    await main_screen(pilot)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_main_screen(snap_compare: Any, state: str) -> None:
+    assert snap_compare(app_for(state), terminal_size=(120, 36), run_before=settled)
+
+
+def test_main_screen_narrow_during_a_preemption(snap_compare: Any) -> None:
+    assert snap_compare(app_for("preemption"), terminal_size=(80, 24), run_before=settled)
