@@ -31,13 +31,18 @@ class Changes:
         self.daemon = daemon
         self.version = 0
         self.last: dict[str, dict[str, Any]] = {}  # admin view, by name
-        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[str]]]] = set()
+        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[str]] | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = False
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.daemon.loop.on_change = self.notify_threadsafe
+
+    def close(self) -> None:
+        """The daemon stops: every stream ends now, not at its next keep-alive."""
+        for queue in list(self.subscribers):
+            queue.put_nowait(None)
 
     def notify_threadsafe(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
@@ -81,17 +86,20 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})  # fmt: skip
     await response.prepare(request)
-    queue: asyncio.Queue[tuple[int, list[str], list[str]]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, list[str], list[str]] | None] = asyncio.Queue()
     changes.subscribers.add(queue)
     try:
         runs = list(changes.current(caller).values())
         await _send(response, "snapshot", {"version": changes.version, "runs": runs})
         while True:
             try:
-                version, changed, removed = await asyncio.wait_for(queue.get(), 15)
+                item = await asyncio.wait_for(queue.get(), 15)
             except TimeoutError:
                 await response.write(b": keep-alive\n\n")
                 continue
+            if item is None:
+                break
+            version, changed, removed = item
             objects = changes.current(caller)
             upsert = [objects[n] for n in changed if n in objects]
             gone = [_gone_id(changes, caller, n) for n in removed]

@@ -36,6 +36,9 @@ async def _run(daemon: Daemon, sock: Path) -> None:
         flush=True,
     )
     await stop.wait()
+    from runner.api import CHANGES
+
+    runner.app[CHANGES].close()
     await runner.cleanup()
     daemon.stop()
     sock.unlink(missing_ok=True)

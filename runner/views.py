@@ -56,9 +56,10 @@ def run_object(
     if starts_by is None and estimate is not None and run.state == "Queued":
         starts_by = iso(estimate.starts_by)
     stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
-    grace_left = None
-    if stopping and now is not None:
-        grace_left = max(0.0, max(w.stop_deadline or 0 for w in stopping) - now)
+    grace_left = deadline = None
+    if stopping:
+        deadline = max(w.stop_deadline or 0 for w in stopping)
+        grace_left = None if now is None else max(0.0, deadline - now)
     request = spec.worker_resources()
     return {
         "id": run_id(run.name, run.workspace, viewer),
@@ -89,6 +90,7 @@ def run_object(
         "head": is_head,
         "position": _position(plan, run.name),
         "stop_grace_left_seconds": grace_left,
+        "stop_deadline": iso(deadline),
         "stopping_for": _stopping_for(stopping, viewer),
     }
 
