@@ -283,38 +283,50 @@ class _Order:
     """Yields waiting runs in planner order; the share updates as runs start.
 
     One FIFO per (priority, workspace); within a priority the workspaces are
-    merged by a heap on (share / weight, submission time, name).
+    merged by a heap on (share / weight, submission time, name). Workspaces
+    without a quota always have share 0: their runs form one FIFO together.
     """
 
-    def __init__(self, waiting: Iterable[WaitingRun], shares: dict[str, float]) -> None:
+    def __init__(
+        self, waiting: Iterable[WaitingRun], shares: dict[str, float], fixed: set[str]
+    ) -> None:
         by_level: dict[int, dict[str, list[WaitingRun]]] = {}
         for run in waiting:
-            by_level.setdefault(run.priority, {}).setdefault(run.workspace, []).append(run)
+            key = "" if run.workspace in fixed else run.workspace
+            by_level.setdefault(run.priority, {}).setdefault(key, []).append(run)
         self._levels = sorted(by_level.items(), key=lambda item: -item[0])
-        self._shares = shares
+        self._shares = {**shares, "": 0.0}
 
     def __iter__(self) -> Iterator[WaitingRun]:
         by_name, by_time = attrgetter("name"), attrgetter("submitted_at")
         for _priority, queues in self._levels:
-            heap: list[tuple[float, float, str, str, int]] = []
             fifo: dict[str, list[WaitingRun]] = {}
-            for ws, runs in queues.items():
+            for key, runs in queues.items():
                 runs.sort(key=by_name)  # two stable sorts: by time, then name
                 runs.sort(key=by_time)
-                fifo[ws] = runs
-                heap.append((self._shares[ws], runs[0].submitted_at, runs[0].name, ws, 0))
-            heapq.heapify(heap)
-            replace, shares = heapq.heapreplace, self._shares
-            while heap:
-                _share, _t, _name, ws, i = heap[0]
-                runs = fifo[ws]
-                yield runs[i]
-                i += 1
-                if i < len(runs):
-                    nxt = runs[i]
-                    replace(heap, (shares[ws], nxt.submitted_at, nxt.name, ws, i))
-                else:
-                    heapq.heappop(heap)
+                fifo[key] = runs
+            if len(fifo) == 1:  # one FIFO: nothing to merge
+                yield from next(iter(fifo.values()))
+                continue
+            yield from self._merge(fifo)
+
+    def _merge(self, fifo: dict[str, list[WaitingRun]]) -> Iterator[WaitingRun]:
+        shares = self._shares
+        heap = [
+            (shares[key], runs[0].submitted_at, runs[0].name, key, 0) for key, runs in fifo.items()
+        ]
+        heapq.heapify(heap)
+        replace = heapq.heapreplace
+        while heap:
+            _share, _t, _name, key, i = heap[0]
+            runs = fifo[key]
+            yield runs[i]
+            i += 1
+            if i < len(runs):
+                nxt = runs[i]
+                replace(heap, (shares[key], nxt.submitted_at, nxt.name, key, i))
+            else:
+                heapq.heappop(heap)
 
 
 # ---------------------------------------------------------- GPU indices
@@ -458,7 +470,8 @@ class _Walk:
 
     def walk(self, waiting: Iterable[WaitingRun]) -> None:
         record, visit = self.order.append, self.visit
-        for run in _Order(waiting, self.shares):
+        fixed = {ws for ws in self.shares if ws not in self.headroom}
+        for run in _Order(waiting, self.shares, fixed):
             record(run.name)
             visit(run)
 
