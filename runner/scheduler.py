@@ -295,7 +295,8 @@ class _Order:
             key = "" if run.workspace in fixed else run.workspace
             by_level.setdefault(run.priority, {}).setdefault(key, []).append(run)
         self._levels = sorted(by_level.items(), key=lambda item: -item[0])
-        self._shares = {**shares, "": 0.0}
+        shares[""] = 0.0  # the pooled FIFO (no workspace is named "")
+        self._shares = shares  # the walk's own dict: it changes as runs start
 
     def __iter__(self) -> Iterator[WaitingRun]:
         by_name, by_time = attrgetter("name"), attrgetter("submitted_at")
