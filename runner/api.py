@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import grp
-import json
+import logging
 import os
 import socket
 import struct
 import time
-import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,16 @@ from runner.api_streams import Changes, follow_events, follow_log, sse
 from runner.api_why import ESTIMATES
 from runner.daemon import Daemon
 from runner.service import Caller, ServiceError, caller_for
+from runner.spec import SpecError, decode_document, one_line
+from runner.store import DiskFull
 from runner.views import event_object, run_object, worker_object
 
+log = logging.getLogger("astraeus.api")
 MAX_BODY = 4 * 1024 * 1024
+JSON_TYPES = ("application/json",)
+TOML_TYPES = ("application/toml", "text/x-toml")
+DOCUMENT: web.RequestKey[object] = web.RequestKey("document", object)  # kept by read_document
+_WHOLE_QUERY = ("after", "tail")  # query values that must be whole numbers
 CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
 _CALLERS: dict[tuple[int, int, int], tuple[float, Caller]] = {}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -55,7 +61,7 @@ def peer_caller(request: web.Request) -> Caller:
 
 
 def error_response(status: int, code: str, message: str) -> web.Response:
-    body = {"error": {"status": status, "code": code, "message": message}}
+    body = {"error": {"status": status, "code": code, "message": one_line(message)}}
     return web.json_response(body, status=status)
 
 
@@ -65,23 +71,58 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except ServiceError as e:
         return error_response(e.status, e.code, e.message)
+    except DiskFull as e:  # rolled back: nothing of the request was kept
+        return error_response(507, "DISK_FULL", str(e))
     except web.HTTPException as e:
         if e.status >= 400:
             return error_response(e.status, e.reason.upper().replace(" ", "_"), e.text or e.reason)
         raise
+    except ConnectionError:  # the caller went away mid-request: no one to answer
+        raise
+    except Exception as e:  # a bug: one JSON line for the caller, the traceback in the log
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, "INTERNAL", f"the daemon failed: {type(e).__name__}")
 
 
-async def read_document(request: web.Request) -> object:
-    """The body as a document: JSON, or TOML with a TOML content type."""
-    raw = await request.read()
-    kind = request.content_type
+@web.middleware
+async def checked_input(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Malformed input is refused before any handler: query numbers, workspace changes."""
+    for key in _WHOLE_QUERY:
+        value = request.query.get(key, "0") or "0"
+        if not (value.isascii() and value.isdigit()):
+            raise ServiceError(400, "BAD_REQUEST", f"{key}: must be a whole number")
+    if request.method == "PATCH" and request.path.startswith("/v1/workspaces/"):
+        change = await read_document(request, code="INVALID_CONFIG", toml=False)
+        if isinstance(change, dict) and not isinstance(change.get("quota", {}), dict):
+            raise ServiceError(422, "INVALID_CONFIG", "quota: must be an object of limits")
+    return await handler(request)
+
+
+async def read_document(
+    request: web.Request, code: str = "INVALID_SPEC", toml: bool = True
+) -> object:
+    """The body as a document: JSON, or TOML with a TOML content type. Read once.
+
+    Strict (runner.spec.decode_document): UTF-8, at most MAX_BODY bytes, JSON without
+    duplicate keys, NaN or deep nesting. Another content type is 415.
+    """
+    if DOCUMENT in request:
+        return request[DOCUMENT]
+    kind = request.content_type if "Content-Type" in request.headers else JSON_TYPES[0]
+    if kind not in JSON_TYPES + (TOML_TYPES if toml else ()):
+        wanted = "application/json or application/toml" if toml else "application/json"
+        raise ServiceError(415, "UNSUPPORTED_MEDIA_TYPE", f"Content-Type {kind}: send {wanted}")
+    raw = await request.read()  # HTTPRequestEntityTooLarge past MAX_BODY
     try:
         text = raw.decode("utf-8")
-        if kind in ("application/toml", "text/x-toml"):
-            return tomllib.loads(text)
-        return json.loads(text)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ServiceError(422, "INVALID_SPEC", f"<document>: not valid JSON or TOML ({e})") from e
+    except UnicodeDecodeError as e:
+        raise ServiceError(422, code, f"<document>: not UTF-8 (byte {e.start})") from None
+    try:
+        document = decode_document(text, "toml" if kind in TOML_TYPES else "json")
+    except SpecError as e:
+        raise ServiceError(422, code, str(e)) from None
+    request[DOCUMENT] = document
+    return document
 
 
 def _daemon(request: web.Request) -> Daemon:
@@ -192,7 +233,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         row = daemon.store.get_run(run)
         if row is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {run}")
-    after = int(request.query.get("after", "0") or 0)
+    after = int(request.query.get("after", "0") or 0)  # digits: see checked_input
     follow = request.query.get("follow") in ("1", "true")
     return await follow_events(request, daemon, caller, run, after, follow)
 
@@ -238,7 +279,7 @@ def build_app(daemon: Daemon) -> web.Application:
     from runner.api_machine import add_machine_routes  # lazy: keeps this module short
     from runner.api_why import add_why_routes
 
-    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[errors, checked_input], client_max_size=MAX_BODY)
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
     app.router.add_get("/v1/runs", list_runs)

@@ -152,31 +152,63 @@ def _log_files(daemon: Daemon, run: str) -> list[Path]:
     return sorted(folder.glob("*.log"), key=key) if folder.is_dir() else []
 
 
+LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in memory
+
+
+def _tail_start(paths: list[Path], lines: int) -> dict[Path, int]:
+    """Offsets from which the files, read in order, hold their last ``lines`` lines."""
+    offsets = {p: p.stat().st_size for p in paths}
+    wanted = lines + 1  # the newline before the first line shown
+    for path in reversed(paths):
+        with path.open("rb") as f:
+            pos = offsets[path]
+            while pos > 0 and wanted > 0:
+                step = min(LOG_CHUNK, pos)
+                f.seek(pos - step)
+                block = f.read(step)
+                count = block.count(b"\n")
+                if count >= wanted:
+                    cut = len(block)
+                    for _ in range(wanted):
+                        cut = block.rindex(b"\n", 0, cut)
+                    offsets[path] = pos - step + cut + 1
+                    return offsets
+                wanted -= count
+                pos -= step
+            offsets[path] = 0
+    return offsets
+
+
+def _read_new(paths: list[Path], offsets: dict[Path, int]) -> bytes:
+    """At most LOG_CHUNK new bytes, oldest file first."""
+    for path in paths:
+        with path.open("rb") as f:
+            f.seek(offsets.get(path, 0))
+            data = f.read(LOG_CHUNK)
+            offsets[path] = f.tell()
+        if data:
+            return data
+    return b""
+
+
 async def follow_log(
     request: web.Request, daemon: Daemon, run: str, follow: bool
 ) -> web.StreamResponse:
-    """Every attempt's log, oldest first; ``tail=N`` keeps the last N lines."""
+    """Every attempt's log, oldest first; ``tail=N`` starts at the last N lines."""
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
     await response.prepare(request)
-    offsets: dict[Path, int] = {}
     tail = int(request.query.get("tail", "0") or 0)
+    paths = _log_files(daemon, run)
+    offsets = await asyncio.to_thread(_tail_start, paths, tail) if tail else {}
     try:
-        first = True
         while True:
-            chunk = b""
-            for path in _log_files(daemon, run):
-                with path.open("rb") as f:
-                    f.seek(offsets.get(path, 0))
-                    data = f.read()
-                    offsets[path] = f.tell()
-                chunk += data
-            if first and tail:
-                chunk = b"\n".join(chunk.splitlines()[-tail:]) + (b"\n" if chunk else b"")
-            first = False
+            paths = _log_files(daemon, run)
+            chunk = await asyncio.to_thread(_read_new, paths, offsets)
             if chunk:
                 await response.write(chunk)
+                continue
             row = daemon.store.get_run(run)
-            if not follow or (not chunk and (row is None or row.state in FINISHED)):
+            if not follow or row is None or row.state in FINISHED:
                 break
             await asyncio.sleep(POLL)
     except (ConnectionResetError, asyncio.CancelledError):

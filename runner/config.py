@@ -42,6 +42,7 @@ from runner.model import (
 
 STOP_GRACE_ENV = "ASTRAEUS_STOP_GRACE"
 HOME_ENV = "ASTRAEUS_HOME"
+CONFIG_ENV = "ASTRAEUS_CONFIG"
 EXECUTORS = ("auto", "docker", "process")
 DEFAULT_WORKSPACE = "default"
 ALL_USERS = "*"
@@ -531,14 +532,21 @@ def default_home(env: Mapping[str, str] | None = None) -> Path:
     return Path(value).expanduser() if value else Path.home() / ".astraeus"
 
 
-def config_path(home: Path) -> Path:
-    return home / "config.toml"
+def config_path(home: Path, env: Mapping[str, str] | None = None) -> Path:
+    """``$ASTRAEUS_CONFIG`` (a lab server's /etc/astraeus/config.toml), or home/config.toml."""
+    value = (os.environ if env is None else env).get(CONFIG_ENV, "")
+    return Path(value).expanduser() if value else home / "config.toml"
 
 
-def ensure_config(home: Path) -> Path:
-    """The config's path; writes the shipped default there first when it is missing."""
-    path = config_path(home)
+def ensure_config(home: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The config's path; writes the shipped default there first when it is missing.
+
+    A config that ASTRAEUS_CONFIG names is never written: a missing one is an error.
+    """
+    path = config_path(home, env)
     if not path.exists():
+        if (os.environ if env is None else env).get(CONFIG_ENV):
+            raise ConfigError(str(path), "", f"does not exist ({CONFIG_ENV} names it)")
         home.mkdir(parents=True, exist_ok=True)
         with suppress(FileExistsError):
             _write_atomic(path, DEFAULT_CONFIG_TEXT, 0o644, exclusive=True)

@@ -6,6 +6,7 @@ runs it in the foreground with the API on the socket.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -59,6 +60,19 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
     return ExecutorChoice(ProcessExecutor(home / "workers"), why)
 
 
+def _private_home(home: Path) -> None:
+    """The state is the daemon's: others may reach the socket in it, not list or read it.
+
+    Run specs (their env values) and logs are private; the API decides who sees what.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    if home.stat().st_mode & 0o066:
+        home.chmod(0o711)
+    logs = home / "logs"
+    logs.mkdir(exist_ok=True)
+    logs.chmod(0o700)
+
+
 def _memory_total() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -81,13 +95,15 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
 class Daemon:
     def __init__(self, home: Path, executor: Executor | None = None) -> None:
         self.home = home
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "logs").mkdir(exist_ok=True)
+        _private_home(home)
         try:
             self.config = load_config(ensure_config(home))
         except ConfigError as e:
             raise DaemonError(str(e)) from e
         self.store = Store(home / "state.db")
+        for name in ("state.db", "state.db-wal", "state.db-shm"):  # runs' specs: env values
+            with contextlib.suppress(FileNotFoundError):
+                (home / name).chmod(0o600)
         try:
             self.inventory = read_inventory(self.config.machine.gpus)
         except ValueError as e:  # a bad ASTRAEUS_SIM_GPUS

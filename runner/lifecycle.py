@@ -8,7 +8,9 @@ Cancelled) and the run's state follows (DESIGN.md's lifecycle):
   finish; a preemption never spends the restart budget;
 - a worker that exits non-zero or is lost restarts the run (a gang whole)
   while the budget lasts, then the run fails;
-- a gang is queued again only once none of its workers is stopping.
+- a gang is queued again only once none of its workers is stopping;
+- a gang worker that never started (the daemon died between starting its siblings and
+  it) restarts the gang whole, without spending the budget: a gang never runs partly.
 """
 
 from __future__ import annotations
@@ -88,6 +90,21 @@ def _on_failures(
     return request
 
 
+def _restart_partial_gang(
+    store: Store, tx: sqlite3.Connection, run: RunRow, ended: list[WorkerRow], now: float
+) -> str | None:
+    missing = [w.worker for w in ended if w.stop_reason == "never-started"]
+    if not missing:
+        return None
+    text = (
+        f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
+        " the gang starts again whole, no restart spent"
+    )
+    store.update_run(tx, run.name, stop_request="restart", reason=Reason(text))
+    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+    return "restart"
+
+
 def _finish(
     store: Store, tx: sqlite3.Connection, run: RunRow, spec: RunSpec, request: str | None,
     preempted_for: RunRef | None, latest: dict[int, WorkerRow], now: float,
@@ -139,6 +156,8 @@ def settle_run(
         request = run.stop_request
         if batch.failures:
             request = _on_failures(store, tx, run, spec, batch.failures, now)
+        elif request is None and live and spec.gang and spec.workers > 1:
+            request = _restart_partial_gang(store, tx, run, ended, now)
         latest = _latest(store.workers_of(run.name)) if ended else _latest(workers)
         if not live:
             _finish(store, tx, run, spec, request, batch.preempted_for, latest, now)

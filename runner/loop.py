@@ -20,7 +20,7 @@ from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
 from runner.scheduler import Machine, Plan, plan
 from runner.snapshot import SpecCache, build_snapshot, unit_id
-from runner.starts import StartContext, launch_for
+from runner.starts import StartContext, crash_point, executor_reachable, launch_for
 from runner.store import RunRow, Store, WorkerRow
 
 log = logging.getLogger("astraeus.loop")
@@ -28,6 +28,7 @@ log = logging.getLogger("astraeus.loop")
 PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
 PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change
 TICK = 0.5  # seconds between observations of running work
+KILL_AGAIN = 2.0  # seconds after the grace: a SIGKILL that did not end a worker is sent again
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Loop:
         self.specs = SpecCache()
         self._dirty = True
         self._reasons: dict[str, Reason | None] = {}
+        self._engine_down = False
         self.on_change: Callable[[], None] = lambda: None
 
     def key(self, w: WorkerRow) -> str:
@@ -77,13 +79,21 @@ class Loop:
     # ------------------------------------------------------------ running
 
     def run_forever(self, stop: threading.Event) -> None:
-        self.reconcile()
+        reconciled = False
+        last_error = ""
         while not stop.is_set():
             try:
+                if not reconciled:  # retried until the executor answers (Docker may be down)
+                    self.reconcile()
+                    reconciled = True
                 self.tick()
+                last_error = ""
             except Exception as e:  # the loop must outlive any one bad tick
-                log.exception("tick failed")
-                self.status.errors = [*self.status.errors[-9:], f"{type(e).__name__}: {e}"]
+                text = f"{type(e).__name__}: {e}"
+                if text != last_error:  # once, not twice a second (a full disk)
+                    log.exception("tick failed")
+                last_error = text
+                self.status.errors = [*self.status.errors[-9:], text]
             if self.wake.wait(PLAN_GAP if self._dirty else TICK):
                 self.wake.clear()
                 self._dirty = True
@@ -96,6 +106,16 @@ class Loop:
     def tick(self) -> None:
         now = self.clock()
         self.status.ticks += 1
+        if not executor_reachable(self.executor):  # its engine is down: wait, do not fail runs
+            if not self._engine_down:
+                self._engine_down = True
+                text = f"the {self.executor.name} engine does not answer: waiting for it"
+                log.warning("%s", text)
+                self.status.errors = [*self.status.errors[-9:], text]
+            return
+        if self._engine_down:
+            self._engine_down = False
+            self._dirty = True
         changed = self.observe(now)
         changed |= self.enforce(now)
         changed |= self.settle(now)
@@ -180,6 +200,8 @@ class Loop:
             if w.state == "Stopping" and not w.killed and deadline is not None and now >= deadline:
                 self._sigkill(w, now)
                 changed = True
+            elif w.state == "Stopping" and deadline is not None and now >= deadline + KILL_AGAIN:
+                self._signal(w, signal.SIGKILL)  # the first one was lost: a crash, an outage
         return changed
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
@@ -201,6 +223,7 @@ class Loop:
                     tx, w.id, state="Stopping", stop_reason=why, stop_deadline=deadline,
                     stopping_for=for_run,
                 )  # fmt: skip
+        crash_point("after-stop-recorded")
         for w in workers:
             self._signal(w, signal.SIGTERM)
 
@@ -215,6 +238,7 @@ class Loop:
                 "exec so SIGTERM reaches it."
             )
             self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
+        crash_point("after-kill-recorded")
         self._signal(w, signal.SIGKILL)
 
     def _signal(self, w: WorkerRow, signum: int) -> None:
@@ -311,8 +335,16 @@ class Loop:
     # ------------------------------------------------------- reconcile
 
     def reconcile(self) -> None:
-        """After a restart: adopt what still runs, stop what the store does not know."""
-        known = {self.key(w) for w in self.store.live_workers()}
+        """After a restart: adopt what still runs, stop what the store does not know.
+
+        A worker written Stopping, whose SIGTERM may not have been sent before the daemon
+        died, gets it (again) now, so it can still save its work within the grace.
+        """
+        live = self.store.live_workers()
+        known = {self.key(w) for w in live}
+        for w in live:
+            if w.state == "Stopping" and not w.killed:
+                self._signal(w, signal.SIGTERM)
         follow = getattr(self.executor, "follow_logs", None)  # docker: resume the log copy
         for listed in self.executor.list_workers():
             if listed.handle in known:

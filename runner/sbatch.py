@@ -79,8 +79,8 @@ def parse_sbatch(text: str, *, name_hint: str | None = None, nice: int | None = 
     ``name_hint`` (e.g. the file's stem) names the run when there is no --job-name;
     ``nice`` overrides the file's --nice (priority = -nice).
     """
-    if "\r\n" in text:
-        raise SpecError(SCRIPT, "has DOS line breaks (\\r\\n); convert it with dos2unix")
+    if "\r" in text:  # a lone \r can also hide an #SBATCH line from one reader or another
+        raise SpecError(SCRIPT, "has carriage returns (DOS line breaks?); convert it with dos2unix")
     batch = _Batch()
     batch.set(f"{_TEMPLATE}.command", _shell(text), SCRIPT)
     batch.set(f"{_TEMPLATE}.args", ["-c", text], SCRIPT)

@@ -42,6 +42,7 @@ MAX_ARGS = 1024
 MAX_ENV = 1024
 MAX_DRIVES = 64
 MAX_DOCUMENT = 4 * 1024 * 1024  # characters in a spec file
+MAX_DEPTH = 32  # nesting of lists and objects in a document (a spec needs 5)
 
 DOCUMENT = "<document>"
 SCRIPT = "<script>"
@@ -50,7 +51,13 @@ _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
-_SYSTEM_DIRS = ("proc", "sys", "dev")
+# Container folders a drive may not cover: the kernel's, the runtime's (the Docker
+# socket lives in /run), the system's own software and settings.
+_SYSTEM_DIRS = (
+    "proc", "sys", "dev", "run", "var/run", "etc", "boot", "bin", "sbin", "usr",
+    "lib", "lib32", "lib64", "libx32",
+)  # fmt: skip
+_SYSTEM_DIRS_SHOWN = "/proc, /sys, /dev, /run, /var/run, /etc, /boot, /bin, /sbin, /lib*, /usr"
 
 _T = TypeVar("_T")
 _D = TypeVar("_D")
@@ -62,15 +69,15 @@ class SpecError(ValueError):
     """A bad run spec: ``field`` is the dotted path of the culprit, ``reason`` says why."""
 
     def __init__(self, field: str, reason: str) -> None:
-        self.field = _one_line(field)
-        self.reason = _one_line(reason)
+        self.field = one_line(field)
+        self.reason = one_line(reason)
         super().__init__(self.field, self.reason)
 
     def __str__(self) -> str:
         return f"{self.field}: {self.reason}"
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """Escape anything that would break the message over lines (or hide in it)."""
     if text.isprintable():
         return text
@@ -370,9 +377,14 @@ def _mount_path(value: object, path: str) -> str:
     normal = "/" + posixpath.normpath(text).lstrip("/")
     if normal == "/":
         raise SpecError(path, "must not be '/' (mount the drive on a directory such as /data)")
-    if normal.split("/")[1] in _SYSTEM_DIRS:
-        raise SpecError(path, f"must not be under /proc, /sys or /dev, got {show_value(text)}")
+    if _system_dir(normal):
+        shown = show_value(text)
+        raise SpecError(path, f"must not be under {_SYSTEM_DIRS_SHOWN}, got {shown}")
     return normal
+
+
+def _system_dir(normal: str) -> bool:
+    return any(normal == f"/{d}" or normal.startswith(f"/{d}/") for d in _SYSTEM_DIRS)
 
 
 class _Resources(NamedTuple):
@@ -479,7 +491,37 @@ def load_spec_text(text: str, fmt: str | None = None) -> RunSpec:
         return parse_sbatch(text)
     if fmt not in ("json", "toml"):
         raise SpecError(DOCUMENT, f"unknown format {show_value(fmt)} (use json, toml or sbatch)")
-    return parse_spec(_decode(text, fmt))
+    return parse_spec(decode_document(text, fmt))
+
+
+def decode_document(text: str, fmt: str) -> object:
+    """JSON (``fmt="json"``) or TOML text as plain values; SpecError when it is not that.
+
+    Strict: no duplicate keys, no NaN or Infinity, nesting at most MAX_DEPTH deep, at
+    most MAX_DOCUMENT characters. The API decodes every request body with it.
+    """
+    data = _decode(text, fmt)
+    if _depth(data) > MAX_DEPTH:
+        raise SpecError(DOCUMENT, f"is nested more than {MAX_DEPTH} levels deep")
+    return data
+
+
+def _depth(data: object) -> int:
+    """How deeply lists and objects nest in ``data`` (without recursion)."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in _children(node))
+    return deepest
+
+
+def _children(node: dict[object, object] | list[object]) -> list[object]:
+    return list(node.values()) if isinstance(node, dict) else node
 
 
 def _decode(text: str, fmt: str) -> object:
@@ -487,7 +529,7 @@ def _decode(text: str, fmt: str) -> object:
         raise SpecError(DOCUMENT, f"is too large ({len(text)} characters, at most {MAX_DOCUMENT})")
     try:
         if fmt == "json":
-            return json.loads(text, object_pairs_hook=_no_duplicates)
+            return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
         return tomllib.loads(text)
     except SpecError:
         raise
@@ -503,6 +545,10 @@ def _decode(text: str, fmt: str) -> object:
 def _first_line(error: Exception) -> str:
     lines = str(error).splitlines()
     return lines[0][:200] if lines else type(error).__name__
+
+
+def _no_constant(name: str) -> object:
+    raise SpecError(DOCUMENT, f"not valid JSON: {name} is not a number JSON allows")
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> JsonObject:
@@ -521,7 +567,8 @@ def load_spec_file(path: str | os.PathLike[str]) -> RunSpec:
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, encoding="utf-8", newline="") as f:  # as written: \r\n stays
+            text = f.read()
     except UnicodeDecodeError:
         raise SpecError(str(file), "cannot read: not UTF-8 text") from None
     except OSError as error:

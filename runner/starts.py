@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,37 @@ if TYPE_CHECKING:
     from runner.loop import LoopSettings
 
 log = logging.getLogger("astraeus.loop")
+
+CRASH_AT = "ASTRAEUS_TEST_CRASH_AT"
+_crash_hits: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """A test hook: the daemon dies here, as with kill -9, when ``ASTRAEUS_TEST_CRASH_AT`` says so.
+
+    ``ASTRAEUS_TEST_CRASH_AT=<point>[:N]`` makes the daemon exit at once with status 137
+    (``os._exit``: nothing cleaned up, no transaction finished) the Nth time (default: the
+    first) it reaches ``<point>``. Unset, as always outside tests, it does nothing. Points:
+    ``after-executor-start`` (a worker runs; its row does not say so yet: here, in
+    launch_for), ``after-stop-recorded`` (Stopping written, SIGTERM not sent) and
+    ``after-kill-recorded`` (the SIGKILL written, not sent: both in runner/loop.py).
+    tests/faults/ and bench/chaos.py use them.
+    """
+    wanted = os.environ.get(CRASH_AT)
+    if not wanted:
+        return
+    point, _, count = wanted.partition(":")
+    if point != name:
+        return
+    _crash_hits[name] = hits = _crash_hits.get(name, 0) + 1
+    if hits >= int(count or "1"):
+        os._exit(137)
+
+
+def executor_reachable(executor: Executor) -> bool:
+    """False while the executor's engine does not answer (docker: the engine is down)."""
+    probe = getattr(executor, "reachable", None)
+    return True if probe is None else bool(probe())
 
 
 @dataclass(frozen=True)
@@ -54,9 +86,71 @@ def _mounts(ctx: StartContext, spec: RunSpec) -> tuple[Mount, ...]:
         root = ctx.settings.drives.get(ref.name)
         if root is None:
             raise ExecutorError(f"drive {ref.name} is not in this machine's config")
-        source = os.path.realpath(root)
+        source = drive_source(ref.name, str(root))
         mounts.append(Mount(source, ref.mount_path, ref.mode is MountMode.READ_ONLY))
     return tuple(mounts)
+
+
+def drive_source(name: str, root: str) -> str:
+    """The host folder bound for drive ``name``: its configured path, checked at each start.
+
+    Never a symlink's target: every folder from ``/`` down to the drive is opened with
+    O_NOFOLLOW, so a drive (or a folder above it) that is, or was swapped for, a symlink
+    is refused. And no one but root (or the daemon's user) may be able to swap it after
+    this check: each folder above the drive must be theirs and not writable by group or
+    others (a sticky folder such as /tmp is fine when the next folder down is theirs).
+    ExecutorError, one line, otherwise.
+    """
+    path = os.path.normpath(root)
+    if not os.path.isabs(path):
+        raise ExecutorError(f"drive {name}: {root} is not an absolute path")
+    trusted = {0, os.geteuid()}
+    fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        st, shown = os.fstat(fd), ""
+        for part in [p for p in path.split("/") if p]:
+            parent, shown = st, f"{shown}/{part}"
+            child = _open_no_follow(name, fd, part, shown)
+            os.close(fd)
+            fd, st = child, os.fstat(child)
+            _check_parent(name, parent, st, shown, trusted)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ExecutorError(f"drive {name}: {path} is not a directory")
+    finally:
+        os.close(fd)
+    return path
+
+
+def _open_no_follow(name: str, dir_fd: int, part: str, shown: str) -> int:
+    try:
+        fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as e:
+        raise ExecutorError(f"drive {name}: cannot open {shown}: {e.strerror}") from None
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExecutorError(
+            f"drive {name}: {shown} is a symlink; refusing to mount it (configure the real path)"
+        )
+    return fd
+
+
+def _check_parent(
+    name: str, parent: os.stat_result, child: os.stat_result, shown: str, trusted: set[int]
+) -> None:
+    """Refuse a folder above a drive that someone untrusted could change."""
+    above = os.path.dirname(shown)
+    if parent.st_uid not in trusted:
+        raise ExecutorError(
+            f"drive {name}: {above} belongs to uid {parent.st_uid}, who could swap {shown}"
+            " for a symlink; refusing to mount it (make it root's)"
+        )
+    writable = parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    sticky_ok = parent.st_mode & stat.S_ISVTX and child.st_uid in trusted
+    if writable and not sticky_ok:
+        raise ExecutorError(
+            f"drive {name}: {above} is writable by group or others, who could swap {shown}"
+            " for a symlink; refusing to mount it (chmod go-w it)"
+        )
 
 
 def _argv(spec: RunSpec) -> tuple[str, ...]:
@@ -119,8 +213,13 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
             )  # fmt: skip
             handle = ctx.executor.start(launch)
         except ExecutorError as e:
+            if not executor_reachable(ctx.executor):  # not the run's fault: try again later
+                log.warning("could not start %s worker %d: %s; the worker stays Starting until"
+                            " the engine answers again", run.name, index, e)  # fmt: skip
+                return  # the loop's observe adopts it, or finds it never started (no restart)
             _start_failed(ctx, run, attempt, index, str(e), now)
             continue
+        crash_point("after-executor-start")
         with ctx.store.transaction() as tx:
             tx.execute(
                 "UPDATE workers SET state='Running', handle=? WHERE run=? AND attempt=?"

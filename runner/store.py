@@ -96,6 +96,13 @@ class StoreError(Exception):
     """The state database cannot be used; the message says why, in one line."""
 
 
+class DiskFull(StoreError):
+    """A write found no space (SQLITE_FULL): it was rolled back, nothing of it is kept.
+
+    The API answers ``507 DISK_FULL`` (runner/api.py); the loop retries on its next tick.
+    """
+
+
 class NameInUse(Exception):
     pass
 
@@ -220,19 +227,47 @@ class Store:
             self._local.conn = conn
         return conn
 
-    def _check_and_migrate(self) -> None:
-        existed = self.path.exists() and self.path.stat().st_size > 0
+    def _check_existing(self) -> None:
+        """Refuse a file that is not a sound Astraeus database, without writing to it.
+
+        Read-only (``mode=ro``: no journal switch, no checkpoint on close), through the WAL
+        (after a crash the header on disk may not carry the application id yet): the
+        application id, then ``PRAGMA quick_check`` for truncated or damaged pages.
+        """
+        keep = "refusing to touch it (move it away or set ASTRAEUS_HOME elsewhere)"
         try:
-            conn = self._connect()
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path} is not an Astraeus state database ({e})") from e
-        if existed and app_id != SCHEMA_APPLICATION_ID:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path} cannot be opened ({e}); {keep}") from e
+        try:
+            try:
+                app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                if app_id != SCHEMA_APPLICATION_ID:
+                    raise StoreError(f"{self.path} is not an Astraeus state database; {keep}")
+                problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+            except sqlite3.DatabaseError as e:
+                if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_CORRUPT:
+                    raise StoreError(
+                        f"{self.path} is not an Astraeus state database ({e}); {keep}"
+                    ) from e
+                problems = [str(e)]  # a header that promises pages the file lacks
+        finally:
+            conn.close()
+        if problems != ["ok"]:
+            first = " ".join(problems[0].split())
             raise StoreError(
-                f"{self.path} is not an Astraeus state database; refusing to touch it "
-                "(move it away or set ASTRAEUS_HOME elsewhere)"
+                f"{self.path} is damaged (truncated or corrupted: {first}); refusing to start on "
+                "it and leaving it as it is: restore it from a backup, or move it away to start "
+                "with an empty queue"
             )
+
+    def _check_and_migrate(self) -> None:
+        if self.path.exists() and self.path.stat().st_size > 0:
+            self._check_existing()
+        try:
+            version = self._connect().execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} cannot be used as the state database ({e})") from e
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"{self.path} was written by a newer Astraeus (schema {version}); upgrade first"
@@ -247,16 +282,29 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT; rolled back on any exception."""
+        """BEGIN IMMEDIATE … COMMIT; rolled back on any exception (a failed COMMIT too).
+
+        SQLite may have rolled back by itself (disk full): then there is nothing to roll
+        back, and the error that caused it is the one raised. A full disk is DiskFull.
+        """
         conn = self._connect()
         with self._writer:
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as e:
+                if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                    raise DiskFull(
+                        f"no space left for the state database {self.path}: nothing was "
+                        "written; free some space and try again"
+                    ) from e
                 raise
-            conn.execute("COMMIT")
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -12,7 +12,7 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
 
 import typer
 
-from astraeus_tui.cli import admin, daemon, demo, machine, runs, slurm
+from astraeus_tui.cli import admin, daemon, demo, doctor, machine, runs, slurm
 from astraeus_tui.cli.plan import plan_command
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.add_typer(slurm.app, name="slurm")
 app.add_typer(admin.app, name="admin")
 app.command("plan")(plan_command)
 demo.register(app)
+doctor.register(app)
 
 
 def main() -> None:

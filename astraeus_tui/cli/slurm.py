@@ -22,7 +22,7 @@ def sbatch(
     from runner.spec import SpecError, spec_to_dict
 
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_bytes().decode("utf-8")  # as written: a CR must reach the parser
     except (OSError, UnicodeDecodeError) as e:
         fail(f"error: cannot read {file}: {e}")
     try:

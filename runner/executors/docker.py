@@ -16,15 +16,28 @@ written, so a restarted daemon that adopts the container resumes with
 mtime and skips any at or before it. Nothing is lost or repeated, except
 output written in the instant between a write and the mtime update when the
 daemon dies there. The log path is also kept in the ``io.astraeus.log`` label.
+
+The engine may stop and start under the daemon (an upgrade, ``systemctl restart
+docker``). Calls the loop makes every tick (inspect, kill) give up after
+QUICK_TIMEOUT s; a call that gets no answer at all marks the engine down, and
+:meth:`DockerExecutor.reachable` then says so (pinging it at most every
+PROBE_EVERY s) until it answers again, when the logs of containers that still
+run are followed again from where their files end. A container that something
+else ended (the engine's shutdown or restart, ``docker stop``/``kill``) is a
+lost worker whatever its exit code, so its run restarts instead of passing for
+finished: it ended while the engine was down, or has a kill event that this
+daemon did not send.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +45,7 @@ from typing import Any, NoReturn
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
+from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import RequestException
 
 from runner.executors.base import (
@@ -55,6 +69,13 @@ LABEL_INSTANCE = f"{LABEL_PREFIX}.instance"
 
 DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
 CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
+QUICK_TIMEOUT = 10.0  # seconds for the loop's inspect and kill: a hung engine must not hold it
+PROBE_TIMEOUT = 2.0  # seconds a ping of an engine that was down may take
+PROBE_EVERY = 1.0  # seconds between pings of an engine that was down
+STOPPED_OUTSIDE = (
+    "was lost: something other than Astraeus stopped its container (the Docker engine's "
+    "shutdown or restart, or docker stop/kill)"
+)
 DEFAULT_SHM = 8 << 30  # /dev/shm for data loaders; capped by the memory limit
 LOG_DRAIN_SECONDS = 5.0  # cleanup waits this long for the last log lines
 
@@ -307,14 +328,29 @@ class DockerExecutor:
     name = "docker"
 
     def __init__(
-        self, client: Any | None = None, *, nvidia: bool | None = None, instance: str = ""
+        self,
+        client: Any | None = None,
+        *,
+        nvidia: bool | None = None,
+        instance: str = "",
+        quick: Any | None = None,
     ) -> None:
         self.instance = instance  # only this daemon's containers are listed
-        self._client: Any = client if client is not None else _connect_client(DEFAULT_TIMEOUT)
+        if client is None:
+            client = _connect_client(DEFAULT_TIMEOUT)
+            quick = _quick_api(client)
+        self._client: Any = client
         self._api: Any = self._client.api
+        self._quick: Any = quick if quick is not None else self._api  # inspect, kill, ping
         self.nvidia: bool = self._detect_nvidia() if nvidia is None else nvidia
         self._followers: dict[str, _LogFollower] = {}
         self._lock = threading.Lock()
+        self._last_answer = time.time()  # the engine's health, for reachable()
+        self._down_since: float | None = None  # the last answer before it stopped answering
+        self._gone = False  # ... and a connection was refused or cut: the engine itself stopped
+        self._next_probe = 0.0
+        self._outages: list[tuple[float, float]] = []  # (last answer, first answer again)
+        self._signalled: set[str] = set()  # containers this daemon sent a signal to
 
     @classmethod
     def connect(
@@ -325,7 +361,8 @@ class DockerExecutor:
         ExecutorError if it does not answer within ``timeout`` seconds; later
         calls wait up to CALL_TIMEOUT (or ``timeout`` if longer).
         """
-        return cls(_connect_client(timeout), nvidia=nvidia, instance=instance)
+        client = _connect_client(timeout)
+        return cls(client, nvidia=nvidia, instance=instance, quick=_quick_api(client))
 
     def _detect_nvidia(self) -> bool:
         with docker_errors("cannot read the engine's runtimes"):
@@ -335,6 +372,14 @@ class DockerExecutor:
     # -- protocol
 
     def start(self, launch: WorkerLaunch) -> str:
+        try:
+            return self._start(launch)
+        except ExecutorError as err:
+            if err.__cause__ is not None:
+                self._no_answer(err.__cause__)  # an engine gone is not the run's fault
+            raise
+
+    def _start(self, launch: WorkerLaunch) -> str:
         kwargs = container_kwargs(launch, self.nvidia)
         self._check_image(kwargs["image"])
         self._clear_leftover(launch.key)
@@ -351,24 +396,47 @@ class DockerExecutor:
         return launch.key
 
     def signal(self, handle: str, signum: int) -> None:
+        self._signalled.add(handle)
         try:
-            self._api.kill(handle, signal=int(signum))
+            self._quick.kill(handle, signal=int(signum))
         except NotFound:
             return
         except APIError as err:
             if not _is_not_running(err):
                 _raise(f"cannot signal container {handle}", err)
         except RequestException as err:
+            self._no_answer(err)
             _raise(f"cannot signal container {handle}", err)
 
     def status(self, handle: str) -> WorkerStatus:
-        try:
-            attrs = self._api.inspect_container(handle)
-        except NotFound:
+        """The container's state; one ended by something else is MISSING (a lost worker)."""
+        state = self._state(handle)
+        if state is None:
             return WorkerStatus(WorkerState.MISSING)
+        status = status_from_state(state)
+        if status.state is WorkerState.EXITED and self._stopped_outside(handle, state):
+            return WorkerStatus(
+                WorkerState.MISSING, error=f"{STOPPED_OUTSIDE}; exit code {status.exit_code}"
+            )
+        return status
+
+    def reachable(self) -> bool:
+        """False while the engine does not answer; then pinged at most every PROBE_EVERY s."""
+        if self._down_since is None:
+            return True
+        now = time.monotonic()
+        if now < self._next_probe:
+            return False
+        self._next_probe = now + PROBE_EVERY
+        try:
+            answer = self._quick.get(f"{self._quick.base_url}/_ping", timeout=PROBE_TIMEOUT)
         except _DOCKER_ERRORS as err:
-            _raise(f"cannot inspect container {handle}", err)
-        return status_from_state(attrs.get("State") or {})
+            self._no_answer(err)
+            return False
+        if answer.status_code != 200:
+            return False
+        self._answered()
+        return True
 
     def list_workers(self) -> list[ListedWorker]:
         with docker_errors("cannot list containers"):
@@ -379,11 +447,12 @@ class DockerExecutor:
 
     def cleanup(self, handle: str) -> None:
         """Remove an exited worker's container, after its last log lines are written."""
-        state = self.status(handle).state
-        if state is WorkerState.MISSING:
+        state = self._state(handle)
+        if state is None:
             return
-        if state is WorkerState.RUNNING:
+        if status_from_state(state).state is WorkerState.RUNNING:
             raise ExecutorError(f"container {handle} is still running: stop it before cleanup")
+        self._signalled.discard(handle)
         self.drain_logs(handle, LOG_DRAIN_SECONDS)
         try:
             self._api.remove_container(handle, v=True, force=False)
@@ -464,6 +533,84 @@ class DockerExecutor:
             follower.thread.start()
         return True
 
+    # -- the engine's health
+
+    def _state(self, handle: str) -> dict[str, Any] | None:
+        """Docker's ``State`` of the container; None when there is no such container."""
+        try:
+            attrs = self._quick.inspect_container(handle)
+        except NotFound:
+            return None
+        except _DOCKER_ERRORS as err:
+            self._no_answer(err)
+            _raise(f"cannot inspect container {handle}", err)
+        self._answered()
+        state: dict[str, Any] = attrs.get("State") or {}
+        return state
+
+    def _no_answer(self, err: BaseException) -> None:
+        """A call got no answer at all (not an error answer): the engine is down or hung.
+
+        Refused or cut connections (not mere timeouts) say the engine itself stopped, which
+        stops its containers unless it runs with live-restore: see _stopped_outside.
+        """
+        if not isinstance(err, RequestException) or isinstance(err, APIError):
+            return
+        self._gone = self._gone or isinstance(err, RequestsConnectionError)
+        if self._down_since is not None:
+            return
+        self._down_since = self._last_answer
+        self._next_probe = time.monotonic() + PROBE_EVERY
+        log.warning("the Docker engine does not answer (%s): waiting for it", describe(err))
+
+    def _answered(self) -> None:
+        now = time.time()
+        if self._down_since is not None:
+            if self._gone:
+                self._outages = [*self._outages[-9:], (self._down_since, now)]
+            self._down_since, self._gone = None, False
+            log.warning("the Docker engine answers again")
+            self._follow_again()
+        self._last_answer = now
+
+    def _follow_again(self) -> None:
+        """Followers that the outage cut off resume from where their log files end."""
+        with self._lock:
+            ended = [(h, f.log_path) for h, f in self._followers.items() if not f.thread.is_alive()]
+        for handle, log_path in ended:
+            with contextlib.suppress(ExecutorError):
+                self.follow_logs(handle, log_path)
+
+    def _stopped_outside(self, handle: str, state: dict[str, Any]) -> bool:
+        """Whether something other than this daemon ended the container.
+
+        Its end falls in a span when the engine did not answer (the engine stopped or
+        restarted: the events of before are gone), or it has a kill event that this
+        daemon did not send (the engine's shutdown, with a pooled connection still
+        answering; ``docker stop``).
+        """
+        if handle in self._signalled:
+            return False
+        finished, _ = split_timestamp(str(state.get("FinishedAt") or "").encode())
+        if finished is None or finished <= 0:  # never started: 0001-01-01
+            return False
+        if any(a * 1e9 < finished <= b * 1e9 for a, b in self._outages):
+            return True
+        started, _ = split_timestamp(str(state.get("StartedAt") or "").encode())
+        filters = {"container": [handle], "type": ["container"], "event": ["kill"]}
+        params = {
+            "since": _docker_time(started if started and started > 0 else finished),
+            "until": _docker_time(finished),
+            "filters": json.dumps(filters),
+        }
+        try:
+            answer = self._quick.get(
+                f"{self._quick.base_url}/events", params=params, timeout=QUICK_TIMEOUT
+            )
+        except _DOCKER_ERRORS:
+            return False
+        return answer.status_code == 200 and bool(answer.text.strip())
+
     # -- helpers
 
     def _check_image(self, image: str) -> None:
@@ -497,6 +644,19 @@ def _make_log_folder(handle: str, log_path: Path) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ExecutorError(f"cannot create the log folder of {handle}: {err}") from err
+
+
+def _docker_time(ns: int) -> str:
+    """A time for the engine's ``since``/``until``: seconds.nanoseconds."""
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def _quick_api(client: Any) -> Any:
+    """A second connection to the same engine whose calls give up after QUICK_TIMEOUT s."""
+    try:
+        return docker.from_env(timeout=QUICK_TIMEOUT, version=client.api.api_version).api
+    except _DOCKER_ERRORS:
+        return client.api
 
 
 def _connect_client(timeout: float) -> Any:

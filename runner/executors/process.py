@@ -127,6 +127,8 @@ class ProcessExecutor:
             return WorkerStatus(WorkerState.RUNNING)
         result = read_json(folder / EXIT)  # read after the liveness check: no race
         if result is None:
+            if meta is None and _supervisor_starting(folder):
+                return WorkerStatus(WorkerState.RUNNING)  # a daemon died inside start()
             return WorkerStatus(WorkerState.MISSING, error=SUPERVISOR_GONE)
         code = result.get("exit_code")
         error = result.get("error")
@@ -194,6 +196,27 @@ class ProcessExecutor:
         if code != 0:
             why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
             raise ExecutorError(f"could not start worker {handle}: {why}")
+
+
+def _supervisor_starting(folder: Path) -> bool:
+    """Whether a supervisor of ``folder`` runs but has not written ``meta.json`` yet.
+
+    Only a daemon killed inside :meth:`ProcessExecutor.start` leaves such a worker for
+    another daemon to see: the supervisor goes on and starts the command. Read from
+    ``/proc/*/cmdline``: the supervisor's own word is not written yet.
+    """
+    want = os.fsencode(folder)
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if want in argv and b"runner.executors.supervise" in argv:
+                return True
+    return False
 
 
 def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,16 @@ def docker_config(drive: Path) -> str:
 
 
 @pytest.fixture
-def docker_daemon(served: Start, tmp_path: Path) -> Served:  # noqa: F811 (the fixture)
+def docker_daemon(served: Start, tmp_path: Path) -> Iterator[Served]:  # noqa: F811 (the fixture)
     drive = tmp_path / "drive"
     drive.mkdir()
-    return served(docker_config(drive), gpus=2, grace=5, executor="docker")
+    daemon = served(docker_config(drive), gpus=2, grace=5, executor="docker")
+    yield daemon
+    # containers outlive their daemon by design (it adopts them); not this test's
+    client = engine_client()
+    label = f"io.astraeus.instance={instance_id(daemon.home)}"
+    for container in client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True)
 
 
 def test_preempted_container_saves_on_sigterm_and_resumes(docker_daemon: Served) -> None:

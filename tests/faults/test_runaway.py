@@ -1,0 +1,148 @@
+"""Programs that fight back: children that ignore SIGTERM, a log flood, exits at once.
+
+(A program that ignores SIGTERM itself is tests/integration/test_lifecycle.py's.)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
+from tests.faults.conftest import MakeDaemon
+from tests.faults.daemon import PY, DaemonProcess, document, group_members, pids_alive, rss_kib
+from tests.faults.daemon import wait_for as wait
+from tests.faults.storm import restart_storm
+
+FAMILY = """
+import os, signal, sys, time
+pids, parent_ignores = sys.argv[1], sys.argv[2] == "1"
+def mark():
+    with open(pids, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+for i in range(3):
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if i == 0 and os.fork() == 0:  # a grandchild, too
+            mark()
+            time.sleep(600)
+            os._exit(0)
+        mark()
+        time.sleep(600)
+        os._exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if parent_ignores else signal.SIG_DFL)
+mark()
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("parent_ignores", [True, False], ids=["all-ignore", "parent-exits"])
+def test_children_that_ignore_sigterm_all_die(
+    make_daemon: MakeDaemon, tmp_path: Path, parent_ignores: bool
+) -> None:
+    pids = tmp_path / "pids"
+    d = make_daemon(gpus=1, grace=1).start()
+    argv = [PY, "-c", FAMILY, str(pids), "1" if parent_ignores else "0"]
+    d.submit(document("family", argv, gpus=1))
+    family = wait(lambda: len(p := pids.read_text().split()) == 5 and p if pids.exists() else 0)
+    family = [int(p) for p in family]
+    group = os.getpgid(family[0])  # the command leads its own process group
+    assert group in family and sorted(group_members(group)) == sorted(family)
+    d.client().request("DELETE", "/v1/runs/family")
+    run = d.wait_state("family", "Cancelled", timeout=30)
+    wait(lambda: not pids_alive(family), 10, "every process of the run to end")
+    assert group_members(group) == []
+    killed = any(e["message"].startswith("Sent SIGKILL") for e in run["events"])
+    assert killed is parent_ignores  # a parent that exits takes its group along at once
+
+
+@contextmanager
+def probing(d: DaemonProcess) -> Iterator[list[float]]:
+    """Ask the daemon's status every 0.1 s meanwhile; yields the answer times."""
+    times: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        client = d.client(timeout=60)
+        while not stop.is_set():
+            t = time.monotonic()
+            client.request("GET", "/v1/status")
+            times.append(time.monotonic() - t)
+            stop.wait(0.1)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    try:
+        yield times
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+FLOOD_BYTES = 300_000_000
+FLOOD = f"yes astraeus-flood-{'x' * 200} | head -c {FLOOD_BYTES}; sleep 60"
+
+
+def test_a_log_flood_leaves_the_daemon_responsive_and_small(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    d = make_daemon(gpus=1).start()
+    assert d.proc is not None
+    before = rss_kib(d.proc.pid)
+    log = d.home / "logs" / "flood" / "1-0.log"
+    with probing(d) as answers:
+        d.submit(document("flood", ["sh", "-c", FLOOD], gpus=1))
+        wait(lambda: log.exists() and log.stat().st_size >= FLOOD_BYTES, 60, "the flood")
+        time.sleep(1)
+    assert d.run("flood")["state"] == "Running"
+    assert len(answers) >= 5 and max(answers) < 1.0, answers
+    grown = rss_kib(d.proc.pid, "VmHWM") - before
+    assert grown < 50_000, f"the daemon grew by {grown} KiB"
+    d.client().request("DELETE", "/v1/runs/flood")
+    d.wait_state("flood", "Cancelled")
+
+
+CI_RUNS, CI_RESTARTS = 4, 50  # 200 restarts in CI; bench/chaos.py restarts does 1000
+
+
+def test_exits_at_once_spend_the_restart_budget_exactly(tmp_path: Path) -> None:
+    report = restart_storm(tmp_path, CI_RUNS, CI_RESTARTS, timeout=300)
+    said = report.summary()
+    print(said)
+    assert report.states == ["Failed"] * CI_RUNS, said
+    assert report.restarts == [CI_RESTARTS] * CI_RUNS, said
+    assert report.restarting_events == [CI_RESTARTS] * CI_RUNS, said
+    assert report.canaries_started >= 3, said  # other work still started meanwhile
+    assert report.slowest_answer < 1.0, said  # the API answered within a second throughout
+
+
+DOCKER_FLOOD_BYTES = 100_000_000
+
+
+@pytest.mark.skipif(engine_client() is None, reason=SKIP_REASON)
+def test_a_container_log_flood_is_copied_without_the_daemon_growing(
+    make_daemon: MakeDaemon,
+) -> None:
+    """With Docker the daemon itself copies the output (a log follower thread)."""
+    d = make_daemon(gpus=1, executor="docker").start()
+    assert d.proc is not None
+    before = rss_kib(d.proc.pid)
+    log = d.home / "logs" / "flood" / "1-0.log"
+    script = f"yes astraeus-flood-{'x' * 200} | head -c {DOCKER_FLOOD_BYTES}; sleep 60"
+    with probing(d) as answers:
+        d.submit(document("flood", ["sh", "-c", script], gpus=1, image=IMAGE))
+        # all but the last, unfinished line: Docker passes on whole lines
+        copied = DOCKER_FLOOD_BYTES - 1000
+        wait(lambda: log.exists() and log.stat().st_size >= copied, 120, "the copy")
+    assert d.run("flood")["state"] == "Running"
+    assert len(answers) >= 5 and max(answers) < 1.0, max(answers)
+    grown = rss_kib(d.proc.pid, "VmHWM") - before
+    assert grown < 50_000, f"the daemon grew by {grown} KiB"
+    d.client().request("DELETE", "/v1/runs/flood")
+    d.wait_state("flood", "Cancelled")

@@ -1,0 +1,70 @@
+"""Talking to a real daemon with raw bytes, and reading what it wrote."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+TABLES = ("runs", "workers", "events", "usage")
+
+
+def db_state(home: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the state DB's tables, read-only (the daemon keeps it open)."""
+    db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+    try:
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+    finally:
+        db.close()
+
+
+def request_bytes(
+    method: str, path: str, body: bytes = b"", content_type: str | None = "application/json"
+) -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: astraeus\r\nConnection: close\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+def raw(sock_path: Path, data: bytes, *, half_close: bool = False, timeout: float = 10) -> bytes:
+    """Send ``data`` as is and read until the daemon closes; b"" when it answers nothing.
+
+    ``half_close`` ends our side after sending (a truncated request never completes).
+    A daemon that stops reading (a body past the limit) may reset the connection: what
+    it answered before that is still returned.
+    """
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    conn.connect(str(sock_path))
+    chunks: list[bytes] = []
+    try:
+        try:
+            conn.sendall(data)
+            if half_close:
+                conn.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    except (ConnectionResetError, TimeoutError):
+        pass
+    finally:
+        conn.close()
+    return b"".join(chunks)
+
+
+def status_of(response: bytes) -> int:
+    """The HTTP status of a raw response; 0 when there is none."""
+    line = response.split(b"\r\n", 1)[0].split()
+    return int(line[1]) if len(line) >= 2 and line[1].isdigit() else 0
+
+
+def error_of(response: bytes) -> str:
+    """``"<status> <CODE>: <message>"`` from a JSON error response, as the CLI prints it."""
+    body = response.split(b"\r\n\r\n", 1)[-1]
+    error = json.loads(body)["error"]
+    return f"{error['status']} {error['code']}: {error['message']}"

@@ -1,0 +1,41 @@
+"""The API's log reading: the last N lines across attempts, in bounded chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner import api_streams
+from runner.api_streams import _read_new, _tail_start
+
+
+def read_all(paths: list[Path], offsets: dict[Path, int]) -> bytes:
+    out = b""
+    while chunk := _read_new(paths, offsets):
+        out += chunk
+    return out
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 1 << 20])
+@pytest.mark.parametrize("lines", [1, 2, 5, 9, 50])
+def test_tail_across_files_and_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, lines: int
+) -> None:
+    monkeypatch.setattr(api_streams, "LOG_CHUNK", chunk)
+    first, second = tmp_path / "1-0.log", tmp_path / "2-0.log"
+    first.write_bytes(b"".join(f"a{i}\n".encode() for i in range(5)))
+    second.write_bytes(b"".join(f"b{i}\n".encode() for i in range(4)))
+    every = (first.read_bytes() + second.read_bytes()).splitlines(keepends=True)
+    got = read_all([first, second], _tail_start([first, second], lines))
+    assert got == b"".join(every[-lines:])
+
+
+def test_reading_resumes_where_it_stopped(tmp_path: Path) -> None:
+    log = tmp_path / "1-0.log"
+    log.write_bytes(b"one\n")
+    offsets: dict[Path, int] = {}
+    assert read_all([log], offsets) == b"one\n"
+    with log.open("ab") as f:
+        f.write(b"two\n")
+    assert read_all([log], offsets) == b"two\n"
