@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from runner.model import Resources
-from runner.scheduler import Plan, RunningUnit, Snapshot, WaitingRun, plan
+from runner.scheduler import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
 
 MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
 
@@ -26,14 +26,6 @@ class Estimate:
 
     starts_by: float | None
     after: tuple[str, ...] = ()
-
-
-def _end(unit: RunningUnit, grace: float) -> float:
-    if unit.stop_deadline is not None:
-        return unit.stop_deadline
-    if unit.time_limit is None:
-        return math.inf
-    return unit.started_at + unit.time_limit + grace
 
 
 def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> list[RunningUnit]:
@@ -79,9 +71,9 @@ def estimate_starts(
         running = _preempt(result, running, t, grace) + _started_units(result, waiting, t)
         if not waiting:
             break
-        ends = sorted({_end(u, grace) for u in running})
+        ends = sorted({unit_end(u, grace) for u in running})
         if not ends or math.isinf(ends[0]):
-            blockers = tuple(sorted({u.run for u in running if math.isinf(_end(u, grace))}))
+            blockers = tuple(sorted({u.run for u in running if math.isinf(unit_end(u, grace))}))
             for name in waiting:
                 out.setdefault(name, Estimate(None, blockers))
             break
@@ -101,7 +93,7 @@ def _finish(
     """Drop the work that has ended by ``t``; what was preempted waits again."""
     kept, requeued = [], []
     for unit in running:
-        if _end(unit, grace) > t:
+        if unit_end(unit, grace) > t:
             kept.append(unit)
         elif unit.stopping_for is not None:
             requeued.append(unit)

@@ -365,7 +365,8 @@ def take_gpus(free: list[int], n: int) -> tuple[int, ...]:
 # ----------------------------------------------------------- the head
 
 
-def _end_time(unit: RunningUnit, grace: float) -> float:
+def unit_end(unit: RunningUnit, grace: float) -> float:
+    """When running work ends at the latest: its stop deadline, or limit plus grace."""
     if unit.stop_deadline is not None:
         return unit.stop_deadline
     if unit.time_limit is None:
@@ -552,9 +553,9 @@ class _Walk:
         victim_ids = {v.unit_id for v in victims}
         ends = [
             (
-                min(_end_time(u, self.grace), deadline)
+                min(unit_end(u, self.grace), deadline)
                 if u.unit_id in victim_ids
-                else _end_time(u, self.grace),
+                else unit_end(u, self.grace),
                 u.resources,
             )
             for u in self.running

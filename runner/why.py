@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from runner.model import ANONYMOUS_RUN, Resources, Viewer
 from runner.scheduler import (
     Plan,
-    RunningUnit,
     Snapshot,
     WaitingRun,
     dominant_share,
     format_utc,
     plan,
+    unit_end,
 )
 
 
@@ -97,8 +97,8 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
         return None
     grace = snapshot.machine.stop_grace
     ends = []
-    for unit in sorted(snapshot.running, key=lambda u: _end(u, grace)):
-        end = _end(unit, grace)
+    for unit in sorted(snapshot.running, key=lambda u: unit_end(u, grace)):
+        end = unit_end(unit, grace)
         what = "has no time limit" if math.isinf(end) else f"ends by {format_utc(end)}"
         ends.append(f"{name(unit.run)} ({unit.resources.gpus} GPUs) {what}")
         if head.shadow is not None and end >= head.shadow:
@@ -106,14 +106,6 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
     if not ends:
         return None
     return f"The head, {name(head.run)}, waits for: " + "; ".join(ends[:4]) + "."
-
-
-def _end(unit: RunningUnit, grace: float) -> float:
-    if unit.stop_deadline is not None:
-        return unit.stop_deadline
-    if unit.time_limit is None:
-        return math.inf
-    return unit.started_at + unit.time_limit + grace
 
 
 def explain(
@@ -190,11 +182,11 @@ def _share_lever(
     grace = snapshot.machine.stop_grace
     own = sorted(
         (u for u in snapshot.running if u.workspace == run.workspace and u.time_limit),
-        key=lambda u: _end(u, grace),
+        key=lambda u: unit_end(u, grace),
     )
     position = result.order.index(run.name)
     for unit in own[:3]:
-        end = _end(unit, grace)
+        end = unit_end(unit, grace)
         later = replace(snapshot, running=tuple(u for u in snapshot.running if u is not unit))
         moved = plan(later, end)
         if moved.order.index(run.name) < position:
