@@ -23,11 +23,12 @@ from aiohttp import web
 
 from runner.api_streams import Changes, follow_events, follow_log, sse
 from runner.api_why import ESTIMATES
+from runner.checkpoints import latest_checkpoint
 from runner.daemon import Daemon
 from runner.service import Caller, ServiceError, caller_for
 from runner.spec import SpecError, decode_document, one_line
 from runner.store import DiskFull
-from runner.views import event_object, run_object, worker_object
+from runner.views import event_object, iso, run_object, worker_object
 
 log = logging.getLogger("astraeus.api")
 MAX_BODY = 4 * 1024 * 1024
@@ -193,6 +194,8 @@ async def show_run(request: web.Request) -> web.Response:
     obj["spec"] = run.spec()
     obj["workers_history"] = [worker_object(w) for w in daemon.store.workers_of(name)]
     obj["events"] = [event_object(e, caller.viewer) for e in daemon.store.events(name)]
+    found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)
+    obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     return web.json_response(obj)
 
 

@@ -40,6 +40,13 @@ def _gpus(indices: list[int] | None) -> str:
     return ", ".join(map(str, indices)) if indices else "none"
 
 
+def _checkpoint(found: dict[str, Any] | None) -> str:
+    """The last checkpoint seen on the run's drive, or none."""
+    if not found:
+        return "none seen on its drives"
+    return f"{found['path']} · {gib(found.get('size') or 0)} · {_time(found.get('modified'))}"
+
+
 def facts(run: Run) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
@@ -61,6 +68,7 @@ def facts(run: Run) -> Table:
         ("finished", _time(run.get("finished_at"))),
         ("starts by", _time(run.get("starts_by"))),
         ("exit code", "-" if run.get("exit_code") is None else str(run.get("exit_code"))),
+        ("checkpoint", _checkpoint(run.get("checkpoint"))),
     )  # fmt: skip
     for key, value in rows:
         grid.add_row(key, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -234,3 +235,23 @@ def test_every_bad_spec_is_one_line_through_the_cli(
     assert line.startswith("422 INVALID_SPEC: ") and field in line, line
     assert names(d) == []
     assert d.astra("events").stdout == before[1]
+
+
+def test_show_names_the_last_checkpoint_on_the_drive(served: Start, tmp_path: Path) -> None:
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    d = served(f'[drives.checkpoints]\npath = "{drive}"\n', gpus=1)
+    save = (
+        "import os; os.makedirs('/ckpt/saver', exist_ok=True); "
+        "open('/ckpt/saver/old.pt', 'w').write('1'); "
+        "open('/ckpt/saver/step-7.pt', 'w').write('22'); open('/ckpt/saver/x.tmp', 'w')"
+    )
+    d.astra("run", "--name", "saver", "--drive", "checkpoints:/ckpt", "--", sys.executable,
+            "-c", save)  # fmt: skip
+    wait_for(lambda: d.json("show", "saver")["state"] == "Succeeded")
+    found = d.json("show", "saver")["checkpoint"]
+    assert found["path"] in ("/ckpt/saver/step-7.pt", "/ckpt/saver/old.pt")
+    assert found["drive"] == "checkpoints"
+    os.utime(drive / "saver" / "old.pt", (1, 1))
+    assert d.json("show", "saver")["checkpoint"]["path"] == "/ckpt/saver/step-7.pt"
+    assert d.json("show", "saver")["checkpoint"]["size"] == 2
