@@ -66,6 +66,7 @@ from runner.model import (
 
 NO_WORKER_LIMIT = 1 << 40
 PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
+_FITS = Reason("first in the order that fits now")
 
 # ---------------------------------------------------------------- snapshot
 
@@ -150,6 +151,7 @@ class Start:
     workers: tuple[int, ...]
     gpus: tuple[tuple[int, ...], ...]  # one tuple of GPU indices per worker
     backfill: bool = False
+    why: Reason = field(default_factory=lambda: _FITS)  # the rule, for the decision log
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,19 +494,27 @@ class _Walk:
         # 3. No head yet: start whatever fits; the first that does not is the head.
         if self.head is None:
             if ask.fits_in(self.free):
-                self.start(run, backfill=False)
+                self.start(run, backfill=False, why=_FITS)
             else:
                 self.make_head(run)
             return
         # 4. Behind the head: backfill, or wait behind it.
         if ask.fits_in(self.free):
             end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
+            head = RunRef(self.head.run, self.head.workspace)
             if self.head.shadow is not None and end <= self.head.shadow:
-                self.start(run, backfill=True)
+                by = format_utc(self.head.shadow)
+                self.start(
+                    run,
+                    backfill=True,
+                    why=Reason.of(f"its time limit ends it before {{0}} starts (by {by})", head),
+                )
                 return
             if ask.fits_in(self.spare):
                 self.spare = self.spare - ask
-                self.start(run, backfill=True)
+                self.start(
+                    run, backfill=True, why=Reason.of("it fits in room {0} does not need", head)
+                )
                 return
         if run.preempted_by is None:
             self.reasons[run.name] = self.behind
@@ -526,7 +536,7 @@ class _Walk:
             reason = prefix.then(reason) if follows_prefix else prefix
         self.reasons[run.name] = reason
 
-    def start(self, run: WaitingRun, *, backfill: bool) -> None:
+    def start(self, run: WaitingRun, *, backfill: bool, why: Reason) -> None:
         ask = run.total
         gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
         self.free = self.free - ask
@@ -537,7 +547,7 @@ class _Walk:
         self.shares[run.workspace] = self._share(run.workspace)
         end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
         self.started_ends.append((end, ask))
-        self.starts.append(Start(run.name, run.workers, gpus, backfill))
+        self.starts.append(Start(run.name, run.workers, gpus, backfill, why))
 
     def make_head(self, run: WaitingRun) -> None:
         need = run.ask()

@@ -183,8 +183,9 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
             )
         gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
         how = "Backfilled" if start.backfill else "Started"
-        text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}"
-        store.add_event(tx, run.name, run.workspace, "Started", Reason(text), now)
+        text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}:"
+        why = Reason(text).then(start.why)  # the decision log: the rule that let it start
+        store.add_event(tx, run.name, run.workspace, "Started", why, now)
     return run, attempt
 
 

@@ -75,7 +75,8 @@ def test_backfill_with_a_time_limit_and_none_without(make_daemon: Make) -> None:
     h.submit(spec("no-limit", sleeper(), gpus=1))
     h.submit(spec("short", sleeper(), gpus=1, limit=600))
     h.wait_state("short", "Running")
-    assert "Backfilled" in " ".join(h.events("short"))
+    [started] = [e for e in h.events("short") if e.startswith("Backfilled")]
+    assert ": its time limit ends it before big starts (by " in started
     assert h.state("no-limit") == "Queued"
     assert h.reason("no-limit").startswith("Queued behind big, which starts by ")
     assert "as running work ends." in h.reason("big")

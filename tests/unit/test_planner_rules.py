@@ -249,6 +249,9 @@ def test_backfill_with_a_time_limit_ending_before_the_shadow() -> None:
         NOW,
     )
     assert [(s.run, s.backfill, s.gpus) for s in p.starts] == [("short", True, ((6, 7),))]
+    assert p.starts[0].why.render() == (
+        "its time limit ends it before big starts (by 2026-10-01 13:01 UTC)"
+    )
 
 
 def test_no_backfill_when_the_limit_ends_after_the_shadow() -> None:
@@ -289,6 +292,7 @@ def test_backfill_without_a_limit_into_room_the_head_does_not_need() -> None:
         NOW,
     )
     assert started(p) == ["n1", "n2"]
+    assert p.starts[0].why.render() == "it fits in room head does not need"
     assert reasons(p)["n3"].startswith("Queued behind head")
 
 
