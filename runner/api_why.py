@@ -42,10 +42,12 @@ class Estimates:
         self._plan_at: float | None = None
         self._values: dict[str, Estimate] = {}
 
-    def get(self, daemon: Daemon) -> dict[str, Estimate]:
+    def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
+        """The estimates; ``require`` names a run that must be in them (just submitted)."""
         age = time.monotonic() - self._at
         replanned = daemon.loop.status.last_plan_at != self._plan_at
-        if age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
+        missing = require is not None and require not in self._values
+        if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
             self._plan_at = daemon.loop.status.last_plan_at
             per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
             steps = int(min(400, max(5, ESTIMATE_BUDGET_MS / per_plan)))
@@ -91,7 +93,8 @@ async def why(request: web.Request) -> web.Response:
     ws = {w.name: w.workspace for w in snapshot.waiting} | {
         u.run: u.workspace for u in snapshot.running
     }
-    body["estimate"] = estimate_json(request.app[ESTIMATES].get(daemon).get(name), ws, caller)
+    estimates = request.app[ESTIMATES].get(daemon, require=name)
+    body["estimate"] = estimate_json(estimates.get(name), ws, caller)
     return web.json_response(body)
 
 

@@ -1,7 +1,9 @@
 """One run's page: what it asked for, what happened to it, and its output as it comes.
 
 ``GET /v1/runs/{name}`` every 2 s (spec, workers' history, events) and
-``GET /v1/runs/{name}/logs?tail=200&follow=1`` into the log pane. A run
+``GET /v1/runs/{name}/logs?tail=200&follow=1`` into the log pane. A queued
+run also shows ``GET /v1/runs/{name}/why``: the reason, the chain, the
+estimate and the levers the planner checked. A run
 preempted and waiting to run again headlines ``Paused to make room for
 higher-priority work``.
 """
@@ -25,7 +27,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
-from astraeus_tui.widgets.fmt import Run, compact, epoch, gib, utc_clock
+from astraeus_tui.widgets.fmt import Run, compact, epoch, gib, utc_clock, when
 
 SHOW_EVERY = 2.0
 HISTORY = ("Try", "Wkr", "State", "GPUs", "Started", "Ended", "Exit", "Why")
@@ -75,6 +77,22 @@ def facts(run: Run) -> Table:
     return grid
 
 
+def why_text(answer: dict[str, Any]) -> Text:
+    """``GET /v1/runs/{name}/why``: reason, chain, estimate, then each lever."""
+    text = Text()
+    text.append("Why it waits\n", style="bold")
+    text.append(str(answer.get("reason") or "") + "\n", style="yellow")
+    for line in answer.get("chain") or []:
+        text.append(f"  {line}\n")
+    if answer.get("estimate") is not None:
+        text.append(f"  Estimate: {when(answer['estimate'])}.\n", style="cyan")
+    for lever in answer.get("levers") or []:
+        text.append("  → ", style="bold green")
+        text.append(f"{lever}\n")
+    text.rstrip()
+    return text
+
+
 def events_text(events: list[dict[str, Any]]) -> Text:
     text = Text()
     for e in events[-100:]:
@@ -103,9 +121,9 @@ class RunDetailScreen(Screen[None]):
     ]
 
     class Loaded(Message):
-        def __init__(self, run: Run) -> None:
+        def __init__(self, run: Run, why: dict[str, Any] | None = None) -> None:
             super().__init__()
-            self.run = run
+            self.run, self.why = run, why
 
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, RunDetailScreen.Loaded)
@@ -137,6 +155,7 @@ class RunDetailScreen(Screen[None]):
             with VerticalScroll(id="about") as about:
                 about.border_title = "Run"
                 yield Static("", id="facts")
+                yield Static("", id="why")
                 yield Static("", id="spec")
             with Vertical(id="story"):
                 history: DataTable[str] = DataTable(id="history", cursor_type="none")
@@ -163,7 +182,14 @@ class RunDetailScreen(Screen[None]):
     async def load(self) -> None:
         while True:
             try:
-                self.post_message(self.Loaded(await self.client.show(self.run_name)))
+                run = await self.client.show(self.run_name)
+                why = None
+                if run.get("state") == "Queued":
+                    try:
+                        why = await self.client.why(self.run_name)
+                    except ApiError as e:
+                        why = {"reason": f"No explanation: {e}", "chain": [], "levers": []}
+                self.post_message(self.Loaded(run, why))
             except ApiError as e:
                 self.post_message(self.Failed(str(e)))
             await asyncio.sleep(SHOW_EVERY)
@@ -203,6 +229,10 @@ class RunDetailScreen(Screen[None]):
             headline = Text.assemble((str(run["paused"]), "bold magenta"), "  ", headline)
         self.query_one("#headline", Static).update(headline)
         self.query_one("#facts", Static).update(facts(run))
+        why = self.query_one("#why", Static)
+        why.display = message.why is not None
+        if message.why is not None:
+            why.update(why_text(message.why))
         spec = json.dumps(run.get("spec") or {}, indent=2)
         self.query_one("#spec", Static).update(
             Syntax(spec, "json", theme="ansi_dark", background_color="default", word_wrap=True)

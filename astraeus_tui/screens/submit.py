@@ -4,6 +4,10 @@ Errors are shown at the field they are about: first what the form itself can
 tell (a number that is not one, a duration that is not one), then the spec
 rules of ``runner.spec`` (the same the daemon applies), then the daemon's own
 answer, word for word (``403 PRIORITY_NOT_ALLOWED: …``).
+
+Preview (ctrl+r) asks ``POST /v1/preview`` what a submit of the form would do
+(position, start or wait, whom it would preempt) and shows it under the form;
+nothing is submitted.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.screens.dialogs import priority_hint
-from astraeus_tui.widgets.fmt import parse_duration
+from astraeus_tui.widgets.fmt import parse_duration, when
 
 InputType = Literal["integer", "number", "text"]
 # (field id, label, placeholder, input type)
@@ -119,6 +123,21 @@ def check_document(document: dict[str, Any]) -> None:
         raise FieldError(field_for(str(e)), f"422 INVALID_SPEC: {e}") from None
 
 
+def preview_text(p: dict[str, Any]) -> str:
+    """``POST /v1/preview``'s answer as lines, as ``astra submit --dry-run`` says it."""
+    lines = [f"Preview: position {p.get('position')} of {p.get('queue_length')}."]
+    if p.get("starts_now"):
+        how = "by backfill" if p.get("backfill") else "at once"
+        gpus = ", ".join(map(str, p.get("gpus") or [])) or "none"
+        lines.append(f"Would start now {how}, on GPUs {gpus}.")
+    else:
+        lines.append(f"Would wait: {p.get('reason') or '?'} ({when(p.get('estimate'))}).")
+    if p.get("preempts"):
+        lines.append("Would preempt: " + ", ".join(p["preempts"]) + ".")
+    lines.append("Nothing was submitted.")
+    return "\n".join(lines)
+
+
 class SubmitScreen(ModalScreen[str | None]):
     """Dismissed with the submitted run's name, or None when cancelled."""
 
@@ -126,12 +145,18 @@ class SubmitScreen(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "submit", "Submit"),
+        Binding("ctrl+r", "preview", "Preview", tooltip="What a submit would do; submits nothing"),
     ]
 
     class Submitted(Message):
         def __init__(self, name: str) -> None:
             super().__init__()
             self.name = name
+
+    class Previewed(Message):
+        def __init__(self, answer: dict[str, Any]) -> None:
+            super().__init__()
+            self.answer = answer
 
     class Refused(Message):
         def __init__(self, field: str, error: str) -> None:
@@ -161,8 +186,10 @@ class SubmitScreen(ModalScreen[str | None]):
                 yield from self._row("file", "Spec file", Input(placeholder="path/to/run.json",
                                                                 id="file"))  # fmt: skip
                 yield Static("", id="error-form", classes="error")
+                yield Static("", id="preview-answer")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Preview", id="preview", compact=True)
                 yield Button("Submit file", id="submit-file", compact=True)
                 yield Button("Submit", id="submit", variant="primary", compact=True)
 
@@ -228,6 +255,41 @@ class SubmitScreen(ModalScreen[str | None]):
         self.show_error("form", "")
         self.send(document)
 
+    @on(Button.Pressed, "#preview")
+    def action_preview(self) -> None:
+        chosen = self.query_one("#workspace", Select).value
+        workspace = chosen if isinstance(chosen, str) else None
+        try:
+            document = build_document(self.values(), workspace)
+            check_document(document)
+        except FieldError as e:
+            self._preview_shown("")
+            self.show_error(e.field, e.message)
+            return
+        self.show_error("form", "")
+        self.ask_preview(document)
+
+    def _preview_shown(self, text: str) -> None:
+        answer = self.query_one("#preview-answer", Static)
+        answer.update(text)
+        answer.display = bool(text)
+        if text:
+            self.call_after_refresh(answer.scroll_visible)
+
+    @work(exclusive=True, group="preview", exit_on_error=False)
+    async def ask_preview(self, document: dict[str, Any]) -> None:
+        try:
+            answer = await self.client.preview(document)
+        except ApiError as e:
+            where = CODE_FIELDS.get(e.code) or field_for(e.message)
+            self.post_message(self.Refused(where, str(e)))
+            return
+        self.post_message(self.Previewed(answer))
+
+    def on_submit_screen_previewed(self, message: Previewed) -> None:
+        self.show_error("form", "")
+        self._preview_shown(preview_text(message.answer))
+
     @on(Button.Pressed, "#submit-file")
     def _submit_file(self) -> None:
         path = self.query_one("#file", Input).value.strip()
@@ -265,4 +327,5 @@ class SubmitScreen(ModalScreen[str | None]):
         self.dismiss(message.name)
 
     def on_submit_screen_refused(self, message: Refused) -> None:
+        self._preview_shown("")
         self.show_error(message.field, message.error)

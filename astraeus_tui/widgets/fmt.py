@@ -131,3 +131,15 @@ def preempted_prefix(reason: str | None) -> str:
     text = reason or ""
     cut = text.find("waiting to run again.")
     return text[: cut + len("waiting to run again.")] if cut >= 0 else ""
+
+
+def when(estimate: dict[str, Any] | None) -> str:
+    """An estimate as words: ``starts by 14:20 UTC``, or after which runs end."""
+    if not estimate:
+        return "start not known"
+    if estimate.get("starts_by"):
+        t = epoch(estimate["starts_by"])
+        return "start not known" if t is None else f"starts by {utc_clock(t, seconds=False)} UTC"
+    if estimate.get("after"):
+        return f"after {', '.join(estimate['after'])} ends (no time limit)"
+    return "start not known"

@@ -69,6 +69,15 @@ class FakeClient:
             raise ApiError(404, "NOT_FOUND", f"no run {name}")
         return dict(runs[name])
 
+    async def why(self, name: str) -> dict[str, Any]:
+        if name not in self.data.get("runs", {}):
+            raise ApiError(404, "NOT_FOUND", f"no run {name}")
+        answer: dict[str, Any] = self.data.get("why", {}).get(name) or {
+            "run": name, "reason": "It is not waiting.", "chain": [], "levers": [],
+            "estimate": None,
+        }  # fmt: skip
+        return dict(answer)
+
     async def events(self, run: str | None = None) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = self.data.get("events", {}).get(run or "", [])
         return events
@@ -89,6 +98,15 @@ class FakeClient:
     async def submit(self, document: object) -> dict[str, Any]:
         name = document["metadata"]["name"] if isinstance(document, dict) else "?"
         return await self._answer("submit", document, {"name": name})
+
+    async def preview(self, document: object) -> dict[str, Any]:
+        name = document["metadata"]["name"] if isinstance(document, dict) else "?"
+        default = {
+            "name": name, "workspace": "?", "priority": 0, "position": 1, "queue_length": 1,
+            "starts_now": True, "backfill": False, "gpus": [], "preempts": [], "reason": "",
+            "estimate": {"starts_by": None, "after": []},
+        }  # fmt: skip
+        return await self._answer("preview", document, self.data.get("preview") or default)
 
     async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
         return await self._answer("submit_text", text, {"name": "?"})

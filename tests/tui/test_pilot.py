@@ -223,3 +223,46 @@ def test_a_paused_run_says_so(served: Callable[..., Served]) -> None:
         await until(pilot, lambda: text(headline).startswith(paused), message="the headline")
 
     drive(served, scenario, spec("low", sleeper(), gpus=4, priority=-5, workspace="vision"))
+
+
+def test_the_run_page_says_why_it_waits_and_what_would_help(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        await highlight(pilot, screen, "waiter")
+        await pilot.press("enter")
+        detail = await screen_of(pilot, RunDetailScreen)
+        why = detail.query_one("#why", Static)
+        lever = "→ With 1 GPU(s) per worker instead of 2 it starts now."
+        await until(pilot, lambda: why.display and lever in text(why), message="the lever")
+        shown = text(why)
+        assert shown.startswith("Why it waits") and "Estimate: starts by " in shown
+        assert client.show("waiter")["state"] == "Queued"
+
+    drive(served, scenario, spec("big", sleeper(), gpus=3, limit=600, workspace="vision"),
+          spec("waiter", sleeper(), gpus=2, workspace="vision"))  # fmt: skip
+
+
+def test_preview_from_the_form_submits_nothing(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        form.query_one("#name", Input).value = "what-if"
+        form.query_one("#command", Input).value = shlex.join(sleeper())
+        form.query_one("#gpus", Input).value = "2"
+        await pilot.click("#preview")
+        answer = form.query_one("#preview-answer", Static)
+        await until(pilot, lambda: answer.display and "Would wait: " in text(answer),
+                    message="the preview")  # fmt: skip
+        shown = text(answer)
+        assert "position 1 of 1" in shown and "Nothing was submitted." in shown
+        form.query_one("#priority", Input).value = "50"
+        await pilot.press("ctrl+r")
+        error = form.query_one("#error-priority", Static)
+        expected = "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
+        await until(pilot, lambda: text(error) == expected, message="the 403")
+        assert not answer.display
+        assert pilot.app.screen is form
+        assert [r["name"] for r in client.runs(all=True)] == ["big"]
+
+    drive(served, scenario, spec("big", sleeper(), gpus=3, limit=600, workspace="vision"))
