@@ -19,7 +19,7 @@ from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
 from runner.loop import Loop, LoopSettings
 from runner.scheduler import Machine
-from runner.service import Service
+from runner.service import LOCAL_IMAGE, Service
 from runner.store import Store
 
 log = logging.getLogger("astraeus.daemon")
@@ -58,6 +58,22 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
     from runner.executors.process import ProcessExecutor  # lazy: optional stack
 
     return ExecutorChoice(ProcessExecutor(home / "workers"), why)
+
+
+def _refuse_to_orphan_containers(store: Store, why: str) -> None:
+    """Docker is down but runs that live in containers are in the state: starting on
+    local processes would lose them (and run their commands on the host). Refuse."""
+    live = [
+        r.name
+        for r in store.runs(active_only=True)
+        if r.state != "Queued"
+        and r.spec().get("spec", {}).get("task_template", {}).get("image") != LOCAL_IMAGE
+    ]
+    if live:
+        raise DaemonError(
+            f"{why}, but {len(live)} run(s) live in containers ({', '.join(live[:3])}): "
+            'start Docker and try again (or set executor = "process" to give them up)'
+        )
 
 
 def _private_home(home: Path) -> None:
@@ -110,6 +126,8 @@ class Daemon:
             raise DaemonError(str(e)) from e
         if executor is None:
             choice = pick_executor(self.config, home)
+            if choice.executor.name == "process":
+                _refuse_to_orphan_containers(self.store, choice.why)
             executor, self.executor_why = choice.executor, choice.why
         else:
             self.executor_why = f"{executor.name}: given"

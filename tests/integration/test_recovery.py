@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
@@ -54,3 +57,29 @@ def test_a_worker_that_ended_while_the_daemon_was_down_is_learned(
     assert run["workers_history"][0]["exit_code"] == 4
     events = [e["message"] for e in run["events"]]
     assert any(m.startswith("Restarting: worker 0 exited with code 4") for m in events)
+
+
+def test_auto_does_not_fall_back_to_processes_under_live_containers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.daemon import Daemon, DaemonError
+    from runner.store import RunRow, Store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[machine]\nexecutor = "auto"\ngpus = 1\n')
+    store = Store(home / "state.db")
+    spec = {"metadata": {"name": "boxed"}, "spec": {"task_template": {"image": "busybox"}}}
+    row = RunRow("boxed", "default", "root", 0, 0, json.dumps(spec), 0, "Queued", None,
+                 1.0, None, None, None, 0, 0, 0, None, None, False)  # fmt: skip
+    store.insert_run(row)
+    with store.transaction() as tx:
+        store.update_run(tx, "boxed", state="Running")
+    store.close()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(DaemonError) as refused:
+        Daemon(home)
+    assert "1 run(s) live in containers (boxed): start Docker and try again" in str(refused.value)
+    with store.transaction() as tx:  # once nothing lives in a container, processes are fine
+        store.update_run(tx, "boxed", state="Failed")
+    assert Daemon(home).executor.name == "process"
