@@ -48,7 +48,8 @@ def docker_daemon(served: Start, tmp_path: Path) -> Iterator[Served]:  # noqa: F
     drive.mkdir()
     daemon = served(docker_config(drive), gpus=2, grace=5, executor="docker")
     yield daemon
-    # containers outlive their daemon by design (it adopts them); not this test's
+    # containers outlive their daemon by design (it adopts them); not this test's.
+    daemon.stop()  # first, or it would start a lost worker again
     client = engine_client()
     label = f"io.astraeus.instance={instance_id(daemon.home)}"
     for container in client.containers.list(all=True, filters={"label": label}):
