@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from runner.model import Reason, RunRef, RunSpec
 from runner.scheduler import PREEMPTED_WAITING
-from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow
+from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
 
 STOPS_THAT_CANCEL = ("delete", "timelimit", "failed", "restart", "never-started")
 
@@ -51,14 +51,6 @@ def _classify(store: Store, tx: sqlite3.Connection, ended: list[WorkerRow]) -> _
         if w.handle:
             batch.handles.append(w.handle)
     return batch
-
-
-def _latest(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
-    latest: dict[int, WorkerRow] = {}
-    for w in workers:
-        if w.worker not in latest or w.attempt > latest[w.worker].attempt:
-            latest[w.worker] = w
-    return latest
 
 
 def _describe(w: WorkerRow) -> str:
@@ -158,7 +150,7 @@ def settle_run(
             request = _on_failures(store, tx, run, spec, batch.failures, now)
         elif request is None and live and spec.gang and spec.workers > 1:
             request = _restart_partial_gang(store, tx, run, ended, now)
-        latest = _latest(store.workers_of(run.name)) if ended else _latest(workers)
+        latest = latest_workers(store.workers_of(run.name)) if ended else latest_workers(workers)
         if not live:
             _finish(store, tx, run, spec, request, batch.preempted_for, latest, now)
         elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from runner.model import Resources, RunSpec
 from runner.scheduler import RunningUnit, Snapshot, WaitingRun
 from runner.spec import parse_spec
-from runner.store import LIVE_WORKER_STATES, RunRow, WorkerRow
+from runner.store import LIVE_WORKER_STATES, RunRow, WorkerRow, latest_workers
 
 if TYPE_CHECKING:
     from runner.loop import LoopSettings
@@ -70,10 +70,7 @@ def pending_workers(spec: RunSpec, workers: list[WorkerRow]) -> tuple[int, ...]:
 
     A gang starts whole: all of it, or nothing while any worker still lives.
     """
-    latest: dict[int, WorkerRow] = {}
-    for w in workers:
-        if w.worker not in latest or w.attempt > latest[w.worker].attempt:
-            latest[w.worker] = w
+    latest = latest_workers(workers)
     live = {i for i, w in latest.items() if w.state in LIVE_WORKER_STATES}
     if spec.gang or spec.workers == 1:
         return () if live else tuple(range(spec.workers))

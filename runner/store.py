@@ -155,6 +155,15 @@ class WorkerRow:
     finished_at: float | None
 
 
+def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
+    """Each worker index's row of its latest attempt."""
+    latest: dict[int, WorkerRow] = {}
+    for w in workers:
+        if w.worker not in latest or w.attempt > latest[w.worker].attempt:
+            latest[w.worker] = w
+    return latest
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
     id: int
