@@ -168,9 +168,8 @@ async def list_runs(request: web.Request) -> web.Response:
         )
         for r in runs
     ]
-    order = {n: i for i, n in enumerate(plan.order)} if plan else {}
-    objects.sort(key=lambda o: (o["state"] not in ("Running", "Stopping", "Starting"),
-                                order.get(o["name"], 1 << 30)))  # fmt: skip
+    running = ("Running", "Stopping", "Starting")
+    objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
     return web.json_response({"runs": objects})
 
 

@@ -49,6 +49,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from operator import attrgetter
 
 from runner.model import (
@@ -182,6 +183,11 @@ class Plan:
     reasons: Mapping[str, Reason]
     quota_waits: frozenset[str]
     order: tuple[str, ...]
+
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Each waiting run's place in the order, from 1."""
+        return {name: i + 1 for i, name in enumerate(self.order)}
 
     def reason(self, run: str, viewer: Viewer = ADMIN) -> str | None:
         found = self.reasons.get(run)

@@ -96,14 +96,7 @@ def run_object(
 
 
 def _position(plan: Plan | None, name: str) -> int | None:
-    if plan is None:
-        return None
-    positions = getattr(plan, "_positions", None)
-    if positions is None:
-        positions = {n: i + 1 for i, n in enumerate(plan.order)}
-        object.__setattr__(plan, "_positions", positions)
-    result: int | None = positions.get(name)
-    return result
+    return None if plan is None else plan.positions.get(name)
 
 
 def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:
