@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from runner.estimates import Estimate, estimate_starts
+from runner.estimates import MAX_STEPS, Estimate, estimate_starts
 from runner.model import ANONYMOUS_RUN
 from runner.scheduler import Snapshot, WaitingRun, plan
 from runner.service import Caller, ServiceError
@@ -33,6 +33,12 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     return build_snapshot(daemon.settings, runs, daemon.store.live_workers(), specs, independent)
 
 
+def estimate_steps(daemon: Daemon) -> int:
+    """How many planning cycles fit in the estimate's time budget, at the last cycle's cost."""
+    per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
+    return int(min(MAX_STEPS, max(5, ESTIMATE_BUDGET_MS / per_plan)))
+
+
 class Estimates:
     """Estimates for every waiting run: reused for ESTIMATE_EVERY seconds, or until
     the loop has planned again (but not more than every ESTIMATE_GAP seconds)."""
@@ -49,8 +55,7 @@ class Estimates:
         missing = require is not None and require not in self._values
         if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
             self._plan_at = daemon.loop.status.last_plan_at
-            per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
-            steps = int(min(400, max(5, ESTIMATE_BUDGET_MS / per_plan)))
+            steps = estimate_steps(daemon)
             self._values = estimate_starts(snapshot_now(daemon), daemon.loop.clock(), steps)
             self._at = time.monotonic()
         return self._values
@@ -120,8 +125,7 @@ async def preview(request: web.Request) -> web.Response:
     start = next((s for s in result.starts if s.run == spec.name), None)
     victims = sorted({p.run if caller.viewer.sees(p.workspace) else ANONYMOUS_RUN
                       for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
-    steps = int(min(400, max(5, ESTIMATE_BUDGET_MS / max(daemon.loop.status.last_plan_ms, 0.5))))
-    estimate = estimate_starts(snapshot, now, steps).get(spec.name)
+    estimate = estimate_starts(snapshot, now, estimate_steps(daemon)).get(spec.name)
     return web.json_response({
         "name": spec.name, "workspace": workspace, "priority": spec.priority,
         "position": result.order.index(spec.name) + 1, "queue_length": len(result.order),
