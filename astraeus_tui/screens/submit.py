@@ -242,8 +242,8 @@ class SubmitScreen(ModalScreen[str | None]):
     def values(self) -> dict[str, str]:
         return {w.id or "": w.value for w in self.query(Input).results(Input)}
 
-    @on(Button.Pressed, "#submit")
-    def action_submit(self) -> None:
+    def checked_document(self) -> dict[str, Any] | None:
+        """The form as a run spec, or None with the error shown at its field."""
         chosen = self.query_one("#workspace", Select).value
         workspace = chosen if isinstance(chosen, str) else None
         try:
@@ -251,23 +251,23 @@ class SubmitScreen(ModalScreen[str | None]):
             check_document(document)
         except FieldError as e:
             self.show_error(e.field, e.message)
-            return
+            return None
         self.show_error("form", "")
-        self.send(document)
+        return document
+
+    @on(Button.Pressed, "#submit")
+    def action_submit(self) -> None:
+        document = self.checked_document()
+        if document is not None:
+            self.send(document)
 
     @on(Button.Pressed, "#preview")
     def action_preview(self) -> None:
-        chosen = self.query_one("#workspace", Select).value
-        workspace = chosen if isinstance(chosen, str) else None
-        try:
-            document = build_document(self.values(), workspace)
-            check_document(document)
-        except FieldError as e:
+        document = self.checked_document()
+        if document is None:
             self._preview_shown("")
-            self.show_error(e.field, e.message)
-            return
-        self.show_error("form", "")
-        self.ask_preview(document)
+        else:
+            self.ask_preview(document)
 
     def _preview_shown(self, text: str) -> None:
         answer = self.query_one("#preview-answer", Static)
