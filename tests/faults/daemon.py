@@ -16,12 +16,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from astraeus_tui.client import ApiError, Client
+from tests.integration.harness import wait_for
 
 PY = sys.executable
 CONNECTION_ERRORS = (ApiError, OSError, http.client.HTTPException)
@@ -55,17 +55,6 @@ def document(
     spec = {"priority": priority, "workers": workers, "restart_limit": restart_limit,
             "task_template": task}  # fmt: skip
     return {"metadata": {"name": name}, "spec": spec}
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {message or what}")
-        time.sleep(0.05)
 
 
 class DaemonProcess:

@@ -90,7 +90,7 @@ def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") ->
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message or what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {message or what}")
         time.sleep(0.05)
 
 
