@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,22 +25,14 @@ def age(iso: str | None, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def start_column(run: dict[str, Any], now: datetime | None = None) -> str:
-    """When a waiting run starts at the latest: ``14:20`` today, ``12-02 09:00`` later."""
-    if run["state"] != "Queued":
-        return ""
-    if not run.get("starts_by"):
-        return "?"
-    at = datetime.fromisoformat(run["starts_by"].replace("Z", "+00:00"))
-    today = (now or datetime.now(UTC)).date()
-    return at.strftime("%H:%M" if at.date() == today else "%m-%d %H:%M")
-
-
 def print_runs(runs: list[dict[str, Any]]) -> None:
     """The queue as `astra ls` shows it: fits 80 columns, the reason folds."""
     from rich.console import Console
     from rich.table import Table
 
+    from astraeus_tui.widgets.fmt import start_label  # the dashboard's START column too
+
+    now = time.time()
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("NAME", no_wrap=True, max_width=22, overflow="ellipsis")
@@ -56,7 +49,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
         waiting = r["state"] == "Queued"
         mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
         table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-                      age(r["submitted_at"]), start_column(r), r["reason"] or "")  # fmt: skip
+                      age(r["submitted_at"]), start_label(r, now), r["reason"] or "")  # fmt: skip
     Console().print(table)
 
 

@@ -17,6 +17,7 @@ Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
 ACTIVE_STATES = ("Running", "Starting", "Stopping")
 QUOTA_PREFIXES = ("Waits for namespace quota", "Waits for more than the namespace's quota")
 BLOCKS = " ▏▎▍▌▋▊▉█"
+DAY = 86400
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
@@ -33,6 +34,25 @@ def utc_clock(t: float, seconds: bool = True) -> str:
     if not seconds:
         t = math.ceil(t / 60) * 60
     return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def start_label(run: Run, now: float) -> str:
+    """When a waiting run starts at the latest, as the queue's tables say it.
+
+    ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
+    as the planner says it), ``?`` when there is no estimate (work without a time
+    limit is in the way), and nothing for a run that does not wait.
+    """
+    if run.get("state") != "Queued":
+        return ""
+    at = epoch(run.get("starts_by"))
+    if at is None:
+        return "?"
+    at = math.ceil(at / 60) * 60
+    clock = utc_clock(at, seconds=False)
+    if at // DAY == now // DAY:
+        return clock
+    return datetime.fromtimestamp(at, UTC).strftime("%m-%d ") + clock
 
 
 def span(seconds: float) -> str:

@@ -1,0 +1,37 @@
+"""The START cell, which `astra ls` and the dashboard's queue and timeline share."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from astraeus_tui.widgets.fmt import start_label
+
+NOW = datetime(2026, 10, 1, 12, 0, 21, tzinfo=UTC).timestamp()
+
+
+def queued(starts_by: str | None, state: str = "Queued") -> dict[str, object]:
+    return {"state": state, "starts_by": starts_by}
+
+
+@pytest.mark.parametrize(
+    ("starts_by", "shown"),
+    [
+        ("2026-10-01T12:45:00Z", "12:45"),  # today
+        ("2026-10-01T12:45:28Z", "12:46"),  # rounded up, as the planner says "starts by"
+        ("2026-10-01T23:59:30Z", "10-02 00:00"),  # rounded up into tomorrow
+        ("2026-10-02T09:00:00Z", "10-02 09:00"),  # another day: with its date
+        ("2026-09-30T23:00:00Z", "09-30 23:00"),  # a stale one is not taken for today
+        (None, "?"),  # no estimate: work without a time limit is in the way
+    ],
+)
+def test_a_waiting_run_shows_when_it_starts_at_the_latest(
+    starts_by: str | None, shown: str
+) -> None:
+    assert start_label(queued(starts_by), NOW) == shown
+
+
+@pytest.mark.parametrize("state", ["Starting", "Running", "Stopping", "Succeeded"])
+def test_a_run_that_does_not_wait_shows_nothing(state: str) -> None:
+    assert start_label(queued("2026-10-01T12:45:00Z", state), NOW) == ""
