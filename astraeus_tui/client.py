@@ -181,6 +181,28 @@ class Client:
     def shutdown(self) -> None:
         self.request("POST", "/v1/shutdown", {})
 
+    def groups(self, kind: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/v1/groups", query={"kind": kind})[
+            "groups"
+        ]
+        return result
+
+    def create_group(self, document: object) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/v1/groups", document)
+        return result
+
+    def group(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/v1/groups/{quote(name)}")
+        return result
+
+    def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("PATCH", f"/v1/groups/{quote(name)}", change)
+        return result
+
+    def delete_group(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/v1/groups/{quote(name)}")
+        return result
+
 
 class AsyncClient:
     """The dashboard's client: the same calls, awaited, plus the change stream."""
@@ -305,6 +327,22 @@ class AsyncClient:
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
         return self.lines(f"/v1/runs/{quote(name)}/logs", tail=tail or None, follow=follow)
 
+    async def groups(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = (await self.request("GET", "/v1/groups"))["groups"]
+        return result
+
+    async def group(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", f"/v1/groups/{quote(name)}")
+        return result
+
+    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("PATCH", f"/v1/groups/{quote(name)}", change)
+        return result
+
+    async def delete_group(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("DELETE", f"/v1/groups/{quote(name)}")
+        return result
+
 
 class DashboardApi(Protocol):
     """What the dashboard needs of a daemon: ``AsyncClient``, or a test's fake."""
@@ -323,3 +361,7 @@ class DashboardApi(Protocol):
     async def delete(self, name: str) -> dict[str, Any]: ...
     async def events(self, run: str | None = None) -> list[dict[str, Any]]: ...
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]: ...
+    async def groups(self) -> list[dict[str, Any]]: ...
+    async def group(self, name: str) -> dict[str, Any]: ...
+    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]: ...
+    async def delete_group(self, name: str) -> dict[str, Any]: ...

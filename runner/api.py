@@ -148,6 +148,8 @@ async def list_runs(request: web.Request) -> web.Response:
     runs = daemon.store.runs(active_only=q.get("all") not in ("1", "true"))
     if "workspace" in q:
         runs = [r for r in runs if r.workspace == q["workspace"]]
+    if "group" in q:
+        runs = [r for r in runs if r.grp == q["group"]]
     if "state" in q:
         wanted = {s.strip().lower() for s in q["state"].split(",")}
         runs = [r for r in runs if r.state.lower() in wanted]
@@ -278,6 +280,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 def build_app(daemon: Daemon) -> web.Application:
+    from runner.api_groups import add_group_routes
     from runner.api_machine import add_machine_routes  # lazy: keeps this module short
     from runner.api_why import add_why_routes
 
@@ -295,6 +298,7 @@ def build_app(daemon: Daemon) -> web.Application:
     app.router.add_get("/v1/stream", stream)
     add_machine_routes(app)
     add_why_routes(app)
+    add_group_routes(app)
     return app
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from runner.dependencies import check_dependencies
 from runner.estimates import MAX_STEPS, Estimate, estimate_starts
 from runner.model import ANONYMOUS_RUN
 from runner.scheduler import Snapshot, WaitingRun, plan
@@ -29,6 +30,8 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     specs = daemon.loop.specs
     for run in runs:
         specs.get(run)
+    deps = check_dependencies(runs, specs.get, daemon.store.run_states)
+    runs = [r for r in runs if r.name not in deps.waiting and r.name not in deps.failing]
     independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
     return build_snapshot(daemon.settings, runs, daemon.store.live_workers(), specs, independent)
 

@@ -17,9 +17,11 @@ from pathlib import Path
 from runner.config import Config, ConfigError, ensure_config, load_config
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
+from runner.group_control import GroupControl
 from runner.loop import Loop, LoopSettings
 from runner.scheduler import Machine
 from runner.service import LOCAL_IMAGE, Service
+from runner.service_groups import GroupService
 from runner.store import Store
 
 log = logging.getLogger("astraeus.daemon")
@@ -143,6 +145,8 @@ class Daemon:
         )
         self.loop = Loop(self.store, executor, self.settings)
         self.service = Service(self.store, self.config, self.loop.poke, executor.name)
+        self.groups = GroupService(self.service)
+        self.loop.groups = GroupControl(self.service).tick
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

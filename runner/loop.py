@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.dependencies import check_dependencies
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
@@ -71,6 +72,7 @@ class Loop:
         self._reasons: dict[str, Reason | None] = {}
         self._engine_down = False
         self.on_change: Callable[[], None] = lambda: None
+        self.groups: Callable[[float], bool] = lambda now: False  # schedules and replicas
 
     def key(self, w: WorkerRow) -> str:
         """The worker's executor handle, also when the daemon died before recording it."""
@@ -119,6 +121,7 @@ class Loop:
         changed = self.observe(now)
         changed |= self.enforce(now)
         changed |= self.settle(now)
+        changed |= self.groups(now)
         last = self.status.last_plan_at
         self._dirty |= changed
         due = last is None or now - last >= PLAN_EVERY
@@ -274,6 +277,11 @@ class Loop:
         live = self.store.live_workers()
         for run in runs:
             self.specs.get(run)
+        deps = check_dependencies(runs, self.specs.get, self.store.run_states)
+        if deps.failing:
+            self._fail_dependents(deps.failing, runs, now)
+        active = runs
+        runs = [r for r in runs if r.name not in deps.waiting and r.name not in deps.failing]
         independent = {
             r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
         }
@@ -282,17 +290,29 @@ class Loop:
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
-        self._apply_reasons(result, runs, now)
+        self._apply_reasons(result, active, now, deps.waiting)
         self._apply_preemptions(result, live, now)
         ctx = StartContext(self.store, self.executor, self.settings, self.specs)
         for start in result.starts:
             launch_for(ctx, start, now)
 
-    def _apply_reasons(self, result: Plan, runs: list[RunRow], now: float) -> None:
+    def _fail_dependents(self, failing: dict[str, Reason], runs: list[RunRow], now: float) -> None:
+        """Runs whose dependency failed (or went away) can never start: they fail."""
         by_name = {r.name: r for r in runs}
+        with self.store.transaction() as tx:
+            for name, reason in failing.items():
+                self.store.update_run(tx, name, state="Failed", finished_at=now, reason=reason)
+                self.store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
+                self._reasons.pop(name, None)
+
+    def _apply_reasons(
+        self, result: Plan, runs: list[RunRow], now: float, waiting: dict[str, Reason]
+    ) -> None:
+        by_name = {r.name: r for r in runs}
+        current = {**waiting, **result.reasons}
         changes = {
             name: reason
-            for name, reason in result.reasons.items()
+            for name, reason in current.items()
             if self._reasons.get(name, by_name[name].reason) != reason
         }
         quota_first = [n for n in result.quota_waits if not by_name[n].quota_noted]

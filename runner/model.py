@@ -208,6 +208,7 @@ class RunSpec:
     workers: int = 1
     gang: bool = True
     restart_limit: int = DEFAULT_RESTART_LIMIT
+    after: tuple[str, ...] = ()  # runs that must succeed before this one may start
 
     def worker_resources(self) -> Resources:
         """What one worker asks for."""

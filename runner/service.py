@@ -11,6 +11,7 @@ import contextlib
 import grp
 import json
 import pwd
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,6 +148,7 @@ class Service:
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
+        self._check_after(spec, caller)
         if spec.task.image == LOCAL_IMAGE and self.executor != "process":
             raise ServiceError(
                 422, "INVALID_SPEC",
@@ -154,6 +156,31 @@ class Service:
                 f" does not do (executor {self.executor}): name a container image",
             )  # fmt: skip
         return workspace
+
+    def _check_after(self, spec: RunSpec, caller: Caller) -> None:
+        """Each run waited for exists, may be seen by the caller, and can still succeed."""
+        if spec.name in spec.after:
+            raise ServiceError(422, "INVALID_SPEC", "spec.after: a run cannot wait for itself")
+        states = self.store.run_states(spec.after)
+        for name in spec.after:
+            state, workspace = states.get(name, ("", ""))
+            if not state or not caller.viewer.sees(workspace):
+                raise ServiceError(422, "INVALID_SPEC", f"spec.after: no run {name}")
+            if state in ("Failed", "Cancelled"):
+                raise ServiceError(
+                    409, "DEPENDENCY_FAILED",
+                    f"spec.after: run {name} is {state}, so this run could never start",
+                )  # fmt: skip
+
+    def new_row(
+        self, spec: RunSpec, workspace: str, owner: Caller, now: float, grp: str | None = None
+    ) -> RunRow:
+        """The row of a newly acknowledged run (written by the caller)."""
+        return RunRow(
+            spec.name, workspace, owner.user, owner.uid, owner.gid, json.dumps(spec_to_dict(spec)),
+            spec.priority, "Queued", Reason("Waiting for the scheduler"), now,
+            None, None, None, 0, 0, 0, None, None, False, grp,
+        )  # fmt: skip
 
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
         """Validate and acknowledge a run: committed when this returns."""
@@ -164,12 +191,7 @@ class Service:
         return self._insert(spec, self._check_spec(spec, caller), caller, now)
 
     def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
-        text = json.dumps(spec_to_dict(spec))
-        row = RunRow(
-            spec.name, workspace, caller.user, caller.uid, caller.gid, text,
-            spec.priority, "Queued", Reason("Waiting for the scheduler"),
-            time.time() if now is None else now, None, None, None, 0, 0, 0, None, None, False,
-        )  # fmt: skip
+        row = self.new_row(spec, workspace, caller, time.time() if now is None else now)
         try:
             self.store.insert_run(row)
         except NameInUse as e:
@@ -198,20 +220,21 @@ class Service:
         """
         run = self._own_run(name, caller)
         with self.store.transaction() as tx:
-            state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
-            if state in ("Succeeded", "Failed", "Cancelled"):
-                self.store.delete_run_row(tx, name)
-                outcome = "forgotten"
-            elif state == "Queued":
-                self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
-                                      reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
-                message = Reason(f"Deleted by {caller.user} while queued")
-                self.store.add_event(tx, name, run.workspace, "Cancelled", message)
-                outcome = "cancelled"
-            else:
-                self.store.update_run(tx, name, stop_request="delete")
-                message = Reason(f"Deleted by {caller.user}: stopping")
-                self.store.add_event(tx, name, run.workspace, "Deleting", message)
-                outcome = "stopping"
+            outcome = self.delete_in(tx, name, run.workspace, f"Deleted by {caller.user}")
         self.poke()
         return outcome
+
+    def delete_in(self, tx: sqlite3.Connection, name: str, workspace: str, by: str) -> str:
+        """Delete within ``tx`` (see delete); ``by`` opens the event's message."""
+        state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
+        if state in ("Succeeded", "Failed", "Cancelled"):
+            self.store.delete_run_row(tx, name)
+            return "forgotten"
+        if state == "Queued":
+            self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
+                                  reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
+            self.store.add_event(tx, name, workspace, "Cancelled", Reason(f"{by} while queued"))
+            return "cancelled"
+        self.store.update_run(tx, name, stop_request="delete")
+        self.store.add_event(tx, name, workspace, "Deleting", Reason(f"{by}: stopping"))
+        return "stopping"

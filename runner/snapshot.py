@@ -15,15 +15,20 @@ if TYPE_CHECKING:
 
 
 class SpecCache:
-    """Parsed run specs by run name: a spec never changes once submitted."""
+    """Parsed run specs by run name: a spec never changes once submitted.
+
+    A name may be used again once its run is forgotten: the submit time tells them apart.
+    """
 
     def __init__(self) -> None:
         self._specs: dict[str, RunSpec] = {}
+        self._submitted: dict[str, float] = {}
 
     def get(self, run: RunRow) -> RunSpec:
         spec = self._specs.get(run.name)
-        if spec is None:
+        if spec is None or self._submitted[run.name] != run.submitted_at:
             spec = self._specs[run.name] = parse_spec(run.spec())
+            self._submitted[run.name] = run.submitted_at
         return spec
 
     def gang(self, name: str) -> bool:
@@ -33,6 +38,7 @@ class SpecCache:
     def forget(self, names: Iterable[str]) -> None:
         for name in names:
             self._specs.pop(name, None)
+            self._submitted.pop(name, None)
 
 
 def unit_id(run: str, worker: int, gang: bool) -> str:

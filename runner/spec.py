@@ -237,7 +237,8 @@ def _time_limit(value: object, path: str) -> int:
 
 # ------------------------------------------------------------------ the document
 
-_SPEC_KEYS = ("priority", "workers", "gang", "restart_limit", "task_template")
+_SPEC_KEYS = ("priority", "workers", "gang", "restart_limit", "after", "task_template")
+MAX_AFTER = 64  # runs one run may wait for
 _TASK_KEYS = (
     "image",
     "command",
@@ -270,8 +271,16 @@ def parse_spec(data: object) -> RunSpec:
             _int_between(0, MAX_RESTART_LIMIT),
             DEFAULT_RESTART_LIMIT,
         ),
+        after=_optional(spec, "spec", "after", _after, ()),
         task=_required(spec, "spec", "task_template", _task),
     )
+
+
+def _after(value: object, path: str) -> tuple[str, ...]:
+    names = tuple(_name(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path, MAX_AFTER)))
+    if len(set(names)) != len(names):
+        raise SpecError(path, "names a run twice")
+    return names
 
 
 def _task(value: object, path: str) -> TaskTemplate:
@@ -442,6 +451,7 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
             "workers": spec.workers,
             "gang": spec.gang,
             "restart_limit": spec.restart_limit,
+            **({"after": list(spec.after)} if spec.after else {}),
             "task_template": _task_to_dict(spec.task),
         },
     }

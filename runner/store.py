@@ -1,10 +1,11 @@
 """Durable state in SQLite: runs, workers (one row per attempt), events, usage.
 
-The only module that writes SQL. A write that acknowledges something to a
-user (a submit, a delete, a priority change) commits with ``synchronous=FULL``
-before the caller answers. Every decision is written before it is acted on: a
-worker row is ``Starting`` before its container is created, ``Stopping`` before
-SIGTERM is sent. No connection is opened at import.
+The only module that writes SQL (with ``store_groups.py``, the groups' tables).
+A write that acknowledges something to a user (a submit, a delete, a priority
+change) commits with ``synchronous=FULL`` before the caller answers. Every
+decision is written before it is acted on: a worker row is ``Starting`` before
+its container is created, ``Stopping`` before SIGTERM is sent. No connection is
+opened at import.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.model import Reason, RunRef
+from runner.store_groups import GroupTables
 
 SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
 
@@ -86,6 +88,28 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run, workspace)
     );
     """,
+    # 2: groups of runs made from one template (sweeps, replica groups, schedules)
+    """
+    CREATE TABLE groups (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        replicas INTEGER NOT NULL DEFAULT 0,
+        paused INTEGER NOT NULL DEFAULT 0,
+        next_at REAL,
+        last_fired_at REAL
+    );
+    ALTER TABLE runs ADD COLUMN grp TEXT;
+    ALTER TABLE runs ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX runs_grp ON runs(grp);
+    ALTER TABLE events ADD COLUMN grp TEXT;
+    CREATE INDEX events_grp ON events(grp, id);
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -128,6 +152,8 @@ class RunRow:
     preempted_by: RunRef | None
     stop_request: str | None
     quota_noted: bool
+    grp: str | None = None  # the sweep, replica group or schedule that made it
+    streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
 
     def spec(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.spec_text)
@@ -172,6 +198,7 @@ class EventRow:
     time: float
     kind: str
     message: Reason
+    grp: str | None = None  # set on a group's own events (``run`` is then the group's name)
 
 
 def _ref_json(ref: RunRef | None) -> str | None:
@@ -199,7 +226,7 @@ def _run(row: sqlite3.Row) -> RunRow:
         row["spec"], row["priority"], row["state"], _reason(row["reason"]),
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
-        row["stop_request"], bool(row["quota_noted"]),
+        row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
     )  # fmt: skip
 
 
@@ -212,7 +239,7 @@ def _worker(row: sqlite3.Row) -> WorkerRow:
     )  # fmt: skip
 
 
-class Store:
+class Store(GroupTables):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:
@@ -325,21 +352,24 @@ class Store:
 
     def insert_run(self, run: RunRow) -> None:
         """Acknowledge a submit: committed when this returns. NameInUse on a clash."""
+        with self.transaction() as tx:
+            self.insert_run_in(tx, run, f"Submitted by {run.owner}")
+
+    def insert_run_in(self, tx: sqlite3.Connection, run: RunRow, message: str) -> None:
+        """Insert within ``tx``; NameInUse (the whole transaction rolls back) on a clash."""
         try:
-            with self.transaction() as tx:
-                tx.execute(
-                    "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
-                    " reason, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        run.name, run.workspace, run.owner, run.uid, run.gid,
-                        run.spec_text, run.priority, run.state,
-                        reason_json(run.reason), run.submitted_at,
-                    ),
-                )  # fmt: skip
-                message = Reason(f"Submitted by {run.owner}")
-                self.add_event(tx, run.name, run.workspace, "Submitted", message, run.submitted_at)
+            tx.execute(
+                "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
+                " reason, submitted_at, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run.name, run.workspace, run.owner, run.uid, run.gid,
+                    run.spec_text, run.priority, run.state,
+                    reason_json(run.reason), run.submitted_at, run.grp,
+                ),
+            )  # fmt: skip
         except sqlite3.IntegrityError as e:
             raise NameInUse(run.name) from e
+        self.add_event(tx, run.name, run.workspace, "Submitted", Reason(message), run.submitted_at)
 
     def get_run(self, name: str) -> RunRow | None:
         row = self._connect().execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
@@ -369,8 +399,23 @@ class Store:
         tx.execute(f"UPDATE runs SET {cols} WHERE name = ?", (*fields.values(), name))
 
     def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
-        tx.execute("DELETE FROM events WHERE run = ?", (name,))
+        tx.execute("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
         tx.execute("DELETE FROM runs WHERE name = ?", (name,))
+
+    def runs_of_group(self, grp: str) -> list[RunRow]:
+        sql = "SELECT * FROM runs WHERE grp = ? ORDER BY submitted_at, name"
+        return [_run(r) for r in self._connect().execute(sql, (grp,))]
+
+    def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """Each named run's (state, workspace); runs that do not exist are left out."""
+        wanted = sorted(set(names))
+        out: dict[str, tuple[str, str]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT name, state, workspace FROM runs WHERE name IN ({marks})"
+            out.update({r[0]: (r[1], r[2]) for r in self._connect().execute(sql, chunk)})
+        return out
 
     # ------------------------------------------------------------ workers
 
@@ -402,22 +447,28 @@ class Store:
 
     def add_event(
         self, tx: sqlite3.Connection, run: str, workspace: str, kind: str, message: Reason,
-        now: float | None = None,
+        now: float | None = None, grp: str | None = None,
     ) -> None:  # fmt: skip
+        """An event of a run; of a group when ``grp`` is given (``run`` then names the group)."""
         tx.execute(
-            "INSERT INTO events (run, workspace, time, kind, message) VALUES (?, ?, ?, ?, ?)",
-            (run, workspace, time.time() if now is None else now, kind, reason_json(message)),
+            "INSERT INTO events (run, workspace, time, kind, message, grp) VALUES (?,?,?,?,?,?)",
+            (run, workspace, time.time() if now is None else now, kind, reason_json(message), grp),
         )
 
-    def events(self, run: str | None = None, *, after: int = 0) -> list[EventRow]:
+    def events(
+        self, run: str | None = None, *, after: int = 0, grp: str | None = None
+    ) -> list[EventRow]:
         sql, args = "SELECT * FROM events WHERE id > ?", [after]
         if run is not None:
-            sql += " AND run = ?"
+            sql += " AND run = ? AND grp IS NULL"
             args.append(run)  # type: ignore[arg-type]  # mixed int/str parameters
+        if grp is not None:
+            sql += " AND grp = ? AND run = grp"
+            args.append(grp)  # type: ignore[arg-type]
         rows = self._connect().execute(sql + " ORDER BY id", args)
         return [
             EventRow(r["id"], r["run"], r["workspace"], r["time"], r["kind"],
-                     Reason.from_json(json.loads(r["message"])))
+                     Reason.from_json(json.loads(r["message"])), r["grp"])
             for r in rows
         ]  # fmt: skip
 

@@ -17,6 +17,7 @@ from runner.estimates import Estimate
 from runner.model import ANONYMOUS_RUN, RunSpec, Viewer
 from runner.scheduler import Plan
 from runner.store import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
+from runner.store_groups import GroupRow
 
 PAUSED = "Paused to make room for higher-priority work"
 _SECRET = secrets.token_bytes(16)  # per daemon: hidden runs get ids no one can reverse
@@ -92,6 +93,8 @@ def run_object(
         "stop_grace_left_seconds": grace_left,
         "stop_deadline": iso(deadline),
         "stopping_for": _stopping_for(stopping, viewer),
+        "group": run.grp if visible else None,
+        "after": list(spec.after) if visible else [],
     }
 
 
@@ -122,11 +125,47 @@ def worker_object(w: WorkerRow) -> dict[str, Any]:
     }
 
 
+def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
+    """A sweep, replica group or schedule as ``--json`` prints it (its runs counted by state).
+
+    Only members (and admins) are shown groups: nothing here is anonymised."""
+    doc = g.document()
+    template = doc["template"]["spec"]
+    counts: dict[str, int] = {}
+    names = []
+    for r in runs:
+        counts[r.state] = counts.get(r.state, 0) + 1
+        names.append(r.name)
+    out: dict[str, Any] = {
+        "name": g.name,
+        "kind": g.kind,
+        "workspace": g.workspace,
+        "owner": g.owner,
+        "created_at": iso(g.created_at),
+        "priority": template.get("priority", 0),
+        "runs": names,
+        "states": counts,
+    }
+    if g.kind == "sweep":
+        out["size"] = len(doc["list"])
+        out["params"] = doc["list"]
+    elif g.kind == "replicas":
+        out["replicas"] = g.replicas
+        out["running"] = counts.get("Running", 0)
+    else:
+        out.update({
+            "cron": doc["cron"], "policy": doc["policy"], "paused": g.paused,
+            "next_at": None if g.paused else iso(g.next_at), "last_fired_at": iso(g.last_fired_at),
+        })  # fmt: skip
+    return out
+
+
 def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
     visible = viewer.sees(e.workspace)
     return {
         "id": e.id,
         "run": e.run if visible else ANONYMOUS_RUN,
+        "group": e.grp if visible else None,
         "workspace": e.workspace,
         "time": iso(e.time),
         "kind": e.kind,

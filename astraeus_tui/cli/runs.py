@@ -23,6 +23,10 @@ from astraeus_tui.cli.tables import print_json, show_runs
 from astraeus_tui.client import ApiError, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
+AfterOption = Annotated[
+    list[str] | None,
+    typer.Option("--after", help="Start only once this run has succeeded (repeatable)."),
+]
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
@@ -31,16 +35,30 @@ def submit(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
     ] = False,
+    after: AfterOption = None,
     as_json: bool = JsonOption,
 ) -> None:
-    """Submit a run spec (JSON or TOML; an #SBATCH script works too)."""
+    """Submit a run spec (JSON or TOML; an #SBATCH script works too).
+
+    A spec with a `spec.sweep` section (a grid or a list) submits a sweep."""
     from runner.spec import SpecError, load_spec_file, load_spec_text, spec_to_dict
 
+    text = sys.stdin.read() if file == "-" else None
+    sweep = _sweep(file, text)
+    if sweep is not None and not dry_run:
+        if after:
+            sweep["template"]["spec"]["after"] = after
+        from astraeus_tui.cli.groups import create_group
+
+        create_group(sweep, as_json)
+        return
     try:
-        spec = load_spec_text(sys.stdin.read()) if file == "-" else load_spec_file(Path(file))
+        spec = load_spec_text(text) if text is not None else load_spec_file(Path(file))
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     document = spec_to_dict(spec)
+    if after:
+        document["spec"]["after"] = after  # type: ignore[index]
     if dry_run:
         _show_preview(call(lambda c: c.preview(document)), as_json)
         return
@@ -49,6 +67,27 @@ def submit(
         print_json(run)
     else:
         typer.echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+
+
+def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
+    """The sweep a JSON or TOML spec with a ``spec.sweep`` section asks for, else None."""
+    from runner.groups import sweep_document
+    from runner.spec import SpecError, decode_document
+
+    if text is None:
+        if Path(file).suffix.lower() in (".sbatch", ".sh"):
+            return None
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None  # load_spec_file says what is wrong with it
+    fmt = "json" if text.lstrip().startswith("{") else "toml"
+    try:
+        return sweep_document(decode_document(text, fmt))
+    except SpecError as e:
+        if "sweep" in str(e):
+            fail(f"422 INVALID_SPEC: {e}")
+        return None  # not a sweep: the spec's own checks say what is wrong
 
 
 def _when(estimate: dict[str, Any]) -> str:
@@ -128,6 +167,7 @@ def run(
     drive: Annotated[list[str] | None, typer.Option(help="NAME:/mount/path[:ro]")] = None,
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
     workers: Annotated[int, typer.Option(help="Workers (a gang by default).")] = 1,
+    after: AfterOption = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`."""
@@ -144,7 +184,9 @@ def run(
     meta = {"name": name or _default_name(command[0])}
     if workspace:
         meta["workspace"] = workspace
-    body = {"priority": priority, "workers": workers, "task_template": task}
+    body: dict[str, Any] = {"priority": priority, "workers": workers, "task_template": task}
+    if after:
+        body["after"] = after
     document = {"metadata": meta, "spec": body}
     created = call(lambda c: c.submit(document))
     if as_json:
