@@ -36,7 +36,7 @@ from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
 PANELS = ("gpus", "timeline", "workspaces")
 FREEZE_AFTER = 1000
 HEADER_SORTS = {"mark": "order", "name": "name", "workspace": "workspace", "priority": "priority",
-                "state": "state", "age": "age", "reason": "order"}  # fmt: skip
+                "state": "state", "age": "age", "start": "order", "reason": "order"}  # fmt: skip
 
 
 class MainScreen(Screen[None]):
@@ -180,9 +180,11 @@ class MainScreen(Screen[None]):
             lefts = [x for x in map(panel.left, panel.victims) if x is not None]
             self.query_one(HeadBanner).stop_left = max(lefts) if lefts else None
         self._ticks += 1
+        model, table = self.model, self.query_one(QueueTable)
         if self._ticks % int(AGE_EVERY) == 0:
-            cell = self.model.age_cell
-            self.query_one(QueueTable).update_column("age", lambda rid: cell(rid, now))
+            table.update_column("age", lambda rid: model.age_cell(rid, now))
+        if model.new_day(now):
+            table.update_column("start", lambda rid: model.start_cell(rid, now))
 
     # ------------------------------------------------------------ the table
 

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from astraeus_tui.widgets.fmt import ACTIVE_STATES, Run, compact, epoch, over_quota
+from astraeus_tui.widgets.fmt import (
+    ACTIVE_STATES,
+    DAY,
+    Run,
+    compact,
+    epoch,
+    over_quota,
+    start_label,
+)
 
 SORTS = ("order", "priority", "age", "name", "workspace", "state")
 STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -21,7 +29,7 @@ AGE = 7  # the age column: it moves with the clock
 AGE_EVERY = 30.0  # seconds between two renderings of an age
 # what the cells other than the mark show: when none of these changes, only the mark is redrawn
 CELL_KEYS = ("name", "head", "workspace", "priority", "state", "gpus", "gpus_requested",
-             "time_limit_seconds", "submitted_at", "reason")  # fmt: skip
+             "time_limit_seconds", "submitted_at", "starts_by", "reason")  # fmt: skip
 STATE_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red", "Queued": ""}
 
 
@@ -74,6 +82,7 @@ class QueueModel:
         self._keys: dict[str, tuple[int, int, str, str]] = {}  # planner-order sort keys
         self._active: set[str] = set()  # ids of runs in a live state
         self._head: str | None = None
+        self._day: float | None = None  # the UTC day the start cells were last written for
         self.filters = Filters()
         self.loaded = False
 
@@ -211,7 +220,7 @@ class QueueModel:
     def cells(self, rid: str, now: float) -> tuple[Text, ...]:
         """The row of ``rid`` (cached until the run changes; ages move on their own)."""
         found = self._cells.get(rid)
-        if found is None:
+        if found is None or found[1] // DAY != now // DAY:  # a start's date shows on other days
             row = self._render(rid, now)
         elif rid in self._marks_only:  # a new position, say: the rest is as it was
             self._marks_only.discard(rid)
@@ -238,6 +247,7 @@ class QueueModel:
             Text(f"{asked}/{held}", justify="right"),
             Text(compact(limit) if limit else "none", justify="right"),
             self.age_cell(rid, now),
+            self._start(run, now),
             Text(run.get("reason") or "", style="" if dim else "grey70"),
         )
         if dim:
@@ -245,9 +255,27 @@ class QueueModel:
                 cell.stylize("dim")
         return values
 
+    def new_day(self, now: float) -> bool:
+        """Whether the UTC day turned since last asked: start cells then show other dates."""
+        last, self._day = self._day, now // DAY
+        return last is not None and last != self._day
+
     def age_cell(self, rid: str, now: float) -> Text:
         run = self.runs[rid]
         return Text(age(run, now), justify="right", style="dim" if over_quota(run) else "")
+
+    def start_cell(self, rid: str, now: float) -> Text:
+        run = self.runs[rid]
+        cell = self._start(run, now)
+        if over_quota(run):
+            cell.stylize("dim")
+        return cell
+
+    def _start(self, run: Run, now: float) -> Text:
+        """When a waiting run starts at the latest; ``?`` when no estimate exists."""
+        label = start_label(run, now)
+        style = "bold yellow" if run.get("head") else "grey50" if label == "?" else ""
+        return Text(label, justify="right", style=style)
 
     def _mark(self, run: Run) -> Text:
         position = run.get("position")

@@ -15,25 +15,39 @@ because at 10,000 rows it costs from tens of milliseconds to seconds:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict  # DataTable's own index; see _set_order
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, Row, RowKey
+from textual.widgets.data_table import Column, ColumnKey, Row, RowKey
 
 from astraeus_tui.widgets import css_beside
 
-COLUMNS = ("mark", "name", "workspace", "priority", "state", "gpus", "limit", "age", "reason")
+COLUMNS = ("mark", "name", "workspace", "priority", "state", "gpus", "limit", "age", "start",
+           "reason")  # fmt: skip
 COLUMN_KEYS = tuple(ColumnKey(c) for c in COLUMNS)
-LABELS = ("#", "Run", "Workspace", "Prio", "State", "GPUs", "Limit", "Age", "Reason")
-# fixed widths at a wide and a narrow terminal; the reason takes what is left
-WIDE = (4, 22, 10, 4, 8, 5, 5, 4)
-NARROW = (4, 14, 7, 4, 8, 4, 5, 3)
+START = Text("Start", justify="right")  # over its times, which line up on the right
+LABELS: tuple[str | Text, ...] = ("#", "Run", "Workspace", "Prio", "State", "GPUs", "Limit", "Age",
+                                  START, "Reason")  # fmt: skip
+# Fixed widths at a wide and a narrow terminal; the reason takes what is left. Narrow,
+# the limit and the age give their room to the start (0: hidden; the run's page has them).
+WIDE = (4, 20, 10, 4, 8, 5, 5, 4, 11)
+NARROW = (4, 14, 7, 4, 8, 4, 0, 0, 11)
 MIN_REASON = 8
 # Above these, one batch instead of remove_row (which renumbers every row) and add_row
 FEW_ROWS, FEW_NEW = 500, 64
 Cells = Callable[[str], Sequence[Text]]
+
+
+@dataclass
+class FixedColumn(Column):
+    """A column of fixed width; at width 0 it is hidden, its padding too (cells are kept)."""
+
+    def get_render_width(self, data_table: DataTable[Any]) -> int:
+        return super().get_render_width(data_table) if self.width else 0
 
 
 class QueueTable(DataTable[Text]):
@@ -50,7 +64,9 @@ class QueueTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self.cursor_blink = False
         for key, label, width in zip(COLUMNS, LABELS, (*WIDE, MIN_REASON), strict=True):
-            self.add_column(label, key=key, width=width)
+            column = self.columns[self.add_column(label, key=key, width=width)]
+            self.columns[column.key] = FixedColumn(column.key, column.label, width,
+                                                   column.content_width)  # fmt: skip
 
     # ------------------------------------------------------------ merging
 
@@ -179,7 +195,7 @@ class QueueTable(DataTable[Text]):
 
     def on_resize(self, event: events.Resize) -> None:
         widths = NARROW if event.size.width < 110 else WIDE
-        padding = 2 * self.cell_padding * len(COLUMNS)
+        padding = 2 * self.cell_padding * (1 + sum(1 for w in widths if w))
         reason = max(MIN_REASON, event.size.width - sum(widths) - padding - 1)
         for key, width in zip(COLUMNS, (*widths, reason), strict=True):
             self.columns[ColumnKey(key)].width = width
