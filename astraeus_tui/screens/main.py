@@ -53,6 +53,7 @@ class MainScreen(Screen[None]):
         Binding("w", "workspace", "WS", tooltip="Filter by workspace: cycle"),
         Binding("t", "state", "State", tooltip="Filter by state: cycle"),
         Binding("v", "panel", "View", tooltip="Show the next bottom panel (narrow terminals)"),
+        Binding("g", "groups", "Groups", show=False, tooltip="Sweeps, replica groups and schedules"),
     ]
 
     class Done(Message):
@@ -255,6 +256,11 @@ class MainScreen(Screen[None]):
     @on(FilterBar.SearchDone)
     def _search_done(self) -> None:
         self.query_one(QueueTable).focus()
+
+    def action_groups(self) -> None:
+        from astraeus_tui.screens.groups import GroupsScreen
+
+        self.app.push_screen(GroupsScreen(self.client))
 
     def action_head(self) -> None:
         head = self.model.head
