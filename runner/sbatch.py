@@ -17,7 +17,10 @@ from runner.spec import SCRIPT, JsonObject, SpecError, parse_spec, show_value
 
 # ------------------------------------------------------------------ #SBATCH files
 
-_SBATCH_ALIASES = {"-J": "--job-name", "-t": "--time", "-c": "--cpus-per-task", "-G": "--gpus"}
+_SBATCH_ALIASES = {
+    "-J": "--job-name", "-t": "--time", "-c": "--cpus-per-task", "-G": "--gpus",
+    "-d": "--dependency",
+}  # fmt: skip
 _TIME_RE = re.compile(r"(?:([0-9]{1,5})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 _TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 _MEM_RE = re.compile(r"([0-9]{1,15})([KMGTkmgt]?)")
@@ -33,6 +36,7 @@ _RES = f"{_TEMPLATE}.requested_resources"
 _SBATCH_FIELDS = {
     "metadata.name": "#SBATCH --job-name",
     "spec.priority": "#SBATCH --nice",
+    "spec.after": "#SBATCH --dependency",
     f"{_TEMPLATE}.image": "#SBATCH --container-image",
     f"{_TEMPLATE}.args": SCRIPT,
     f"{_TEMPLATE}.time_limit_seconds": "#SBATCH --time",
@@ -200,6 +204,14 @@ def _nice_value(value: str, field: str) -> int:
     return nice
 
 
+def _dependency(batch: _Batch, value: str | None, option: str) -> None:
+    """``afterok:RUN[:RUN...]``: runs named here (Slurm's job ids are Astraeus's run names)."""
+    kind, _, names = (value or "").partition(":")
+    if kind != "afterok" or not names:
+        raise SpecError(option, f"only afterok:RUN[:RUN...] is understood, got {show_value(value)}")
+    batch.set("spec.after", names.split(":"), option)
+
+
 def _time(batch: _Batch, value: str | None, option: str) -> None:
     batch.set(f"{_TEMPLATE}.time_limit_seconds", slurm_time(value or "", option), option)
 
@@ -302,6 +314,7 @@ def _mount(entry: str, option: str) -> dict[str, str]:
 _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--job-name": _job_name,
     "--nice": _nice,
+    "--dependency": _dependency,
     "--time": _time,
     "--gres": _gres,
     "--gpus": _gpus,

@@ -101,6 +101,18 @@ def test_nice_is_negative_priority(options: list[str], nice: int | None, priorit
     assert batch(*options, nice=nice).priority == priority
 
 
+def test_dependency_afterok_names_runs() -> None:
+    assert batch("--dependency=afterok:prep").after == ("prep",)
+    assert batch("-d afterok:a:b").after == ("a", "b")
+    for value, reason in (
+        ("afterany:a", "only afterok:RUN[:RUN...] is understood, got 'afterany:a'"),
+        ("singleton", "only afterok:RUN[:RUN...] is understood, got 'singleton'"),
+        ("afterok:a:a", "names a run twice"),
+    ):
+        error = error_of(script("--container-image=i", "--job-name=j", f"--dependency={value}"))
+        assert str(error) == f"#SBATCH --dependency: {reason}"
+
+
 @pytest.mark.parametrize(
     ("options", "gpus"),
     [
