@@ -161,3 +161,28 @@ def test_a_user_outside_the_socket_group_cannot_connect(
     subprocess.run(["gpasswd", "-d", CAROL, GROUP], check=False, capture_output=True)
     answer = as_user(users[CAROL], lab.socket, lambda c: c.runs())
     assert "no permission" in answer["error"]
+
+
+def test_groups_and_dependencies_stay_within_their_workspace(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    alice, bob = users[ALICE], users[BOB]
+    group = {"kind": "replicas", "name": "bob-pool", "replicas": 1, "template": spec("x", "nlp")}
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.create_group(group))
+    wait_for(lambda: lab.json("show", "bob-pool-0")["state"] == "Running")
+    assert lab.json("show", "bob-pool-0")["owner"] == BOB  # made as its owner, runs as them
+    assert as_user(alice, lab.socket, lambda c: c.groups())["ok"] == []
+    for call in (
+        lambda c: c.group("bob-pool"),
+        lambda c: c.change_group("bob-pool", {"replicas": 0}),
+        lambda c: c.delete_group("bob-pool"),
+    ):
+        assert as_user(alice, lab.socket, call)["error"] == "404 NOT_FOUND: no group bob-pool"
+    sneaky = {**group, "name": "alice-pool"}
+    answer = as_user(alice, lab.socket, lambda c: c.create_group(sneaky))
+    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of namespace nlp"
+    after = spec("after-bob", "vision")
+    after["spec"]["after"] = ["bob-pool-0"]
+    answer = as_user(alice, lab.socket, lambda c: c.submit(after))
+    assert answer["error"] == "422 INVALID_SPEC: spec.after: no run bob-pool-0"
+    assert lab.json("replicas", "ls")[0]["replicas"] == 1
