@@ -30,7 +30,7 @@ from astraeus_tui.widgets.live_feed import LiveFeed
 from astraeus_tui.widgets.preemption_panel import PreemptionPanel
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.reason_line import ReasonLine
-from astraeus_tui.widgets.timeline import Timeline
+from astraeus_tui.widgets.timeline import QUEUED_ROWS, Timeline
 from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
 
 PANELS = ("gpus", "timeline", "workspaces")
@@ -53,7 +53,9 @@ class MainScreen(Screen[None]):
         Binding("w", "workspace", "WS", tooltip="Filter by workspace: cycle"),
         Binding("t", "state", "State", tooltip="Filter by state: cycle"),
         Binding("v", "panel", "View", tooltip="Show the next bottom panel (narrow terminals)"),
-        Binding("g", "groups", "Groups", show=False, tooltip="Sweeps, replica groups and schedules"),
+        Binding(
+            "g", "groups", "Groups", show=False, tooltip="Sweeps, replica groups and schedules"
+        ),
     ]
 
     class Done(Message):
@@ -159,6 +161,7 @@ class MainScreen(Screen[None]):
         timeline.backfilled = frozenset(model.backfilled)
         timeline.head = head
         timeline.running = model.active()
+        timeline.queued, timeline.waiting = model.waiting(QUEUED_ROWS), model.queued
         self._highlighted()
 
     def _empty(self, shown: int, total: int) -> None:

@@ -7,6 +7,7 @@ order under the current sort and filters; ``cells()`` renders one table row.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -81,6 +82,7 @@ class QueueModel:
         self._hay: dict[str, str] = {}  # what `/` searches, lower case
         self._keys: dict[str, tuple[int, int, str, str]] = {}  # planner-order sort keys
         self._active: set[str] = set()  # ids of runs in a live state
+        self._queued: set[str] = set()  # ids of runs that wait
         self._head: str | None = None
         self._day: float | None = None  # the UTC day the start cells were last written for
         self.filters = Filters()
@@ -127,6 +129,10 @@ class QueueModel:
                 self._active.add(rid)
             else:
                 self._active.discard(rid)
+            if run.get("state") == "Queued":
+                self._queued.add(rid)
+            else:
+                self._queued.discard(rid)
             if run.get("head"):
                 self._head = rid
             elif self._head == rid:
@@ -142,6 +148,7 @@ class QueueModel:
         self._hay.pop(rid, None)
         self._keys.pop(rid, None)
         self._active.discard(rid)
+        self._queued.discard(rid)
         if self._head == rid:
             self._head = None
 
@@ -157,6 +164,15 @@ class QueueModel:
 
     def victims(self) -> list[Run]:
         return [r for r in self.active() if r.get("state") == "Stopping" and r.get("stopping_for")]
+
+    def waiting(self, n: int) -> list[Run]:
+        """The first ``n`` queued runs, in the planner's order."""
+        first = heapq.nsmallest(n, self._queued, key=self._keys.__getitem__)
+        return [self.runs[rid] for rid in first]
+
+    @property
+    def queued(self) -> int:
+        return len(self._queued)
 
     def starts_to_check(self, diff: Diff) -> dict[str, str | None]:
         """Runs whose latest start is not yet known as planned or backfilled: id -> started_at."""

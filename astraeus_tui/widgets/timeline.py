@@ -1,13 +1,18 @@
-"""A Gantt of running work until its time limits, the head's shadow time, backfill room.
+"""A Gantt of running work until its time limits, the head's shadow time, backfill room,
+and when the first waiting runs start.
 
 Time runs left to right from now. Each running run is a bar to its time limit
 (``started_at + time_limit_seconds``); the head's shadow time (``starts_by``) is
-a vertical marker; the backfill window is the free GPUs' room until then.
+a vertical marker; the backfill window is the free GPUs' room until then. Below,
+the first few waiting runs in the planner's order, each with a marker at its
+estimated start (``starts_by``: the latest it starts) and that time as the queue
+table says it; ``?`` where no estimate exists. What does not fit is counted in
+the bottom border.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -15,12 +20,21 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from astraeus_tui.widgets import css_beside
-from astraeus_tui.widgets.fmt import Run, compact, epoch, utc_clock
+from astraeus_tui.widgets.fmt import Run, compact, epoch, start_label, utc_clock
 
 NICE = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
 BAR_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red"}
 MARK = "yellow"
+START = "◆"
+QUEUED_ROWS = 4  # waiting runs drawn at the most, first in the planner's order
 Cell = tuple[str, str]
+# the legend, longest first: the first that fits is shown
+LEGENDS: tuple[tuple[tuple[str, str] | str, ...], ...] = (
+    (("█", "green"), " running  ", ("█", "cyan"), " backfilled  ", ("┃", MARK),
+     " head's start  ", (START, "bold"), " queued start  ", ("»", "green"), " beyond the chart"),
+    (("█", "green"), " run ", ("█", "cyan"), " backfill ", ("┃", MARK), " head ",
+     (START, "bold"), " start ", ("»", "green"), " beyond"),
+)  # fmt: skip
 
 
 def horizon(spans: list[float], shadow: float | None) -> float:
@@ -38,6 +52,8 @@ class Timeline(Widget):
     backfilled: reactive[frozenset[str]] = reactive(frozenset())
     free_gpus: reactive[int] = reactive(0)
     now: reactive[float] = reactive(0.0)
+    queued: reactive[list[Run]] = reactive(list)  # the first waiting runs, in order
+    waiting: reactive[int] = reactive(0)  # how many runs wait in all
 
     def on_mount(self) -> None:
         self.border_title = "Timeline"
@@ -65,21 +81,26 @@ class Timeline(Widget):
             return max(0, min(chart_w - 1, round((t - self.now) / total * (chart_w - 1))))
 
         mark = col(shadow) if shadow is not None else None
-        self.border_title = self._title(shadow)
+        running = [self._run_row(run, end, label_w, chart_w, col, mark, total)
+                   for run, end in ends] or [Text("Nothing runs.", style="dim")]  # fmt: skip
+        queued = [self._queued_row(run, label_w, chart_w, col, mark, total)
+                  for run in self.queued[:QUEUED_ROWS]]  # fmt: skip
+        window = [] if mark is None else [self._window_row(label_w, chart_w, mark)]
+        parts = [running, window, queued, [self._legend(width)]]
+        shown = fit(height - 1, [len(p) for p in parts])
+        self._borders(self._title(shadow), _more(len(ends) - shown[0], self.waiting - shown[2]))
         lines = [self._axis(label_w, chart_w, total, mark)]
-        room = max(1, height - 1 - (1 if mark is not None else 0))
-        rows = room if len(ends) <= room else room - 1
-        lines += [self._run_row(run, end, label_w, chart_w, col, mark, total)
-                  for run, end in ends[:rows]]  # fmt: skip
-        if len(ends) > rows:
-            lines.append(Text(f"… and {len(ends) - rows} more running", style="dim"))
-        if not ends:
-            lines.append(Text("Nothing runs.", style="dim"))
-        if mark is not None:
-            lines.append(self._window_row(label_w, chart_w, mark))
-        if len(lines) < height:
-            lines.append(self._legend())
+        for part, n in zip(parts, shown, strict=True):
+            lines += part[:n]
         return Group(*lines)
+
+    def _borders(self, title: str, subtitle: str) -> None:
+        """Titles drawn on the border: set after this frame, as setting them repaints."""
+        if (title, subtitle) != (self.border_title, self.border_subtitle or ""):
+            self.call_after_refresh(self._set_borders, title, subtitle)
+
+    def _set_borders(self, title: str, subtitle: str) -> None:
+        self.border_title, self.border_subtitle = title, subtitle
 
     def _title(self, shadow: float | None) -> str:
         if shadow is None:
@@ -115,6 +136,28 @@ class Timeline(Widget):
         name = str(run.get("name"))[:label_w].ljust(label_w)
         return Text(name + " ", style="bold" if style != "green" else "").append_text(_join(cells))
 
+    def _queued_row(
+        self, run: Run, label_w: int, chart_w: int,
+        col: Callable[[float], int], mark: int | None, total: float,
+    ) -> Text:  # fmt: skip
+        """Waiting until its estimated start, marked there with the time, or ``?``."""
+        cells: list[Cell] = [("·", "grey30")] * chart_w
+        if mark is not None:
+            cells[mark] = ("┃", MARK)
+        at, when = epoch(run.get("starts_by")), start_label(run, self.now)
+        style = MARK if run.get("head") else "bold"
+        if at is None:
+            _write(cells, 0, "? start not known", "grey50")
+        else:
+            x = col(at)
+            cells[x] = ("»" if at > self.now + total else START, style)
+            if x + 2 + len(when) <= chart_w:  # after the marker
+                _write(cells, x + 1, f" {when}", style)
+            elif x >= len(when) + 1:  # or before it
+                _write(cells, x - len(when) - 1, f"{when} ", style)
+        name = str(run.get("name"))[:label_w].ljust(label_w)
+        return Text(name + " ", style="bold" if run.get("head") else "").append_text(_join(cells))
+
     def _window_row(self, label_w: int, chart_w: int, mark: int) -> Text:
         """Free GPUs until the shadow time: what a run that ends by then may use."""
         free = self.free_gpus
@@ -128,14 +171,40 @@ class Timeline(Widget):
         label = Text("backfill".ljust(label_w) + " ", style="cyan")
         return label.append_text(_join([*band, ("┃", MARK), *tail]))
 
-    def _legend(self) -> Text:
-        legend = Text.assemble(
-            ("█", "green"), " run ", ("█", "cyan"), " backfill ",
-            ("┃", MARK), " head ", ("»", "green"), " goes on",
-        )  # fmt: skip
+    def _legend(self, width: int) -> Text:
+        """The first legend that fits ``width``; the shortest, cut, if none does."""
+        found = next((L for L in LEGENDS if len(Text.assemble(*L)) <= width), LEGENDS[-1])
+        legend = Text.assemble(*found)
         legend.stylize("dim")
         legend.no_wrap, legend.overflow = True, "ellipsis"
         return legend
+
+
+def fit(room: int, wants: Sequence[int]) -> list[int]:
+    """Lines for the running rows, the window row, the queued rows and the legend.
+
+    In turn, while ``room`` lasts: one running row, one queued row, the window,
+    the legend, then the other running rows, then the other queued rows.
+    """
+    shown = [0] * len(wants)
+    for part, upto in ((0, 1), (2, 1), (1, 1), (3, 1), (0, wants[0]), (2, wants[2])):
+        take = max(0, min(upto, wants[part]) - shown[part])
+        take = min(take, room)
+        shown[part] += take
+        room -= take
+    return shown
+
+
+def _more(running: int, waiting: int) -> str:
+    """What the chart has no room for, counted."""
+    more = [f"{running} more running"] if running > 0 else []
+    more += [f"{waiting} more waiting"] if waiting > 0 else []
+    return f"… {' · '.join(more)}" if more else ""
+
+
+def _write(cells: list[Cell], at: int, text: str, style: str) -> None:
+    for i, ch in enumerate(text[: max(0, len(cells) - at)]):
+        cells[at + i] = (ch, style)
 
 
 def _join(cells: list[Cell]) -> Text:

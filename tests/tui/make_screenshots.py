@@ -16,15 +16,21 @@ from pathlib import Path
 from tests.tui.test_snapshots import STATES, app_for, settled
 
 OUT = Path(__file__).resolve().parents[2] / "screenshots"
-SHOTS = [(state, 120, 36) for state in STATES] + [("preemption", 80, 24)]
+# (picture, recorded state, width, height, keys pressed first)
+SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
+    ("preemption", "preemption", 80, 24, ()),
+    ("timeline", "head", 80, 24, ("v",)),  # narrow, the bottom panels take turns
+]
 
 
-async def shoot(state: str, width: int, height: int) -> Path:
+async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str, ...]) -> Path:
     app = app_for(state)
     async with app.run_test(size=(width, height)) as pilot:
         await settled(pilot)
+        await pilot.press(*keys)
+        await pilot.pause()
         svg = app.export_screenshot(title=f"Astraeus — {state}")
-    path = OUT / f"{state}-{width}x{height}.svg"
+    path = OUT / f"{name}-{width}x{height}.svg"
     path.write_text(svg, encoding="utf-8")
     return path
 
@@ -39,8 +45,8 @@ def to_png(svg: Path) -> None:
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     converter = shutil.which("rsvg-convert")
-    for state, width, height in SHOTS:
-        svg = asyncio.run(shoot(state, width, height))
+    for shot in SHOTS:
+        svg = asyncio.run(shoot(*shot))
         if converter:
             to_png(svg)
         print(f"{svg.relative_to(OUT.parent)}{' + .png' if converter else ''}")

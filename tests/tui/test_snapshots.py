@@ -36,3 +36,9 @@ def test_main_screen(snap_compare: Any, state: str) -> None:
 
 def test_main_screen_narrow_during_a_preemption(snap_compare: Any) -> None:
     assert snap_compare(app_for("preemption"), terminal_size=(80, 24), run_before=settled)
+
+
+def test_main_screen_narrow_with_the_timeline(snap_compare: Any) -> None:
+    """At 80 columns the bottom panels take turns: `v` shows the timeline."""
+    app = app_for("head")
+    assert snap_compare(app, terminal_size=(80, 24), press=["v"], run_before=settled)

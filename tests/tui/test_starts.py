@@ -1,4 +1,4 @@
-"""When waiting runs start, in the queue's START column.
+"""When waiting runs start, in the queue's START column and on the timeline.
 
 Fed by recorded daemon answers (frozen clock): the ``head`` fixture's queue has
 known time limits, and each waiting run an estimate (``starts_by``).
@@ -6,17 +6,20 @@ known time limits, and each waiting run an estimate (``starts_by``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets.data_table import RowKey
 
+from astraeus_tui.app import AstraeusApp
 from astraeus_tui.screens.main import MainScreen
-from astraeus_tui.screens.queue_model import QueueModel
+from astraeus_tui.screens.queue_model import Batch, QueueModel
 from astraeus_tui.widgets.fmt import DAY, start_label
 from astraeus_tui.widgets.queue_table import QueueTable
+from astraeus_tui.widgets.timeline import Timeline
 from tests.tui.fake_client import FakeClient, load_fixture
-from tests.tui.helpers import until
+from tests.tui.helpers import main_screen, plain, until
 from tests.tui.test_live import Clock, cell, replay
 
 # the head fixture's estimates: 12:45:28, 15:30:44 and 12:30:28, rounded up as "starts by"
@@ -26,6 +29,12 @@ EXPECTED = {"pretrain-7b": "12:46", "sweep-lr": "15:31", "nlp-big": "12:31",
 
 def snapshot_run(fake: FakeClient, rid: str) -> dict[str, Any]:
     return dict(next(r for r in fake.data["snapshot"] if r["id"] == rid))
+
+
+def chart_rows(timeline: Timeline) -> dict[str, str]:
+    """The timeline's lines by the name they start with (the axis under "")."""
+    lines = plain(timeline).splitlines()
+    return {line.split("  ")[0].strip(): line for line in lines if line.strip()}
 
 
 def test_the_start_column_shows_each_waiting_runs_estimate() -> None:
@@ -41,12 +50,13 @@ def test_the_start_column_shows_each_waiting_runs_estimate() -> None:
 
 def test_a_new_estimate_is_merged_in_place_and_none_shows_a_question_mark() -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
-        table = screen.query_one(QueueTable)
+        table, timeline = screen.query_one(QueueTable), screen.query_one(Timeline)
         row = table.rows[RowKey("sweep-lr")]
         run = snapshot_run(fake, "sweep-lr")
         fake.push([dict(run, starts_by=None)])  # unlimited work in the way: no estimate
         await until(pilot, lambda: cell(table, "sweep-lr", "start") == "?")
         assert table.rows[RowKey("sweep-lr")] is row  # the same row, updated in place
+        await until(pilot, lambda: "? start not known" in chart_rows(timeline).get("sweep-lr", ""))
         fake.push([dict(run, starts_by="2026-10-02T09:00:00Z")])
         await until(pilot, lambda: cell(table, "sweep-lr", "start") == "10-02 09:00")
         fake.push([dict(run, state="Running", started_at="2026-10-01T12:00:30Z", position=None)])
@@ -68,9 +78,51 @@ def test_the_start_shows_its_date_once_the_day_turns() -> None:
     replay("head", scenario, clock)
 
 
-def test_the_model_says_when_the_day_turns() -> None:
-    now = load_fixture("head")["now"]
+def test_the_timeline_marks_the_first_waiting_runs_at_their_estimated_starts() -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        timeline = screen.query_one(Timeline)
+        rows = chart_rows(timeline)
+        waiting = [name for name in rows if name in ("pretrain-7b", "sweep-lr", "nlp-big")]
+        assert waiting == ["pretrain-7b", "sweep-lr", "nlp-big"]  # the planner's order
+        head, axis = rows["pretrain-7b"], next(line for line in rows.values() if "now" in line)
+        # the head's estimate is its shadow time: its marker stands under the axis' ▼
+        assert head.index("◆") == axis.index("▼") == rows["eval-nightly"].index("┃")
+        assert head[head.index("◆") :].startswith("◆ 12:46")
+        assert rows["nlp-big"].index("◆") < head.index("◆")  # 12:31: before the head's
+        assert rows["nlp-big"][rows["nlp-big"].index("◆") :].startswith("◆ 12:31")
+        assert rows["sweep-lr"].rstrip().endswith("15:31 »")  # after the chart's end
+
+    replay("head", scenario)
+
+
+def test_at_80_columns_the_timeline_counts_what_does_not_fit_and_explains_itself() -> None:
+    async def main() -> None:
+        fake = FakeClient("preemption")
+        app = AstraeusApp(fake, clock=fake.clock)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await main_screen(pilot)
+            timeline = screen.query_one(Timeline)
+            more = "… 2 more running · 3 more waiting"
+            await pilot.press("v")  # narrow: one panel at a time
+            await until(pilot, lambda: timeline.border_subtitle == more, message=more)
+            rows = chart_rows(timeline)
+            assert "urgent-fix" in rows and "pretrain-7b" not in rows
+            legend = plain(timeline).splitlines()[-1].strip()
+            assert legend.endswith("◆ queued start  » beyond the chart")  # all of it
+
+    asyncio.run(main())
+
+
+def test_the_model_lists_the_first_waiting_runs_in_the_planners_order() -> None:
+    data = load_fixture("preemption")
     model = QueueModel()
+    model.apply(Batch(snapshot=data["snapshot"]))
+    assert [r["name"] for r in model.waiting(3)] == ["urgent-fix", "pretrain-7b", "sweep-lr"]
+    assert model.queued == 4
+    model.apply(Batch(remove={"urgent-fix"}))
+    assert [r["name"] for r in model.waiting(9)] == ["pretrain-7b", "sweep-lr", "nlp-big"]
+    assert model.queued == 3
+    now = data["now"]
     assert not model.new_day(now)  # the first look
     assert not model.new_day(now + 60)
     assert model.new_day(now + DAY)
