@@ -1,11 +1,11 @@
-"""The ``process`` executor: each worker is a supervised process group on this machine.
+"""The ``process`` executor: each worker is a supervised tree of processes on this machine.
 
 The embedded default when Docker is not reachable. ``ProcessExecutor(state_dir)`` keeps
 one folder per worker, ``state_dir/<launch.key>/``, which is also the worker's handle:
 
 - ``launch.json``  what to run, written here, read and deleted by the supervisor;
-- ``meta.json``    run, attempt, worker, supervisor and command pids with their start
-  times (from ``/proc/<pid>/stat``, so a recycled pid is never taken for the worker);
+- ``meta.json``    run, attempt, worker, supervisor, command (and bubblewrap) pids with
+  their start times (from ``/proc/<pid>/stat``, so a recycled pid is never taken for the worker);
 - ``exit.json``    exit code (128 + N when killed by signal N), signal, time, error;
 - ``supervisor.log``  what the supervisor itself had to say.
 
@@ -14,6 +14,16 @@ of its own, so it outlives the daemon; a restarted daemon adopts it by listing t
 ``start`` returns once the command runs. A command that cannot be executed does not make
 ``start`` fail: the worker exits at once with 127 (not found) or 126 (not executable) and
 its status carries the reason, as Docker reports a missing executable.
+
+Every process of the worker is stopped, also one that left the command's process group
+(``setsid()``, ``setpgid()``) or was orphaned by a double fork: the supervisor is a child
+subreaper, so they all stay its descendants, and :meth:`ProcessExecutor.signal` sends to
+the group and then to each descendant found in ``/proc`` (:mod:`runner.executors.tree`).
+When the command exits, what it leaves behind gets SIGKILL at once, as a container's
+processes do when its first process exits, and the worker is reported exited, with the
+command's exit status, only once none of them is left. A supervisor killed with -9 takes
+the command along, and cleanup kills its group; processes that had left the group are
+then out of reach.
 
 Who runs it: when the daemon is root and the member is not, the command runs as the
 member's uid:gid with no supplementary groups and no-new-privileges; a daemon that is not
@@ -26,6 +36,10 @@ bwrap would create a missing target directory on the host itself, so a target th
 exist is placed on a tmpfs laid over its deepest existing ancestor, into which every entry of
 that ancestor is bound back from the host: the host gains no directory, and the worker sees
 the ancestor as before (only new entries made directly in it stay in the worker's view).
+The sandbox keeps the host's PID namespace (in a new one, the host's ``/proc`` would name
+other processes than the program's pids), so its processes are stopped like any worker's;
+bubblewrap itself gets only SIGKILL, as a SIGTERM would end it and, through
+``--die-with-parent``, the command at once.
 
 Not enforced: ``cpu_milli`` and ``memory`` limits (use Docker for those), and GPU isolation
 beyond ``CUDA_VISIBLE_DEVICES``.
@@ -57,11 +71,10 @@ from runner.executors.supervise import (
     META,
     SUPERVISOR_LOG,
     Job,
-    is_alive,
-    proc_stat,
     read_json,
     write_json_atomic,
 )
+from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NO_BWRAP = (
@@ -73,7 +86,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class ProcessExecutor:
-    """Workers as local process groups, each watched by its own supervisor process."""
+    """Workers as local processes, each worker's watched by a supervisor process of its own."""
 
     name = "process"
 
@@ -97,23 +110,33 @@ class ProcessExecutor:
         return handle
 
     def signal(self, handle: str, signum: int) -> None:
-        """Send ``signum`` to the worker's process group; a gone worker is fine."""
+        """Send ``signum`` to every process of the worker; a gone worker is fine.
+
+        The command's process group gets it first, as one; then each other descendant
+        of the supervisor (a process that left the group, an orphan reparented to the
+        supervisor) gets it once. SIGKILL walks again until no live process is left
+        unsignalled. Bubblewrap itself only ever gets SIGKILL: a SIGTERM would end it,
+        and the command with it at once (``--die-with-parent``), skipping the grace.
+        """
         folder = self._folder(handle)
         meta = read_json(folder / META)
         if meta is None or (folder / EXIT).exists():
             return
-        pgid, start = meta.get("child_pgid"), meta.get("child_start")
-        if not isinstance(pgid, int):
-            return
-        seen = proc_stat(pgid)
-        if seen is not None and seen[1] != start:
-            return  # the pid now belongs to another process: the worker's group is gone
+        refused: list[str] = []
         try:
-            os.killpg(pgid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError as exc:
-            raise ExecutorError(f"cannot signal worker {handle}: {exc.strerror}") from exc
+            group = _signal_group(meta, signum)
+        except PermissionError as exc:  # no member got it: each is signalled below
+            group, refused = None, [f"its process group: {exc.strerror}"]
+        root, start = meta.get("supervisor_pid"), meta.get("supervisor_start")
+        if meta.get("subreaper") is True and isinstance(root, int) and is_alive(root, start):
+            if signum == SIGKILL:
+                refused += kill_descendants(root)[1]
+            else:
+                spare = meta.get("sandbox_pid")
+                spared = [spare] if isinstance(spare, int) else []
+                refused += signal_descendants(root, signum, spared, skip_group=group)
+        if refused:
+            raise ExecutorError(f"cannot signal worker {handle}: {refused[0]}")
 
     def status(self, handle: str) -> WorkerStatus:
         folder = self._folder(handle)
@@ -196,6 +219,21 @@ class ProcessExecutor:
         if code != 0:
             why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
             raise ExecutorError(f"could not start worker {handle}: {why}")
+
+
+def _signal_group(meta: dict[str, object], signum: int) -> int | None:
+    """Signal the command's process group; its id, or None when it is gone."""
+    pgid, start = meta.get("child_pgid"), meta.get("child_start")
+    if not isinstance(pgid, int):
+        return None
+    seen = proc_stat(pgid)
+    if seen is not None and seen[1] != start:
+        return None  # the pid now belongs to another process: the worker's group is gone
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return None
+    return pgid
 
 
 def _supervisor_starting(folder: Path) -> bool:

@@ -7,17 +7,26 @@ this module in a session of its own, so the worker outlives a daemon killed with
 2. Fork. The first process only relays "started" or one error line back to the executor
    (its exit status and the last line of ``supervisor.log``), then exits; the second one,
    reparented away from the daemon, is the supervisor proper.
-3. The supervisor ignores SIGTERM/SIGINT/SIGHUP, opens the worker's log (appending, owned
-   by the worker), and spawns the command in a session and process group of its own, as
-   the worker's uid:gid when asked, with no-new-privileges, dying if the supervisor dies.
-   Under bubblewrap the command gets its own session again (``--new-session``), so signals
-   reach the command and its children, never bubblewrap itself.
+3. The supervisor ignores SIGTERM/SIGINT/SIGHUP, becomes a child subreaper (orphans of
+   the command are reparented to it, see :mod:`runner.executors.tree`), opens the worker's
+   log (appending, owned by the worker), and spawns the command in a session and process
+   group of its own, as the worker's uid:gid when asked, with no-new-privileges, dying if
+   the supervisor dies. Under bubblewrap the command gets its own session again
+   (``--new-session``), so a group signal reaches the command and its children, never
+   bubblewrap itself.
 4. It writes ``meta.json`` (atomically), then reports "started": the worker really runs.
    A command that cannot be executed is not an error of the start: it exits at once with
    127 (not found) or 126 (not executable) and says why in ``exit.json``.
-5. It waits for the command, kills whatever is left of its process group, and writes
-   ``exit.json``: ``{"exit_code", "signal", "finished_at", "error"}``, where a command
-   killed by signal N exits with 128 + N.
+5. It waits for the command, reaping meanwhile the orphans reparented to it.
+6. When the command exits, whatever it leaves behind, in its process group or not (a
+   child that called ``setsid()``, a double-forked daemon), gets SIGKILL at once, as a
+   container's processes do when its first process exits; the supervisor reaps them
+   all. Only then does it write ``exit.json``: ``{"exit_code", "signal", "finished_at",
+   "error"}``, with the command's status, where a command killed by signal N exits with
+   128 + N. So a worker reported exited has no process left, and one with a process left
+   (stuck in the kernel, say) still runs. A process it may not signal (one that took
+   other credentials through a setuid program) is left running and named in
+   ``supervisor.log``.
 """
 
 from __future__ import annotations
@@ -38,12 +47,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.executors.tree import descendants, kill_descendants, proc_stat
+
 META = "meta.json"
 EXIT = "exit.json"
 LAUNCH = "launch.json"
 SUPERVISOR_LOG = "supervisor.log"
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -73,24 +85,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) of ``pid``, None when gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces
-    return fields[0], int(fields[19])
-
-
-def is_alive(pid: object, start: object) -> bool:
-    """Whether ``pid`` is still the process that started at ``start`` (not a zombie)."""
-    if not isinstance(pid, int) or not isinstance(start, int):
-        return False
-    seen = proc_stat(pid)
-    return seen is not None and seen[0] not in "ZX" and seen[1] == start
 
 
 # -- the supervisor -----------------------------------------------------------------------
@@ -163,6 +157,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
     for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(stop, _ignore)  # a handler, not SIG_IGN: exec resets it
     try:
+        _become_subreaper()
         log_fd = _open_log(job)
         outcome = _spawn(job, log_fd)
         os.close(log_fd)
@@ -177,11 +172,18 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         return 0
     abandoned = not _tell(ready, "ok")
     if abandoned:  # the executor stopped waiting: it will not track this worker
-        _kill_group(outcome.pgid)
-    code, signum = _wait(outcome.proc)
-    _kill_group(outcome.pgid)  # children left behind end with their worker
+        kill_descendants(os.getpid())
+    code, signum = _wait_reaping(outcome.proc)
+    _end_leftovers()
     _write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
     return 0
+
+
+def _become_subreaper() -> None:
+    """Orphans of the command are reparented to the supervisor, so none escapes it."""
+    if _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot become a child subreaper: {os.strerror(err)}")
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -325,13 +327,41 @@ def _own_group(pid: int, timeout: float = 5.0) -> int:
 
 def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
     """(exit code, signal): a command killed by signal N exits with 128 + N."""
-    code = proc.wait()
-    return (128 - code, -code) if code < 0 else (code, None)
+    return _code(proc.wait())
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+def _wait_reaping(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
+    """Wait for the command as :func:`_wait` does, reaping reparented orphans meanwhile."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return _code(proc.returncode)
+
+
+def _code(returncode: int) -> tuple[int, int | None]:
+    return (128 - returncode, -returncode) if returncode < 0 else (returncode, None)
+
+
+def _end_leftovers() -> None:
+    """SIGKILL every process the command left behind and reap them all (step 6)."""
+    if left := descendants(os.getpid()):
+        print(f"ending {len(left)} process(es) the command left behind", file=sys.stderr)
+    delay = 0.01
+    while (ending := kill_descendants(os.getpid()))[0]:  # killed, but not ended yet
+        _reap()
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    for why in ending[1]:
+        print(f"left running, not allowed to signal it: {why}", file=sys.stderr)
+    _reap()
+
+
+def _reap() -> None:
+    """Reap the children that have ended (orphans are reparented as their parents end)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
 
 
 def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None:
@@ -348,6 +378,8 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
         "child_pgid": outcome.pgid if isinstance(outcome, _Running) else None,
         "child_start": child[1] if child else None,
         "sandboxed": bool(job.sandbox) and running,
+        "sandbox_pid": outcome.proc.pid if isinstance(outcome, _Running) and job.sandbox else None,
+        "subreaper": True,  # every process of the worker descends from the supervisor
         "log_path": job.log_path,
         "started_at": time.time(),
     }

@@ -24,7 +24,8 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.executors.process import NO_BWRAP, SUPERVISOR_GONE, ProcessExecutor
-from runner.executors.supervise import proc_stat, read_json
+from runner.executors.supervise import read_json
+from runner.executors.tree import proc_stat
 
 PY = sys.executable
 TIMEOUT = 20.0
@@ -240,6 +241,104 @@ def test_a_running_worker_cannot_be_cleaned_up(executor: ProcessExecutor, tmp_pa
 def test_limits_are_accepted_not_enforced(executor: ProcessExecutor, tmp_path: Path) -> None:
     lw = launch(tmp_path, ["true"], cpu_milli=500, memory=1 << 20)
     assert ended(executor, executor.start(lw)).exit_code == 0
+
+
+# -- processes that leave the worker's process group ---------------------------------------
+
+# A child in a session of its own and a double-forked daemon (orphaned, so reparented),
+# each saying its pid; every one of them notes SIGTERM and goes on. The command itself
+# waits for both, says its pid too, then stays ("stay") or exits with 3 ("exit").
+ESCAPES = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: print(f"term {os.getpid()}", flush=True))
+started, said = os.pipe()
+def stay(word):
+    print(f"{word} {os.getpid()}", flush=True)
+    os.write(said, b".")
+    for _ in range(300):
+        time.sleep(1)
+    os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    stay("setsid")
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        stay("orphan")
+    os._exit(0)
+os.read(started, 1), os.read(started, 1)
+if sys.argv[1] == "exit":
+    sys.exit(3)
+stay("main")
+"""
+SANDBOXED = pytest.mark.parametrize(
+    "sandboxed", [False, pytest.param(True, marks=needs_bwrap)], ids=["plain", "bwrap"]
+)
+
+
+def escapes(tmp_path: Path, how: str, sandboxed: bool) -> WorkerLaunch:
+    drive = tmp_path / "drive"
+    drive.mkdir(exist_ok=True)
+    mounts = (Mount(str(drive), "/astraeus-test-escapes"),) if sandboxed else ()
+    return launch(tmp_path, [PY, "-c", ESCAPES, how], mounts=mounts)
+
+
+@pytest.fixture
+def strays() -> Iterator[list[int]]:
+    """Pids a test saw leave the group: killed afterwards, should the test fail to end them."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def said(lw: WorkerLaunch, word: str) -> list[int]:
+    """The pids that said ``word`` in the log."""
+    return [int(line.split()[1]) for line in log_of(lw).splitlines() if line.startswith(word)]
+
+
+@SANDBOXED
+def test_a_stop_reaches_processes_that_left_the_group(
+    state_dir: Path, tmp_path: Path, strays: list[int], sandboxed: bool
+) -> None:
+    lw = escapes(tmp_path, "stay", sandboxed)
+    handle = ProcessExecutor(state_dir).start(lw)
+    wait_for(lambda: said(lw, "main"))
+    family = said(lw, "main") + said(lw, "setsid") + said(lw, "orphan")
+    strays += family
+    assert len({os.getsid(pid) for pid in family}) == 3  # three sessions, three groups
+    again = ProcessExecutor(state_dir)  # a restarted daemon stops it
+    again.signal(handle, signal.SIGTERM)
+    wait_for(lambda: sorted(said(lw, "term")) == sorted(family))  # each once
+    time.sleep(0.3)  # give SIGTERM a chance to (wrongly) end bubblewrap
+    assert again.status(handle).state is WorkerState.RUNNING
+    meta = read_json(state_dir / handle / "meta.json")
+    assert meta is not None
+    os.kill(meta["supervisor_pid"], signal.SIGSTOP)  # the SIGKILL needs no help from it
+    try:
+        again.signal(handle, signal.SIGKILL)
+        wait_for(lambda: all(gone(pid) for pid in family))
+    finally:
+        os.kill(meta["supervisor_pid"], signal.SIGCONT)
+    status = ended(again, handle)
+    assert (status.state, status.exit_code) == (WorkerState.EXITED, 128 + signal.SIGKILL)
+
+
+@SANDBOXED
+def test_what_a_command_leaves_behind_ends_before_its_exit_is_reported(
+    executor: ProcessExecutor, tmp_path: Path, strays: list[int], sandboxed: bool
+) -> None:
+    lw = escapes(tmp_path, "exit", sandboxed)
+    handle = executor.start(lw)
+    status = ended(executor, handle)
+    assert (status.state, status.exit_code) == (WorkerState.EXITED, 3)  # the command's own
+    left = said(lw, "setsid") + said(lw, "orphan")
+    strays += left
+    assert len(left) == 2
+    assert [pid for pid in left if not gone(pid)] == []  # already when the exit is reported
+    supervisor_log = (executor.state_dir / handle / "supervisor.log").read_text()
+    assert "ending 2 process(es) the command left behind" in supervisor_log
 
 
 # -- drives -------------------------------------------------------------------------------
