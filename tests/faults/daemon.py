@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import os
 import signal
 import sqlite3
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from astraeus_tui.client import ApiError, Client
+from runner.executors.base import ExecutorError
+from runner.executors.process import ProcessExecutor
 from tests.integration.harness import wait_for
 
 PY = sys.executable
@@ -125,13 +126,11 @@ class DaemonProcess:
                 wait_for(lambda: not self.active(), timeout, "the runs to stop")
 
     def kill_workers(self) -> None:
-        """End every process worker's command group (after a test, whatever happened)."""
-        for meta in (self.home / "workers").glob("*/meta.json"):
-            with contextlib.suppress(ValueError, OSError):
-                pgid = json.loads(meta.read_text()).get("child_pgid")
-                if isinstance(pgid, int):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pgid, signal.SIGKILL)
+        """End every process of every process worker (after a test, whatever happened)."""
+        workers = ProcessExecutor(self.home / "workers")
+        for worker in workers.list_workers():
+            with contextlib.suppress(ExecutorError):
+                workers.signal(worker.handle, signal.SIGKILL)
 
     def tail(self, lines: int = 20) -> str:
         try:

@@ -1,4 +1,5 @@
-"""Programs that fight back: children that ignore SIGTERM, a log flood, exits at once.
+"""Programs that fight back: children that ignore SIGTERM or leave the process group, a
+log flood, exits at once.
 
 (A program that ignores SIGTERM itself is tests/integration/test_lifecycle.py's.)
 """
@@ -6,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -60,6 +62,70 @@ def test_children_that_ignore_sigterm_all_die(
     assert group_members(group) == []
     killed = any(e["message"].startswith("Sent SIGKILL") for e in run["events"])
     assert killed is parent_ignores  # a parent that exits takes its group along at once
+
+
+# Three processes in three sessions: the command, a child that calls setsid() and a
+# double-forked daemon (orphaned, so reparented). Each notes its pid, and notes SIGTERM
+# without obeying it.
+ESCAPES = """
+import os, signal, sys, time
+pids, terms = sys.argv[1], sys.argv[2]
+def note(path):
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+signal.signal(signal.SIGTERM, lambda *a: note(terms))
+def stay():
+    note(pids)
+    for _ in range(300):
+        time.sleep(1)
+    os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    stay()
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        stay()
+    os._exit(0)
+stay()
+"""
+MARGIN = 3.0  # seconds past the grace by which every process of a stopped run is gone
+LIMIT = 3  # the time limit of the "time-limit" case
+ENDS_AS = {"delete": "Cancelled", "preempt": "Queued", "time-limit": "Failed"}
+
+
+def noted(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("how", list(ENDS_AS))
+def test_processes_that_leave_the_group_are_stopped_with_it(
+    make_daemon: MakeDaemon, tmp_path: Path, how: str
+) -> None:
+    pids, terms, grace = tmp_path / "pids", tmp_path / "terms", 1
+    d = make_daemon(gpus=1, grace=grace).start()
+    limit = LIMIT if how == "time-limit" else None
+    argv = [PY, "-c", ESCAPES, str(pids), str(terms)]
+    d.submit(document("escapes", argv, gpus=1, limit=limit))
+    family = wait(lambda: len(p := noted(pids)) == 3 and p)
+    try:
+        assert len({os.getsid(pid) for pid in family}) == 3
+        stop_at = time.monotonic()  # the time limit, later: it ran before the family noted
+        if how == "delete":
+            d.client().request("DELETE", "/v1/runs/escapes")
+        elif how == "preempt":
+            d.submit(document("urgent", [PY, "-c", "import time; time.sleep(600)"], gpus=1,
+                              priority=5))  # fmt: skip
+        else:
+            stop_at += LIMIT
+        left = stop_at + grace + MARGIN - time.monotonic()
+        wait(lambda: not pids_alive(family), left, "every process of the run to end")
+        assert sorted(noted(terms)) == sorted(family)  # SIGTERM at the stop, once each
+        run = d.wait_state("escapes", ENDS_AS[how])
+        assert any(e["message"].startswith("Sent SIGKILL") for e in run["events"])
+    finally:
+        for pid in pids_alive(family):
+            os.kill(pid, signal.SIGKILL)
 
 
 @contextmanager
