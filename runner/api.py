@@ -130,13 +130,15 @@ def _daemon(request: web.Request) -> Daemon:
     return request.app[DAEMON]
 
 
-def _run_json(daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
+def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
     run = daemon.store.get_run(name)
     if run is None:
         raise ServiceError(404, "NOT_FOUND", f"no run {name}")
     spec = daemon.loop.specs.get(run)
     live = [w for w in daemon.store.workers_of(name)]
-    return run_object(run, spec, caller.viewer, daemon.loop.status.plan, live, daemon.loop.clock())
+    estimate = request.app[ESTIMATES].get(daemon).get(name) if run.state == "Queued" else None
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    return run_object(run, spec, caller.viewer, plan, live, now, estimate)
 
 
 # ------------------------------------------------------------------ runs
@@ -187,7 +189,7 @@ async def submit(request: web.Request) -> web.Response:
 async def show_run(request: web.Request) -> web.Response:
     daemon, caller = _daemon(request), peer_caller(request)
     name = request.match_info["name"]
-    obj = _run_json(daemon, name, caller)
+    obj = _run_json(request, daemon, name, caller)
     run = daemon.store.get_run(name)
     assert run is not None
     if not caller.viewer.sees(run.workspace):
@@ -208,7 +210,7 @@ async def patch_run(request: web.Request) -> web.Response:
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
     name = request.match_info["name"]
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
-    return web.json_response(_run_json(daemon, name, caller))
+    return web.json_response(_run_json(request, daemon, name, caller))
 
 
 async def delete_run(request: web.Request) -> web.Response:
@@ -251,7 +253,7 @@ async def status(request: web.Request) -> web.Response:
     head = None
     if plan is not None and plan.head is not None:
         head = (
-            _run_json(daemon, plan.head.run, caller)
+            _run_json(request, daemon, plan.head.run, caller)
             if daemon.store.get_run(plan.head.run)
             else None
         )
@@ -299,6 +301,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_machine_routes(app)
     add_why_routes(app)
     add_group_routes(app)
+    app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     return app
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from runner.estimates import Estimate
 from runner.service import Caller
 from runner.views import event_object, run_id, run_object
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 POLL = 0.25
 DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
+ESTIMATE_LAG = 1.0  # seconds: a change is looked at again, for estimates computed after it
 
 
 class Changes:
@@ -34,6 +37,8 @@ class Changes:
         self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[str]] | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = False
+        self.estimates: Callable[[], Mapping[str, Estimate]] = dict  # set by build_app
+        self._followed = False
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -53,6 +58,12 @@ class Changes:
             self._pending = True
             asyncio.get_running_loop().call_later(DIFF_GAP, self._compute)
 
+    def _follow_up(self) -> None:
+        if not self._pending:  # else a diff is on its way anyway
+            self._pending = True
+            self._compute(follow=False)
+        self._followed = False
+
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""
         d = self.daemon
@@ -60,15 +71,27 @@ class Changes:
         for w in d.store.live_workers():
             live.setdefault(w.run, []).append(w)
         plan, now = d.loop.status.plan, d.loop.clock()
+        estimates = self.estimates()
         return {
             r.name: run_object(
-                r, d.loop.specs.get(r), caller.viewer, plan, live.get(r.name, ()), now
+                r,
+                d.loop.specs.get(r),
+                caller.viewer,
+                plan,
+                live.get(r.name, ()),
+                now,
+                estimates.get(r.name),
             )
             for r in d.store.runs(active_only=True)
         }
 
-    def _compute(self) -> None:
+    def _compute(self, follow: bool = True) -> None:
         self._pending = False
+        if (
+            follow and not self._followed
+        ):  # estimates may lag the plan by their cache's gap: look again
+            self._followed = True
+            asyncio.get_running_loop().call_later(ESTIMATE_LAG, self._follow_up)
         admin = Caller(0, 0, "root", True, frozenset())
         now = self.current(admin)
         changed = [n for n, o in now.items() if self.last.get(n) != o]

@@ -14,7 +14,6 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Log, Static
 
@@ -306,11 +305,6 @@ def test_no_start_is_invented_when_running_work_has_no_limit(served: Callable[..
           spec("waiter", sleeper(), gpus=2, limit=600, workspace="vision"))  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the change stream's run objects carry starts_by for the head only "
-    "(runner/api_streams.py: Changes.current passes no estimates to run_object)",
-)
 def test_every_waiting_runs_start_is_the_daemons_estimate(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
         await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
