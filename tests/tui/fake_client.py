@@ -116,3 +116,17 @@ class FakeClient:
 
     async def delete(self, name: str) -> dict[str, Any]:
         return await self._answer("delete", name, {"name": name, "outcome": "cancelled"})
+
+    async def groups(self) -> list[dict[str, Any]]:
+        return list(self.data.get("groups", []))
+
+    async def group(self, name: str) -> dict[str, Any]:
+        if name not in self.data.get("group", {}):
+            raise ApiError(404, "NOT_FOUND", f"no group {name}")
+        return dict(self.data["group"][name])
+
+    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+        return await self._answer("change_group", (name, change), await self.group(name))
+
+    async def delete_group(self, name: str) -> dict[str, Any]:
+        return await self._answer("delete_group", name, {"name": name, "runs": {}})

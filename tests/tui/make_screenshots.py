@@ -20,6 +20,7 @@ OUT = Path(__file__).resolve().parents[2] / "screenshots"
 SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("preemption", "preemption", 80, 24, ()),
     ("timeline", "head", 80, 24, ("v",)),  # narrow, the bottom panels take turns
+    ("groups", "groups", 120, 36, ("g",)),  # sweeps, replica groups and schedules
 ]
 
 

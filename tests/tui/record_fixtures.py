@@ -1,6 +1,7 @@
 """Record what a real daemon says, for the dashboard's snapshot tests.
 
-    python -m tests.tui.record_fixtures
+    python -m tests.tui.record_fixtures          # idle, head, backfill, preemption
+    python -m tests.tui.record_fixtures groups   # the groups screen
 
 Starts ``astra serve`` (process executor, 4 simulated GPUs, stop grace 8 s) in
 a temporary home, plays the demo's story step by step, and writes one JSON file
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from astraeus_tui.client import Client
+from runner.groups import next_fire
+from runner.views import iso as iso_utc
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 
@@ -98,10 +101,15 @@ def record(client: Client, name: str, home: Path) -> None:
         "runs": {n: client.show(n) for n in named},
         "events": {n: list(client.events(n)) for n in named},
         "logs": {n: b"".join(client.logs(n, tail=200)).decode() for n in named},
+        "groups": client.groups(),
     }
+    data["group"] = {g["name"]: client.group(g["name"]) for g in data["groups"]}
     shift = Shift(at)
     data = shift(data)
     data["now"] = at + shift.delta
+    for g in [*data["groups"], *data["group"].values()]:  # a cron's times are not shifted
+        if g["kind"] == "schedule" and g["next_at"]:
+            g["next_at"] = iso_utc(next_fire(g["cron"], data["now"]))
     text = json.dumps(data, indent=1, sort_keys=True)
     (FIXTURES / f"{name}.json").write_text(text.replace(str(home), "/home/astra") + "\n")
     print(f"recorded {name}: {len(runs)} runs")
@@ -134,12 +142,25 @@ def play(client: Client, home: Path) -> None:
     record(client, "preemption", home)
 
 
+def play_groups(client: Client, home: Path) -> None:
+    """A replica group, a sweep, a schedule and a chain: the groups screen's picture."""
+    pool = spec("eval-pool", slow_stop(0), gpus=1, workspace="vision")
+    client.create_group({"kind": "replicas", "replicas": 2, "template": pool})
+    sweep = spec("lr-sweep", slow_stop(0), gpus=1, limit=1800, workspace="vision")
+    client.create_group({"kind": "sweep", "template": sweep, "grid": {"LR": [0.1, 0.01, 0.001]}})
+    nightly = spec("nightly-eval", slow_stop(0), gpus=2, limit=3600, workspace="vision")
+    client.create_group({"kind": "schedule", "template": nightly, "cron": "0 3 * * *"})
+    wait_for(lambda: state(client, "lr-sweep-1") == "Running", 20, "the sweep")
+    time.sleep(0.5)
+    record(client, "groups", home)
+
+
 def main() -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="astra-record-"))
     served = Served(home, home / "astraeus.sock").start(WORKSPACES, gpus=4, grace=8)
     try:
-        play(Client(served.socket), home)
+        (play_groups if sys.argv[1:] == ["groups"] else play)(Client(served.socket), home)
     finally:
         served.stop()
         shutil.rmtree(home, ignore_errors=True)

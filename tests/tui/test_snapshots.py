@@ -42,3 +42,9 @@ def test_main_screen_narrow_with_the_timeline(snap_compare: Any) -> None:
     """At 80 columns the bottom panels take turns: `v` shows the timeline."""
     app = app_for("head")
     assert snap_compare(app, terminal_size=(80, 24), press=["v"], run_before=settled)
+
+
+def test_groups_screen(snap_compare: Any) -> None:
+    """`g`: a replica group, a sweep and a schedule, the first one's runs and events."""
+    assert snap_compare(app_for("groups"), terminal_size=(120, 36), press=["g"],
+                        run_before=settled)  # fmt: skip
