@@ -91,7 +91,12 @@ stay()
 """
 MARGIN = 3.0  # seconds past the grace by which every process of a stopped run is gone
 LIMIT = 3  # the time limit of the "time-limit" case
-ENDS_AS = {"delete": "Cancelled", "preempt": "Queued", "time-limit": "Failed"}
+ENDS_AS = {
+    "delete": "Cancelled",
+    "delete-after-kill-9": "Cancelled",  # by a daemon that adopted the run
+    "preempt": "Queued",
+    "time-limit": "Failed",
+}
 
 
 def noted(path: Path) -> list[int]:
@@ -110,8 +115,11 @@ def test_processes_that_leave_the_group_are_stopped_with_it(
     family = wait(lambda: len(p := noted(pids)) == 3 and p)
     try:
         assert len({os.getsid(pid) for pid in family}) == 3
+        if how == "delete-after-kill-9":
+            d.kill9()
+            d.start()
         stop_at = time.monotonic()  # the time limit, later: it ran before the family noted
-        if how == "delete":
+        if how.startswith("delete"):
             d.client().request("DELETE", "/v1/runs/escapes")
         elif how == "preempt":
             d.submit(document("urgent", [PY, "-c", "import time; time.sleep(600)"], gpus=1,
@@ -123,6 +131,7 @@ def test_processes_that_leave_the_group_are_stopped_with_it(
         assert sorted(noted(terms)) == sorted(family)  # SIGTERM at the stop, once each
         run = d.wait_state("escapes", ENDS_AS[how])
         assert any(e["message"].startswith("Sent SIGKILL") for e in run["events"])
+        assert run["restarts"] == 0  # adopted after the kill -9, not started again
     finally:
         for pid in pids_alive(family):
             os.kill(pid, signal.SIGKILL)
