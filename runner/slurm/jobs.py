@@ -118,7 +118,7 @@ def _job_from_json(entry: Mapping[str, object]) -> SlurmJob:
         priority=_number(entry.get("priority")) or 0,
         submitted=_time(entry.get("submit_time")),
         start=_time(entry.get("start_time")),
-        end=_time(entry.get("end_time")),
+        end=_known_end(_time(entry.get("start_time")), _time(entry.get("end_time"))),
         time_limit_seconds=_known_limit(None if limit is None else limit * 60),
         restarts=_number(entry.get("restart_cnt")) or 0,
         exit_code=_exit_code(entry.get("exit_code")),
@@ -292,7 +292,7 @@ def _job_from_fields(f: Mapping[str, str]) -> SlurmJob:
         priority=_int(f["priority"]) or 0,
         submitted=parse_timestamp(f["submitted"]),
         start=parse_timestamp(f["start"]),
-        end=parse_timestamp(f["end"]),
+        end=_known_end(parse_timestamp(f["start"]), parse_timestamp(f["end"])),
         time_limit_seconds=_limit(f["time_limit"]),
         restarts=_int(f["restarts"]) or 0,
         exit_code=None if status is None else decode_exit_status(status),
@@ -315,6 +315,13 @@ def _limit(text: str) -> int | None:
         return _known_limit(slurm_time(text, "TimeLimit"))
     except SpecError:
         return None  # NOT_SET, INVALID
+
+
+def _known_end(start: float | None, end: float | None) -> float | None:
+    """The end of a job with a time limit; None for one without (Slurm says: in a year)."""
+    if end is None or (start is not None and end - start >= YEAR):
+        return None
+    return end
 
 
 def _known_limit(seconds: int | None) -> int | None:

@@ -146,7 +146,7 @@ def _finished(job: SlurmJob) -> str:
     if job.state == "FAILED":
         if job.reason == "NonZeroExitCode" and job.exit_code is not None:
             return f"Failed: exited with code {job.exit_code}"
-        return f"Failed: {_slurm_words(job)}"
+        return f"Failed ({_slurm_words(job)})"
     return _FINISHED.get(job.state, f"Slurm: {job.state}")
 
 

@@ -214,15 +214,15 @@ def _resources(spec: RunSpec) -> list[str]:
 
 
 def _script(spec: RunSpec, settings: SlurmSettings, workspace: str) -> str:
-    env = {
-        **dict(spec.task.env),
+    ours = {
         "ASTRAEUS_RUN_NAME": spec.name,
         "ASTRAEUS_WORKSPACE": workspace,
         "ASTRAEUS_GPU_COUNT": str(spec.task.gpus),
         "ASTRAEUS_WORKER_COUNT": str(spec.workers),
     }
     if spec.workers == 1:
-        env["ASTRAEUS_WORKER_INDEX"] = "0"
+        ours["ASTRAEUS_WORKER_INDEX"] = "0"
+    env = {key: value for key, value in spec.task.env if key not in ours} | ours
     lines = [
         "#!/bin/bash",
         f"# Astraeus run {spec.name} (workspace {workspace}); Slurm sets SLURM_JOB_NAME and",
