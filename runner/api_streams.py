@@ -167,6 +167,10 @@ async def follow_events(
 
 
 def _log_files(daemon: Daemon, run: str) -> list[Path]:
+    if daemon.front is not None:  # Slurm writes each job's output to the shared log folder
+        shared = daemon.front.config.settings.log_dir
+        path = Path(shared) / f"{run}.log" if shared else None
+        return [path] if path is not None and path.is_file() else []
     folder = daemon.home / "logs" / run
 
     def key(p: Path) -> tuple[int, ...]:

@@ -52,7 +52,11 @@ class Estimates:
         self._values: dict[str, Estimate] = {}
 
     def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
-        """The estimates; ``require`` names a run that must be in them (just submitted)."""
+        """The estimates; ``require`` names a run that must be in them (just submitted).
+
+        A front for Slurm gives Slurm's own (``squeue --start``)."""
+        if daemon.front is not None:
+            return daemon.front.estimates()
         age = time.monotonic() - self._at
         replanned = daemon.loop.status.last_plan_at != self._plan_at
         missing = require is not None and require not in self._values
@@ -90,6 +94,8 @@ async def why(request: web.Request) -> web.Response:
         raise ServiceError(404, "NOT_FOUND", f"no run {name}")
     if not caller.viewer.sees(run.workspace):
         raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    if daemon.front is not None:  # Slurm decides: its reason and estimate, no levers
+        return web.json_response(_slurm_why(daemon, name, run.state, caller))
     snapshot, now = snapshot_now(daemon), daemon.loop.clock()
     cap = daemon.config.workspaces[run.workspace].max_priority
     answer = explain(snapshot, now, name, caller.viewer, cap)
@@ -106,6 +112,25 @@ async def why(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+def _slurm_why(daemon: Daemon, name: str, state: str, caller: Caller) -> dict[str, Any]:
+    assert daemon.front is not None
+    plan = daemon.front.status.plan
+    if state != "Queued" or plan is None:
+        return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
+                "levers": [], "estimate": None}  # fmt: skip
+    reason = plan.reason(name, caller.viewer) or "Submitted to Slurm"
+    position = plan.positions.get(name)
+    chain = [f"Position {position} of {len(plan.order)} in Slurm's order (its priority)."]
+    if position is None:
+        chain = ["Not in Slurm's queue yet."]
+    estimate = daemon.front.estimates().get(name)
+    return {
+        "run": name, "reason": reason, "chain": chain,
+        "levers": ["Slurm plans this queue: levers are computed by the built-in planner only."],
+        "estimate": {"starts_by": iso(estimate.starts_by if estimate else None), "after": []},
+    }  # fmt: skip
+
+
 async def preview(request: web.Request) -> web.Response:
     """What a submit would do: position, start, victims, refusals. Writes nothing."""
     daemon, caller = _daemon_and_caller(request)
@@ -114,6 +139,12 @@ async def preview(request: web.Request) -> web.Response:
     spec, workspace = daemon.service.check(await read_document(request), caller)
     if daemon.store.get_run(spec.name) is not None:
         raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
+    if daemon.front is not None:
+        raise ServiceError(
+            501, "NOT_AVAILABLE",
+            "this daemon is a front for Slurm, which plans the queue: the checks passed, "
+            "but where the run would go only Slurm can say (sbatch --test-only)",
+        )  # fmt: skip
     now = daemon.loop.clock()
     new = WaitingRun(
         spec.name, workspace, spec.priority, now, spec.worker_resources(),

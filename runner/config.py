@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import tomli_w
 
@@ -40,10 +40,13 @@ from runner.model import (
     parse_size,
 )
 
+if TYPE_CHECKING:
+    from runner.slurm.settings import SlurmConfig
+
 STOP_GRACE_ENV = "ASTRAEUS_STOP_GRACE"
 HOME_ENV = "ASTRAEUS_HOME"
 CONFIG_ENV = "ASTRAEUS_CONFIG"
-EXECUTORS = ("auto", "docker", "process")
+EXECUTORS = ("auto", "docker", "process", "slurm")  # slurm: a front for a Slurm cluster
 DEFAULT_WORKSPACE = "default"
 ALL_USERS = "*"
 MAX_GPUS = 1024
@@ -55,7 +58,7 @@ _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a 
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
-_TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives")
+_TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
 _MACHINE_KEYS = ("executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds")
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = ("socket_group",)
@@ -116,6 +119,7 @@ class Config:
     workspaces: dict[str, Workspace]
     drives: dict[str, Drive]
     default_workspace: str
+    slurm: SlurmConfig | None = None  # executor = "slurm": the [slurm] table
 
     def workspaces_of(self, user: str) -> frozenset[str]:
         """The workspaces whose members include ``user`` (or everyone)."""
@@ -384,6 +388,14 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
         for name, value in _table(top.get("drives", {}), "drives", None).items()
     }
     default = DEFAULT_WORKSPACE if DEFAULT_WORKSPACE in workspaces else next(iter(workspaces))
+    slurm = None
+    if machine.executor == "slurm" or "slurm" in top:
+        from runner.slurm.settings import SlurmConfigError, parse_slurm  # lazy: its own stack
+
+        try:
+            slurm = parse_slurm(top.get("slurm", {}))
+        except SlurmConfigError as e:
+            raise _Invalid(e.key, e.reason) from None
     return Config(
         path=None,
         machine=machine,
@@ -393,6 +405,7 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
         workspaces=workspaces,
         drives=drives,
         default_workspace=default,
+        slurm=slurm,
     )
 
 
@@ -565,7 +578,8 @@ DEFAULT_CONFIG_TEXT = """\
 #
 # [machine]
 #   executor            "auto" (Docker when the engine answers, else local
-#                       processes) | "docker" | "process"
+#                       processes) | "docker" | "process" | "slurm" (a front
+#                       for a Slurm cluster: see [slurm] in the README)
 #   gpus                "auto": the GPUs NVML reports; without NVML, simulated
 #                       GPUs ($ASTRAEUS_SIM_GPUS of them, default 2)
 #                       | N: N simulated GPUs, whatever the hardware

@@ -13,6 +13,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.config import Config, ConfigError, ensure_config, load_config
 from runner.executors.base import Executor, ExecutorError
@@ -23,6 +24,9 @@ from runner.scheduler import Machine
 from runner.service import LOCAL_IMAGE, Service
 from runner.service_groups import GroupService
 from runner.store import Store
+
+if TYPE_CHECKING:
+    from runner.slurm.front import SlurmFront
 
 log = logging.getLogger("astraeus.daemon")
 
@@ -126,7 +130,13 @@ class Daemon:
             self.inventory = read_inventory(self.config.machine.gpus)
         except ValueError as e:  # a bad ASTRAEUS_SIM_GPUS
             raise DaemonError(str(e)) from e
-        if executor is None:
+        slurm = self.config.slurm if self.config.machine.executor == "slurm" else None
+        if slurm is not None:
+            from runner.slurm.front import FrontExecutor  # lazy: only a front needs it
+
+            executor = FrontExecutor()
+            self.executor_why = 'slurm: a front for the Slurm cluster (executor = "slurm")'
+        elif executor is None:
             choice = pick_executor(self.config, home)
             if choice.executor.name == "process":
                 _refuse_to_orphan_containers(self.store, choice.why)
@@ -143,7 +153,15 @@ class Daemon:
             executor_remaps_gpus=remaps,
             instance=instance_id(home),
         )
-        self.loop = Loop(self.store, executor, self.settings)
+        self.front: SlurmFront | None = None
+        self.loop: Loop
+        if slurm is not None:
+            from runner.slurm.front import SlurmFront
+
+            self.front = SlurmFront(self.store, self.settings, slurm)
+            self.loop = self.front
+        else:
+            self.loop = Loop(self.store, executor, self.settings)
         self.service = Service(self.store, self.config, self.loop.poke, executor.name)
         self.groups = GroupService(self.service)
         self.loop.groups = GroupControl(self.service).tick

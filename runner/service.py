@@ -149,7 +149,7 @@ class Service:
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
         self._check_after(spec, caller)
-        if spec.task.image == LOCAL_IMAGE and self.executor != "process":
+        if spec.task.image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
             raise ServiceError(
                 422, "INVALID_SPEC",
                 f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"

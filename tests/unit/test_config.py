@@ -139,7 +139,7 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         "colour = 1",
         "colour",
-        "unknown key (expected one of: machine, admins, api, workspaces, drives)",
+        "unknown key (expected one of: machine, admins, api, workspaces, drives, slurm)",
     ),
     ("machine = 3", "machine", "must be a table, got 3"),
     (
@@ -167,7 +167,7 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         '[machine]\nexecutor = "k8s"',
         "machine.executor",
-        "must be one of auto, docker, process, got 'k8s'",
+        "must be one of auto, docker, process, slurm, got 'k8s'",
     ),
     (
         "[machine]\ngpus = -1",
@@ -451,3 +451,39 @@ def test_update_of_a_file_without_header_and_of_the_shipped_default(tmp_path: Pa
     header = DEFAULT_CONFIG_TEXT[: DEFAULT_CONFIG_TEXT.index("\n[machine]")].rstrip()
     assert path.read_text().startswith(header + "\n\n[machine]\n")
     assert load_config(path).workspaces["default"].max_priority == 5
+
+
+SLURM = '[machine]\nexecutor = "slurm"\n[slurm]\n'
+
+
+def test_a_front_for_slurm_reads_its_table() -> None:
+    config = parse(
+        SLURM + 'privileged = true\npartition = "low"\npriority_partitions = { high = 100 }\n'
+        'log_dir = "/shared/logs"\nbin_dir = "/opt/slurm/bin"\n'
+        '[slurm.workspaces.vision]\naccount = "vision"\n[slurm.drives]\nckpt = "/shared/ckpt"\n'
+    )
+    assert config.machine.executor == "slurm" and config.slurm is not None
+    settings = config.slurm.settings
+    assert settings.privileged and settings.default.partition == "low"
+    assert settings.priority_partitions == ((100, "high"),)
+    assert settings.workspaces["vision"].account == "vision"
+    assert settings.drives == {"ckpt": "/shared/ckpt"}
+    assert config.slurm.bin_dir == "/opt/slurm/bin"
+    assert parse(SLURM).slurm is not None  # every key has a default
+    assert parse("").slurm is None
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "what"),
+    [
+        ("queue = 1", "slurm.queue", "unknown key (expected one of: pyxis, privileged,"),
+        ("pyxis = 1", "slurm.pyxis", "must be true or false"),
+        ('log_dir = "logs"', "slurm.log_dir", "must be an absolute path"),
+        ('partition = "a b"', "slurm", "partition: must be a non-empty string without spaces"),
+        ('priority_partitions = { high = "x" }', "slurm.priority_partitions.high", "must be a"),
+        ("[slurm.drives]\nckpt = 3", "slurm.drives.ckpt", "must be a non-empty string"),
+    ],
+)
+def test_a_bad_slurm_table_is_one_line_naming_the_key(text: str, key: str, what: str) -> None:
+    assert error_of(SLURM + text).startswith(f"{SOURCE}: {key}")
+    assert what in error_of(SLURM + text)

@@ -1,0 +1,388 @@
+"""The daemon as a front for Slurm (``executor = "slurm"``): Slurm plans, Astraeus shows.
+
+Every tick: read the queue (``squeue``), submit the runs that have no job yet
+(``sbatch``, a worker row written before it and given the job id after), carry
+each job's state, reason, GPUs, start estimate and restarts into the run, and
+carry the runs' requests the other way: a delete becomes ``scancel``, a
+priority change ``scontrol update nice``. Submits keep every check of the
+built-in daemon (the workspace's cap, drives) before Slurm sees anything.
+
+The order, the head and the estimates shown are Slurm's: pending jobs by
+Slurm's priority, the head is the job Slurm holds room for (reason
+``Resources``) and its start is ``squeue --start``'s. A job Slurm requeues
+(preemption, a node failure) stays the same job and counts as a restart, as
+Slurm counts it; a job that fails is submitted again while the run's restart
+budget lasts, as the built-in daemon restarts it.
+
+Crash safety: a job is written Starting (no handle) before sbatch; after a
+crash, a run with such a worker adopts the job of its name that Astraeus
+submitted (``--comment=astraeus:<workspace>``), or submits again if there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from runner.dependencies import Dependencies, check_dependencies
+from runner.estimates import Estimate
+from runner.executors.base import ExecutorError, ListedWorker, WorkerLaunch, WorkerStatus
+from runner.loop import Loop, LoopSettings
+from runner.model import Reason, Resources
+from runner.scheduler import Head, Plan
+from runner.slurm.client import SlurmClient
+from runner.slurm.errors import SlurmError
+from runner.slurm.jobs import SlurmJob, start_estimate
+from runner.slurm.reasons import describe, priority_of
+from runner.slurm.script import build_batch, nice_for, workspace_of_comment
+from runner.slurm.settings import SlurmConfig
+from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+
+log = logging.getLogger("astraeus.slurm")
+FRONT_TICK = 1.0  # seconds between looks at Slurm's queue
+HANDLE = "slurm:"
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+
+
+class FrontExecutor:
+    """Stands where an executor would: a front starts nothing on this machine."""
+
+    name = "slurm"
+
+    def start(self, launch: WorkerLaunch) -> str:
+        raise ExecutorError("a front for Slurm starts nothing itself")
+
+    def signal(self, handle: str, signum: int) -> None:
+        raise ExecutorError("a front for Slurm signals through scancel")
+
+    def status(self, handle: str) -> WorkerStatus:
+        raise ExecutorError("a front for Slurm reads squeue")
+
+    def list_workers(self) -> list[ListedWorker]:
+        return []
+
+    def cleanup(self, handle: str) -> None:
+        pass
+
+
+def job_id(worker: WorkerRow) -> int | None:
+    handle = worker.handle or ""
+    tail = handle.removeprefix(HANDLE)
+    return int(tail) if handle.startswith(HANDLE) and tail.isdigit() else None
+
+
+class SlurmFront(Loop):
+    def __init__(
+        self,
+        store: Store,
+        settings: LoopSettings,
+        config: SlurmConfig,
+        client: SlurmClient | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(store, FrontExecutor(), settings, clock)
+        self.config = config
+        self.client = client or SlurmClient(bin_dir=config.bin_dir)
+        self.jobs: dict[int, SlurmJob] = {}
+        self._estimates: dict[str, Estimate] = {}
+        self._nice_refused: dict[str, int] = {}
+        self._deps = Dependencies()
+
+    # ------------------------------------------------------------ running
+
+    def run_forever(self, stop: threading.Event) -> None:
+        last_error = ""
+        while not stop.is_set():
+            try:
+                self.tick()
+                last_error = ""
+            except Exception as e:  # the front must outlive a bad tick (slurmctld away)
+                text = f"{type(e).__name__}: {e}"
+                if text != last_error:
+                    log.warning("tick failed: %s", text)
+                last_error = text
+                self.status.errors = [*self.status.errors[-9:], text]
+            if self.wake.wait(FRONT_TICK):
+                self.wake.clear()
+
+    def reconcile(self) -> None:
+        """Nothing to adopt on this machine: Slurm keeps the jobs."""
+
+    def estimates(self) -> dict[str, Estimate]:
+        """Slurm's start estimates (``squeue --start``) for the runs it has pending."""
+        return dict(self._estimates)
+
+    def tick(self) -> None:
+        now = self.clock()
+        self.status.ticks += 1
+        t0 = time.perf_counter()
+        self.jobs = {j.job_id: j for j in self.client.jobs() if workspace_of_comment(j.comment)}
+        changed = self.groups(now)
+        watched = self._watched()
+        self._deps = check_dependencies(watched, self.specs.get, self.store.run_states)
+        if self._deps.failing:
+            self._fail_dependents(self._deps.failing, watched, now)
+            changed = True
+        for run in self._watched():
+            changed |= self._follow(run, now)
+        for run in self._watched():
+            changed |= self._requests(run, now)
+        self._plan(now)
+        self.status.last_plan_at = now
+        self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
+        if changed:
+            self.on_change()
+
+    def _watched(self) -> list[RunRow]:
+        """Active runs, and finished ones whose job still lives (deleted while queued)."""
+        runs = {r.name: r for r in self.store.runs(active_only=True)}
+        for w in self.store.live_workers():
+            if w.run not in runs and (row := self.store.get_run(w.run)) is not None:
+                runs[w.run] = row
+        return list(runs.values())
+
+    # ------------------------------------------------------------ one run
+
+    def _latest(self, run: RunRow) -> WorkerRow | None:
+        latest = latest_workers(self.store.workers_of(run.name))
+        return latest.get(0)
+
+    def _follow(self, run: RunRow, now: float) -> bool:
+        worker = self._latest(run)
+        live = worker is not None and worker.state in LIVE_WORKER_STATES
+        if worker is not None and live and worker.handle is None:
+            return self._adopt_or_forget(run, worker, now)
+        if not live:
+            if run.state != "Queued" or run.stop_request is not None:
+                return False
+            waits = self._deps.waiting.get(run.name)
+            if waits is not None:  # held here until its dependencies succeed
+                if run.reason != waits:
+                    self._update(run, {"reason": waits}, None, "", now)
+                    return True
+                return False
+            self._submit(run, now)
+            return True
+        assert worker is not None
+        number = job_id(worker)
+        job = self.jobs.get(number) if number is not None else None
+        if job is None:
+            return self._lost(run, worker, now)
+        return self._carry(run, worker, job, now)
+
+    def _submit(self, run: RunRow, now: float) -> None:
+        spec = self.specs.get(run)
+        attempt = run.attempts + 1
+        worker = spec.worker_resources()
+        with self.store.transaction() as tx:  # written before sbatch: see the module's doc
+            self.store.insert_worker(tx, run.name, attempt, 0, (), worker.cpu_milli,
+                                     worker.memory, now)  # fmt: skip
+            self.store.update_run(tx, run.name, attempts=attempt)
+        try:
+            batch = build_batch(spec, self.config.settings, workspace=run.workspace,
+                                uid=run.uid, gid=run.gid)  # fmt: skip
+            number = self.client.submit(batch)
+        except SlurmError as e:
+            self._fail_submit(run, attempt, str(e), now)
+            return
+        self._record_job(run, attempt, number, now)
+
+    def _record_job(self, run: RunRow, attempt: int, number: int, now: float) -> None:
+        with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE workers SET handle = ? WHERE run = ? AND attempt = ? AND worker = 0",
+                (f"{HANDLE}{number}", run.name, attempt),
+            )
+            text = Reason(f"Submitted to Slurm as job {number}")
+            self.store.update_run(tx, run.name, reason=text)
+            self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
+
+    def _fail_submit(self, run: RunRow, attempt: int, error: str, now: float) -> None:
+        text = Reason(f"Failed: Slurm refused it: {error}")
+        with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE workers SET state = 'Failed', error = ?, finished_at = ?"
+                " WHERE run = ? AND attempt = ? AND worker = 0",
+                (error, now, run.name, attempt),
+            )
+            self.store.update_run(tx, run.name, state="Failed", finished_at=now, reason=text)
+            self.store.add_event(tx, run.name, run.workspace, "Failed", text, now)
+
+    def _adopt_or_forget(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
+        """A worker written before sbatch whose job id was never recorded (a crash)."""
+        mine = [j for j in self.jobs.values() if j.name == run.name]
+        known = {job_id(w) for w in self.store.workers_of(run.name)}
+        found = [
+            j
+            for j in mine
+            if j.job_id not in known and j.submitted and j.submitted >= worker.started_at - 5
+        ]
+        if found:
+            self._record_job(run, worker.attempt, max(j.job_id for j in found), now)
+        else:
+            with self.store.transaction() as tx:
+                never = "never submitted (the daemon stopped first)"
+                self.store.update_worker(
+                    tx, worker.id, state="Cancelled", finished_at=now, error=never
+                )
+        return True
+
+    def _carry(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
+        """The job's news into the run and its worker row."""
+        state = job.state
+        if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING"):
+            fields: dict[str, object] = {}
+            if job.restarts > run.restarts:
+                fields["restarts"] = job.restarts
+            if run.state not in ("Queued", *FINISHED):
+                fields["state"] = "Queued"
+            if fields:
+                self._update(run, fields, "Requeued" if "restarts" in fields else None,
+                             f"Requeued by Slurm (restart {job.restarts})", now)  # fmt: skip
+            if worker.state != "Starting":
+                with self.store.transaction() as tx:
+                    self.store.update_worker(tx, worker.id, state="Starting", gpus="[]")
+            return bool(fields)
+        if state in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"):
+            return self._running(run, worker, job, now)
+        return self._ended(run, worker, job, now)
+
+    def _running(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
+        target = "Stopping" if job.state == "COMPLETING" else "Running"
+        gpus = tuple(job.gpu_indices)
+        if run.state == target and worker.state == "Running" and worker.gpus == gpus:
+            return False
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, worker.id, state="Running", gpus=json.dumps(list(gpus)))
+            if run.state not in FINISHED and run.state != target:
+                self.store.update_run(tx, run.name, state=target, reason=None,
+                                      started_at=job.start or now)  # fmt: skip
+                if target == "Running":
+                    shown = ",".join(map(str, gpus)) or "none"
+                    text = Reason(
+                        f"Started by Slurm: job {job.job_id} on {job.nodes or '?'}, GPUs {shown}"
+                    )
+                    self.store.add_event(tx, run.name, run.workspace, "Started", text, now)
+        return True
+
+    def _ended(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
+        spec = self.specs.get(run)
+        code = job.exit_code
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, worker.id, state="Exited", exit_code=code,
+                                     finished_at=job.end or now)  # fmt: skip
+            if run.state in FINISHED:
+                return True
+            if job.state == "COMPLETED":
+                self.store.update_run(tx, run.name, state="Succeeded", finished_at=job.end or now,
+                                      exit_code=0, reason=None)  # fmt: skip
+                self.store.add_event(
+                    tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now
+                )
+            elif job.state == "CANCELLED" or run.stop_request == "delete":
+                why = "Deleted" if run.stop_request == "delete" else "Cancelled in Slurm"
+                self.store.update_run(
+                    tx, run.name, state="Cancelled", finished_at=now, reason=Reason(why)
+                )
+                self.store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
+            elif job.state != "TIMEOUT" and run.restarts < spec.restart_limit:
+                restarts = run.restarts + 1
+                text = Reason(
+                    f"Restarting: job {job.job_id} ended {job.state} (exit code {code}) "
+                    f"(restart {restarts} of {spec.restart_limit})"
+                )
+                self.store.update_run(tx, run.name, state="Queued", restarts=restarts, reason=text)
+                self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+            else:
+                reason = describe(job, list(self.jobs.values()), now) or Reason(
+                    f"Slurm: {job.state}"
+                )
+                self.store.update_run(tx, run.name, state="Failed", finished_at=job.end or now,
+                                      exit_code=code, reason=reason)  # fmt: skip
+                self.store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
+        return True
+
+    def _lost(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
+        """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
+        deleted = run.stop_request == "delete"
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, worker.id, state="Lost", finished_at=now,
+                                     error="Slurm no longer knows the job")  # fmt: skip
+            if run.state not in FINISHED:
+                why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
+                state = "Cancelled" if deleted else "Failed"
+                self.store.update_run(tx, run.name, state=state, finished_at=now, reason=why)
+                self.store.add_event(tx, run.name, run.workspace, state, why, now)
+        return True
+
+    def _update(self, run: RunRow, fields: dict[str, object], kind: str | None, text: str,
+                now: float) -> None:  # fmt: skip
+        with self.store.transaction() as tx:
+            self.store.update_run(tx, run.name, **fields)
+            if kind is not None:
+                self.store.add_event(tx, run.name, run.workspace, kind, Reason(text), now)
+
+    # ------------------------------------------------------------ requests
+
+    def _requests(self, run: RunRow, now: float) -> bool:
+        worker = self._latest(run)
+        number = job_id(worker) if worker is not None else None
+        job = self.jobs.get(number) if number is not None else None
+        if job is None or job.state not in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING"):
+            return False
+        if run.stop_request == "delete":
+            try:
+                self.client.cancel(job.job_id)
+            except SlurmError as e:
+                log.warning("scancel %s: %s", job.job_id, e)
+            return False
+        if priority_of(job) != run.priority and self._nice_refused.get(run.name) != run.priority:
+            try:
+                nice = nice_for(run.priority, privileged=self.config.settings.privileged)
+                self.client.set_nice(job.job_id, nice)
+            except SlurmError as e:
+                self._nice_refused[run.name] = run.priority
+                text = Reason(f"Slurm kept its priority: {e}")
+                with self.store.transaction() as tx:
+                    self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
+                return True
+        return False
+
+    # ------------------------------------------------------------ the view
+
+    def _plan(self, now: float) -> None:
+        """Slurm's order and head, in the shape the API shows the built-in planner's."""
+        queue = list(self.jobs.values())
+        pending = sorted((j for j in queue if j.pending), key=lambda j: (-j.priority, j.job_id))
+        runs = {r.name: r for r in self.store.runs(active_only=True)}
+        ours = [j for j in pending if j.name in runs]
+        reasons: dict[str, Reason] = {}
+        for job in ours:
+            reason = describe(job, queue, now)
+            if reason is not None:
+                reasons[job.name] = reason
+        self._write_reasons(reasons, runs)
+        heads = [j for j in ours if j.reason == "Resources"]
+        head = None
+        if heads:
+            top = heads[0]
+            run = runs[top.name]
+            head = Head(
+                top.name, run.workspace, priority_of(top), start_estimate(top, now), Resources()
+            )
+        self._estimates = {
+            j.name: Estimate(start_estimate(j, now)) for j in ours if start_estimate(j, now)
+        }
+        self.status.plan = Plan((), (), head, reasons, frozenset(), tuple(j.name for j in ours))
+
+    def _write_reasons(self, reasons: dict[str, Reason], runs: dict[str, RunRow]) -> None:
+        changes = {
+            n: r for n, r in reasons.items() if runs[n].reason != r and runs[n].state == "Queued"
+        }
+        if changes:
+            with self.store.transaction() as tx:
+                for name, reason in changes.items():
+                    self.store.update_run(tx, name, reason=reason)
