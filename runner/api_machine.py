@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,8 @@ def _caller(request: web.Request) -> Caller:
 async def gpus(request: web.Request) -> web.Response:
     daemon, caller = request.app[_api().DAEMON], _caller(request)
     inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
+    if daemon.front is not None:  # the cluster's GPUs, as Slurm numbers them
+        inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
     for w in daemon.store.live_workers():
         run = daemon.store.get_run(w.run)
@@ -48,6 +51,7 @@ async def gpus(request: web.Request) -> web.Response:
     for g in inventory.gpus:
         rows.append({
             "index": g.index, "uuid": g.uuid, "name": g.name, "simulated": g.simulated,
+            "remote": daemon.front is not None,  # on the cluster's nodes: no readings here
             "memory_total": g.memory_total, "memory_used": g.memory_used,
             "utilization": g.utilization, "temperature": g.temperature,
             "holder": holders.get(g.index),

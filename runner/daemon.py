@@ -11,7 +11,7 @@ import hashlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,6 +135,8 @@ class Daemon:
             from runner.slurm.front import FrontExecutor  # lazy: only a front needs it
 
             executor = FrontExecutor()
+            source = "slurm: the cluster's GPUs, as squeue reports them"
+            self.inventory = replace(self.inventory, source=source, simulated=False)
             self.executor_why = 'slurm: a front for the Slurm cluster (executor = "slurm")'
         elif executor is None:
             choice = pick_executor(self.config, home)

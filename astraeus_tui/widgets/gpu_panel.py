@@ -37,7 +37,10 @@ def holder(gpu: dict[str, Any]) -> Text:
 def gpu_row(gpu: dict[str, Any]) -> tuple[Text, ...]:
     """Index, utilisation, memory, temperature, holder; a simulated GPU has no readings."""
     index = Text(str(gpu.get("index")), style="bold")
-    if gpu.get("simulated"):
+    if gpu.get("remote"):  # a front for Slurm: the GPU is on a node, read by no one here
+        util_text = Text("node", style="cyan")
+        mem_text = Text("--", style="dim")
+    elif gpu.get("simulated"):
         util_text = Text("sim", style="magenta")
         mem_text = Text(gib(gpu.get("memory_total")), style="dim")
     else:
@@ -59,7 +62,9 @@ class GpuPanel(Widget):
 
     def watch_gpus(self, gpus: dict[str, Any] | None) -> None:
         rows = (gpus or {}).get("gpus") or []
+        source = str((gpus or {}).get("source") or "")
         kind = "simulated" if (gpus or {}).get("simulated") else "NVML"
+        kind = "Slurm" if source.startswith("slurm") else kind
         self.border_title = f"GPUs · {len(rows)} {kind}" if gpus else "GPUs"
 
     def render(self) -> RenderableType:

@@ -29,7 +29,9 @@ class HeaderBar(Widget):
         if status is None:
             return text.append("waiting for the daemon…", style="dim")
         count = "?" if self.gpus is None else str(self.gpus)
-        if status.get("simulated"):
+        if status.get("executor") == "slurm":
+            text.append(f"Slurm cluster · {count} GPUs", style="bold cyan")
+        elif status.get("simulated"):
             text.append(f"{count} simulated GPUs", style="bold magenta")
         else:
             text.append(f"{count} GPUs", style="bold")

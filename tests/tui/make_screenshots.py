@@ -21,6 +21,7 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("preemption", "preemption", 80, 24, ()),
     ("timeline", "head", 80, 24, ("v",)),  # narrow, the bottom panels take turns
     ("groups", "groups", 120, 36, ("g",)),  # sweeps, replica groups and schedules
+    ("slurm", "slurm", 120, 36, ()),  # a front for a Slurm cluster
 ]
 
 

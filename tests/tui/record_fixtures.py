@@ -2,6 +2,7 @@
 
     python -m tests.tui.record_fixtures          # idle, head, backfill, preemption
     python -m tests.tui.record_fixtures groups   # the groups screen
+    python -m tests.tui.record_fixtures slurm    # a front for Slurm (tests/slurm/setup.sh)
 
 Starts ``astra serve`` (process executor, 4 simulated GPUs, stop grace 8 s) in
 a temporary home, plays the demo's story step by step, and writes one JSON file
@@ -155,12 +156,47 @@ def play_groups(client: Client, home: Path) -> None:
     record(client, "groups", home)
 
 
+def play_slurm(client: Client, home: Path) -> None:
+    """The backfill scene on a front for the real Slurm of tests/slurm/setup.sh."""
+    client.submit(spec("pretrain-7b", slow_stop(0), gpus=4, limit=180, workspace="vision"))
+    wait_for(lambda: state(client, "pretrain-7b") == "Running", 30, "the blocker")
+    client.submit(spec("finetune-70b", slow_stop(0), gpus=6, limit=120, workspace="vision"))
+    client.submit(spec("quick-eval", slow_stop(0), gpus=2, limit=60, workspace="vision"))
+    client.submit(spec("sweep-lr", slow_stop(0), gpus=2, limit=600, workspace="vision"))
+    wait_for(lambda: state(client, "quick-eval") == "Running", 60, "the backfill")
+    wait_for(lambda: client.show("finetune-70b")["head"], 60, "Slurm's head")
+    time.sleep(2)
+    record(client, "slurm", home)
+    for name in ("pretrain-7b", "finetune-70b", "quick-eval", "sweep-lr"):
+        client.delete(name)
+
+
+SLURM_CONFIG = """
+[workspaces.vision]
+members = ["*"]
+max_priority = 100
+
+[slurm]
+privileged = true
+partition = "low"
+priority_partitions = { high = 100 }
+log_dir = "/tmp"
+"""
+
+
 def main() -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="astra-record-"))
-    served = Served(home, home / "astraeus.sock").start(WORKSPACES, gpus=4, grace=8)
+    what = sys.argv[1] if sys.argv[1:] else ""
+    if what == "slurm":
+        served = Served(home, home / "astraeus.sock").start(
+            SLURM_CONFIG, gpus=8, grace=5, executor="slurm"
+        )
+    else:
+        served = Served(home, home / "astraeus.sock").start(WORKSPACES, gpus=4, grace=8)
+    plays = {"groups": play_groups, "slurm": play_slurm}
     try:
-        (play_groups if sys.argv[1:] == ["groups"] else play)(Client(served.socket), home)
+        plays.get(what, play)(Client(served.socket), home)
     finally:
         served.stop()
         shutil.rmtree(home, ignore_errors=True)

@@ -48,3 +48,8 @@ def test_groups_screen(snap_compare: Any) -> None:
     """`g`: a replica group, a sweep and a schedule, the first one's runs and events."""
     assert snap_compare(app_for("groups"), terminal_size=(120, 36), press=["g"],
                         run_before=settled)  # fmt: skip
+
+
+def test_main_screen_on_a_front_for_slurm(snap_compare: Any) -> None:
+    """Recorded from a front for the real Slurm: Slurm's head, start estimates and GPUs."""
+    assert snap_compare(app_for("slurm"), terminal_size=(120, 36), run_before=settled)
