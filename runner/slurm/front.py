@@ -90,6 +90,7 @@ class SlurmFront(Loop):
         self._estimates: dict[str, Estimate] = {}
         self._nice_refused: dict[str, int] = {}
         self._deps = Dependencies()
+        self._graces: dict[str, float] = {}
 
     # ------------------------------------------------------------ running
 
@@ -237,6 +238,8 @@ class SlurmFront(Loop):
             fields: dict[str, object] = {}
             if job.restarts > run.restarts:
                 fields["restarts"] = job.restarts
+                if worker.stop_reason == "preempt":  # seen in its grace: a preemption too
+                    fields["preemptions"] = run.preemptions + 1
             if run.state not in ("Queued", *FINISHED):
                 fields["state"] = "Queued"
             if fields:
@@ -244,13 +247,16 @@ class SlurmFront(Loop):
                              f"Requeued by Slurm (restart {job.restarts})", now)  # fmt: skip
             if worker.state != "Starting":
                 with self.store.transaction() as tx:
-                    self.store.update_worker(tx, worker.id, state="Starting", gpus="[]")
+                    self.store.update_worker(tx, worker.id, state="Starting", gpus="[]",
+                                             stop_reason=None, stop_deadline=None)  # fmt: skip
             return bool(fields)
         if state in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"):
             return self._running(run, worker, job, now)
         return self._ended(run, worker, job, now)
 
     def _running(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
+        if job.preempt_time is not None and job.state == "RUNNING":
+            return self._preempting(run, worker, job, now)
         target = "Stopping" if job.state == "COMPLETING" else "Running"
         gpus = tuple(job.gpu_indices)
         if run.state == target and worker.state == "Running" and worker.gpus == gpus:
@@ -267,6 +273,32 @@ class SlurmFront(Loop):
                     )
                     self.store.add_event(tx, run.name, run.workspace, "Started", text, now)
         return True
+
+    def _preempting(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
+        """Slurm preempts the job: its grace runs (the partition's GraceTime), then a requeue."""
+        if worker.state == "Stopping":
+            return False
+        assert job.preempt_time is not None
+        deadline = job.preempt_time + self._grace(job.partition)
+        text = Reason(
+            f"Preempted by higher-priority work (Slurm: job {job.job_id} is requeued when the "
+            f"{job.partition} partition's grace ends)"
+        )
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, worker.id, state="Stopping", stop_reason="preempt",
+                                     stop_deadline=deadline)  # fmt: skip
+            if run.state not in FINISHED:
+                self.store.update_run(tx, run.name, state="Stopping", reason=text)
+                self.store.add_event(tx, run.name, run.workspace, "Preempted", text, now)
+        return True
+
+    def _grace(self, partition: str) -> float:
+        if partition not in self._graces:
+            try:
+                self._graces[partition] = float(self.client.partition_grace(partition))
+            except SlurmError:
+                return self.settings.machine.stop_grace
+        return self._graces[partition]
 
     def _ended(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
         spec = self.specs.get(run)

@@ -71,6 +71,7 @@ class SlurmJob:
     tasks: int = 1
     nodes: str = ""
     description: str = ""
+    preempt_time: float | None = None  # JSON only: when a preemption's grace began (running)
 
     @property
     def pending(self) -> bool:
@@ -133,6 +134,7 @@ def _job_from_json(entry: Mapping[str, object]) -> SlurmJob:
         tasks=tasks,
         nodes=_text(entry.get("nodes")),
         description=_text(entry.get("state_description")),
+        preempt_time=_time(entry.get("preempt_time")),
     )
 
 

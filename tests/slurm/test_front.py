@@ -139,10 +139,16 @@ def test_preemption_requeues_and_slurm_counts_a_restart(
         run(d, victim, 8, "10m", *program)
         wait_for(lambda d=d: show(d, victim)["state"] == "Running", 30, "the victim")  # type: ignore[misc]
         run(d, urgent, 8, "10m", *sleeper(), prio=100)
+    # the front shows Slurm's grace as the preemption panel shows the built-in one
+    stopping = wait_for(lambda: (v := show(front, victim))["state"] == "Stopping" and v, 60,
+                        "the victim in Slurm's grace")  # fmt: skip
+    assert stopping["reason"].startswith("Preempted by higher-priority work (Slurm: job ")
+    assert stopping["stop_deadline"] is not None
     for d in (front, builtin):
         wait_for(lambda d=d: show(d, urgent)["state"] == "Running", 90, "the urgent run")  # type: ignore[misc]
         wait_for(lambda d=d: show(d, victim)["state"] == "Queued", 30, "the victim queued")  # type: ignore[misc]
     slurm_victim, own_victim = show(front, victim), show(builtin, victim)
     assert own_victim["preemptions"] == 1 and own_victim["restarts"] == 0
     assert slurm_victim["restarts"] >= 1  # Slurm's count: a preemption requeue is a restart
+    assert slurm_victim["preemptions"] == 1  # seen in its grace, so counted as one too
     assert job_named(client, urgent).partition == "high"  # type: ignore[union-attr]
