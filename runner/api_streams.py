@@ -87,6 +87,8 @@ class Changes:
 
     def _compute(self, follow: bool = True) -> None:
         self._pending = False
+        if not self.subscribers:  # no one listens: nothing to diff (a subscriber starts
+            return  # from a snapshot; upserts and removes of a stale diff are idempotent)
         if (
             follow and not self._followed
         ):  # estimates may lag the plan by their cache's gap: look again
