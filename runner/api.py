@@ -25,8 +25,9 @@ from runner.api_streams import Changes, follow_events, follow_log, sse
 from runner.api_why import ESTIMATES
 from runner.checkpoints import latest_checkpoint
 from runner.daemon import Daemon
+from runner.documents import decode_document
 from runner.service import Caller, ServiceError, caller_for
-from runner.spec import SpecError, decode_document, one_line
+from runner.spec import SpecError, one_line
 from runner.store import DiskFull
 from runner.views import event_object, iso, run_object, worker_object
 
@@ -104,7 +105,7 @@ async def read_document(
 ) -> object:
     """The body as a document: JSON, or TOML with a TOML content type. Read once.
 
-    Strict (runner.spec.decode_document): UTF-8, at most MAX_BODY bytes, JSON without
+    Strict (runner.documents.decode_document): UTF-8, at most MAX_BODY bytes, JSON without
     duplicate keys, NaN or deep nesting. Another content type is 415.
     """
     if DOCUMENT in request:

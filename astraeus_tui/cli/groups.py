@@ -29,7 +29,8 @@ NameOption = Annotated[
 
 def template(file: str) -> dict[str, Any]:
     """The run spec in ``file`` as a document, checked here first (same messages as the daemon)."""
-    from runner.spec import SpecError, load_spec_file, load_spec_text, spec_to_dict
+    from runner.documents import load_spec_file, load_spec_text
+    from runner.spec import SpecError, spec_to_dict
 
     try:
         spec = load_spec_text(sys.stdin.read()) if file == "-" else load_spec_file(Path(file))
@@ -109,8 +110,9 @@ def sweep_submit(
     as_json: bool = JsonOption,
 ) -> None:
     """Submit a sweep: the spec's `spec.sweep` (grid or list), or --grid options."""
+    from runner.documents import decode_document
     from runner.groups import sweep_document
-    from runner.spec import SpecError, decode_document
+    from runner.spec import SpecError
 
     document: dict[str, Any] | None = None
     if not grid:

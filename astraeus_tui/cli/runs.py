@@ -41,7 +41,8 @@ def submit(
     """Submit a run spec (JSON or TOML; an #SBATCH script works too).
 
     A spec with a `spec.sweep` section (a grid or a list) submits a sweep."""
-    from runner.spec import SpecError, load_spec_file, load_spec_text, spec_to_dict
+    from runner.documents import load_spec_file, load_spec_text
+    from runner.spec import SpecError, spec_to_dict
 
     text = sys.stdin.read() if file == "-" else None
     sweep = _sweep(file, text)
@@ -71,8 +72,9 @@ def submit(
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
     """The sweep a JSON or TOML spec with a ``spec.sweep`` section asks for, else None."""
+    from runner.documents import decode_document
     from runner.groups import sweep_document
-    from runner.spec import SpecError, decode_document
+    from runner.spec import SpecError
 
     if text is None:
         if Path(file).suffix.lower() in (".sbatch", ".sh"):

@@ -296,7 +296,8 @@ class SubmitScreen(ModalScreen[str | None]):
         if not path:
             self.show_error("file", "give the path of a spec file")
             return
-        from runner.spec import SpecError, load_spec_file, spec_to_dict
+        from runner.documents import load_spec_file
+        from runner.spec import SpecError, spec_to_dict
 
         try:
             document = spec_to_dict(load_spec_file(Path(path).expanduser()))

@@ -17,6 +17,7 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runner.documents import load_spec_text
 from runner.model import RunSpec
 from runner.sbatch import parse_sbatch
 from runner.spec import (
@@ -25,7 +26,6 @@ from runner.spec import (
     MAX_MEMORY,
     MAX_WORKERS,
     SpecError,
-    load_spec_text,
     parse_spec,
     spec_to_dict,
 )
