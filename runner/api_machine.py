@@ -10,7 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from runner.config import ConfigError, update_config_file
+from runner.config import ConfigError
+from runner.config_files import update_config_file
 from runner.gpus import foreign_processes, read_inventory
 from runner.model import ANONYMOUS_RUN, RESOURCE_NAMES, Quota, Resources, amounts
 from runner.scheduler import dominant_share

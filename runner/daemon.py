@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.config import Config, ConfigError, ensure_config, load_config
+from runner.config import Config, ConfigError, load_config
+from runner.config_files import ensure_config
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
 from runner.group_control import GroupControl

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from runner.config import Config, ConfigError, Drive, default_home, load_config
+from runner.config import Config, ConfigError, Drive, load_config
+from runner.config_files import default_home
 from runner.executors.base import ExecutorError
 from runner.gpus import Inventory, read_inventory
 from runner.starts import drive_source

@@ -15,7 +15,7 @@ from astraeus_tui.client import ApiError, Client, default_socket
 
 
 def _home() -> Path:
-    from runner.config import default_home
+    from runner.config_files import default_home
 
     return default_home()
 

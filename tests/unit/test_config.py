@@ -10,17 +10,12 @@ from typing import Any
 
 import pytest
 
-from runner.config import (
+from runner.config import Config, ConfigError, Drive, MachineConfig, load_config, parse_config
+from runner.config_files import (
     DEFAULT_CONFIG_TEXT,
-    Config,
-    ConfigError,
-    Drive,
-    MachineConfig,
     config_path,
     default_home,
     ensure_config,
-    load_config,
-    parse_config,
     update_config_file,
 )
 from runner.model import GIB, Quota, Workspace
