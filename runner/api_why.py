@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from runner.dependencies import check_dependencies
+from runner.dependencies import WAITS_FOR, check_dependencies
 from runner.estimates import MAX_STEPS, Estimate, estimate_starts
-from runner.model import ANONYMOUS_RUN
+from runner.model import ANONYMOUS_RUN, Reason, RunRef
 from runner.scheduler import Snapshot, WaitingRun, plan
 from runner.service import Caller, ServiceError
 from runner.snapshot import build_snapshot
@@ -94,6 +94,14 @@ async def why(request: web.Request) -> web.Response:
         raise ServiceError(404, "NOT_FOUND", f"no run {name}")
     if not caller.viewer.sees(run.workspace):
         raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    deps = check_dependencies([run], daemon.loop.specs.get, daemon.store.run_states)
+    if name in deps.waiting:  # out of the order until then: nothing to re-plan
+        return web.json_response({
+            "run": name, "reason": deps.waiting[name].render(caller.viewer),
+            "chain": ["Out of the queue's order until then: it holds nothing back and is "
+                      "never the head."],
+            "levers": [], "estimate": None,
+        })  # fmt: skip
     if daemon.front is not None:  # Slurm decides: its reason and estimate, no levers
         return web.json_response(_slurm_why(daemon, name, run.state, caller))
     snapshot, now = snapshot_now(daemon), daemon.loop.clock()
@@ -146,6 +154,17 @@ async def preview(request: web.Request) -> web.Response:
             "but where the run would go only Slurm can say (sbatch --test-only)",
         )  # fmt: skip
     now = daemon.loop.clock()
+    states = daemon.store.run_states(spec.after)
+    unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != "Succeeded"]
+    if unmet:  # it would wait out of the order: nothing to place
+        ref = RunRef(unmet[0], states[unmet[0]][1])
+        return web.json_response({
+            "name": spec.name, "workspace": workspace, "priority": spec.priority,
+            "position": None, "queue_length": len(snapshot_now(daemon).waiting),
+            "starts_now": False, "backfill": False, "gpus": [], "preempts": [],
+            "reason": Reason.of(WAITS_FOR, ref).render(caller.viewer),
+            "estimate": {"starts_by": None, "after": []},
+        })  # fmt: skip
     new = WaitingRun(
         spec.name, workspace, spec.priority, now, spec.worker_resources(),
         tuple(range(spec.workers)), spec.task.time_limit_seconds,

@@ -3,7 +3,9 @@
 A queued run whose dependencies have not all succeeded is kept out of the planner's
 view: it is not in the order, is never the head and holds nothing back. Its reason
 names the first run it still waits for. When a dependency fails, is cancelled or is
-forgotten, the run can never start: it fails, saying which one.
+forgotten before it succeeded, the run can never start: it fails, saying which one.
+Once all have succeeded the run is marked (``deps_met``) and they are not looked at
+again: forgetting a succeeded run later changes nothing for those that waited for it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ WAITS_FOR = "Waits for {0} to succeed"
 class Dependencies:
     waiting: dict[str, Reason] = field(default_factory=dict)  # run -> why it waits
     failing: dict[str, Reason] = field(default_factory=dict)  # run -> why it fails
+    met: list[str] = field(default_factory=list)  # runs whose dependencies all succeeded now
 
 
 def check_dependencies(
@@ -29,13 +32,22 @@ def check_dependencies(
     states_of: Callable[[Iterable[str]], dict[str, tuple[str, str]]],
 ) -> Dependencies:
     """Which queued runs wait for others, and which can no longer start."""
-    queued = [(r, spec_of(r).after) for r in runs if r.state == "Queued"]
-    queued = [(r, after) for r, after in queued if after and r.stop_request is None]
+    # once met, never again: a forgotten dependency, or a name used again, cannot undo it;
+    # a run that has started before (a restart, a preemption) has had them met too
+    queued = [
+        (r, spec_of(r).after)
+        for r in runs
+        if r.state == "Queued" and not r.deps_met and r.attempts == 0 and r.stop_request is None
+    ]
+    queued = [(r, after) for r, after in queued if after]
     out = Dependencies()
     if not queued:
         return out
     states = states_of({name for _, after in queued for name in after})
     for run, after in queued:
+        if all(states.get(name, ("", ""))[0] == "Succeeded" for name in after):
+            out.met.append(run.name)
+            continue
         for name in after:
             state, workspace = states.get(name, ("", run.workspace))
             if state == "Succeeded":

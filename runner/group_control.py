@@ -10,6 +10,7 @@ stops later runs with the same message a submit would get, in the group's events
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 
 from runner.groups import (
@@ -22,7 +23,7 @@ from runner.groups import (
     replica_slot,
     schedule_run_name,
 )
-from runner.model import Reason
+from runner.model import Reason, RunRef
 from runner.service import Service, ServiceError, caller_for
 from runner.service_groups import template_for
 from runner.store import ACTIVE_STATES, NameInUse, RunRow, Store
@@ -40,7 +41,7 @@ class GroupControl:
     def __init__(self, service: Service) -> None:
         self.service = service
         self._specs: dict[str, tuple[str, GroupSpec]] = {}
-        self._refused: dict[str, str] = {}  # replica group -> the refusal last recorded
+        self._refused: dict[tuple[str, str], Reason] = {}  # (group, replica) -> last refusal
 
     @property
     def store(self) -> Store:
@@ -78,46 +79,50 @@ class GroupControl:
         spec = self._spec(group)
         fired = group.next_at or now
         name = schedule_run_name(group.name, fired)
+        ref, ws = RunRef(name, group.workspace), group.workspace
         previous = [
             r for r in self.store.runs_of_group(group.name)
             if r.state in ACTIVE_STATES and r.stop_request != "delete"
         ]  # fmt: skip
         row, refusal = self._checked(group, name)
         if row is None:
-            kind, text = "Refused", f"Not submitted ({name}): {refusal}"
+            kind, text = "Refused", Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref)
         elif previous and spec.policy == "skip":
             row = None
-            kind, text = (
-                "Skipped",
-                f"Skipped {name}: {previous[-1].name} is still {previous[-1].state}",
-            )
+            last = previous[-1]
+            text = Reason.of(f"Skipped {{0}}: {{1}} is still {last.state}", ref,
+                             RunRef(last.name, last.workspace))  # fmt: skip
+            kind = "Skipped"
         else:
-            kind, text = "Fired", f"Submitted {name}"
+            kind, text = "Fired", Reason.of("Submitted {0}", ref)
             if previous and spec.policy == "replace":
-                text += " in place of " + ", ".join(r.name for r in previous)
+                olds = tuple(RunRef(r.name, r.workspace) for r in previous)
+                text = Reason.of("Submitted {0} in place of {1}", ref, olds)
         try:
             with self.store.transaction() as tx:
+                if not _still_there(tx, group):
+                    return  # deleted meanwhile: it fires no more
                 self.store.update_group(
                     tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
                 )
                 if row is not None:
+                    by_schedule = RunRef(group.name, ws)
                     if spec.policy == "replace":
                         for r in previous:
-                            by = f"Replaced by {name} (schedule {group.name})"
+                            by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
                             self.service.delete_in(tx, r.name, r.workspace, by)
-                    self.store.insert_run_in(tx, row, f"Submitted by schedule {group.name}")
-                self.store.add_event(
-                    tx, group.name, group.workspace, kind, Reason(text), now, group.name
-                )
+                    made = Reason.of("Submitted by schedule {0}", by_schedule)
+                    self.store.insert_run_in(tx, row, made)
+                self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
         except NameInUse:
             with self.store.transaction() as tx:
                 self.store.update_group(
                     tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
                 )
-                text = f"Not submitted ({name}): 409 NAME_IN_USE: a run named {name} exists"
-                self.store.add_event(
-                    tx, group.name, group.workspace, "Refused", Reason(text), now, group.name
+                text = Reason.of(
+                    "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
                 )
+                self.store.add_event(tx, group.name, ws, "Refused", text, now, group.name)
 
     # ------------------------------------------------------------- replicas
 
@@ -138,38 +143,45 @@ class GroupControl:
         extra = [r for r in extra if r.stop_request != "delete"]
         if extra:
             with self.store.transaction() as tx:
-                for r in extra:
-                    by = f"Scaled down ({group.name} to {group.replicas})"
-                    self.service.delete_in(tx, r.name, r.workspace, by)
+                if _still_there(tx, group):
+                    for r in extra:
+                        by = Reason.of(f"Scaled down ({{0}} to {group.replicas})",
+                                       RunRef(group.name, group.workspace))  # fmt: skip
+                        self.service.delete_in(tx, r.name, r.workspace, by)
             changed = True
         return changed
 
-    def _refuse(self, group: GroupRow, text: str, now: float) -> None:
-        if self._refused.get(group.name) == text:
+    def _refuse(self, group: GroupRow, replica: str, text: Reason, now: float) -> None:
+        key = (group.name, replica)
+        if self._refused.get(key) == text:
             return  # once, not on every tick
-        self._refused[group.name] = text
+        self._refused[key] = text
         with self.store.transaction() as tx:
-            self.store.add_event(
-                tx, group.name, group.workspace, "Refused", Reason(text), now, group.name
-            )
+            self.store.add_event(tx, group.name, group.workspace, "Refused", text, now, group.name)
 
     def _new_replica(self, group: GroupRow, slot: int, now: float) -> bool:
         name = replica_name(group.name, slot)
+        ref = RunRef(name, group.workspace)
         row, refusal = self._checked(group, name)
         if row is None:
-            self._refuse(group, f"Replica {name} not started: {refusal}", now)
+            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
+            self._refuse(group, name, text, now)
             return False
         try:
             with self.store.transaction() as tx:
-                self.store.insert_run_in(tx, row, f"Submitted by replica group {group.name}")
+                if not _still_there(tx, group):
+                    return False
+                made = Reason.of(
+                    "Submitted by replica group {0}", RunRef(group.name, group.workspace)
+                )
+                self.store.insert_run_in(tx, row, made)
         except NameInUse:
-            self._refuse(
-                group,
-                f"Replica {name} not started: a run named {name} exists outside the group",
-                now,
+            text = Reason.of(
+                "Replica {0} not started: a run named {0} exists outside the group", ref
             )
+            self._refuse(group, name, text, now)
             return False
-        self._refused.pop(group.name, None)
+        self._refused.pop((group.name, name), None)
         return True
 
     def _restart_replica(self, group: GroupRow, run: RunRow, now: float) -> bool:
@@ -178,20 +190,38 @@ class GroupControl:
         streak = 0 if lived >= QUICK_EXIT else run.streak + 1
         if now < ended + replica_backoff(streak):
             return False
-        _, refusal = self._checked(group, run.name)
-        if refusal is not None:
-            self._refuse(group, f"Replica {run.name} not restarted: {refusal}", now)
+        ref = RunRef(run.name, run.workspace)
+        fresh, refusal = self._checked(group, run.name)
+        if fresh is None:
+            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            self._refuse(group, run.name, text, now)
             return False
-        self._refused.pop(group.name, None)
-        why = run.reason.render() if run.reason is not None else run.state
-        text = f"Replica restarted: it ended ({run.state}: {why})"
+        self._refused.pop((group.name, run.name), None)
+        why = run.reason if run.reason is not None else Reason(run.state)
+        text = Reason(f"Replica restarted: it ended ({run.state}:").then(why)
+        text = Reason(text.template + ")", text.refs)
         if streak:
-            text += f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
+            wait = f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
+            text = Reason(text.template + wait, text.refs)
         with self.store.transaction() as tx:
+            if not _still_there(tx, group):
+                return False
             self.store.update_run(
                 tx, run.name, state="Queued", reason=Reason("Waiting for the scheduler"),
                 started_at=None, finished_at=None, exit_code=None, restarts=0,
                 stop_request=None, preempted_by=None, quota_noted=0, streak=streak,
+                priority=fresh.priority,  # the template's, checked against the cap just now
             )  # fmt: skip
-            self.store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+            self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
         return True
+
+
+def _still_there(tx: sqlite3.Connection, group: GroupRow) -> bool:
+    """The group still exists, as read (a delete may have come between read and write)."""
+    row = tx.execute("SELECT created_at FROM groups WHERE name = ?", (group.name,)).fetchone()
+    return row is not None and row[0] == group.created_at
+
+
+def _literal(text: str | None) -> str:
+    """Text put into a Reason's template as it is (its braces are not placeholders)."""
+    return (text or "").replace("{", "{{").replace("}", "}}")

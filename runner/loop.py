@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.dependencies import check_dependencies
+from runner.dependencies import Dependencies, check_dependencies
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
@@ -69,7 +69,6 @@ class Loop:
         self.status = LoopStatus()
         self.specs = SpecCache()
         self._dirty = True
-        self._reasons: dict[str, Reason | None] = {}
         self._engine_down = False
         self.on_change: Callable[[], None] = lambda: None
         self.groups: Callable[[float], bool] = lambda now: False  # schedules and replicas
@@ -278,8 +277,8 @@ class Loop:
         for run in runs:
             self.specs.get(run)
         deps = check_dependencies(runs, self.specs.get, self.store.run_states)
-        if deps.failing:
-            self._fail_dependents(deps.failing, runs, now)
+        if deps.failing or deps.met:
+            self.settle_dependencies(deps, runs, now)
         active = runs
         runs = [r for r in runs if r.name not in deps.waiting and r.name not in deps.failing]
         independent = {
@@ -296,14 +295,16 @@ class Loop:
         for start in result.starts:
             launch_for(ctx, start, now)
 
-    def _fail_dependents(self, failing: dict[str, Reason], runs: list[RunRow], now: float) -> None:
-        """Runs whose dependency failed (or went away) can never start: they fail."""
+    def settle_dependencies(self, deps: Dependencies, runs: list[RunRow], now: float) -> None:
+        """Runs whose dependency failed (or went away) can never start: they fail. Runs
+        whose dependencies all succeeded are marked, not to be held back again."""
         by_name = {r.name: r for r in runs}
         with self.store.transaction() as tx:
-            for name, reason in failing.items():
+            for name in deps.met:
+                self.store.update_run(tx, name, deps_met=1)
+            for name, reason in deps.failing.items():
                 self.store.update_run(tx, name, state="Failed", finished_at=now, reason=reason)
                 self.store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
-                self._reasons.pop(name, None)
 
     def _apply_reasons(
         self, result: Plan, runs: list[RunRow], now: float, waiting: dict[str, Reason]
@@ -313,7 +314,7 @@ class Loop:
         changes = {
             name: reason
             for name, reason in current.items()
-            if self._reasons.get(name, by_name[name].reason) != reason
+            if by_name[name].reason != reason  # the row, read now: others write reasons too
         }
         quota_first = [n for n in result.quota_waits if not by_name[n].quota_noted]
         if not changes and not quota_first:
@@ -321,7 +322,6 @@ class Loop:
         with self.store.transaction() as tx:
             for name, reason in changes.items():
                 self.store.update_run(tx, name, reason=reason)
-                self._reasons[name] = reason
             for name in quota_first:
                 message = result.reasons[name].render()
                 run = by_name[name]
@@ -342,7 +342,6 @@ class Loop:
             with self.store.transaction() as tx:
                 reason = Reason.of("Preempted by higher-priority work ({0})", head)
                 self.store.update_run(tx, p.run, state="Stopping", reason=reason)
-                self._reasons[p.run] = reason
                 grace = self.settings.machine.stop_grace
                 text = Reason.of(
                     f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "

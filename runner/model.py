@@ -276,6 +276,8 @@ class Reason:
         return Reason(template, tuple(g if isinstance(g, tuple) else (g,) for g in groups))
 
     def render(self, viewer: Viewer = ADMIN) -> str:
+        if not self.refs:  # plain text, braces and all (an error message, a command line)
+            return self.template
         groups = [
             join_runs([r.name if viewer.sees(r.workspace) else ANONYMOUS_RUN for r in group])
             for group in self.refs
@@ -284,9 +286,16 @@ class Reason:
 
     def then(self, other: Reason) -> Reason:
         """This message followed by ``other``, as one."""
+        if not self.refs and not other.refs:
+            return Reason(f"{self.template} {other.template}")
+        left = self.template if self.refs else _escape(self.template)
         shift = len(self.refs)
-        moved = other.template.format(*(f"{{{i + shift}}}" for i in range(len(other.refs))))
-        return Reason(f"{self.template} {moved}", self.refs + other.refs)
+        moved = (
+            other.template.format(*(f"{{{i + shift}}}" for i in range(len(other.refs))))
+            if other.refs
+            else _escape(other.template)
+        )
+        return Reason(f"{left} {moved}", self.refs + other.refs)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -301,6 +310,11 @@ class Reason:
             raise ValueError("reason refs must be a list")
         groups = tuple(tuple(RunRef(str(n), str(w)) for n, w in group) for group in refs)
         return Reason(str(data["template"]), groups)
+
+
+def _escape(text: str) -> str:
+    """Plain text as part of a template: its braces are not placeholders."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def join_runs(names: list[str]) -> str:

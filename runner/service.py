@@ -82,6 +82,8 @@ class Service:
         self.config = config
         self.poke = poke
         self.executor = executor
+        # a front for Slurm: would its cluster take the run? (raises ServiceError if not)
+        self.backend_check: Callable[[RunSpec, str], None] = lambda spec, workspace: None
 
     # --------------------------------------------------------------- checks
 
@@ -149,6 +151,7 @@ class Service:
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
         self._check_after(spec, caller)
+        self.backend_check(spec, workspace)
         if spec.task.image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
             raise ServiceError(
                 422, "INVALID_SPEC",
@@ -220,21 +223,31 @@ class Service:
         """
         run = self._own_run(name, caller)
         with self.store.transaction() as tx:
-            outcome = self.delete_in(tx, name, run.workspace, f"Deleted by {caller.user}")
+            outcome = self.delete_in(tx, name, run.workspace, Reason(f"Deleted by {caller.user}"))
         self.poke()
         return outcome
 
-    def delete_in(self, tx: sqlite3.Connection, name: str, workspace: str, by: str) -> str:
-        """Delete within ``tx`` (see delete); ``by`` opens the event's message."""
+    def delete_in(self, tx: sqlite3.Connection, name: str, workspace: str, by: Reason) -> str:
+        """Delete within ``tx`` (see delete); ``by`` opens the event's message.
+
+        A run with a live worker is stopped, whatever its state says: a front for Slurm
+        keeps a queued run's pending job as its worker, and that job must be cancelled.
+        """
         state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
-        if state in ("Succeeded", "Failed", "Cancelled"):
+        live = tx.execute(
+            "SELECT 1 FROM workers WHERE run = ? AND state IN ('Starting','Running','Stopping')",
+            (name,),
+        ).fetchone()
+        if state in ("Succeeded", "Failed", "Cancelled") and not live:
             self.store.delete_run_row(tx, name)
             return "forgotten"
-        if state == "Queued":
+        if state == "Queued" and not live:
             self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
                                   reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
-            self.store.add_event(tx, name, workspace, "Cancelled", Reason(f"{by} while queued"))
+            message = Reason(by.template + " while queued", by.refs)
+            self.store.add_event(tx, name, workspace, "Cancelled", message)
             return "cancelled"
         self.store.update_run(tx, name, stop_request="delete")
-        self.store.add_event(tx, name, workspace, "Deleting", Reason(f"{by}: stopping"))
+        message = Reason(by.template + ": stopping", by.refs)
+        self.store.add_event(tx, name, workspace, "Deleting", message)
         return "stopping"

@@ -21,7 +21,7 @@ from runner.groups import (
     replica_name,
     sweep_runs,
 )
-from runner.model import Reason, RunSpec
+from runner.model import Reason, RunRef, RunSpec
 from runner.service import Caller, Service, ServiceError
 from runner.spec import SpecError
 from runner.store import NameInUse, RunRow, Store
@@ -71,6 +71,7 @@ class GroupService:
 
     def create(self, document: object, caller: Caller, now: float | None = None) -> GroupRow:
         group, workspace = self.check(document, caller)
+        group = replace(group, template=replace(group.template, workspace=workspace))  # pinned
         now = time.time() if now is None else now
         row = GroupRow(
             group.name, group.kind, workspace, caller.user, caller.uid, caller.gid,
@@ -89,10 +90,10 @@ class GroupService:
                 self.store.add_event(
                     tx, group.name, workspace, "Created", Reason(text), now, group.name
                 )
+                made = Reason.of(f"Submitted by {caller.user} ({group.kind} {{0}})",
+                                 RunRef(group.name, workspace))  # fmt: skip
                 for run in runs:
-                    self.store.insert_run_in(
-                        tx, run, f"Submitted by {caller.user} ({group.kind} {group.name})"
-                    )
+                    self.store.insert_run_in(tx, run, made)
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {e} exists") from e
         self.service.poke()
@@ -156,9 +157,11 @@ class GroupService:
                 elif run.stop_request == "delete":
                     outcome = "stopping"
                 else:
-                    by = f"Deleted with {group.kind} {name} by {caller.user}"
+                    by = Reason.of(f"Deleted with {group.kind} {{0}} by {caller.user}",
+                                   RunRef(name, group.workspace))  # fmt: skip
                     outcome = self.service.delete_in(tx, run.name, run.workspace, by)
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            tx.execute("UPDATE runs SET grp = NULL WHERE grp = ?", (name,))  # the name is free
             self.store.delete_group_row(tx, name)
         self.service.poke()
         return outcomes

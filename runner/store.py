@@ -110,6 +110,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE events ADD COLUMN grp TEXT;
     CREATE INDEX events_grp ON events(grp, id);
     """,
+    # 3: a run's dependencies, once all succeeded, are not looked at again
+    """
+    ALTER TABLE runs ADD COLUMN deps_met INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -154,6 +158,7 @@ class RunRow:
     quota_noted: bool
     grp: str | None = None  # the sweep, replica group or schedule that made it
     streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
+    deps_met: bool = False  # every run of spec.after has succeeded (checked no more)
 
     def spec(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.spec_text)
@@ -227,6 +232,7 @@ def _run(row: sqlite3.Row) -> RunRow:
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
+        bool(row["deps_met"]),
     )  # fmt: skip
 
 
@@ -355,7 +361,7 @@ class Store(GroupTables):
         with self.transaction() as tx:
             self.insert_run_in(tx, run, f"Submitted by {run.owner}")
 
-    def insert_run_in(self, tx: sqlite3.Connection, run: RunRow, message: str) -> None:
+    def insert_run_in(self, tx: sqlite3.Connection, run: RunRow, message: str | Reason) -> None:
         """Insert within ``tx``; NameInUse (the whole transaction rolls back) on a clash."""
         try:
             tx.execute(
@@ -369,7 +375,8 @@ class Store(GroupTables):
             )  # fmt: skip
         except sqlite3.IntegrityError as e:
             raise NameInUse(run.name) from e
-        self.add_event(tx, run.name, run.workspace, "Submitted", Reason(message), run.submitted_at)
+        why = message if isinstance(message, Reason) else Reason(message)
+        self.add_event(tx, run.name, run.workspace, "Submitted", why, run.submitted_at)
 
     def get_run(self, name: str) -> RunRow | None:
         row = self._connect().execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()

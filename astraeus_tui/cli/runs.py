@@ -104,8 +104,9 @@ def _show_preview(p: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(p)
         return
-    typer.echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): position "
-               f"{p['position']} of {p['queue_length']}")  # fmt: skip
+    where = (f"position {p['position']} of {p['queue_length']}" if p["position"] is not None
+             else "not in the order until its dependencies succeed")  # fmt: skip
+    typer.echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
     if p["starts_now"]:
         how = "by backfill" if p["backfill"] else "at once"
         typer.echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")

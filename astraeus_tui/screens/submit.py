@@ -125,7 +125,11 @@ def check_document(document: dict[str, Any]) -> None:
 
 def preview_text(p: dict[str, Any]) -> str:
     """``POST /v1/preview``'s answer as lines, as ``astra submit --dry-run`` says it."""
-    lines = [f"Preview: position {p.get('position')} of {p.get('queue_length')}."]
+    lines = [
+        f"Preview: position {p.get('position')} of {p.get('queue_length')}."
+        if p.get("position") is not None
+        else "Preview: not in the order until its dependencies succeed."
+    ]
     if p.get("starts_now"):
         how = "by backfill" if p.get("backfill") else "at once"
         gpus = ", ".join(map(str, p.get("gpus") or [])) or "none"

@@ -231,3 +231,54 @@ def test_a_failed_dependency_fails_its_dependents_clearly(h: Harness) -> None:
         h.submit(late)
     assert str(unknown.value) == "422 INVALID_SPEC: spec.after: no run nope"
     assert h.daemon.store.get_run("late") is None
+
+
+# ------------------------------------------------------------- found in review
+
+
+def test_a_deleted_groups_runs_are_not_taken_over_by_a_new_group_of_its_name(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    h = make_daemon(WORKSPACE + '[workspaces.nlp]\nmembers = ["root"]\n', gpus=2)
+    template = spec("exp", sleeper(), gpus=1, workspace="vision")
+    h.daemon.groups.create(group_doc("sweep", "exp", template, list=[{"A": 1}, {"A": 2}]), h.root)
+    h.wait_state("exp-0", "Running")
+    h.daemon.groups.delete("exp", h.root)
+    for name in ("exp-0", "exp-1"):
+        h.wait_state(name, "Cancelled")
+    assert h.daemon.store.runs_of_group("exp") == []  # the name is free, the runs are not
+    other = spec("exp", sleeper(), workspace="nlp")
+    with pytest.raises(ServiceError, match="409 NAME_IN_USE: a run named exp-0 exists"):
+        h.daemon.groups.create(group_doc("replicas", "exp", other, replicas=2), h.root)
+    h.daemon.groups.create(group_doc("replicas", "exp", other, replicas=0), h.root)
+    h.daemon.groups.scale("exp", 2, h.root)
+    wait_for(lambda: sum(k == "Refused" for k, _ in group_events(h, "exp")) == 2, 10)
+    time.sleep(1.5)
+    refusals = [m for k, m in group_events(h, "exp") if k == "Refused"]
+    assert refusals == [
+        f"Replica exp-{i} not started: a run named exp-{i} exists outside the group" for i in (0, 1)
+    ]  # once each, not on every tick
+    assert {h.run(n).workspace for n in ("exp-0", "exp-1")} == {"vision"}
+    assert {h.state(n) for n in ("exp-0", "exp-1")} == {"Cancelled"}
+
+
+def test_a_succeeded_dependency_forgotten_later_changes_nothing(h: Harness) -> None:
+    h.submit(spec("blocker", sleeper(), gpus=2, workspace="vision"))
+    h.wait_state("blocker", "Running")
+    h.submit(spec("prep", quick(), workspace="vision"))
+    h.wait_state("prep", "Succeeded")
+    train = spec("train", quick(), gpus=1, workspace="vision")
+    train["spec"]["after"] = ["prep"]
+    h.submit(train)
+    wait_for(lambda: h.run("train").deps_met, 10, "the dependency met")
+    assert h.daemon.service.delete("prep", h.root) == "forgotten"
+    time.sleep(1)
+    assert h.state("train") == "Queued"  # waits for GPUs, not failed
+    h.daemon.service.delete("blocker", h.root)
+    h.wait_state("train", "Succeeded")
+
+
+def test_the_template_keeps_the_workspace_it_was_made_in(h: Harness) -> None:
+    template = spec("ws", quick())  # no metadata.workspace: the owner's default
+    group = h.daemon.groups.create(group_doc("schedule", "ws", template, cron="0 3 * * *"), h.root)
+    assert group.document()["template"]["metadata"]["workspace"] == group.workspace

@@ -91,3 +91,29 @@ def test_after_replicas_and_schedules_from_the_command_line(
     assert d.astra("schedule", "delete", "nightly").returncode == 0
     assert d.astra("replicas", "delete", "svc").returncode == 0
     assert d.json("replicas", "ls") == [] and d.json("schedule", "ls") == []
+
+
+def test_why_and_preview_of_a_run_waiting_for_a_dependency(
+    served: Callable[..., Served], tmp_path: Path
+) -> None:
+    d = served(WORKSPACE)
+    assert (
+        d.astra("run", "--name", "long", "--workspace", "vision", "--", *sleeper()).returncode == 0
+    )
+    done = d.astra(
+        "run", "--name", "next", "--workspace", "vision", "--after", "long", "--", "true"
+    )
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: d.json("show", "next")["reason"] == "Waits for long to succeed", 10)
+    why = d.json("why", "next")
+    assert why["reason"] == "Waits for long to succeed" and why["levers"] == []
+    path = tmp_path / "p.json"
+    document = spec("p", [PY, "-c", "pass"], workspace="vision")
+    document["spec"]["after"] = ["long"]
+    path.write_text(json.dumps(document))
+    preview = d.astra("submit", "--dry-run", str(path))
+    assert preview.returncode == 0, preview.stderr
+    assert preview.stdout.splitlines()[:2] == [
+        "p (vision, priority 0): not in the order until its dependencies succeed",
+        "Would wait: Waits for long to succeed (start not known).",
+    ]

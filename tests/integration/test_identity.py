@@ -186,3 +186,9 @@ def test_groups_and_dependencies_stay_within_their_workspace(
     answer = as_user(alice, lab.socket, lambda c: c.submit(after))
     assert answer["error"] == "422 INVALID_SPEC: spec.after: no run bob-pool-0"
     assert lab.json("replicas", "ls")[0]["replicas"] == 1
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.change_group("bob-pool", {"replicas": 0}))
+    wait_for(lambda: lab.json("show", "bob-pool-0")["state"] == "Cancelled")
+    events = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
+    messages = [e["message"] for e in events]
+    assert any("a job in another namespace" in m for m in messages)
+    assert not any("bob-pool" in m for m in messages), messages  # no name leaks in the text
