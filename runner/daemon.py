@@ -166,6 +166,8 @@ class Daemon:
         else:
             self.loop = Loop(self.store, executor, self.settings)
         self.service = Service(self.store, self.config, self.loop.poke, executor.name)
+        if self.front is not None:
+            self.service.backend_check = self.front.check_spec
         self.groups = GroupService(self.service)
         self.loop.groups = GroupControl(self.service).tick
         self._stop = threading.Event()

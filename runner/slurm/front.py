@@ -26,13 +26,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from runner.dependencies import Dependencies, check_dependencies
 from runner.estimates import Estimate
 from runner.executors.base import ExecutorError, ListedWorker, WorkerLaunch, WorkerStatus
 from runner.loop import Loop, LoopSettings
-from runner.model import Reason, Resources
+from runner.model import Reason, Resources, RunSpec
 from runner.scheduler import Head, Plan
+from runner.service import ServiceError
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob, start_estimate
@@ -43,6 +45,7 @@ from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_wo
 
 log = logging.getLogger("astraeus.slurm")
 FRONT_TICK = 1.0  # seconds between looks at Slurm's queue
+SUBMIT_TRIES = 5  # sbatch failures in a row before a run fails (an outage passes sooner)
 HANDLE = "slurm:"
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 
@@ -91,6 +94,7 @@ class SlurmFront(Loop):
         self._nice_refused: dict[str, int] = {}
         self._deps = Dependencies()
         self._graces: dict[str, float] = {}
+        self._failures: dict[str, int] = {}  # run -> sbatch failures in a row
 
     # ------------------------------------------------------------ running
 
@@ -112,6 +116,13 @@ class SlurmFront(Loop):
     def reconcile(self) -> None:
         """Nothing to adopt on this machine: Slurm keeps the jobs."""
 
+    def check_spec(self, spec: RunSpec, workspace: str) -> None:
+        """What sbatch would refuse for the cluster's settings, refused at submit instead."""
+        try:
+            build_batch(spec, self.config.settings, workspace=workspace)
+        except SlurmError as e:
+            raise ServiceError(422, "INVALID_SPEC", f"Slurm cannot run it: {e}") from None
+
     def estimates(self) -> dict[str, Estimate]:
         """Slurm's start estimates (``squeue --start``) for the runs it has pending."""
         return dict(self._estimates)
@@ -124,8 +135,8 @@ class SlurmFront(Loop):
         changed = self.groups(now)
         watched = self._watched()
         self._deps = check_dependencies(watched, self.specs.get, self.store.run_states)
-        if self._deps.failing:
-            self._fail_dependents(self._deps.failing, watched, now)
+        if self._deps.failing or self._deps.met:
+            self.settle_dependencies(self._deps, watched, now)
             changed = True
         for run in self._watched():
             changed |= self._follow(run, now)
@@ -175,7 +186,13 @@ class SlurmFront(Loop):
         return self._carry(run, worker, job, now)
 
     def _submit(self, run: RunRow, now: float) -> None:
-        spec = self.specs.get(run)
+        spec = replace(self.specs.get(run), priority=run.priority)  # as it is now
+        try:
+            batch = build_batch(spec, self.config.settings, workspace=run.workspace,
+                                uid=run.uid, gid=run.gid)  # fmt: skip
+        except SlurmError as e:  # this run cannot go to this cluster: no retry helps
+            self._fail_submit(run, None, str(e), now)
+            return
         attempt = run.attempts + 1
         worker = spec.worker_resources()
         with self.store.transaction() as tx:  # written before sbatch: see the module's doc
@@ -183,13 +200,27 @@ class SlurmFront(Loop):
                                      worker.memory, now)  # fmt: skip
             self.store.update_run(tx, run.name, attempts=attempt)
         try:
-            batch = build_batch(spec, self.config.settings, workspace=run.workspace,
-                                uid=run.uid, gid=run.gid)  # fmt: skip
             number = self.client.submit(batch)
         except SlurmError as e:
-            self._fail_submit(run, attempt, str(e), now)
+            self._submit_failed(run, attempt, str(e), now)
             return
+        self._failures.pop(run.name, None)
         self._record_job(run, attempt, number, now)
+
+    def _submit_failed(self, run: RunRow, attempt: int, error: str, now: float) -> None:
+        """sbatch failed: maybe Slurm refused it, maybe it never answered (and the job may
+        exist). The worker stays without a job id, so the next tick adopts a job of the
+        run's name or submits again; after SUBMIT_TRIES failures in a row the run fails."""
+        tries = self._failures[run.name] = self._failures.get(run.name, 0) + 1
+        if tries >= SUBMIT_TRIES:
+            self._failures.pop(run.name, None)
+            self._fail_submit(run, attempt, error, now)
+            return
+        if tries == 1:
+            text = Reason(f"sbatch failed ({error}); trying again")
+            with self.store.transaction() as tx:
+                self.store.update_run(tx, run.name, reason=text)
+                self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
 
     def _record_job(self, run: RunRow, attempt: int, number: int, now: float) -> None:
         with self.store.transaction() as tx:
@@ -201,14 +232,15 @@ class SlurmFront(Loop):
             self.store.update_run(tx, run.name, reason=text)
             self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
 
-    def _fail_submit(self, run: RunRow, attempt: int, error: str, now: float) -> None:
+    def _fail_submit(self, run: RunRow, attempt: int | None, error: str, now: float) -> None:
         text = Reason(f"Failed: Slurm refused it: {error}")
         with self.store.transaction() as tx:
-            tx.execute(
-                "UPDATE workers SET state = 'Failed', error = ?, finished_at = ?"
-                " WHERE run = ? AND attempt = ? AND worker = 0",
-                (error, now, run.name, attempt),
-            )
+            if attempt is not None:  # the worker written for this sbatch
+                tx.execute(
+                    "UPDATE workers SET state = 'Failed', error = ?, finished_at = ?"
+                    " WHERE run = ? AND attempt = ? AND worker = 0",
+                    (error, now, run.name, attempt),
+                )
             self.store.update_run(tx, run.name, state="Failed", finished_at=now, reason=text)
             self.store.add_event(tx, run.name, run.workspace, "Failed", text, now)
 
@@ -374,13 +406,16 @@ class SlurmFront(Loop):
         if priority_of(job) != run.priority and self._nice_refused.get(run.name) != run.priority:
             try:
                 nice = nice_for(run.priority, privileged=self.config.settings.privileged)
-                self.client.set_nice(job.job_id, nice)
-            except SlurmError as e:
+            except SlurmError as e:  # not allowed here: said once
                 self._nice_refused[run.name] = run.priority
                 text = Reason(f"Slurm kept its priority: {e}")
                 with self.store.transaction() as tx:
                     self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
                 return True
+            try:
+                self.client.set_nice(job.job_id, nice)
+            except SlurmError as e:  # slurmctld away, or it refused: tried again next tick
+                log.warning("scontrol update nice for %s: %s", job.job_id, e)
         return False
 
     # ------------------------------------------------------------ the view

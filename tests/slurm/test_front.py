@@ -90,6 +90,14 @@ def test_a_run_goes_through_slurm_and_comes_back(front: Served, client: SlurmCli
         "403 PRIORITY_NOT_ALLOWED: priority 101 is above namespace vision's maximum of 100"
     )
     assert job_named(client, capped) is None  # refused before Slurm saw anything
+    loose = unique("loose")
+    document = {"metadata": {"name": loose, "workspace": "vision"},
+                "spec": {"workers": 2, "gang": False,
+                         "task_template": {"image": "local", "command": "true"}}}  # fmt: skip
+    refused = front.astra("submit", "-", input=json.dumps(document))
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("422 INVALID_SPEC: Slurm cannot run it: ")
+    assert front.astra("show", loose).returncode == 1  # nothing written
 
 
 def test_delete_and_priority_reach_slurm(front: Served, client: SlurmClient) -> None:
@@ -101,8 +109,9 @@ def test_delete_and_priority_reach_slurm(front: Served, client: SlurmClient) -> 
     assert front.astra("priority", waiting, "7").returncode == 0
     wait_for(lambda: job_named(client, waiting).nice == -7, 20, "nice -7 in Slurm")  # type: ignore[union-attr]
     assert front.astra("delete", waiting).returncode == 0
+    assert front.astra("delete", waiting).stdout.strip() == f"{waiting}: stopping"  # twice
     wait_for(lambda: job_named(client, waiting).state == "CANCELLED", 20, "scancel")  # type: ignore[union-attr]
-    assert show(front, waiting)["state"] == "Cancelled"
+    wait_for(lambda: show(front, waiting)["state"] == "Cancelled", 20, "cancelled")
     assert front.astra("delete", blocker).returncode == 0
     wait_for(lambda: show(front, blocker)["state"] == "Cancelled", 30, "the blocker cancelled")
 
