@@ -88,6 +88,10 @@ class SlurmClient:
     def set_nice(self, job_id: int, nice: int) -> None:
         self._run([self._bin("scontrol"), "update", f"jobid={job_id}", f"nice={nice}"])
 
+    def set_partition(self, job_id: int, partition: str) -> None:
+        """Move a pending job to another partition (a running job stays where it is)."""
+        self._run([self._bin("scontrol"), "update", f"jobid={job_id}", f"partition={partition}"])
+
     def requeue(self, job_id: int) -> None:
         """Stop a running job and queue it again (Slurm counts it as a restart)."""
         self._run([self._bin("scontrol"), "requeue", str(job_id)])

@@ -39,7 +39,7 @@ from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.reasons import describe, priority_of
-from runner.slurm.script import build_batch, nice_for, workspace_of_comment
+from runner.slurm.script import build_batch, nice_for, partition_for, workspace_of_comment
 from runner.slurm.settings import SlurmConfig
 from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
 
@@ -416,6 +416,12 @@ class SlurmFront(Loop):
                 self.client.set_nice(job.job_id, nice)
             except SlurmError as e:  # slurmctld away, or it refused: tried again next tick
                 log.warning("scontrol update nice for %s: %s", job.job_id, e)
+        wanted = partition_for(run.priority, self.config.settings, run.workspace)
+        if job.pending and wanted and wanted not in job.partition.split(","):
+            try:  # a priority that reaches another tier moves a pending job there
+                self.client.set_partition(job.job_id, wanted)
+            except SlurmError as e:
+                log.warning("scontrol update partition for %s: %s", job.job_id, e)
         return False
 
     # ------------------------------------------------------------ the view

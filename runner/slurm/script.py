@@ -175,12 +175,19 @@ def workspace_of_comment(comment: str) -> str | None:
     return comment.removeprefix(COMMENT_PREFIX) or None
 
 
+def partition_for(priority: int, settings: SlurmSettings, workspace: str) -> str | None:
+    """The partition a run of ``priority`` goes to: the highest tier it reaches, else its
+    workspace's (None: Slurm's default)."""
+    partition = settings.workspaces.get(workspace, settings.default).partition
+    for lowest, tier in sorted(settings.priority_partitions):
+        if priority >= lowest:
+            partition = tier
+    return partition
+
+
 def _placement(spec: RunSpec, settings: SlurmSettings, workspace: str) -> list[str]:
     target = settings.workspaces.get(workspace, settings.default)
-    partition = target.partition
-    for lowest, tier in sorted(settings.priority_partitions):
-        if spec.priority >= lowest:
-            partition = tier
+    partition = partition_for(spec.priority, settings, workspace)
     options = []
     if partition:
         options.append(f"--partition={partition}")

@@ -161,3 +161,18 @@ def test_preemption_requeues_and_slurm_counts_a_restart(
     assert slurm_victim["restarts"] >= 1  # Slurm's count: a preemption requeue is a restart
     assert slurm_victim["preemptions"] == 1  # seen in its grace, so counted as one too
     assert job_named(client, urgent).partition == "high"  # type: ignore[union-attr]
+
+
+def test_a_priority_that_reaches_the_high_tier_moves_a_pending_job_there(
+    front: Served, client: SlurmClient
+) -> None:
+    blocker, mover = unique("blocker"), unique("mover")
+    run(front, blocker, 8, "10m", *sleeper())
+    wait_for(lambda: show(front, blocker)["state"] == "Running", 30, "the blocker runs")
+    run(front, mover, 8, "2m", *sleeper())
+    wait_for(lambda: (j := job_named(client, mover)) and j.pending, 20, "pending in low")
+    assert job_named(client, mover).partition == "low"  # type: ignore[union-attr]
+    assert front.astra("priority", mover, "100").returncode == 0
+    wait_for(lambda: job_named(client, mover).partition == "high", 20, "moved to high")  # type: ignore[union-attr]
+    wait_for(lambda: show(front, mover)["state"] == "Running", 90, "it preempts its way in")
+    assert show(front, blocker)["state"] in ("Stopping", "Queued")
