@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
@@ -277,9 +279,25 @@ def replica_backoff(streak: int) -> float:
 
 
 def next_fire(cron: str, after: float) -> float:
-    """The first time of ``cron`` strictly after ``after`` (epoch seconds; local time zone)."""
-    start = datetime.fromtimestamp(after).astimezone()
+    """The first time of ``cron`` strictly after ``after`` (epoch seconds), in the local time
+    zone's rules: across a daylight-saving change, ``0 3 * * *`` stays at 03:00."""
+    start = datetime.fromtimestamp(after, local_zone())
     return float(croniter(cron, start).get_next(float))
+
+
+def local_zone() -> tzinfo:
+    """The machine's zone with its rules ($TZ, else /etc/localtime's name), else its offset now."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if not name:
+        target = os.path.realpath("/etc/localtime")
+        name = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    zone = datetime.now().astimezone().tzinfo
+    return zone if zone is not None else UTC
 
 
 def schedule_run_name(group: str, fired: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -125,3 +126,14 @@ def test_schedule_times_and_run_names() -> None:
     assert next_fire("*/5 * * * *", t0) % 300 == 0 and 0 < next_fire("*/5 * * * *", t0) - t0 <= 300
     assert schedule_run_name("nightly", t0).startswith("nightly-20")
     assert len(schedule_run_name("nightly", t0)) == len("nightly-") + 15
+
+
+def test_a_schedule_keeps_its_local_hour_across_daylight_saving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    before = datetime(2026, 3, 28, 12, 0, tzinfo=UTC).timestamp()  # CET, UTC+1
+    after = next_fire("0 3 * * *", before)  # Sunday 29 March: CEST, UTC+2
+    assert datetime.fromtimestamp(after, UTC) == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    monkeypatch.setenv("TZ", "No/Such_Zone")
+    assert next_fire("* * * * * */2", 1_800_000_000.0) == 1_800_000_002.0  # falls back
