@@ -28,6 +28,19 @@ def call(fn: Callable[[Client], T]) -> T:
         fail(str(e))
 
 
+def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
+    """The run spec in ``file`` (``text``: stdin already read) as the daemon's document,
+    checked here first with the daemon's own messages (JSON, TOML or #SBATCH)."""
+    from runner.documents import load_spec_file, load_spec_text
+    from runner.spec import SpecError, spec_to_dict
+
+    try:
+        spec = load_spec_text(text) if text is not None else load_spec_file(file)
+    except SpecError as e:
+        fail(f"422 INVALID_SPEC: {e}")
+    return spec_to_dict(spec)
+
+
 def console() -> Any:
     from rich.console import Console  # lazy: only for tables
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from astraeus_tui.cli.common import JsonOption, call, fail
+from astraeus_tui.cli.common import JsonOption, call, fail, spec_document
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.group_text import describe
 
@@ -28,15 +28,8 @@ NameOption = Annotated[
 
 
 def template(file: str) -> dict[str, Any]:
-    """The run spec in ``file`` as a document, checked here first (same messages as the daemon)."""
-    from runner.documents import load_spec_file, load_spec_text
-    from runner.spec import SpecError, spec_to_dict
-
-    try:
-        spec = load_spec_text(sys.stdin.read()) if file == "-" else load_spec_file(Path(file))
-    except SpecError as e:
-        fail(f"422 INVALID_SPEC: {e}")
-    return spec_to_dict(spec)
+    """The run spec in ``file`` (``-``: stdin) as a group's template document."""
+    return spec_document(file, sys.stdin.read() if file == "-" else None)
 
 
 def create_group(document: dict[str, Any], as_json: bool) -> None:

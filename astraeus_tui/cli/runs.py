@@ -18,6 +18,7 @@ from astraeus_tui.cli.common import (
     complete_run,
     fail,
     parse_duration,
+    spec_document,
 )
 from astraeus_tui.cli.tables import print_json, show_runs
 from astraeus_tui.client import ApiError, Client
@@ -41,9 +42,6 @@ def submit(
     """Submit a run spec (JSON or TOML; an #SBATCH script works too).
 
     A spec with a `spec.sweep` section (a grid or a list) submits a sweep."""
-    from runner.documents import load_spec_file, load_spec_text
-    from runner.spec import SpecError, spec_to_dict
-
     text = sys.stdin.read() if file == "-" else None
     sweep = _sweep(file, text)
     if sweep is not None and not dry_run:
@@ -53,13 +51,9 @@ def submit(
 
         create_group(sweep, as_json)
         return
-    try:
-        spec = load_spec_text(text) if text is not None else load_spec_file(Path(file))
-    except SpecError as e:
-        fail(f"422 INVALID_SPEC: {e}")
-    document = spec_to_dict(spec)
+    document = spec_document(file, text)
     if after:
-        document["spec"]["after"] = after  # type: ignore[index]
+        document["spec"]["after"] = after
     if dry_run:
         _show_preview(call(lambda c: c.preview(document)), as_json)
         return
