@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from runner.api_streams import Changes, follow_events, follow_log, sse
+from runner.api_streams import Changes, follow_events, follow_log, run_objects, sse
 from runner.api_why import ESTIMATES
 from runner.checkpoints import latest_checkpoint
 from runner.daemon import Daemon
@@ -156,23 +156,7 @@ async def list_runs(request: web.Request) -> web.Response:
     if "state" in q:
         wanted = {s.strip().lower() for s in q["state"].split(",")}
         runs = [r for r in runs if r.state.lower() in wanted]
-    live: dict[str, list[Any]] = {}
-    for w in daemon.store.live_workers():
-        live.setdefault(w.run, []).append(w)
-    plan, now = daemon.loop.status.plan, daemon.loop.clock()
-    estimates = request.app[ESTIMATES].get(daemon)
-    objects = [
-        run_object(
-            r,
-            daemon.loop.specs.get(r),
-            caller.viewer,
-            plan,
-            live.get(r.name, ()),
-            now,
-            estimates.get(r.name),
-        )
-        for r in runs
-    ]
+    objects = run_objects(daemon, runs, caller, request.app[ESTIMATES].get(daemon))
     running = ("Running", "Stopping", "Starting")
     objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
     return web.json_response({"runs": objects})

@@ -14,9 +14,10 @@ import asyncio
 from aiohttp import web
 
 from runner.api_machine import _api, _caller
+from runner.api_streams import run_objects
 from runner.groups import KINDS
 from runner.service import ServiceError
-from runner.views import event_object, group_object, run_object
+from runner.views import event_object, group_object
 
 
 async def list_groups(request: web.Request) -> web.Response:
@@ -44,10 +45,7 @@ async def show_group(request: web.Request) -> web.Response:
     group = daemon.groups.get(request.match_info["name"], caller)
     runs = daemon.store.runs_of_group(group.name)
     body = group_object(group, runs)
-    plan, now = daemon.loop.status.plan, daemon.loop.clock()
-    body["run_objects"] = [
-        run_object(r, daemon.loop.specs.get(r), caller.viewer, plan, (), now) for r in runs
-    ]
+    body["run_objects"] = run_objects(daemon, runs, caller, {})
     events = daemon.store.events(grp=group.name)
     body["events"] = [event_object(e, caller.viewer) for e in events]
     return web.json_response(body)

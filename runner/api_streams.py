@@ -12,15 +12,37 @@ from aiohttp import web
 
 from runner.estimates import Estimate
 from runner.service import Caller
+from runner.store import FINISHED_STATES, RunRow, WorkerRow
 from runner.views import event_object, run_id, run_object
 
 if TYPE_CHECKING:
     from runner.daemon import Daemon
 
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 POLL = 0.25
 DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
 ESTIMATE_LAG = 1.0  # seconds: a change is looked at again, for estimates computed after it
+
+
+def run_objects(
+    daemon: Daemon, runs: list[RunRow], caller: Caller, estimates: Mapping[str, Estimate]
+) -> list[dict[str, Any]]:
+    """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
+    live: dict[str, list[WorkerRow]] = {}
+    for w in daemon.store.live_workers():
+        live.setdefault(w.run, []).append(w)
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    return [
+        run_object(
+            r,
+            daemon.loop.specs.get(r),
+            caller.viewer,
+            plan,
+            live.get(r.name, ()),
+            now,
+            estimates.get(r.name),
+        )
+        for r in runs
+    ]
 
 
 class Changes:
@@ -66,24 +88,9 @@ class Changes:
 
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""
-        d = self.daemon
-        live: dict[str, list[Any]] = {}
-        for w in d.store.live_workers():
-            live.setdefault(w.run, []).append(w)
-        plan, now = d.loop.status.plan, d.loop.clock()
-        estimates = self.estimates()
-        return {
-            r.name: run_object(
-                r,
-                d.loop.specs.get(r),
-                caller.viewer,
-                plan,
-                live.get(r.name, ()),
-                now,
-                estimates.get(r.name),
-            )
-            for r in d.store.runs(active_only=True)
-        }
+        runs = self.daemon.store.runs(active_only=True)
+        objects = run_objects(self.daemon, runs, caller, self.estimates())
+        return {r.name: o for r, o in zip(runs, objects, strict=True)}
 
     def _compute(self, follow: bool = True) -> None:
         self._pending = False
@@ -237,7 +244,7 @@ async def follow_log(
                 await response.write(chunk)
                 continue
             row = daemon.store.get_run(run)
-            if not follow or row is None or row.state in FINISHED:
+            if not follow or row is None or row.state in FINISHED_STATES:
                 break
             await asyncio.sleep(POLL)
     except (ConnectionResetError, asyncio.CancelledError):

@@ -117,6 +117,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
+FINISHED_STATES = ("Succeeded", "Failed", "Cancelled")
 LIVE_WORKER_STATES = ("Starting", "Running", "Stopping")
 
 
