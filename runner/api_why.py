@@ -31,7 +31,7 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     for run in runs:
         specs.get(run)
     deps = check_dependencies(runs, specs.get, daemon.store.run_states)
-    runs = [r for r in runs if r.name not in deps.waiting and r.name not in deps.failing]
+    runs = deps.plannable(runs)
     independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
     return build_snapshot(daemon.settings, runs, daemon.store.live_workers(), specs, independent)
 

@@ -25,6 +25,10 @@ class Dependencies:
     failing: dict[str, Reason] = field(default_factory=dict)  # run -> why it fails
     met: list[str] = field(default_factory=list)  # runs whose dependencies all succeeded now
 
+    def plannable(self, runs: list[RunRow]) -> list[RunRow]:
+        """``runs`` without those held back here (waiting, or failing now)."""
+        return [r for r in runs if r.name not in self.waiting and r.name not in self.failing]
+
 
 def check_dependencies(
     runs: Iterable[RunRow],

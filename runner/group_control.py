@@ -26,11 +26,10 @@ from runner.groups import (
 from runner.model import Reason, RunRef
 from runner.service import Service, ServiceError, caller_for
 from runner.service_groups import template_for
-from runner.store import ACTIVE_STATES, NameInUse, RunRow, Store
+from runner.store import ACTIVE_STATES, FINISHED_STATES, NameInUse, RunRow, Store
 from runner.store_groups import GroupRow
 
 log = logging.getLogger("astraeus.groups")
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
 def _due(group: GroupRow, now: float) -> bool:
@@ -137,7 +136,7 @@ class GroupControl:
             run = runs.get(slot)
             if run is None:
                 changed |= self._new_replica(group, slot, now)
-            elif run.state in FINISHED:
+            elif run.state in FINISHED_STATES:
                 changed |= self._restart_replica(group, run, now)
         extra = [r for s, r in runs.items() if s >= group.replicas and r.state in ACTIVE_STATES]
         extra = [r for r in extra if r.stop_request != "delete"]

@@ -280,7 +280,7 @@ class Loop:
         if deps.failing or deps.met:
             self.settle_dependencies(deps, runs, now)
         active = runs
-        runs = [r for r in runs if r.name not in deps.waiting and r.name not in deps.failing]
+        runs = deps.plannable(runs)
         independent = {
             r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
         }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from runner.config import Config
 from runner.model import Reason, RunSpec, Viewer
 from runner.spec import SpecError, parse_spec, spec_to_dict
-from runner.store import NameInUse, RunRow, Store
+from runner.store import FINISHED_STATES, LIVE_WORKER_STATES, NameInUse, RunRow, Store
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
 
@@ -235,10 +235,9 @@ class Service:
         """
         state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
         live = tx.execute(
-            "SELECT 1 FROM workers WHERE run = ? AND state IN ('Starting','Running','Stopping')",
-            (name,),
+            f"SELECT 1 FROM workers WHERE run = ? AND state IN {LIVE_WORKER_STATES}", (name,)
         ).fetchone()
-        if state in ("Succeeded", "Failed", "Cancelled") and not live:
+        if state in FINISHED_STATES and not live:
             self.store.delete_run_row(tx, name)
             return "forgotten"
         if state == "Queued" and not live:

@@ -24,7 +24,7 @@ from runner.groups import (
 from runner.model import Reason, RunRef, RunSpec
 from runner.service import Caller, Service, ServiceError
 from runner.spec import SpecError
-from runner.store import NameInUse, RunRow, Store
+from runner.store import NameInUse, Store
 from runner.store_groups import GroupRow
 
 SWEEP_SPACING = 1e-6  # seconds between a sweep's runs' submit times: they queue in index order
@@ -170,11 +170,3 @@ class GroupService:
 def template_for(template: RunSpec, name: str) -> RunSpec:
     """The template as the run ``name``."""
     return replace(template, name=name)
-
-
-def group_runs(rows: list[RunRow]) -> dict[str, int]:
-    """How many of a group's runs are in each state."""
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r.state] = counts.get(r.state, 0) + 1
-    return counts

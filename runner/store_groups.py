@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -75,9 +74,6 @@ class GroupTables:
         if kind is not None:
             sql, args = sql + " WHERE kind = ?", [kind]
         return [_group(r) for r in self._connect().execute(sql + " ORDER BY created_at", args)]
-
-    def group_names(self) -> Iterator[str]:
-        yield from (r[0] for r in self._connect().execute("SELECT name FROM groups"))
 
     def update_group(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)

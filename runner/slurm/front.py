@@ -41,13 +41,19 @@ from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.reasons import describe, priority_of
 from runner.slurm.script import build_batch, nice_for, partition_for, workspace_of_comment
 from runner.slurm.settings import SlurmConfig
-from runner.store import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+from runner.store import (
+    FINISHED_STATES,
+    LIVE_WORKER_STATES,
+    RunRow,
+    Store,
+    WorkerRow,
+    latest_workers,
+)
 
 log = logging.getLogger("astraeus.slurm")
 FRONT_TICK = 1.0  # seconds between looks at Slurm's queue
 SUBMIT_TRIES = 5  # sbatch failures in a row before a run fails (an outage passes sooner)
 HANDLE = "slurm:"
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
 class FrontExecutor:
@@ -137,10 +143,10 @@ class SlurmFront(Loop):
         self._deps = check_dependencies(watched, self.specs.get, self.store.run_states)
         if self._deps.failing or self._deps.met:
             self.settle_dependencies(self._deps, watched, now)
-            changed = True
-        for run in self._watched():
+            watched, changed = self._watched(), True  # failed ones must not be submitted
+        for run in watched:
             changed |= self._follow(run, now)
-        for run in self._watched():
+        for run in self._watched():  # as _follow left them: requests act on fresh rows
             changed |= self._requests(run, now)
         self._plan(now)
         self.status.last_plan_at = now
@@ -272,7 +278,7 @@ class SlurmFront(Loop):
                 fields["restarts"] = job.restarts
                 if worker.stop_reason == "preempt":  # seen in its grace: a preemption too
                     fields["preemptions"] = run.preemptions + 1
-            if run.state not in ("Queued", *FINISHED):
+            if run.state not in ("Queued", *FINISHED_STATES):
                 fields["state"] = "Queued"
             if fields:
                 self._update(run, fields, "Requeued" if "restarts" in fields else None,
@@ -295,7 +301,7 @@ class SlurmFront(Loop):
             return False
         with self.store.transaction() as tx:
             self.store.update_worker(tx, worker.id, state="Running", gpus=json.dumps(list(gpus)))
-            if run.state not in FINISHED and run.state != target:
+            if run.state not in FINISHED_STATES and run.state != target:
                 self.store.update_run(tx, run.name, state=target, reason=None,
                                       started_at=job.start or now)  # fmt: skip
                 if target == "Running":
@@ -319,7 +325,7 @@ class SlurmFront(Loop):
         with self.store.transaction() as tx:
             self.store.update_worker(tx, worker.id, state="Stopping", stop_reason="preempt",
                                      stop_deadline=deadline)  # fmt: skip
-            if run.state not in FINISHED:
+            if run.state not in FINISHED_STATES:
                 self.store.update_run(tx, run.name, state="Stopping", reason=text)
                 self.store.add_event(tx, run.name, run.workspace, "Preempted", text, now)
         return True
@@ -338,7 +344,7 @@ class SlurmFront(Loop):
         with self.store.transaction() as tx:
             self.store.update_worker(tx, worker.id, state="Exited", exit_code=code,
                                      finished_at=job.end or now)  # fmt: skip
-            if run.state in FINISHED:
+            if run.state in FINISHED_STATES:
                 return True
             if job.state == "COMPLETED":
                 self.store.update_run(tx, run.name, state="Succeeded", finished_at=job.end or now,
@@ -375,7 +381,7 @@ class SlurmFront(Loop):
         with self.store.transaction() as tx:
             self.store.update_worker(tx, worker.id, state="Lost", finished_at=now,
                                      error="Slurm no longer knows the job")  # fmt: skip
-            if run.state not in FINISHED:
+            if run.state not in FINISHED_STATES:
                 why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
                 state = "Cancelled" if deleted else "Failed"
                 self.store.update_run(tx, run.name, state=state, finished_at=now, reason=why)
@@ -446,9 +452,8 @@ class SlurmFront(Loop):
             head = Head(
                 top.name, run.workspace, priority_of(top), start_estimate(top, now), Resources()
             )
-        self._estimates = {
-            j.name: Estimate(start_estimate(j, now)) for j in ours if start_estimate(j, now)
-        }
+        starts = {j.name: start_estimate(j, now) for j in ours}
+        self._estimates = {name: Estimate(t) for name, t in starts.items() if t is not None}
         self.status.plan = Plan((), (), head, reasons, frozenset(), tuple(j.name for j in ours))
 
     def _write_reasons(self, reasons: dict[str, Reason], runs: dict[str, RunRow]) -> None:
