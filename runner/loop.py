@@ -322,10 +322,10 @@ class Loop:
         with self.store.transaction() as tx:
             for name, reason in changes.items():
                 self.store.update_run(tx, name, reason=reason)
-            for name in quota_first:
-                message = result.reasons[name].render()
+            for name in quota_first:  # from the check itself: its reason may name a preemptor
+                check = result.quota_checks[name]
                 run = by_name[name]
-                text = "Quota reached: " + message.removeprefix("Waits for namespace quota: ")
+                text = "Quota reached: " + check.removeprefix("Waits for namespace quota: ")
                 self.store.add_event(tx, name, run.workspace, "QuotaReached", Reason(text), now)
                 self.store.update_run(tx, name, quota_noted=1)
 

@@ -183,6 +183,9 @@ class Plan:
     reasons: Mapping[str, Reason]
     quota_waits: frozenset[str]
     order: tuple[str, ...]
+    # each quota wait's own check (``Waits for namespace quota: …``), without the
+    # preemption prefix its reason may carry: it names no run, so any viewer may read it
+    quota_checks: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def positions(self) -> dict[str, int]:
@@ -466,6 +469,7 @@ class _Walk:
         self.preemptions: list[Preempt] = []
         self.reasons: dict[str, Reason] = {}
         self.quota_waits: set[str] = set()
+        self.quota_checks: dict[str, str] = {}
         self.order: list[str] = []
         self.head: Head | None = None
         self.spare = _NOTHING
@@ -491,7 +495,9 @@ class _Walk:
         headroom = self.headroom.get(run.workspace)
         if headroom is not None and not ask.fits_in(headroom):
             self.quota_waits.add(run.name)
-            self.wait(run, self._quota_message(run.workspace, ask), follows_prefix=True)
+            check = self._quota_message(run.workspace, ask)
+            self.quota_checks[run.name] = check.template
+            self.wait(run, check, follows_prefix=True)
             return
         # 2. Larger than the machine: can never run here, never the head.
         if not ask.fits_in(self.capacity):
@@ -614,6 +620,7 @@ class _Walk:
             reasons=self.reasons,
             quota_waits=frozenset(self.quota_waits),
             order=tuple(self.order),
+            quota_checks=self.quota_checks,
         )
 
 
