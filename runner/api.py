@@ -28,8 +28,8 @@ from runner.daemon import Daemon
 from runner.documents import decode_document
 from runner.service import Caller, ServiceError, caller_for
 from runner.spec import SpecError, one_line
-from runner.store import DiskFull
-from runner.views import event_object, iso, run_object, worker_object
+from runner.store import DiskFull, RunRow
+from runner.views import event_object, event_visible, iso, run_object, worker_object
 
 log = logging.getLogger("astraeus.api")
 MAX_BODY = 4 * 1024 * 1024
@@ -131,6 +131,17 @@ def _daemon(request: web.Request) -> Daemon:
     return request.app[DAEMON]
 
 
+def _seen_run(daemon: Daemon, name: str, caller: Caller) -> RunRow:
+    """The run whose details ``caller`` may read: 404 when there is none, 403 when it is
+    another workspace's (its details, events and logs are private)."""
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    return run
+
+
 def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
     run = daemon.store.get_run(name)
     if run is None:
@@ -174,14 +185,12 @@ async def submit(request: web.Request) -> web.Response:
 async def show_run(request: web.Request) -> web.Response:
     daemon, caller = _daemon(request), peer_caller(request)
     name = request.match_info["name"]
+    run = _seen_run(daemon, name, caller)
     obj = _run_json(request, daemon, name, caller)
-    run = daemon.store.get_run(name)
-    assert run is not None
-    if not caller.viewer.sees(run.workspace):
-        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
     obj["spec"] = run.spec()
     obj["workers_history"] = [worker_object(w) for w in daemon.store.workers_of(name)]
-    obj["events"] = [event_object(e, caller.viewer) for e in daemon.store.events(name)]
+    seen = [e for e in daemon.store.events(name) if event_visible(e, caller.viewer)]
+    obj["events"] = [event_object(e, caller.viewer) for e in seen]
     found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     return web.json_response(obj)
@@ -221,9 +230,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     daemon, caller = _daemon(request), peer_caller(request)
     run = request.query.get("run")
     if run is not None:
-        row = daemon.store.get_run(run)
-        if row is None:
-            raise ServiceError(404, "NOT_FOUND", f"no run {run}")
+        _seen_run(daemon, run, caller)  # answers as the run's details do
     after = int(request.query.get("after", "0") or 0)  # digits: see checked_input
     follow = request.query.get("follow") in ("1", "true")
     return await follow_events(request, daemon, caller, run, after, follow)

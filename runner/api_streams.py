@@ -13,7 +13,7 @@ from aiohttp import web
 from runner.estimates import Estimate
 from runner.service import Caller
 from runner.store import FINISHED_STATES, RunRow, WorkerRow
-from runner.views import event_object, run_id, run_object
+from runner.views import event_object, event_visible, run_id, run_object
 
 if TYPE_CHECKING:
     from runner.daemon import Daemon
@@ -156,7 +156,9 @@ async def _send(response: web.StreamResponse, event: str, data: object) -> None:
 async def follow_events(
     request: web.Request, daemon: Daemon, caller: Caller, run: str | None, after: int, follow: bool
 ) -> web.StreamResponse:
-    """Events as NDJSON, one object a line; with ``follow`` it goes on until closed."""
+    """Events as NDJSON, one object a line; with ``follow`` it goes on until closed.
+
+    Only those the caller may see (runner.views.event_visible), followed or not."""
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
     last = after
@@ -164,9 +166,11 @@ async def follow_events(
         while True:
             rows = await asyncio.to_thread(daemon.store.events, run, after=last)
             for e in rows:
+                last = e.id
+                if not event_visible(e, caller.viewer):
+                    continue
                 line = json.dumps(event_object(e, caller.viewer)) + "\n"
                 await response.write(line.encode())
-                last = e.id
             if not follow:
                 break
             await asyncio.sleep(POLL)

@@ -1,7 +1,7 @@
 """The JSON objects of DESIGN.md's contract, rendered for one viewer.
 
 Another workspace's run is never named to a member: its name reads
-``a job in another namespace`` and its owner is hidden.
+``a job in another namespace`` and its owner is hidden; its events are not shown.
 """
 
 from __future__ import annotations
@@ -158,6 +158,14 @@ def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
             "next_at": None if g.paused else iso(g.next_at), "last_fired_at": iso(g.last_fired_at),
         })  # fmt: skip
     return out
+
+
+def event_visible(e: EventRow, viewer: Viewer) -> bool:
+    """Whether ``viewer`` is shown the event at all: an event tells who submitted a run,
+    who changed it, its GPUs and how it ended, so a member reads only the events of its
+    own workspaces' runs and groups (admins: all). Not even anonymised: the queue
+    already shows that another workspace's run exists."""
+    return viewer.sees(e.workspace)
 
 
 def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:

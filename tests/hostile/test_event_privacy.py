@@ -1,0 +1,217 @@
+"""The event log tells a member nothing of another workspace's runs.
+
+An event says who submitted a run, who changed its priority, its GPUs and its exit
+code. Real Unix users against one daemon: bob's runs in nlp, alice in vision. Alice's
+event log, listed, followed or through `astra events`, holds her own runs' events
+only; asking for the events of bob's run answers as its details do. Admins see all.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from astraeus_tui.cli.main import app
+from astraeus_tui.client import Client
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+from tests.integration.test_identity import as_user
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
+GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"
+SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
+PRIVATE = "403 FORBIDDEN: a job in another namespace: details are private"
+CONFIG = f"""
+[api]
+socket_group = "{GROUP}"
+[workspaces.vision]
+members = ["{ALICE}"]
+max_priority = 10
+[workspaces.nlp]
+members = ["{BOB}"]
+quota = {{ workers = 1 }}
+"""
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    subprocess.run(["groupadd", "-f", GROUP], check=True)
+    for user in (ALICE, BOB):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
+                           check=True)  # fmt: skip
+    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
+    for user in (ALICE, BOB):
+        subprocess.run(["userdel", user], check=False)
+    subprocess.run(["groupdel", GROUP], check=False)
+
+
+@pytest.fixture
+def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd]) -> Served:
+    return served(CONFIG, gpus=2)
+
+
+@pytest.fixture
+def flag() -> Iterator[Path]:
+    """A file whose appearance ends bob's run (in a folder bob can read)."""
+    folder = Path(tempfile.mkdtemp(prefix="astra-h6-"))
+    folder.chmod(0o755)
+    yield folder / "go"
+    (folder / "go").unlink(missing_ok=True)
+    folder.rmdir()
+
+
+def follower(entry: pwd.struct_passwd, socket: Path, until: str) -> Callable[[], list[Any]]:
+    """``GET /v1/events?follow=1`` as ``entry``, from now until an event of run ``until``
+    arrives; call the result to collect the events read."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.setgroups([g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem])
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+            seen: list[Any] = []
+            for e in Client(socket, timeout=120).events(follow=True):
+                seen.append(e)
+                if e["run"] == until:
+                    break
+            os.write(write, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+
+    def collect() -> list[Any]:
+        chunks = []
+        while chunk := os.read(read, 65536):
+            chunks.append(chunk)
+        os.close(read)
+        os.waitpid(pid, 0)
+        return json.loads(b"".join(chunks) or b"null")
+
+    return collect
+
+
+def astra_as(entry: pwd.struct_passwd, socket: Path, *args: str) -> tuple[int, str, str]:
+    """`astra ARGS` run by ``entry`` (the CLI's own code, in a child that is the user):
+    exit code, stdout, stderr."""
+
+    def call(_: Client) -> tuple[int, str, str]:
+        result = CliRunner().invoke(app, list(args), env={"ASTRAEUS_SOCKET": str(socket)})
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, err = as_user(entry, socket, call)["ok"]
+    return code, out, err
+
+
+def cli_events(lab: Served, *args: str, user: pwd.struct_passwd | None = None) -> list[Any]:
+    """`astra events ARGS --json` (as ``user``, else root): its JSON objects in turn."""
+    if user is None:
+        result = lab.astra("events", *args, "--json")
+        code, text, err = result.returncode, result.stdout, result.stderr
+    else:
+        code, text, err = astra_as(user, lab.socket, "events", *args, "--json")
+    assert code == 0, err
+    decoder, found, pos = json.JSONDecoder(), [], 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        value, pos = decoder.raw_decode(text, pos)
+        found.append(value)
+    return found
+
+
+def test_a_member_reads_no_event_of_another_workspace_s_run(
+    lab: Served, users: dict[str, pwd.struct_passwd], flag: Path
+) -> None:
+    alice, bob = users[ALICE], users[BOB]
+    collect = follower(alice, lab.socket, until="alice-mark")
+    wait_until_flag = f"while [ ! -e {flag} ]; do sleep 0.05; done; exit 7"
+    bobs = spec("bob-secret", ["sh", "-c", wait_until_flag], gpus=1, workspace="nlp",
+                restart_limit=0)  # fmt: skip
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(bobs))
+    wait_for(lambda: lab.json("show", "bob-secret")["state"] == "Running")
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.set_priority("bob-secret", -3))
+    flag.touch()
+    wait_for(lambda: lab.json("show", "bob-secret")["state"] == "Failed")
+    told = " ".join(e["message"] for e in cli_events(lab, "bob-secret"))  # the admin's
+    for secret in (f"by {BOB}", "GPUs 0", "exited with code 7"):
+        assert secret in told  # the control: these are what must not reach alice
+    mark = spec("alice-mark", ["true"], workspace="vision")
+    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(mark))
+    followed = collect()
+    listed = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
+    printed = cli_events(lab, user=alice)
+    for events in (followed, listed, printed):
+        assert events and {e["run"] for e in events} == {"alice-mark"}
+        assert {e["workspace"] for e in events} == {"vision"}
+        text = json.dumps(events)
+        assert "Priority" not in {e["kind"] for e in events}
+        for secret in (BOB, "bob-secret", "code 7", "GPUs 0", "nlp"):
+            assert secret not in text
+    assert {e["run"] for e in cli_events(lab)} == {"bob-secret", "alice-mark"}  # admin: all
+
+
+def test_the_events_of_another_workspace_s_run_answer_as_its_details(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    alice, bob = users[ALICE], users[BOB]
+    bobs = spec("bob-secret", SLEEP, workspace="nlp")
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(bobs))
+    details = as_user(alice, lab.socket, lambda c: c.show("bob-secret"))["error"]
+    events = as_user(alice, lab.socket, lambda c: list(c.events("bob-secret")))["error"]
+    followed = as_user(alice, lab.socket, lambda c: list(c.events("bob-secret", follow=True)))
+    followed = followed["error"]
+    assert details == events == followed == PRIVATE
+    code, out, err = astra_as(alice, lab.socket, "events", "bob-secret")
+    assert (code, out, err) == (1, "", PRIVATE + "\n")
+    missing = as_user(alice, lab.socket, lambda c: list(c.events("no-such-run")))
+    assert missing["error"] == "404 NOT_FOUND: no run no-such-run"
+    own = as_user(bob, lab.socket, lambda c: list(c.events("bob-secret")))["ok"]
+    assert [e["kind"] for e in own][:1] == ["Submitted"]  # its own workspace reads them
+    assert cli_events(lab, "bob-secret")[0]["message"] == f"Submitted by {BOB}"
+
+
+def test_the_quota_event_of_a_preempted_run_names_no_preemptor(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    alice, bob = users[ALICE], users[BOB]
+    first = spec("bob-first", SLEEP, gpus=1, workspace="nlp")
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(first))
+    wait_for(lambda: lab.json("show", "bob-first")["state"] == "Running")
+    urgent = spec("alice-urgent", SLEEP, gpus=2, priority=5, workspace="vision")
+    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(urgent))
+    wait_for(lambda: lab.json("show", "alice-urgent")["state"] == "Running")
+    wait_for(lambda: lab.json("show", "bob-first")["preemptions"] == 1)
+    second = spec("bob-second", SLEEP, workspace="nlp")  # takes nlp's one worker
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(second))
+
+    def quota_events() -> list[str]:
+        return [e["message"] for e in cli_events(lab, "bob-first") if e["kind"] == "QuotaReached"]
+
+    expected = ["Quota reached: workers 1 in use + 1 asked > 1"]
+    assert wait_for(quota_events) == expected  # the admin's
+    bobs = as_user(bob, lab.socket, lambda c: list(c.events("bob-first")))["ok"]
+    assert [e["message"] for e in bobs if e["kind"] == "QuotaReached"] == expected
+    assert "alice-urgent" not in json.dumps(bobs)
+    reason = as_user(bob, lab.socket, lambda c: c.show("bob-first"))["ok"]["reason"]
+    assert reason == (
+        "Preempted by higher-priority work (a job in another namespace); waiting to run"
+        " again. Waits for namespace quota: workers 1 in use + 1 asked > 1"
+    )
+    alices = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
+    assert {e["run"] for e in alices} == {"alice-urgent"}
