@@ -104,14 +104,14 @@ def preemption_latency(daemon: Daemon, n: int) -> list[float]:
     lat = []
     for i in range(n):
         victim, urgent = f"low{i}", f"urgent{i}"
-        daemon.service.submit(spec(victim, priority=-5, gpus=2), root)
+        victim_uid = daemon.service.submit(spec(victim, priority=-5, gpus=2), root).run_uid
         wait(state_is(daemon, victim, "Running"))
         time.sleep(0.3)
         daemon.service.submit(spec(urgent, priority=5, gpus=2), root)
         wait(preempted(daemon, victim))
         decided = next(e.time for e in daemon.store.events(victim) if e.kind == "Preempted")
         wait(state_is(daemon, urgent, "Running"))
-        log = daemon.home / "logs" / victim / "1-0.log"
+        log = daemon.home / "logs" / victim_uid / "1-0.log"
         wait(lambda log=log: "got-term" in log.read_text())  # type: ignore[misc]
         line = next(t for t in log.read_text().splitlines() if t.startswith("got-term"))
         lat.append(float(line.split()[1]) + uptime_offset() - decided)

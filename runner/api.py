@@ -223,7 +223,7 @@ async def run_logs(request: web.Request) -> web.StreamResponse:
     if not caller.viewer.sees(run.workspace):
         raise ServiceError(403, "FORBIDDEN", "a job in another namespace: its logs are private")
     follow = request.query.get("follow") in ("1", "true")
-    return await follow_log(request, daemon, name, follow)
+    return await follow_log(request, daemon, run, follow)
 
 
 async def events(request: web.Request) -> web.StreamResponse:

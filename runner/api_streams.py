@@ -12,7 +12,7 @@ from aiohttp import web
 
 from runner.estimates import Estimate
 from runner.service import Caller
-from runner.store import FINISHED_STATES, RunRow, WorkerRow
+from runner.store import FINISHED_STATES, RunRow, WorkerRow, is_run_uid
 from runner.views import event_object, event_visible, run_id, run_object
 
 if TYPE_CHECKING:
@@ -179,12 +179,14 @@ async def follow_events(
     return response
 
 
-def _log_files(daemon: Daemon, run: str) -> list[Path]:
+def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
     if daemon.front is not None:  # Slurm writes each job's output to the shared log folder
         shared = daemon.front.config.settings.log_dir
-        path = Path(shared) / f"{run}.log" if shared else None
+        path = Path(shared) / f"{run.name}.log" if shared else None
         return [path] if path is not None and path.is_file() else []
-    folder = daemon.home / "logs" / run
+    if not is_run_uid(run.run_uid):
+        return []
+    folder = daemon.home / "logs" / run.run_uid  # by id: never an earlier run's of that name
 
     def key(p: Path) -> tuple[int, ...]:
         return tuple(int(x) if x.isdigit() else 0 for x in p.stem.split("-"))
@@ -232,9 +234,11 @@ def _read_new(paths: list[Path], offsets: dict[Path, int]) -> bytes:
 
 
 async def follow_log(
-    request: web.Request, daemon: Daemon, run: str, follow: bool
+    request: web.Request, daemon: Daemon, run: RunRow, follow: bool
 ) -> web.StreamResponse:
-    """Every attempt's log, oldest first; ``tail=N`` starts at the last N lines."""
+    """Every attempt's log, oldest first; ``tail=N`` starts at the last N lines.
+
+    Only this run's (by its id): following ends when it finishes or is forgotten."""
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
     await response.prepare(request)
     tail = int(request.query.get("tail", "0") or 0)
@@ -247,8 +251,9 @@ async def follow_log(
             if chunk:
                 await response.write(chunk)
                 continue
-            row = daemon.store.get_run(run)
-            if not follow or row is None or row.state in FINISHED_STATES:
+            row = daemon.store.get_run(run.name)
+            gone = row is None or row.run_uid != run.run_uid
+            if not follow or gone or row is None or row.state in FINISHED_STATES:
                 break
             await asyncio.sleep(POLL)
     except (ConnectionResetError, asyncio.CancelledError):

@@ -19,6 +19,7 @@ from runner.dependencies import Dependencies, check_dependencies
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
+from runner.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.scheduler import Machine, Plan, plan
 from runner.snapshot import SpecCache, build_snapshot, unit_id
 from runner.starts import StartContext, crash_point, executor_reachable, launch_for
@@ -40,6 +41,7 @@ class LoopSettings:
     logs_dir: Path
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
     instance: str = ""  # names this daemon's workers apart from another daemon's
+    finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
 
 
 @dataclass
@@ -70,12 +72,17 @@ class Loop:
         self.specs = SpecCache()
         self._dirty = True
         self._engine_down = False
+        self._next_retention = 0.0
         self.on_change: Callable[[], None] = lambda: None
         self.groups: Callable[[float], bool] = lambda now: False  # schedules and replicas
 
     def key(self, w: WorkerRow) -> str:
         """The worker's executor handle, also when the daemon died before recording it."""
-        return w.handle or worker_key(w.run, w.attempt, w.worker, self.settings.instance)
+        return w.handle or worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
+
+    def log_path(self, w: WorkerRow) -> Path:
+        """Where the worker's output goes: ``logs/<run_uid>/<attempt>-<worker>.log``."""
+        return self.settings.logs_dir / w.run_uid / f"{w.attempt}-{w.worker}.log"
 
     # ------------------------------------------------------------ running
 
@@ -120,6 +127,7 @@ class Loop:
         changed = self.observe(now)
         changed |= self.enforce(now)
         changed |= self.settle(now)
+        changed |= self.forget(now)
         changed |= self.groups(now)
         last = self.status.last_plan_at
         self._dirty |= changed
@@ -149,7 +157,7 @@ class Loop:
 
     def _mark_running(self, w: WorkerRow) -> None:
         with self.store.transaction() as tx:
-            handle = worker_key(w.run, w.attempt, w.worker, self.settings.instance)
+            handle = worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
             self.store.update_worker(tx, w.id, state="Running", handle=handle)
             tx.execute(
                 "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (w.run,)
@@ -174,7 +182,7 @@ class Loop:
             if run is not None:
                 seconds = max(0.0, now - w.started_at)
                 cpu = seconds * w.cpu_milli / 1000
-                self.store.add_usage(tx, w.run, run.workspace, seconds * len(w.gpus), cpu)
+                self.store.add_usage(tx, run, seconds * len(w.gpus), cpu)
 
     # ------------------------------------------------------ 2. enforce
 
@@ -268,6 +276,16 @@ class Loop:
                     log.warning("cleanup of %s failed: %s", handle, e)
         return changed
 
+    def forget(self, now: float) -> bool:
+        """Forget finished runs kept past the retention time (every RETAIN_EVERY s), and
+        remove the files of forgotten runs (runner/retention.py)."""
+        forgot = 0
+        if now >= self._next_retention:
+            self._next_retention = now + RETAIN_EVERY
+            forgot = forget_expired(self.store, self.specs, self.settings.finished_retention, now)
+        removed = remove_forgotten(self.store, self.executor, self.settings.logs_dir)
+        return bool(forgot) or removed
+
     # ---------------------------------------------- 4-6. plan and apply
 
     def plan_and_apply(self, now: float) -> None:
@@ -359,16 +377,18 @@ class Loop:
         A worker written Stopping, whose SIGTERM may not have been sent before the daemon
         died, gets it (again) now, so it can still save its work within the grace.
         """
+        tidy_log_folders(self.store, self.settings.logs_dir)
         live = self.store.live_workers()
-        known = {self.key(w) for w in live}
+        known = {self.key(w): w for w in live}
         for w in live:
             if w.state == "Stopping" and not w.killed:
                 self._signal(w, signal.SIGTERM)
         follow = getattr(self.executor, "follow_logs", None)  # docker: resume the log copy
         for listed in self.executor.list_workers():
             if listed.handle in known:
-                if follow is not None:
-                    follow(listed.handle)
+                w = known[listed.handle]
+                if follow is not None:  # to the file named by the run's id
+                    follow(listed.handle, self.log_path(w))
                 continue
             status = self.executor.status(listed.handle)
             if status.state is WorkerState.RUNNING:

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from runner.config import Config
 from runner.model import Reason, RunSpec, Viewer
 from runner.spec import SpecError, parse_spec, spec_to_dict
-from runner.store import FINISHED_STATES, LIVE_WORKER_STATES, NameInUse, RunRow, Store
+from runner.store import (
+    FINISHED_STATES,
+    LIVE_WORKER_STATES,
+    NameInUse,
+    RunRow,
+    Store,
+    new_run_uid,
+)
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
 
@@ -182,7 +189,7 @@ class Service:
         return RunRow(
             spec.name, workspace, owner.user, owner.uid, owner.gid, json.dumps(spec_to_dict(spec)),
             spec.priority, "Queued", Reason("Waiting for the scheduler"), now,
-            None, None, None, 0, 0, 0, None, None, False, grp,
+            None, None, None, 0, 0, 0, None, None, False, grp, run_uid=new_run_uid(now),
         )  # fmt: skip
 
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:

@@ -200,7 +200,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
         return
     run, attempt = claimed
     spec = ctx.specs.get(run)
-    logs = ctx.settings.logs_dir / run.name
+    logs = ctx.settings.logs_dir / run.run_uid  # by id: a name used again starts clean
     for index, gpus in zip(start.workers, start.gpus, strict=True):
         try:
             launch = WorkerLaunch(
@@ -210,7 +210,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 gpus=gpus, cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
-                instance=ctx.settings.instance,
+                instance=ctx.settings.instance, run_uid=run.run_uid,
             )  # fmt: skip
             handle = ctx.executor.start(launch)
         except ExecutorError as e:

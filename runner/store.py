@@ -11,6 +11,7 @@ opened at import.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.model import Reason, RunRef
+from runner.store_forget import ForgetTables
 from runner.store_groups import GroupTables
 
 SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
@@ -114,6 +116,35 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN deps_met INTEGER NOT NULL DEFAULT 0;
     """,
+    # 4: every run has an immutable unique id (its files on disk are named by it); the
+    # files of forgotten runs wait in ``forgotten`` to be removed; usage is kept per run
+    # id, so a name used again never merges with the usage of the run it had before
+    """
+    ALTER TABLE runs ADD COLUMN run_uid TEXT;
+    UPDATE runs SET run_uid = printf('%012x', CAST(submitted_at * 1000 AS INTEGER))
+        || lower(hex(randomblob(10)));
+    CREATE UNIQUE INDEX runs_run_uid ON runs(run_uid);
+    CREATE INDEX runs_finished ON runs(finished_at);
+    CREATE TABLE forgotten (
+        run_uid TEXT PRIMARY KEY,
+        handles TEXT NOT NULL,
+        time REAL NOT NULL
+    );
+    CREATE TABLE usage_by_run (
+        run_uid TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        cpu_seconds REAL NOT NULL DEFAULT 0
+    );
+    INSERT INTO usage_by_run (run_uid, run, workspace, gpu_seconds, cpu_seconds)
+        SELECT COALESCE(r.run_uid, lower(hex(randomblob(16)))), u.run, u.workspace,
+               u.gpu_seconds, u.cpu_seconds
+        FROM usage u LEFT JOIN runs r ON r.name = u.run AND r.workspace = u.workspace;
+    DROP TABLE usage;
+    ALTER TABLE usage_by_run RENAME TO usage;
+    CREATE INDEX usage_workspace ON usage(workspace);
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -134,6 +165,17 @@ class DiskFull(StoreError):
 
 class NameInUse(Exception):
     pass
+
+
+def new_run_uid(now: float | None = None) -> str:
+    """A run's immutable id: 32 hex digits, the submit time in ms first (ids sort by it)."""
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"{ms:012x}{secrets.token_hex(10)}"
+
+
+def is_run_uid(text: str) -> bool:
+    """Whether ``text`` has the shape of a run's id (a safe file name, nothing else)."""
+    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +202,7 @@ class RunRow:
     grp: str | None = None  # the sweep, replica group or schedule that made it
     streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
     deps_met: bool = False  # every run of spec.after has succeeded (checked no more)
+    run_uid: str = ""  # immutable, unique, from the submit: names the run's files on disk
 
     def spec(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.spec_text)
@@ -185,6 +228,7 @@ class WorkerRow:
     exit_code: int | None
     error: str | None
     finished_at: float | None
+    run_uid: str = ""  # the run's id (see RunRow.run_uid): names the worker's handle
 
 
 def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
@@ -233,8 +277,11 @@ def _run(row: sqlite3.Row) -> RunRow:
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
-        bool(row["deps_met"]),
+        bool(row["deps_met"]), row["run_uid"] or "",
     )  # fmt: skip
+
+
+_WORKERS = "SELECT w.*, r.run_uid AS run_uid FROM workers w LEFT JOIN runs r ON r.name = w.run"
 
 
 def _worker(row: sqlite3.Row) -> WorkerRow:
@@ -242,11 +289,11 @@ def _worker(row: sqlite3.Row) -> WorkerRow:
         row["id"], row["run"], row["attempt"], row["worker"], row["state"], row["handle"],
         tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
         row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
-        row["exit_code"], row["error"], row["finished_at"],
+        row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
     )  # fmt: skip
 
 
-class Store(GroupTables):
+class Store(GroupTables, ForgetTables):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:
@@ -367,11 +414,12 @@ class Store(GroupTables):
         try:
             tx.execute(
                 "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
-                " reason, submitted_at, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " reason, submitted_at, grp, run_uid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run.name, run.workspace, run.owner, run.uid, run.gid,
                     run.spec_text, run.priority, run.state,
                     reason_json(run.reason), run.submitted_at, run.grp,
+                    run.run_uid or new_run_uid(run.submitted_at),
                 ),
             )  # fmt: skip
         except sqlite3.IntegrityError as e:
@@ -407,6 +455,9 @@ class Store(GroupTables):
         tx.execute(f"UPDATE runs SET {cols} WHERE name = ?", (*fields.values(), name))
 
     def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
+        """Forget a run: its row, workers and events; its files are noted for the loop to
+        remove (see runner/store_forget.py). Its usage stays."""
+        self.note_forgotten(tx, name)
         tx.execute("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
         tx.execute("DELETE FROM runs WHERE name = ?", (name,))
 
@@ -438,11 +489,11 @@ class Store(GroupTables):
         )
 
     def live_workers(self) -> list[WorkerRow]:
-        sql = f"SELECT * FROM workers WHERE state IN {LIVE_WORKER_STATES} ORDER BY run, worker"
+        sql = f"{_WORKERS} WHERE w.state IN {LIVE_WORKER_STATES} ORDER BY w.run, w.worker"
         return [_worker(r) for r in self._connect().execute(sql)]
 
     def workers_of(self, run: str) -> list[WorkerRow]:
-        sql = "SELECT * FROM workers WHERE run = ? ORDER BY attempt, worker"
+        sql = f"{_WORKERS} WHERE w.run = ? ORDER BY w.attempt, w.worker"
         return [_worker(r) for r in self._connect().execute(sql, (run,))]
 
     def update_worker(self, tx: sqlite3.Connection, worker_id: int, **fields: Any) -> None:
@@ -480,14 +531,13 @@ class Store(GroupTables):
             for r in rows
         ]  # fmt: skip
 
-    def add_usage(
-        self, tx: sqlite3.Connection, run: str, workspace: str, gpu_s: float, cpu_s: float
-    ) -> None:
+    def add_usage(self, tx: sqlite3.Connection, run: RunRow, gpu_s: float, cpu_s: float) -> None:
+        """Add to the run's usage, kept by its id: it outlives the run being forgotten."""
         tx.execute(
-            "INSERT INTO usage (run, workspace, gpu_seconds, cpu_seconds) VALUES (?,?,?,?)"
-            " ON CONFLICT (run, workspace) DO UPDATE SET gpu_seconds = gpu_seconds + ?,"
-            " cpu_seconds = cpu_seconds + ?",
-            (run, workspace, gpu_s, cpu_s, gpu_s, cpu_s),
+            "INSERT INTO usage (run_uid, run, workspace, gpu_seconds, cpu_seconds)"
+            " VALUES (?,?,?,?,?) ON CONFLICT (run_uid) DO UPDATE SET"
+            " gpu_seconds = gpu_seconds + ?, cpu_seconds = cpu_seconds + ?",
+            (run.run_uid, run.name, run.workspace, gpu_s, cpu_s, gpu_s, cpu_s),
         )
 
     def usage_by_workspace(self) -> dict[str, tuple[float, float]]:

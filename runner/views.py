@@ -64,6 +64,7 @@ def run_object(
     request = spec.worker_resources()
     return {
         "id": run_id(run.name, run.workspace, viewer),
+        "uid": run.run_uid if visible else None,  # immutable; not the owner's Unix uid
         "name": run.name if visible else ANONYMOUS_RUN,
         "visible": visible,
         "workspace": run.workspace,

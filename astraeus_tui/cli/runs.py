@@ -213,7 +213,7 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
         return
     if run.get("paused"):
         typer.echo(run["paused"])
-    fields = ("name", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
+    fields = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
               "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
               "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
     for key in fields:

@@ -48,17 +48,22 @@ class WorkerLaunch:
     gid: int = 0
     log_path: Path = Path("/dev/null")
     instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
+    run_uid: str = ""  # the run's immutable id: the loop always gives it
 
     @property
     def key(self) -> str:
-        """A stable name for this worker of this attempt (container name, folder name)."""
-        return worker_key(self.run, self.attempt, self.worker, self.instance)
+        """A stable name for this worker of this attempt (container name, folder name).
+
+        Named by the run's id, not its name: a name used again by a later run never
+        meets what an earlier run of that name left (a launch made without an id, as
+        some tests make, falls back to the name)."""
+        return worker_key(self.run_uid or self.run, self.attempt, self.worker, self.instance)
 
 
-def worker_key(run: str, attempt: int, worker: int, instance: str = "") -> str:
-    """``astraeus-[instance-]run-attempt-worker``: unique per daemon, attempt and worker."""
+def worker_key(run_uid: str, attempt: int, worker: int, instance: str = "") -> str:
+    """``astraeus-[instance-]run_uid-attempt-worker``: unique per daemon, run, attempt, worker."""
     prefix = f"astraeus-{instance}-" if instance else "astraeus-"
-    return f"{prefix}{run}-{attempt}-{worker}"
+    return f"{prefix}{run_uid}-{attempt}-{worker}"
 
 
 class WorkerState(StrEnum):

@@ -16,6 +16,7 @@ written, so a restarted daemon that adopts the container resumes with
 mtime and skips any at or before it. Nothing is lost or repeated, except
 output written in the instant between a write and the mtime update when the
 daemon dies there. The log path is also kept in the ``io.astraeus.log`` label.
+A container is named by its run's id (``io.astraeus.run-uid``), not by the run's name.
 
 The engine may stop and start under the daemon (an upgrade, ``systemctl restart
 docker``). Calls the loop makes every tick (inspect, kill) give up after
@@ -61,6 +62,7 @@ from runner.executors.base import (
 log = logging.getLogger(__name__)
 
 LABEL_RUN = f"{LABEL_PREFIX}.run"
+LABEL_RUN_UID = f"{LABEL_PREFIX}.run-uid"
 LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"
 LABEL_WORKER = f"{LABEL_PREFIX}.worker"
 LABEL_SCHEMA = f"{LABEL_PREFIX}.schema"
@@ -144,6 +146,7 @@ def resource_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
 def worker_labels(launch: WorkerLaunch) -> dict[str, str]:
     return {
         LABEL_RUN: launch.run,
+        LABEL_RUN_UID: launch.run_uid,
         LABEL_ATTEMPT: str(launch.attempt),
         LABEL_WORKER: str(launch.worker),
         LABEL_SCHEMA: SCHEMA_VERSION,

@@ -51,11 +51,13 @@ def launch(**fields: Any) -> WorkerLaunch:
 
 
 def test_identity_labels_and_command() -> None:
-    kw = container_kwargs(launch(instance="0a1b2c3d"), nvidia=False)
+    uid = "0192f0c1a2b3c4d5e6f708192a3b4c5d"
+    kw = container_kwargs(launch(instance="0a1b2c3d", run_uid=uid), nvidia=False)
     assert kw["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
-    assert kw["name"] == "astraeus-0a1b2c3d-ft-2-1"
+    assert kw["name"] == f"astraeus-0a1b2c3d-{uid}-2-1"  # by the run's id: never reused
     assert kw["labels"] == {
         "io.astraeus.run": "ft",
+        "io.astraeus.run-uid": uid,
         "io.astraeus.attempt": "2",
         "io.astraeus.worker": "1",
         "io.astraeus.schema": "1",

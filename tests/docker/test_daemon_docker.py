@@ -79,10 +79,12 @@ def test_containers_are_labelled_and_adopted_after_kill_9(docker_daemon: Served)
     client = engine_client()
     d.astra("submit", "-", input=spec("long", "trap 'exit 0' TERM; while true; do sleep 0.2; done"))
     wait_for(lambda: d.json("show", "long")["state"] == "Running", 30)
-    name = f"astraeus-{instance_id(d.home)}-long-1-0"
+    uid = d.json("show", "long")["uid"]
+    name = f"astraeus-{instance_id(d.home)}-{uid}-1-0"
     before = client.api.inspect_container(name)
     labels = before["Config"]["Labels"]
     assert labels["io.astraeus.run"] == "long" and labels["io.astraeus.attempt"] == "1"
+    assert labels["io.astraeus.run-uid"] == uid
     assert labels["io.astraeus.instance"] == instance_id(d.home)
     host = before["HostConfig"]
     assert host["Privileged"] is False and "no-new-privileges" in host["SecurityOpt"]
@@ -107,6 +109,29 @@ def test_containers_are_labelled_and_adopted_after_kill_9(docker_daemon: Served)
         stray.remove(force=True)
         d.astra("delete", "long")
         wait_for(lambda: d.json("show", "long")["state"] == "Cancelled", 30)
+
+
+def test_a_name_used_again_never_shows_the_forgotten_runs_output(docker_daemon: Served) -> None:
+    d = docker_daemon
+    client = engine_client()
+    label = f"io.astraeus.instance={instance_id(d.home)}"
+    assert d.astra("submit", "-", input=spec("r", "echo old-secret-4711", gpus=0)).returncode == 0
+    old = wait_for(lambda: (r := d.json("show", "r"))["state"] == "Succeeded" and r, 30)
+    assert d.astra("logs", "r").stdout == "old-secret-4711\n"
+    assert (d.home / "logs" / old["uid"] / "1-0.log").is_file()
+    assert d.astra("delete", "r").stdout == "r: forgotten\n"
+    wait_for(lambda: not (d.home / "logs" / old["uid"]).exists(), 30, "the old log folder")
+    assert client.containers.list(all=True, filters={"label": label}) == []
+    assert d.astra("submit", "-", input=spec("r", "echo new; sleep 60", gpus=0)).returncode == 0
+    new = wait_for(lambda: (r := d.json("show", "r"))["state"] == "Running" and r, 30)
+    assert new["uid"] != old["uid"]
+    wait_for(lambda: d.astra("logs", "r").stdout == "new\n", 20, "the new run's output")
+    (container,) = client.containers.list(all=True, filters={"label": label})
+    assert container.name == f"astraeus-{instance_id(d.home)}-{new['uid']}-1-0"
+    assert old["uid"] not in container.name
+    d.astra("delete", "r")
+    wait_for(lambda: d.json("show", "r")["state"] == "Cancelled", 30)
+    assert "old-secret" not in d.astra("logs", "r").stdout
 
 
 def test_a_missing_image_fails_the_run_clearly(docker_daemon: Served) -> None:

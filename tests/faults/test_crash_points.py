@@ -116,9 +116,9 @@ def test_a_daemon_killed_inside_a_process_start_adopts_the_worker(
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
     env = {"PYTHONPATH": path, "ASTRAEUS_TEST_SLOW_SUPERVISOR": "3"}
     d = make_daemon(gpus=1, env=env).start()
-    d.submit(document("slow", program_argv(program, marks, "ok", 2), gpus=1))
+    uid = d.submit(document("slow", program_argv(program, marks, "ok", 2), gpus=1))["uid"]
     folders = d.home / "workers"
-    folder = wait_for(lambda: next(folders.glob("*-slow-1-0"), None), 15, "the worker's folder")
+    folder = wait_for(lambda: next(folders.glob(f"*-{uid}-1-0"), None), 15, "the worker's folder")
     assert not (folder / "meta.json").exists()  # the supervisor sleeps: start() waits on it
     d.kill9()
     d.start()

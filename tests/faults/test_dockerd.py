@@ -259,7 +259,7 @@ def test_with_live_restore_runs_go_on_and_their_logs_too(
     d = make(gpus=1, grace=2).start()
     d.submit(shell("counter", COUNTER, gpus=1))
     d.wait_state("counter", "Running")
-    log = d.home / "logs" / "counter" / "1-0.log"
+    log = d.home / "logs" / d.run("counter")["uid"] / "1-0.log"
     wait_for(lambda: log.exists() and "tick 3\n" in log.read_text(), 30, "the first lines")
     client = engine.client()
     (container,) = client.containers.list()

@@ -170,9 +170,9 @@ def test_a_log_flood_leaves_the_daemon_responsive_and_small(
     d = make_daemon(gpus=1).start()
     assert d.proc is not None
     before = rss_kib(d.proc.pid)
-    log = d.home / "logs" / "flood" / "1-0.log"
     with probing(d) as answers:
-        d.submit(document("flood", ["sh", "-c", FLOOD], gpus=1))
+        uid = d.submit(document("flood", ["sh", "-c", FLOOD], gpus=1))["uid"]
+        log = d.home / "logs" / uid / "1-0.log"
         wait(lambda: log.exists() and log.stat().st_size >= FLOOD_BYTES, 60, "the flood")
         time.sleep(1)
     assert d.run("flood")["state"] == "Running"
@@ -208,10 +208,10 @@ def test_a_container_log_flood_is_copied_without_the_daemon_growing(
     d = make_daemon(gpus=1, executor="docker").start()
     assert d.proc is not None
     before = rss_kib(d.proc.pid)
-    log = d.home / "logs" / "flood" / "1-0.log"
     script = f"yes astraeus-flood-{'x' * 200} | head -c {DOCKER_FLOOD_BYTES}; sleep 60"
     with probing(d) as answers:
-        d.submit(document("flood", ["sh", "-c", script], gpus=1, image=IMAGE))
+        uid = d.submit(document("flood", ["sh", "-c", script], gpus=1, image=IMAGE))["uid"]
+        log = d.home / "logs" / uid / "1-0.log"
         # all but the last, unfinished line: Docker passes on whole lines
         copied = DOCKER_FLOOD_BYTES - 1000
         wait(lambda: log.exists() and log.stat().st_size >= copied, 120, "the copy")

@@ -17,8 +17,9 @@ PY = sys.executable
 
 
 def write_config(
-    home: Path, body: str = "", *, gpus: int = 4, grace: float = 2, executor: str = "process"
-) -> None:
+    home: Path, body: str = "", *, gpus: int = 4, grace: float = 2, executor: str = "process",
+    machine: str = "",
+) -> None:  # fmt: skip
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
         f"""
@@ -28,6 +29,7 @@ gpus = {gpus}
 cpu_cores = 16
 memory = "64GiB"
 stop_grace_seconds = {grace}
+{machine}
 
 [admins]
 users = ["root"]
@@ -122,7 +124,7 @@ class Harness:
         return [e.message.render() for e in self.daemon.store.events(name)]
 
     def log(self, name: str) -> str:
-        folder = self.daemon.home / "logs" / name
+        folder = self.daemon.home / "logs" / self.run(name).run_uid
         return (
             "".join(p.read_text() for p in sorted(folder.glob("*.log"))) if folder.exists() else ""
         )
