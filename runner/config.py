@@ -47,6 +47,10 @@ ALL_USERS = "*"
 MAX_GPUS = 1024
 MAX_CPU_CORES = 100_000
 MAX_STOP_GRACE = 86_400.0
+DEFAULT_RETENTION = 14 * 86_400.0  # seconds a finished run is kept before it is forgotten
+MAX_RETENTION = 3650 * 86_400.0
+_RETENTION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
@@ -54,7 +58,9 @@ _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
-_MACHINE_KEYS = ("executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds")
+_MACHINE_KEYS = (
+    "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
+)  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = ("socket_group",)
 _WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota")
@@ -93,6 +99,9 @@ class MachineConfig:
     cpu_cores: int | None = None
     memory: int | None = None
     stop_grace_seconds: float = DEFAULT_STOP_GRACE
+    # seconds after which a finished run is forgotten (its files removed, its usage kept);
+    # None: kept until deleted. Config: finished_retention = "14d" | "12h" | "90s" | "off"
+    finished_retention: float | None = DEFAULT_RETENTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +274,27 @@ def _stop_grace(value: object, path: str) -> float:
     return float(value)
 
 
+def _retention(value: object, path: str) -> float | None:
+    """``"14d"``, ``"12h"``, ``"1h30m"``, ``"90s"`` (a unit is required: a bare 14 could
+    mean seconds or days), or ``"off"`` (also ``0``, ``"0"``): finished runs are then kept
+    until deleted."""
+    if value in ("off", 0, "0") and not isinstance(value, bool):
+        return None
+    seconds: float | None = None
+    if isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
+        parts = re.findall(r"(\d+)([smhdw])", value.strip().lower())
+        seconds = float(sum(int(n) * _RETENTION_UNITS[u] for n, u in parts)) or None
+    if seconds is None:
+        raise _Invalid(
+            path,
+            'must be a duration such as "14d", "12h" or "90s" (units s, m, h, d, w), '
+            f'or "off", got {_show(value)}',
+        )
+    if seconds > MAX_RETENTION:
+        raise _Invalid(path, f"must be at most 3650d, got {_show(value)}")
+    return seconds
+
+
 def _gpu_count(value: object, path: str) -> int:
     return _whole(value, path, 0, MAX_GPUS)
 
@@ -304,6 +334,9 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         cpu_cores=_auto(table.get("cpu_cores", "auto"), "machine.cpu_cores", _core_count),
         memory=_auto(table.get("memory", "auto"), "machine.memory", _memory_total),
         stop_grace_seconds=grace,
+        finished_retention=_retention(
+            table.get("finished_retention", "14d"), "machine.finished_retention"
+        ),
     )
 
 

@@ -168,6 +168,11 @@ DEFAULT_CONFIG_TEXT = """\
 #   stop_grace_seconds  seconds between SIGTERM and SIGKILL on every stop
 #                       (preemption, time limit, delete); the environment
 #                       variable ASTRAEUS_STOP_GRACE overrides it
+#   finished_retention  how long a finished (Succeeded, Failed, Cancelled) run
+#                       is kept: "14d" (the default), "12h", "1h30m", "90s"; then
+#                       it is forgotten as by `astra delete`: its name is free,
+#                       its logs are removed, its usage stays in the accounting.
+#                       "off" keeps finished runs until they are deleted
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too
@@ -194,6 +199,7 @@ gpus = "auto"
 cpu_cores = "auto"
 memory = "auto"
 stop_grace_seconds = 30
+finished_retention = "14d"
 
 [admins]
 users = ["root"]

@@ -155,6 +155,7 @@ class Daemon:
             logs_dir=home / "logs",
             executor_remaps_gpus=remaps,
             instance=instance_id(home),
+            finished_retention=self.config.machine.finished_retention,
         )
         self.front: SlurmFront | None = None
         self.loop: Loop
@@ -179,6 +180,7 @@ class Daemon:
         self.service.config = config
         self.settings.workspaces = config.workspaces
         self.settings.drives = {name: d.path for name, d in config.drives.items()}
+        self.settings.finished_retention = config.machine.finished_retention
         self.loop.poke()
 
     def start(self) -> Daemon:

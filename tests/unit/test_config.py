@@ -140,7 +140,8 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         "[machine]\ngpu = 1",
         "machine.gpu",
-        "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds)",
+        "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
+        " finished_retention)",
     ),
     ("[admins]\nuser = []", "admins.user", "unknown key (expected one of: users, group)"),
     ("[api]\nsocket = 'x'", "api.socket", "unknown key (expected one of: socket_group)"),
@@ -326,6 +327,44 @@ def test_stop_grace_env_overrides_the_config(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_bad_stop_grace_env_names_the_variable(value: str) -> None:
     message = error_of("", ASTRAEUS_STOP_GRACE=value)
     assert message.startswith(f"{SOURCE}: ASTRAEUS_STOP_GRACE: must be a number of seconds")
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ('"14d"', 14 * 86400.0), ('"2s"', 2.0), ('"90m"', 5400.0), ('"1h30m"', 5400.0),
+        ('"2w"', 14 * 86400.0), ('" 12H "', 43200.0), ('"3650d"', 3650 * 86400.0),
+        ('"off"', None), ("0", None), ('"0"', None),
+    ],
+)  # fmt: skip
+def test_finished_retention_is_a_duration_or_off(value: str, seconds: float | None) -> None:
+    assert parse(f"[machine]\nfinished_retention = {value}").machine.finished_retention == seconds
+
+
+def test_finished_retention_defaults_to_14_days() -> None:
+    assert parse("").machine.finished_retention == 14 * 86400.0
+    assert MachineConfig().finished_retention == 14 * 86400.0
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ('"soon"', "'soon'"), ("-1", "-1"), ("1.5", "1.5"), ("3600", "3600"),
+        ("false", "false"), ("true", "true"), ('"14"', "'14'"),
+        ('"1d2"', "'1d2'"), ('"0s"', "'0s'"), ('"14 d"', "'14 d'"), ("[]", "a list"),
+    ],
+)  # fmt: skip
+def test_a_bad_finished_retention_is_one_line_naming_the_key(value: str, shown: str) -> None:
+    assert error_of(f"[machine]\nfinished_retention = {value}") == (
+        f'{SOURCE}: machine.finished_retention: must be a duration such as "14d", "12h" or'
+        f' "90s" (units s, m, h, d, w), or "off", got {shown}'
+    )
+
+
+def test_a_finished_retention_above_ten_years_is_refused() -> None:
+    assert error_of('[machine]\nfinished_retention = "3651d"') == (
+        f"{SOURCE}: machine.finished_retention: must be at most 3650d, got '3651d'"
+    )
 
 
 def test_load_config_records_the_path_and_reports_unreadable_files(tmp_path: Path) -> None:
