@@ -33,7 +33,8 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     deps = check_dependencies(runs, specs.get, daemon.store.run_states)
     runs = deps.plannable(runs)
     independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
-    return build_snapshot(daemon.settings, runs, daemon.store.live_workers(), specs, independent)
+    live = daemon.store.live_workers()
+    return build_snapshot(daemon.settings, runs, live, specs, independent, daemon.loop.clock.now())
 
 
 def estimate_steps(daemon: Daemon) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runner.clock import Clock
 from runner.config import Config, ConfigError, load_config
 from runner.config_files import ensure_config
 from runner.executors.base import Executor, ExecutorError
@@ -116,7 +117,9 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
 
 
 class Daemon:
-    def __init__(self, home: Path, executor: Executor | None = None) -> None:
+    def __init__(
+        self, home: Path, executor: Executor | None = None, clock: Clock | None = None
+    ) -> None:
         self.home = home
         _private_home(home)
         try:
@@ -165,7 +168,7 @@ class Daemon:
             self.front = SlurmFront(self.store, self.settings, slurm)
             self.loop = self.front
         else:
-            self.loop = Loop(self.store, executor, self.settings)
+            self.loop = Loop(self.store, executor, self.settings, clock)
         self.service = Service(self.store, self.config, self.loop.poke, executor.name)
         if self.front is not None:
             self.service.backend_check = self.front.check_spec

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.clock import Clock, Now, as_clock
 from runner.dependencies import Dependencies, check_dependencies
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.lifecycle import settle_run
@@ -61,12 +62,14 @@ class Loop:
         store: Store,
         executor: Executor,
         settings: LoopSettings,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | Callable[[], float] | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
         self.settings = settings
-        self.clock = clock
+        self.clock = Clock() if clock is None else as_clock(clock)  # calling it reads the wall
+        self.now: Now = self.clock.now()  # this tick's readings of both clocks
+        self._planned_mono: float | None = None  # when it last planned, on the monotonic clock
         self.wake = threading.Event()
         self.status = LoopStatus()
         self.specs = SpecCache()
@@ -112,7 +115,9 @@ class Loop:
         self.wake.set()
 
     def tick(self) -> None:
-        now = self.clock()
+        """One round; the wall clock is only written down, intervals are monotonic."""
+        self.now = self.clock.now()
+        now, mono = self.now.wall, self.now.mono
         self.status.ticks += 1
         if not executor_reachable(self.executor):  # its engine is down: wait, do not fail runs
             if not self._engine_down:
@@ -129,11 +134,12 @@ class Loop:
         changed |= self.settle(now)
         changed |= self.forget(now)
         changed |= self.groups(now)
-        last = self.status.last_plan_at
+        last = self._planned_mono
         self._dirty |= changed
-        due = last is None or now - last >= PLAN_EVERY
-        if due or (self._dirty and now - last >= PLAN_GAP):  # type: ignore[operator]
+        due = last is None or mono - last >= PLAN_EVERY
+        if due or (self._dirty and mono - last >= PLAN_GAP):  # type: ignore[operator]
             self._dirty = False
+            self._planned_mono = mono
             self.plan_and_apply(now)
             changed = True
         if changed:
@@ -180,15 +186,18 @@ class Loop:
                 stop_reason=stop_reason,
             )  # fmt: skip
             if run is not None:
-                seconds = max(0.0, now - w.started_at)
+                seconds = max(0.0, self.now.elapsed(w.started_at, w.started_mono, w.boot_id))
                 cpu = seconds * w.cpu_milli / 1000
                 self.store.add_usage(tx, run, seconds * len(w.gpus), cpu)
 
     # ------------------------------------------------------ 2. enforce
 
     def enforce(self, now: float) -> bool:
-        """Stop what must stop (delete, time limit) and SIGKILL past the grace."""
-        changed = False
+        """Stop what must stop (delete, time limit) and SIGKILL past the grace.
+
+        Time limits and graces are measured on the monotonic clock (runner/clock.py).
+        """
+        t, changed = self.now, False
         live = self.store.live_workers()
         by_run: dict[str, list[WorkerRow]] = {}
         for w in live:
@@ -202,15 +211,19 @@ class Loop:
             if run.stop_request in ("delete", "failed", "restart") and running:
                 self.stop_workers(run.name, running, run.stop_request, None, now)
                 changed = True
-            elif limit is not None and any(now >= w.started_at + limit for w in running):
+            elif limit is not None and any(
+                t.elapsed(w.started_at, w.started_mono, w.boot_id) >= limit for w in running
+            ):
                 self._time_limit(run.name, running, now)
                 changed = True
         for w in live:
-            deadline = w.stop_deadline
-            if w.state == "Stopping" and not w.killed and deadline is not None and now >= deadline:
+            if w.state != "Stopping" or w.stop_deadline is None:
+                continue
+            left = t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id)
+            if not w.killed and left <= 0:
                 self._sigkill(w, now)
                 changed = True
-            elif w.state == "Stopping" and deadline is not None and now >= deadline + KILL_AGAIN:
+            elif left <= -KILL_AGAIN:
                 self._signal(w, signal.SIGKILL)  # the first one was lost: a crash, an outage
         return changed
 
@@ -226,12 +239,14 @@ class Loop:
         self, run: str, workers: list[WorkerRow], why: str, for_run: RunRef | None, now: float
     ) -> None:
         """Write Stopping, then SIGTERM: the SIGKILL follows when the grace ends."""
-        deadline = now + self.settings.machine.stop_grace
+        t, grace = self.now, self.settings.machine.stop_grace
         with self.store.transaction() as tx:
             for w in workers:
+                started = t.mono - t.elapsed(w.started_at, w.started_mono, w.boot_id)
                 self.store.update_worker(
-                    tx, w.id, state="Stopping", stop_reason=why, stop_deadline=deadline,
-                    stopping_for=for_run,
+                    tx, w.id, state="Stopping", stop_reason=why, stop_deadline=now + grace,
+                    stopping_for=for_run, stop_deadline_mono=t.mono + grace,
+                    started_mono=started, boot_id=t.boot,
                 )  # fmt: skip
         crash_point("after-stop-recorded")
         for w in workers:
@@ -302,14 +317,14 @@ class Loop:
         independent = {
             r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
         }
-        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent)
+        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
         result = plan(snapshot, now)
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
         self._apply_reasons(result, active, now, deps.waiting)
         self._apply_preemptions(result, live, now)
-        ctx = StartContext(self.store, self.executor, self.settings, self.specs)
+        ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
         for start in result.starts:
             launch_for(ctx, start, now)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from runner.clock import Now
 from runner.model import Resources, RunSpec
 from runner.scheduler import RunningUnit, Snapshot, WaitingRun
 from runner.spec import parse_spec
@@ -45,7 +46,19 @@ def unit_id(run: str, worker: int, gang: bool) -> str:
     return run if gang else f"{run}/{worker}"
 
 
-def _units(runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache) -> list[RunningUnit]:
+def _started(w: WorkerRow, now: Now | None) -> float:
+    """When it started, on today's wall clock (the monotonic reading moved onto it)."""
+    return w.started_at if now is None else now.as_wall(w.started_at, w.started_mono, w.boot_id)
+
+
+def _deadline(w: WorkerRow, now: Now | None) -> float:
+    wall = w.stop_deadline or 0.0
+    return wall if now is None else now.as_wall(wall, w.stop_deadline_mono, w.boot_id)
+
+
+def _units(
+    runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache, now: Now | None
+) -> list[RunningUnit]:
     groups: dict[str, list[WorkerRow]] = {}
     for w in live:
         if w.run in runs:
@@ -55,7 +68,7 @@ def _units(runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache) -> 
         run = runs[workers[0].run]
         spec = specs.get(run)
         stopping = [w for w in workers if w.state == "Stopping"]
-        deadline = max((w.stop_deadline or 0.0) for w in stopping) if stopping else None
+        deadline = max(_deadline(w, now) for w in stopping) if stopping else None
         for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
         used = Resources()
         for w in workers:
@@ -64,7 +77,7 @@ def _units(runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache) -> 
             RunningUnit(
                 uid, run.name, run.workspace, run.priority, used,
                 tuple(g for w in workers for g in w.gpus),
-                min(w.started_at for w in workers), spec.task.time_limit_seconds,
+                min(_started(w, now) for w in workers), spec.task.time_limit_seconds,
                 len(workers), deadline, for_run.name if for_run else None,
             )
         )  # fmt: skip
@@ -119,14 +132,19 @@ def build_snapshot(
     live: list[WorkerRow],
     specs: SpecCache,
     workers_of: dict[str, list[WorkerRow]] | None = None,
+    now: Now | None = None,
 ) -> Snapshot:
-    """The planner's view: ``runs`` are the active runs, ``live`` their live workers."""
+    """The planner's view: ``runs`` are the active runs, ``live`` their live workers.
+
+    With ``now``, running work's start and stop times are placed on the wall clock as it
+    reads now, from their monotonic readings: a stepped wall clock moves them along.
+    """
     by_name = {r.name: r for r in runs}
     for run in runs:
         specs.get(run)
     return Snapshot(
         settings.machine,
         settings.workspaces,
-        tuple(_units(by_name, live, specs)),
+        tuple(_units(by_name, live, specs, now)),
         tuple(_waiting(runs, live, specs, workers_of or {})),
     )

@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from runner.clock import Now
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import MountMode, Reason, RunSpec
 from runner.scheduler import Start
@@ -57,6 +58,7 @@ class StartContext:
     executor: Executor
     settings: LoopSettings
     specs: SpecCache
+    tick: Now | None = None  # both clocks' readings: workers' starts are measured from them
 
 
 def worker_env(
@@ -177,10 +179,12 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         state = "Starting" if row["state"] == "Queued" else row["state"]
         store.update_run(tx, start.run, attempts=attempt, state=state, started_at=now,
                          reason=None, preempted_by=None)  # fmt: skip
+        mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
         for index, gpus in zip(start.workers, start.gpus, strict=True):
             store.insert_worker(
-                tx, start.run, attempt, index, gpus, worker.cpu_milli, worker.memory, now
-            )
+                tx, start.run, attempt, index, gpus, worker.cpu_milli, worker.memory, now,
+                mono, boot,
+            )  # fmt: skip
         gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
         how = "Backfilled" if start.backfill else "Started"
         text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}:"

@@ -145,6 +145,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE usage_by_run RENAME TO usage;
     CREATE INDEX usage_workspace ON usage(workspace);
     """,
+    # 5: monotonic readings of a worker's start and stop deadline, and the boot they count
+    # from (runner/clock.py): time limits and graces are measured on them, not on the wall
+    """
+    ALTER TABLE workers ADD COLUMN started_mono REAL;
+    ALTER TABLE workers ADD COLUMN stop_deadline_mono REAL;
+    ALTER TABLE workers ADD COLUMN boot_id TEXT;
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -229,6 +236,9 @@ class WorkerRow:
     error: str | None
     finished_at: float | None
     run_uid: str = ""  # the run's id (see RunRow.run_uid): names the worker's handle
+    started_mono: float | None = None  # CLOCK_MONOTONIC at the start, on boot ``boot_id``
+    stop_deadline_mono: float | None = None  # and at the SIGKILL time, while it stops
+    boot_id: str | None = None
 
 
 def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
@@ -290,6 +300,7 @@ def _worker(row: sqlite3.Row) -> WorkerRow:
         tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
         row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
         row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
+        row["started_mono"], row["stop_deadline_mono"], row["boot_id"],
     )  # fmt: skip
 
 
@@ -481,11 +492,12 @@ class Store(GroupTables, ForgetTables):
     def insert_worker(
         self, tx: sqlite3.Connection, run: str, attempt: int, worker: int,
         gpus: tuple[int, ...], cpu_milli: int, memory: int, now: float,
+        mono: float | None = None, boot: str | None = None,
     ) -> None:  # fmt: skip
         tx.execute(
             "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
-            " started_at) VALUES (?,?,?,'Starting',?,?,?,?)",
-            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now),
+            " started_at, started_mono, boot_id) VALUES (?,?,?,'Starting',?,?,?,?,?,?)",
+            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now, mono, boot),
         )
 
     def live_workers(self) -> list[WorkerRow]:
