@@ -21,10 +21,11 @@ from runner.executors.base import Executor, ExecutorError, WorkerState, worker_k
 from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
 from runner.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
-from runner.scheduler import Machine, Plan, plan
+from runner.scheduler import Machine, Plan, WaitingRun, plan
 from runner.snapshot import SpecCache, build_snapshot, unit_id
 from runner.starts import StartContext, crash_point, executor_reachable, launch_for
 from runner.store import RunRow, Store, WorkerRow
+from runner.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 
 log = logging.getLogger("astraeus.loop")
 
@@ -178,6 +179,9 @@ class Loop:
             stop_reason = "never-started"  # not the program's failure: no restart spent
         elif state is WorkerState.MISSING:
             error = error or "the worker is gone (lost)"
+        elif stop_reason == WITHDRAWN:  # SIGTERM was sent: an end within its grace is the stop's
+            left = self.now.until(w.stop_deadline or 0.0, w.stop_deadline_mono, w.boot_id)
+            stop_reason = "preempt" if left > 0 else None
         run = self.store.get_run(w.run)
         with self.store.transaction() as tx:
             ended = "Exited" if state is WorkerState.EXITED else "Lost"
@@ -216,6 +220,8 @@ class Loop:
             ):
                 self._time_limit(run.name, running, now)
                 changed = True
+            else:
+                changed |= self._gang_preempted_again(run, running, now)
         for w in live:
             if w.state != "Stopping" or w.stop_deadline is None:
                 continue
@@ -226,6 +232,21 @@ class Loop:
             elif left <= -KILL_AGAIN:
                 self._signal(w, signal.SIGKILL)  # the first one was lost: a crash, an outage
         return changed
+
+    def _gang_preempted_again(self, run: RunRow, running: list[WorkerRow], now: float) -> bool:
+        """A gang worker that ended in the grace of a withdrawn preemption was preempted:
+        the rest of the gang is stopped too (a gang never runs in part)."""
+        if not self.specs.gang(run.name) or not any(w.stop_reason == WITHDRAWN for w in running):
+            return False
+        attempt = max(w.attempt for w in running)
+        ended = [
+            w for w in self.store.workers_of(run.name)
+            if w.attempt == attempt and w.state == "Preempted"
+        ]  # fmt: skip
+        if not ended:
+            return False
+        self.stop_workers(run.name, running, "preempt", ended[0].stopping_for, now)
+        return True
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
         with self.store.transaction() as tx:
@@ -318,6 +339,10 @@ class Loop:
             r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
         }
         snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
+        if self._withdraw(snapshot.waiting, active, live, now):  # the victims run on: again
+            live = self.store.live_workers()
+            independent = {name: self.store.workers_of(name) for name in independent}
+            snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
         result = plan(snapshot, now)
         self.status.plan = result
         self.status.last_plan_at = now
@@ -327,6 +352,22 @@ class Loop:
         ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
         for start in result.starts:
             launch_for(ctx, start, now)
+
+    def _withdraw(
+        self, waiting: tuple[WaitingRun, ...], runs: list[RunRow], live: list[WorkerRow],
+        now: float,
+    ) -> bool:  # fmt: skip
+        """Withdraw the preemptions no waiting run needs any more (runner/withdrawals.py)."""
+        found = withdrawals(live, {r.name: r for r in runs}, {w.name: w for w in waiting},
+                            self.specs)  # fmt: skip
+        done = False
+        for w in found:
+            states = [self.executor.status(self.key(x)).state for x in w.workers]
+            if any(s is not WorkerState.RUNNING for s in states):
+                continue  # one has ended: its end counts as preempted (observe, next tick)
+            record_withdrawal(self.store, w, live, now)
+            done = True
+        return done
 
     def settle_dependencies(self, deps: Dependencies, runs: list[RunRow], now: float) -> None:
         """Runs whose dependency failed (or went away) can never start: they fail. Runs
