@@ -189,3 +189,36 @@ def test_a_delete_during_the_preemption_is_not_withdrawn(make_daemon: Make) -> N
     h.wait_state("victim", "Cancelled")
     kinds = [e.kind for e in h.daemon.store.events("victim")]
     assert "PreemptionWithdrawn" not in kinds and "Killed" in kinds
+
+
+GANG_MEMBER = (
+    "import os, signal, sys, time\n"
+    "terms = []\n"
+    "signal.signal(signal.SIGTERM, lambda *_: terms.append(1))\n"
+    "print('ready', flush=True)\n"
+    "first = os.environ['ASTRAEUS_WORKER_INDEX'] == '0'\n"
+    "while not (first and terms and os.path.exists(sys.argv[1])) and len(terms) < 2:\n"
+    "    time.sleep(0.05)\n"
+    "sys.exit(0)\n"
+)
+
+
+def test_a_gang_worker_ending_after_a_withdrawal_takes_the_gang_with_it(
+    make_daemon: Make, tmp_path: Path
+) -> None:
+    """Worker 0 ends on its first SIGTERM once saved; worker 1 on a second one: the gang
+    never runs in part, it is queued again whole, as preempted."""
+    gate = tmp_path / "saved"
+    h = make_daemon(WORKSPACES, gpus=2, grace=30)
+    victim = spec("victim", [PY, "-c", GANG_MEMBER, str(gate)], gpus=1, priority=-10,
+                  workspace="nlp", workers=2)  # fmt: skip
+    preempt(h, victim, gpus=2, live=2)
+    wait_for(lambda: all(w.state == "Stopping" for w in workers(h, "victim")))
+    h.daemon.service.delete("urgent", h.root)
+    wait_for(lambda: [w.state for w in workers(h, "victim")] == ["Running", "Running"])
+    gate.touch()
+    wait_for(lambda: h.run("victim").preemptions == 1, message="the gang queued again")
+    assert [w.state for w in workers(h, "victim")][:2] == ["Preempted", "Preempted"]
+    assert h.wait_state("victim", "Running").attempts == 2
+    assert h.run("victim").restarts == 0
+    assert not [e for e in h.events("victim") if e.startswith("Sent SIGKILL")]
