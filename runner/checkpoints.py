@@ -35,10 +35,18 @@ def latest_checkpoint(spec: RunSpec, drives: Mapping[str, Path], run: str) -> di
 
 
 def _files(folder: Path) -> list[tuple[str, os.stat_result]]:
-    """Regular files directly in ``folder`` (symlinks are not followed)."""
+    """Regular files directly in ``folder``; no symlink is followed, also not ``folder``.
+
+    The scan runs as root on a drive a run writes to: a run that left its folder as a
+    symlink (``/ckpt/probe -> ~bob/.ssh``) must not get the target's names shown.
+    """
     out: list[tuple[str, os.stat_result]] = []
     try:
-        with os.scandir(folder) as entries:
+        fd = _open_folder(folder)
+    except OSError:
+        return []
+    try:
+        with os.scandir(fd) as entries:
             for i, entry in enumerate(entries):
                 if i >= MAX_ENTRIES:
                     break
@@ -49,4 +57,16 @@ def _files(folder: Path) -> list[tuple[str, os.stat_result]]:
                     out.append((entry.name, info))
     except OSError:
         return []
+    finally:
+        os.close(fd)
     return out
+
+
+def _open_folder(folder: Path) -> int:
+    """An fd of ``folder``, its last two parts (drive root, run) opened with O_NOFOLLOW."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    root = os.open(folder.parent, flags)
+    try:
+        return os.open(folder.name, flags, dir_fd=root)
+    finally:
+        os.close(root)

@@ -392,6 +392,10 @@ def _system_dir(normal: str) -> bool:
     return any(normal == f"/{d}" or normal.startswith(f"/{d}/") for d in _SYSTEM_DIRS)
 
 
+is_system_dir = _system_dir  # for the executors: where a mount path leads is checked too
+SYSTEM_DIRS_SHOWN = _SYSTEM_DIRS_SHOWN
+
+
 class _Resources(NamedTuple):
     gpus: int = 0
     min_per_machine: int = 0

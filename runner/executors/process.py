@@ -32,10 +32,8 @@ and ``CUDA_VISIBLE_DEVICES`` (the worker's GPUs; empty for none) where missing, 
 (or /tmp) as working directory, and stdout+stderr appended to ``launch.log_path``.
 
 Drives need bubblewrap: the command runs as ``bwrap --dev-bind / / … --bind SRC DST``.
-bwrap would create a missing target directory on the host itself, so a target that does not
-exist is placed on a tmpfs laid over its deepest existing ancestor, into which every entry of
-that ancestor is bound back from the host: the host gains no directory, and the worker sees
-the ancestor as before (only new entries made directly in it stay in the worker's view).
+The mount paths are paths in the member's own view of the machine: the supervisor places
+them as the member, never with root's rights (see :mod:`runner.executors.sandbox`).
 The sandbox keeps the host's PID namespace (in a new one, the host's ``/proc`` would name
 other processes than the program's pids), so its processes are stopped like any worker's;
 bubblewrap itself gets only SIGKILL, as a SIGTERM would end it and, through
@@ -96,7 +94,7 @@ class ProcessExecutor:
 
     def start(self, launch: WorkerLaunch) -> str:
         """Start the worker; return once its command runs (or could not be executed)."""
-        sandbox = sandbox_command(launch.mounts) if launch.mounts else []
+        sandbox = _sandbox(launch.mounts) if launch.mounts else []
         handle = launch.key
         folder = self._folder(handle)
         if folder.exists():
@@ -268,10 +266,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         env.setdefault("USER", pwd.getpwuid(uid).pw_name)
     env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in launch.gpus))
     cwd = home if home and _owned_dir(home, uid) else "/tmp"
-    mounts = []
-    for m in launch.mounts:
-        mounts.append([os.path.normpath(m.target), m.source])
-        mounts.append([os.path.realpath(m.target), m.source])
+    drives = [(m.source, m.target, m.read_only) for m in launch.mounts]
     return Job(
         run=launch.run,
         attempt=launch.attempt,
@@ -283,7 +278,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         gid=launch.gid if switch else None,
         log_path=str(launch.log_path),
         sandbox=sandbox,
-        mounts=mounts,
+        drives=drives,
     )
 
 
@@ -313,70 +308,18 @@ def _last_line(path: Path) -> str:
 # -- drives through bubblewrap ------------------------------------------------------------
 
 
-def sandbox_command(mounts: tuple[Mount, ...]) -> list[str]:
-    """The bubblewrap command line (without ``--``) that places ``mounts``, host untouched."""
+def _sandbox(mounts: tuple[Mount, ...]) -> list[str]:
+    """bubblewrap's path, for the supervisor to place the drives with; what root may check.
+
+    The drives' sources are the config's folders, checked here. Their targets are paths in
+    the member's view: the supervisor resolves them as the member (runner/executors/sandbox.py).
+    """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ExecutorError(NO_BWRAP)
-    targets = _checked_targets(mounts)
-    anchors = {a for a in (_missing_anchor(t) for t in targets) if a is not None}
-    args = [bwrap, "--dev-bind", "/", "/"]
-    for anchor in sorted(anchors, key=_depth):
-        args += _mirror(anchor)
-    for mount, target in sorted(zip(mounts, targets, strict=True), key=lambda p: _depth(p[1])):
-        args += ["--ro-bind" if mount.read_only else "--bind", mount.source, target]
-    return [*args, "--new-session", "--die-with-parent"]
-
-
-def _checked_targets(mounts: tuple[Mount, ...]) -> list[str]:
-    """Each mount's target with symlinks resolved; refuse what bubblewrap cannot place."""
-    targets: list[str] = []
     for mount in mounts:
         if not os.path.isabs(mount.target) or os.path.normpath(mount.target) == "/":
             raise ExecutorError(f"drive mount path {mount.target!r} must be an absolute folder")
         if not os.path.isdir(mount.source):
             raise ExecutorError(f"drive folder {mount.source} does not exist on this machine")
-        target = os.path.realpath(mount.target)
-        for other in targets:
-            if _within(target, other) or _within(other, target):
-                raise ExecutorError(
-                    f"drive mount paths {other} and {target} overlap: "
-                    "the process executor cannot nest drives"
-                )
-        targets.append(target)
-    return targets
-
-
-def _missing_anchor(target: str) -> str | None:
-    """The deepest existing folder above a missing ``target``; None when it exists."""
-    if os.path.isdir(target):
-        return None
-    if os.path.lexists(target):
-        raise ExecutorError(f"drive mount path {target} exists on this machine as a file")
-    parent = os.path.dirname(target)
-    while not os.path.isdir(parent):
-        if os.path.lexists(parent):
-            raise ExecutorError(f"drive mount path {target} lies under the file {parent}")
-        parent = os.path.dirname(parent)
-    return parent
-
-
-def _mirror(folder: str) -> list[str]:
-    """A tmpfs over ``folder`` holding every entry of the host's ``folder``, bound back."""
-    mode = os.stat(folder).st_mode & 0o7777
-    args = ["--perms", f"{mode:04o}", "--tmpfs", folder]
-    with os.scandir(folder) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), entry.path]
-            else:
-                args += ["--dev-bind", entry.path, entry.path]
-    return args
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _depth(path: str) -> int:
-    return 0 if path == "/" else path.count("/")
+    return [bwrap]

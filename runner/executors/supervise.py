@@ -11,7 +11,9 @@ this module in a session of its own, so the worker outlives a daemon killed with
    the command are reparented to it, see :mod:`runner.executors.tree`), opens the worker's
    log (appending, owned by the worker), and spawns the command in a session and process
    group of its own, as the worker's uid:gid when asked, with no-new-privileges, dying if
-   the supervisor dies. Under bubblewrap the command gets its own session again
+   the supervisor dies. Drives are placed, and the program looked up, by a child that
+   has dropped to the worker's uid:gid first (:func:`as_member`), never as root. Under
+   bubblewrap the command gets its own session again
    (``--new-session``), so a group signal reaches the command and its children, never
    bubblewrap itself.
 4. It writes ``meta.json`` (atomically), then reports "started": the worker really runs.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import signal
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.executors.sandbox import PlacementError, program_exists, sandbox_args
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 
 META = "meta.json"
@@ -103,8 +107,8 @@ class Job:
     uid: int | None  # None: run as the supervisor's own user
     gid: int | None
     log_path: str
-    sandbox: list[str]  # the bubblewrap command line without "--info-fd" and "--"; or []
-    mounts: list[list[str]]  # [target, host source] pairs, to look the program up
+    sandbox: list[str]  # bubblewrap (then its command line without "--info-fd", "--"); or []
+    drives: list[tuple[str, str, bool]]  # (host source, mount path, read-only)
 
     @classmethod
     def load(cls, path: Path) -> Job:
@@ -112,6 +116,7 @@ class Job:
         if data is None:
             raise ValueError(f"{path} is missing or unreadable")
         path.unlink()
+        data["drives"] = [tuple(d) for d in data.get("drives", [])]
         return cls(**data)
 
 
@@ -159,7 +164,8 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
     try:
         _become_subreaper()
         log_fd = _open_log(job)
-        outcome = _spawn(job, log_fd)
+        job, missing = _placed(job)
+        outcome = missing or _spawn(job, log_fd)
         os.close(log_fd)
         _write_meta(folder, job, outcome)
     except Exception as exc:
@@ -210,9 +216,68 @@ def _open_log(job: Job) -> int:
     return fd
 
 
+def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
+    """The job with its drives' bubblewrap command line, worked out as the member.
+
+    Also whether the program exists in the sandbox (bubblewrap's own exit would not say):
+    as the member too, so a path only root can look into answers the same either way.
+    """
+    if not job.sandbox:
+        return job, None
+    placed = as_member(job, lambda: _place(job))
+    sandbox, found = placed["sandbox"], placed["found"]
+    job = dataclasses.replace(job, sandbox=[str(a) for a in sandbox])
+    return job, None if found else _NotRunning(127, f"command not found: {job.argv[0]}")
+
+
+def _place(job: Job) -> dict[str, object]:
+    args, mapping = sandbox_args(job.sandbox[0], job.drives)
+    path = job.env.get("PATH", "")
+    return {"sandbox": args, "found": program_exists(job.argv[0], job.cwd, path, mapping)}
+
+
+def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()`` in a child that is the job's uid:gid with no supplementary groups.
+
+    Its answer comes back as JSON; a PlacementError's (or any error's) one line is raised
+    here as a PlacementError. The supervisor is single-threaded, so fork is safe.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            _answer_as_member(job, work, write_end)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer_file:
+        data = answer_file.read()
+    os.waitpid(pid, 0)
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        raise PlacementError("the drives could not be placed (no answer)") from None
+    if "ok" not in answer:
+        raise PlacementError(str(answer.get("error")))
+    ok: dict[str, Any] = answer["ok"]
+    return ok
+
+
+def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: int) -> None:
+    try:
+        if job.uid is not None:
+            os.setgroups([])
+            os.setgid(job.gid if job.gid is not None else job.uid)
+            os.setuid(job.uid)
+        answer: dict[str, Any] = {"ok": work()}
+    except Exception as exc:
+        answer = {"error": " ".join(str(exc).split()) or type(exc).__name__}
+    with os.fdopen(write_end, "wb") as out:
+        out.write(json.dumps(answer).encode())
+
+
 def _spawn(job: Job, log_fd: int) -> _Running | _NotRunning:
-    if job.sandbox and not _program_exists(job):
-        return _NotRunning(127, f"command not found: {job.argv[0]}")
     info_read, info_write = os.pipe() if job.sandbox else (-1, -1)
     argv = job.argv
     if job.sandbox:
@@ -275,28 +340,6 @@ def _not_started(job: Job, exc: OSError) -> _NotRunning:
     if isinstance(exc, FileNotFoundError):
         return _NotRunning(127, f"command not found: {job.argv[0]}")
     return _NotRunning(126, f"cannot execute {job.argv[0]}: {exc.strerror}")
-
-
-def _program_exists(job: Job) -> bool:
-    """Look the program up as the sandbox will see it: drive targets mapped to their sources."""
-    program = job.argv[0]
-    if "/" in program:
-        candidates = [os.path.join(job.cwd, program)]
-    else:
-        path = job.env.get("PATH", "")
-        candidates = [os.path.join(job.cwd, d, program) for d in path.split(":")]
-    for candidate in candidates:
-        host = _host_path(os.path.normpath(candidate), job.mounts)
-        if os.path.isfile(host) and os.access(host, os.X_OK):
-            return True
-    return False
-
-
-def _host_path(path: str, mounts: list[list[str]]) -> str:
-    for target, source in mounts:
-        if path == target or path.startswith(target.rstrip("/") + "/"):
-            return source + path[len(target) :]
-    return path
 
 
 def _sandboxed_pid(info_read: int) -> int | None:

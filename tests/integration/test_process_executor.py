@@ -420,7 +420,8 @@ def test_sigterm_reaches_a_program_under_bubblewrap(
         ((Mount("/nonexistent-astraeus-src", "/data"),), "does not exist"),
         ((Mount("/tmp", "data"),), "must be an absolute folder"),
         ((Mount("/tmp", "/data"), Mount("/tmp", "/data/x")), "overlap"),
-        ((Mount("/tmp", "/etc/hostname/x"),), "lies under the file"),
+        ((Mount("/tmp", f"{__file__}/x"),), "lies under the file"),
+        ((Mount("/tmp", "/etc/astraeus-test"),), "must not be / or under /proc"),
     ],
 )
 def test_drives_that_cannot_be_placed_are_refused(
