@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from runner.model import RunSpec
+from runner.printable import check_script
 from runner.spec import (
     _ENV_KEY_RE,
     _NAME_RE,
@@ -230,6 +231,7 @@ def _param_value(value: object, path: str) -> str:
     if isinstance(value, float) and math.isfinite(value):
         return repr(value)
     if isinstance(value, str):
+        check_script(value, path)
         return _string(value, path, empty=True)
     raise SpecError(path, f"must be a string, number or true/false, got {show_value(value)}")
 

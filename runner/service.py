@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from runner.config import Config
 from runner.model import Reason, RunSpec, Viewer
+from runner.printable import check_spec
 from runner.spec import SpecError, parse_spec, spec_to_dict
 from runner.store import (
     FINISHED_STATES,
@@ -154,6 +155,10 @@ class Service:
         return spec, self._check_spec(spec, caller)
 
     def _check_spec(self, spec: RunSpec, caller: Caller) -> str:
+        try:
+            check_spec(spec)  # no escape sequences for others' terminals
+        except SpecError as e:
+            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from astraeus_tui.cli.common import call
+from astraeus_tui.cli.common import call, echo
 
 app = typer.Typer(help="Change workspaces (admins). The daemon writes its config and reloads.",
                   no_args_is_help=True)  # fmt: skip
@@ -17,7 +17,7 @@ Workspace = Annotated[str, typer.Argument(help="The workspace.")]
 def _change(workspace: str, change: dict[str, Any]) -> None:
     rows = call(lambda c: c.change_workspace(workspace, change))
     row = next(r for r in rows if r["name"] == workspace)
-    typer.echo(
+    echo(
         f"{workspace}: quota {row['quota'] or 'none'}, max priority {row['max_priority']}, "
         f"weight {row['weight']:g}"
     )

@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from astraeus_tui.client import ApiError, Client
+from astraeus_tui.text import shown
 
 T = TypeVar("T")
 
@@ -17,8 +18,13 @@ JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr, a non-zero exit."""
-    typer.echo(message, err=True)
+    typer.echo(shown(message), err=True)
     raise typer.Exit(code)
+
+
+def echo(line: str, err: bool = False) -> None:
+    """Print one line that holds the daemon's text, unprintable characters escaped."""
+    typer.echo(shown(line), err=err)
 
 
 def call(fn: Callable[[Client], T]) -> T:
@@ -32,10 +38,12 @@ def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
     """The run spec in ``file`` (``text``: stdin already read) as the daemon's document,
     checked here first with the daemon's own messages (JSON, TOML or #SBATCH)."""
     from runner.documents import load_spec_file, load_spec_text
+    from runner.printable import check_spec
     from runner.spec import SpecError, spec_to_dict
 
     try:
         spec = load_spec_text(text) if text is not None else load_spec_file(file)
+        check_spec(spec)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     return spec_to_dict(spec)

@@ -31,7 +31,9 @@ def fast_ls(argv: list[str]) -> int | None:
     try:
         runs = Client().runs(all=args.all_runs, workspace=args.workspace, state=args.state)
     except ApiError as e:
-        print(e, file=sys.stderr)
+        from astraeus_tui.text import shown
+
+        print(shown(e), file=sys.stderr)
         return 1
     show_runs(runs, args.as_json)
     return 0

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from astraeus_tui.cli.common import JsonOption, call, fail, spec_document
+from astraeus_tui.cli.common import JsonOption, call, echo, fail, spec_document
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.group_text import describe
 
@@ -44,7 +44,7 @@ def create_group(document: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(group)
         return
-    typer.echo(f"Created {group['kind']} {group['name']} ({group['workspace']}): {describe(group)}")
+    echo(f"Created {group['kind']} {group['name']} ({group['workspace']}): {describe(group)}")
 
 
 def _ls(kind: str, as_json: bool) -> None:
@@ -53,10 +53,10 @@ def _ls(kind: str, as_json: bool) -> None:
         print_json(groups)
         return
     if not groups:
-        typer.echo(f"No {kind} groups." if kind == "replicas" else f"No {kind}s.")
+        echo(f"No {kind} groups." if kind == "replicas" else f"No {kind}s.")
         return
     for g in groups:
-        typer.echo(f"{g['name']:<24} {g['workspace']:<12} {describe(g)}")
+        echo(f"{g['name']:<24} {g['workspace']:<12} {describe(g)}")
 
 
 def _show(name: str, as_json: bool) -> None:
@@ -64,20 +64,20 @@ def _show(name: str, as_json: bool) -> None:
     if as_json:
         print_json(g)
         return
-    typer.echo(
+    echo(
         f"{g['kind']} {g['name']} ({g['workspace']}, owner {g['owner']}, priority {g['priority']})"
     )
-    typer.echo(f"  {describe(g)}")
+    echo(f"  {describe(g)}")
     for r in g["run_objects"]:
-        typer.echo(f"  {r['name']:<32} {r['state']:<10} {r['reason'] or ''}")
+        echo(f"  {r['name']:<32} {r['state']:<10} {r['reason'] or ''}")
     for e in g["events"][-10:]:
-        typer.echo(f"  {e['time']}  {e['kind']:<10} {e['message']}")
+        echo(f"  {e['time']}  {e['kind']:<10} {e['message']}")
 
 
 def _delete(name: str) -> None:
     result = call(lambda c: c.delete_group(name))
     runs = ", ".join(f"{n} {what}" for what, n in sorted(result["runs"].items())) or "no runs"
-    typer.echo(f"{name}: deleted ({runs})")
+    echo(f"{name}: deleted ({runs})")
 
 
 # ------------------------------------------------------------------ sweeps
@@ -171,7 +171,7 @@ def replicas_scale(
 ) -> None:
     """Change how many replicas run (scaling down stops the highest-numbered ones)."""
     g = call(lambda c: c.change_group(name, {"replicas": count}))
-    typer.echo(f"{name}: {g['replicas']} replica(s)")
+    echo(f"{name}: {g['replicas']} replica(s)")
 
 
 @replicas_app.command("ls")
@@ -235,14 +235,14 @@ def schedule_show(name: NameArg, as_json: bool = JsonOption) -> None:
 def schedule_pause(name: NameArg) -> None:
     """Stop firing until resumed."""
     call(lambda c: c.change_group(name, {"paused": True}))
-    typer.echo(f"{name}: paused")
+    echo(f"{name}: paused")
 
 
 @schedule_app.command("resume")
 def schedule_resume(name: NameArg) -> None:
     """Fire again, from the next time on."""
     g = call(lambda c: c.change_group(name, {"paused": False}))
-    typer.echo(f"{name}: resumed, next {g['next_at']}")
+    echo(f"{name}: resumed, next {g['next_at']}")
 
 
 @schedule_app.command("delete")

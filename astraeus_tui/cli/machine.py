@@ -8,6 +8,7 @@ import typer
 
 from astraeus_tui.cli.common import JsonOption, call, console
 from astraeus_tui.cli.tables import print_json
+from astraeus_tui.text import plain
 from runner.model import format_size
 
 
@@ -24,12 +25,12 @@ def gpus(as_json: bool = JsonOption) -> None:
     for col in ("GPU", "NAME", "MEM", "UTIL", "TEMP", "RUN"):
         table.add_column(col, no_wrap=col != "RUN", overflow="fold")
     for g in data["gpus"]:
-        table.add_row(
+        table.add_row(*(plain(c) for c in (
             str(g["index"]), g["name"] + (" (simulated)" if g["simulated"] else ""),
             f"{format_size(g['memory_used'])}/{format_size(g['memory_total'])}",
             "-" if g["utilization"] is None else f"{g['utilization']}%",
             "-" if g["temperature"] is None else f"{g['temperature']}C", _holder(g),
-        )  # fmt: skip
+        )))  # fmt: skip
     console().print(table)
 
 
@@ -68,7 +69,7 @@ def workspaces(as_json: bool = JsonOption) -> None:
     for w in rows:
         share, weight = f"{w['dominant_share']:.0%}", f"{w['weight']:g}"
         row = (w["name"], str(w["usage"]["gpus"]), _quota(w["quota"]), share, weight)
-        table.add_row(*row, str(w["max_priority"]))
+        table.add_row(*(plain(c) for c in (*row, str(w["max_priority"]))))
     console().print(table)
 
 

@@ -16,6 +16,7 @@ from astraeus_tui.cli.common import (
     JsonOption,
     call,
     complete_run,
+    echo,
     fail,
     parse_duration,
     spec_document,
@@ -61,7 +62,7 @@ def submit(
     if as_json:
         print_json(run)
     else:
-        typer.echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+        echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
 
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
@@ -100,15 +101,15 @@ def _show_preview(p: dict[str, Any], as_json: bool) -> None:
         return
     where = (f"position {p['position']} of {p['queue_length']}" if p["position"] is not None
              else "not in the order until its dependencies succeed")  # fmt: skip
-    typer.echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
+    echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
     if p["starts_now"]:
         how = "by backfill" if p["backfill"] else "at once"
-        typer.echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
+        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
     else:
-        typer.echo(f"Would wait: {p['reason']} ({_when(p['estimate'])}).")
+        echo(f"Would wait: {p['reason']} ({_when(p['estimate'])}).")
     if p["preempts"]:
-        typer.echo("Would preempt: " + ", ".join(p["preempts"]) + ".")
-    typer.echo("Nothing was submitted.")
+        echo("Would preempt: " + ", ".join(p["preempts"]) + ".")
+    echo("Nothing was submitted.")
 
 
 def why(name: RunArg, as_json: bool = JsonOption) -> None:
@@ -117,13 +118,13 @@ def why(name: RunArg, as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(answer)
         return
-    typer.echo(f"{name}: {answer['reason']}")
+    echo(f"{name}: {answer['reason']}")
     for line in answer["chain"]:
-        typer.echo(f"  {line}")
+        echo(f"  {line}")
     if answer.get("estimate"):
-        typer.echo(f"  Estimate: {_when(answer['estimate'])}.")
+        echo(f"  Estimate: {_when(answer['estimate'])}.")
     for lever in answer["levers"]:
-        typer.echo(f"  → {lever}")
+        echo(f"  → {lever}")
 
 
 def _drive(text: str) -> dict[str, str]:
@@ -189,7 +190,7 @@ def run(
     if as_json:
         print_json(created)
     else:
-        typer.echo(f"Submitted run {created['name']}")
+        echo(f"Submitted run {created['name']}")
 
 
 def ls(
@@ -212,28 +213,41 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
         print_json(run)
         return
     if run.get("paused"):
-        typer.echo(run["paused"])
+        echo(run["paused"])
     fields = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
               "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
               "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
     for key in fields:
         value = run.get(key)
         if value not in (None, [], ""):
-            typer.echo(f"{key + ':':<20}{value}")
+            echo(f"{key + ':':<20}{value}")
+    if command := _command_line(run.get("spec")):
+        echo(f"{'command:':<20}{command}")  # a script's newlines shown as \n
     for e in run.get("events", [])[-15:]:
-        typer.echo(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+        echo(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+
+
+def _command_line(spec: object, limit: int = 300) -> str:
+    """The run's command and arguments as a shell would take them, cut at ``limit``."""
+    import shlex
+
+    task = spec.get("spec", {}).get("task_template", {}) if isinstance(spec, dict) else {}
+    argv = [task["command"]] if task.get("command") else []
+    argv += task.get("args") or []
+    line = shlex.join(str(a) for a in argv)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def priority(name: RunArg, value: Annotated[int, typer.Argument(help="The new priority.")]) -> None:
     """Change a run's priority (up to its workspace's maximum)."""
     run = call(lambda c: c.set_priority(name, value))
-    typer.echo(f"{run['name']}: priority {run['priority']}")
+    echo(f"{run['name']}: priority {run['priority']}")
 
 
 def delete(name: RunArg) -> None:
     """Delete a run: queued ones are cancelled, running ones stopped with the grace."""
     result = call(lambda c: c.delete(name))
-    typer.echo(f"{name}: {result['outcome']}")
+    echo(f"{name}: {result['outcome']}")
 
 
 def logs(
@@ -263,7 +277,7 @@ def events(
             if as_json:
                 print_json(e)
             else:
-                typer.echo(f"{e['time']}  {e['run']:<24} {e['kind']:<12} {e['message']}")
+                echo(f"{e['time']}  {e['run']:<24} {e['kind']:<12} {e['message']}")
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
@@ -284,7 +298,7 @@ def wait(
         if deadline is not None and time.monotonic() > deadline:
             fail(f"{name}: still {run['state']} after {timeout:g} s", 124)
         time.sleep(interval)
-    typer.echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
     if run["state"] == "Succeeded":
         raise typer.Exit(0)
     code = run.get("exit_code")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from astraeus_tui.cli.common import call, fail
+from astraeus_tui.cli.common import call, echo, fail
 
 app = typer.Typer(help="Slurm compatibility.", no_args_is_help=True)
 
@@ -30,4 +30,4 @@ def sbatch(
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     run = call(lambda c: c.submit(spec_to_dict(spec)))
-    typer.echo(f"Submitted batch job {run['name']}")
+    echo(f"Submitted batch job {run['name']}")

@@ -30,6 +30,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from astraeus_tui.text import plain
     from astraeus_tui.widgets.fmt import start_label  # the dashboard's START column too
 
     now = time.time()
@@ -48,8 +49,9 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
         gpus = held if held else str(r["gpus_requested"])
         waiting = r["state"] == "Queued"
         mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
-        table.add_row(mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-                      age(r["submitted_at"]), start_label(r, now), r["reason"] or "")  # fmt: skip
+        cells = (mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
+                 age(r["submitted_at"]), start_label(r, now), r["reason"] or "")  # fmt: skip
+        table.add_row(*(plain(c) for c in cells))  # no markup, nothing unprintable
     Console().print(table)
 
 
