@@ -1,7 +1,8 @@
 """The Textual dashboard: ``astra up`` and ``astra dash`` open it.
 
 The app only holds what every screen shares: the daemon's client (any
-``DashboardApi``: the real ``AsyncClient``, or a test's fake) and the clock
+``DashboardApi``: the real ``AsyncClient``, or a test's fake, seen through
+``EscapedApi`` so no raw control character reaches a widget) and the clock
 (tests freeze it). Screens own their handlers; widgets draw.
 """
 
@@ -17,6 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from astraeus_tui.client import AsyncClient, DashboardApi
+from astraeus_tui.escaped import EscapedApi
 
 
 class AstraeusApp(App[None]):
@@ -30,7 +32,8 @@ class AstraeusApp(App[None]):
 
     def __init__(self, client: DashboardApi, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.client, self.clock = client, clock
+        self.client: DashboardApi = EscapedApi(client)  # nothing raw reaches a widget
+        self.clock = clock
 
     def on_mount(self) -> None:
         from astraeus_tui.screens.main import MainScreen

@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.text import plain
 from astraeus_tui.widgets.fmt import Run, compact, epoch, gib, utc_clock, when
 
 SHOW_EVERY = 2.0
@@ -158,7 +159,7 @@ class RunDetailScreen(Screen[None]):
                 yield Static("", id="why")
                 yield Static("", id="spec")
             with Vertical(id="story"):
-                history: DataTable[str] = DataTable(id="history", cursor_type="none")
+                history: DataTable[Text] = DataTable(id="history", cursor_type="none")
                 history.border_title = "Attempts and workers"
                 yield history
                 with VerticalScroll(id="events-box") as box:
@@ -245,18 +246,27 @@ class RunDetailScreen(Screen[None]):
             self.query_one("#events-box", VerticalScroll).scroll_end(animate=False)
 
     def _history(self, workers: list[dict[str, Any]]) -> None:
-        table: DataTable[str] = self.query_one("#history", DataTable)
+        table: DataTable[Text] = self.query_one("#history", DataTable)
         table.clear()  # a handful of rows: the queue's in-place merge is for thousands
         for w in workers:
             why = w.get("error") or w.get("stop_reason") or ""
             if w.get("killed"):
                 why = f"{why} (SIGKILL)".strip()
             table.add_row(
-                str(w.get("attempt")), str(w.get("worker")), str(w.get("state")),
-                ",".join(map(str, w.get("gpus") or [])) or "-", _time(w.get("started_at")),
-                _time(w.get("finished_at")),
-                "-" if w.get("exit_code") is None else str(w.get("exit_code")), why,
-            )  # fmt: skip
+                *(
+                    plain(c)
+                    for c in (
+                        str(w.get("attempt")),
+                        str(w.get("worker")),
+                        str(w.get("state")),
+                        ",".join(map(str, w.get("gpus") or [])) or "-",
+                        _time(w.get("started_at")),
+                        _time(w.get("finished_at")),
+                        "-" if w.get("exit_code") is None else str(w.get("exit_code")),
+                        why,
+                    )
+                )
+            )  # fmt: skip  (an error's "[...]" is not markup)
 
     # ------------------------------------------------------------ actions
 

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.text import plain
 from astraeus_tui.widgets.fmt import Run
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
@@ -107,7 +108,7 @@ class PriorityScreen(ModalScreen[int | None]):
 
     def _error(self, text: str) -> None:
         error = self.query_one("#error", Static)
-        error.update(text)
+        error.update(plain(text))
         error.display = bool(text)
         self.query_one(Input).set_class(bool(text), "-invalid")
 

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.group_text import describe
 from astraeus_tui.screens.detail import events_text
+from astraeus_tui.text import plain
 
 REFRESH_EVERY = 2.0
 COLUMNS = ("Kind", "Name", "WS", "Prio", "State")
@@ -52,7 +53,7 @@ class GroupsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Sweeps, replica groups and schedules", style="bold"), id="title")
-        table: DataTable[str] = DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="groups", cursor_type="row", zebra_stripes=True)
         table.border_title = "Groups"
         yield table
         with VerticalScroll(id="group-box") as box:
@@ -66,7 +67,7 @@ class GroupsScreen(Screen[None]):
 
     @property
     def highlighted(self) -> dict[str, Any] | None:
-        table: DataTable[str] = self.query_one(DataTable)
+        table: DataTable[Text] = self.query_one(DataTable)
         if not self.groups or table.cursor_row < 0 or table.cursor_row >= len(self.groups):
             return None
         return self.groups[table.cursor_row]
@@ -87,12 +88,13 @@ class GroupsScreen(Screen[None]):
             await asyncio.sleep(REFRESH_EVERY)
 
     def on_groups_screen_loaded(self, message: Loaded) -> None:
-        table: DataTable[str] = self.query_one(DataTable)
+        table: DataTable[Text] = self.query_one(DataTable)
         row = table.cursor_row
         self.groups = message.groups
         table.clear()  # tens of groups, not thousands: rebuilt each time
         for g in self.groups:
-            table.add_row(g["kind"], g["name"], g["workspace"], str(g["priority"]), describe(g))
+            cells = (g["kind"], g["name"], g["workspace"], str(g["priority"]), describe(g))
+            table.add_row(*(plain(c) for c in cells))  # a parameter's "[x]" is not markup
         if self.groups:
             table.move_cursor(row=min(max(row, 0), len(self.groups) - 1))
         else:

@@ -130,3 +130,17 @@ def test_a_real_gpu_row_has_bars_and_readings() -> None:
     assert memory == "██▌░░ 40G"
     assert gpu_row(dict(gpu, foreign_pids=[], held_for="big"))[4].plain == "held for big"
     assert gpu_row(dict(gpu, foreign_pids=[]))[4].plain == "free"
+
+
+def test_a_reason_with_control_characters_is_drawn_escaped() -> None:
+    hostile = "[b]Could not start[/b]: /data\x1b]0;pwned\x07\x1b[2J\u202e"
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        table = screen.query_one(QueueTable)
+        run = next(r for r in fake.data["snapshot"] if r["id"] == "sweep-lr")
+        fake.push([dict(run, reason=hostile)])
+        await until(pilot, lambda: "Could not start" in cell(table, "sweep-lr", "reason"))
+        shown = cell(table, "sweep-lr", "reason")
+        assert shown == "[b]Could not start[/b]: /data\\x1b]0;pwned\\x07\\x1b[2J\\u202e"
+
+    replay("backfill", scenario)

@@ -1,0 +1,98 @@
+"""The dashboard's view of the daemon with every string escaped (astraeus_tui/text.py).
+
+``EscapedApi(api)`` answers as ``api`` does, but no string in an answer (run names,
+reasons, events, groups, errors of the stream) holds a character that is not
+printable: the widgets draw them as ``\\x1b``, ``\\n``, ``\\u202e``, never raw. A run's
+``spec`` is left as sent (the detail screen shows it as JSON, which escapes them). A
+run's output lines are the owner's own, but in a widget a raw ESC would break the
+layout, so they are escaped too, tabs expanded first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar, cast
+
+from astraeus_tui.client import DashboardApi
+from astraeus_tui.text import shown
+
+_T = TypeVar("_T")
+
+
+def escape_all(value: _T) -> _T:
+    """``value`` (decoded JSON) with its strings, keys too, escaped; a ``spec`` kept."""
+    return cast(_T, _escaped(value))
+
+
+def _escaped(value: object) -> object:
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {shown(k): v if k == "spec" else _escaped(v) for k, v in value.items()}
+    return value
+
+
+class EscapedApi:
+    """A ``DashboardApi`` whose answers are escaped; the requests go through unchanged."""
+
+    def __init__(self, api: DashboardApi) -> None:
+        self.api = api
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        async for event, data in self.api.changes():
+            yield shown(event), escape_all(data)
+
+    async def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
+        async for line in self.api.logs(name, tail=tail, follow=follow):
+            end = "\n" if line.endswith("\n") else ""
+            yield shown(line.removesuffix("\n").expandtabs()) + end
+
+    async def status(self) -> dict[str, Any]:
+        return escape_all(await self.api.status())
+
+    async def gpus(self) -> dict[str, Any]:
+        return escape_all(await self.api.gpus())
+
+    async def workspaces(self) -> list[dict[str, Any]]:
+        return escape_all(await self.api.workspaces())
+
+    async def show(self, name: str) -> dict[str, Any]:
+        return escape_all(await self.api.show(name))
+
+    async def why(self, name: str) -> dict[str, Any]:
+        return escape_all(await self.api.why(name))
+
+    async def preview(self, document: object) -> dict[str, Any]:
+        return escape_all(await self.api.preview(document))
+
+    async def submit(self, document: object) -> dict[str, Any]:
+        return escape_all(await self.api.submit(document))
+
+    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
+        return escape_all(await self.api.submit_text(text, content_type))
+
+    async def set_priority(self, name: str, priority: int) -> dict[str, Any]:
+        return escape_all(await self.api.set_priority(name, priority))
+
+    async def delete(self, name: str) -> dict[str, Any]:
+        return escape_all(await self.api.delete(name))
+
+    async def events(self, run: str | None = None) -> list[dict[str, Any]]:
+        return escape_all(await self.api.events(run))
+
+    async def groups(self) -> list[dict[str, Any]]:
+        return escape_all(await self.api.groups())
+
+    async def group(self, name: str) -> dict[str, Any]:
+        return escape_all(await self.api.group(name))
+
+    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+        return escape_all(await self.api.change_group(name, change))
+
+    async def delete_group(self, name: str) -> dict[str, Any]:
+        return escape_all(await self.api.delete_group(name))
