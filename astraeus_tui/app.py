@@ -15,10 +15,12 @@ from typing import ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from astraeus_tui.client import AsyncClient, DashboardApi
 from astraeus_tui.escaped import EscapedApi
+from astraeus_tui.text import shown
 
 
 class AstraeusApp(App[None]):
@@ -43,6 +45,19 @@ class AstraeusApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.client.close()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast (errors hold the daemon's text) escaped and never read as markup."""
+        super().notify(shown(message), title=shown(title), severity=severity, timeout=timeout,
+                       markup=False)  # fmt: skip
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """Every key binding of the screen in front is also a palette entry."""

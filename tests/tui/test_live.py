@@ -144,3 +144,13 @@ def test_a_reason_with_control_characters_is_drawn_escaped() -> None:
         assert shown == "[b]Could not start[/b]: /data\\x1b]0;pwned\\x07\\x1b[2J\\u202e"
 
     replay("backfill", scenario)
+
+
+def test_a_toast_with_the_daemon_s_text_is_escaped_and_not_markup() -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        screen.notify("409 CONFLICT: [red]run x\x1b[2J", severity="error")
+        await pilot.pause()
+        toast = list(pilot.app._notifications)[-1]
+        assert (toast.message, toast.markup) == ("409 CONFLICT: [red]run x\\x1b[2J", False)
+
+    replay("backfill", scenario)
