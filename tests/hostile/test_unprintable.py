@@ -93,3 +93,12 @@ def test_ls_prints_a_reason_escaped_and_not_as_markup(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "[bold red]Could not start[/bold red]: \\x1b]0;pwned\\x07\\x1b[2J" in out
+
+
+def test_a_sweep_parameter_with_control_characters_is_refused(lab: Served, untouched: None) -> None:
+    template = spec("sw", command="echo", args=["${LR}"])
+    sweep = {"kind": "sweep", "name": "sw", "template": template, "list": [{"LR": "\x1b[2J"}]}
+    with pytest.raises(ApiError) as caught:
+        Client(lab.socket).create_group(sweep)
+    assert str(caught.value) == f"422 INVALID_SPEC: list[0].LR: {SCRIPT} '\\x1b'"
+    assert Client(lab.socket).groups() == []
