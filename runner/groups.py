@@ -53,6 +53,7 @@ KINDS = ("sweep", "replicas", "schedule")
 POLICIES = ("skip", "queue", "replace")
 MAX_SWEEP = 1000  # runs one sweep may make
 MAX_PARAMS = 64
+MAX_SWEEP_TEXT = 1024 * 1024  # characters of all a sweep's parameters, one set per run
 MAX_REPLICAS = 256
 QUICK_EXIT = 60.0  # seconds: a replica that ends sooner than this backs off before its next start
 MAX_BACKOFF = 60.0
@@ -172,6 +173,13 @@ def _sweep(doc: dict[str, object], name: str, template: RunSpec) -> GroupSpec:
     if not points:
         raise SpecError("list" if "list" in doc else "grid", "makes no runs")
     _check_run_name(f"{name}-{len(points) - 1}", "name")
+    text = sum(len(k) + len(v) for point in points for k, v in point)
+    if text > MAX_SWEEP_TEXT:
+        raise SpecError(
+            "list" if "list" in doc else "grid",
+            f"its parameters, one set per run, must be at most {MAX_SWEEP_TEXT} characters"
+            f" in all (1 MiB), got {text}",
+        )
     group = GroupSpec(name, "sweep", template, tuple(points))
     sweep_runs(group)  # every run it makes must be a valid run (arguments grow with values)
     return group

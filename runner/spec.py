@@ -33,7 +33,10 @@ MAX_RESTART_LIMIT = 1000
 MAX_TIME_LIMIT = 3650 * 86400  # ten years; no limit at all is null/absent
 MAX_STRING = 4096  # image, command, env values, paths
 MAX_ARG = 128 * 1024  # one argument (Linux's MAX_ARG_STRLEN): a `bash -c` script fits
-MAX_ARGS_TOTAL = 1024 * 1024  # all arguments together
+# The command, its arguments and the environment (names and values) together: what a
+# run costs to keep in the state and to pass to its processes. A larger input belongs
+# in a file on a drive. Documented in docs/api.md (POST /v1/runs).
+MAX_TASK_TEXT = 64 * 1024
 MAX_ARGS = 1024
 MAX_ENV = 1024
 MAX_DRIVES = 64
@@ -284,8 +287,9 @@ def _task(value: object, path: str) -> TaskTemplate:
     image = _required(task, path, "image", _image)
     command, lead = _optional(task, path, "command", _command, (None, ()))
     args = lead + _optional(task, path, "args", _strings, ())
-    _check_args_total(args, f"{path}.args")
+    _check_args_count(args, f"{path}.args")
     env = _optional(task, path, "env", _env, ())
+    check_task_text(command, args, env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
     res = _optional(task, path, "requested_resources", _resources, _Resources())
@@ -315,14 +319,31 @@ def _command(value: object, path: str) -> tuple[str, tuple[str, ...]]:
     return _string(parts[0], f"{path}[0]"), parts[1:]
 
 
-def _check_args_total(args: tuple[str, ...], path: str) -> None:
+def _check_args_count(args: tuple[str, ...], path: str) -> None:
     if len(args) > MAX_ARGS:
         raise SpecError(
             path, f"must have at most {MAX_ARGS} items with the command's, got {len(args)}"
         )
-    total = sum(len(a) for a in args)
-    if total > MAX_ARGS_TOTAL:
-        raise SpecError(path, f"must be at most {MAX_ARGS_TOTAL} characters in all, got {total}")
+
+
+def task_text_size(
+    command: str | None, args: tuple[str, ...], env: tuple[tuple[str, str], ...]
+) -> int:
+    """Characters of the command, its arguments and the environment's names and values."""
+    return len(command or "") + sum(map(len, args)) + sum(len(k) + len(v) for k, v in env)
+
+
+def check_task_text(
+    command: str | None, args: tuple[str, ...], env: tuple[tuple[str, str], ...], path: str
+) -> None:
+    """The command, args and env together within MAX_TASK_TEXT characters."""
+    total = task_text_size(command, args, env)
+    if total > MAX_TASK_TEXT:
+        raise SpecError(
+            path,
+            f"command, args and env must be at most {MAX_TASK_TEXT} characters together"
+            f" ({MAX_TASK_TEXT // 1024} KiB), got {total}: put larger inputs in a file on a drive",
+        )
 
 
 def _env(value: object, path: str) -> tuple[tuple[str, str], ...]:

@@ -196,7 +196,7 @@ GENERATED: dict[str, tuple[Callable[[], bytes], tuple[str, str], tuple[str, str]
     ),
     "args-2mb.json": (
         lambda: _with_task(args=["x" * 100_000] * 21),
-        (SPEC, f"{TASK}.args: must be at most 1048576 characters in all"),
+        (SPEC, f"{TASK}: command, args and env must be at most 65536 characters together"),
         None,
     ),
     "env-2000.json": (

@@ -368,7 +368,7 @@ BAD: list[tuple[str, object, str]] = [
     (f"{TASK}.command", ["bash", *["x"] * 1025], f"{TASK}.command"),
     (f"{TASK}.args", ["x"] * 1025, f"{TASK}.args"),
     (f"{TASK}.args", ["x" * (128 * 1024 + 1)], f"{TASK}.args[0]"),
-    (f"{TASK}.args", ["x" * 100_000] * 11, f"{TASK}.args"),
+    (f"{TASK}.args", ["x" * 100_000] * 11, TASK),
     (f"{TASK}.env", ["A=1"], f"{TASK}.env"),
     (f"{TASK}.env", {"1BAD": "x"}, f"{TASK}.env"),
     (f"{TASK}.env", {"BAD-KEY": "x"}, f"{TASK}.env"),
@@ -462,6 +462,32 @@ def test_messages(path: str, value: object, message: str) -> None:
 def test_command_list_and_args_count_together() -> None:
     error = error_of(minimal(command=["bash", *["x"] * 600], args=["y"] * 500))
     assert error.field == f"{TASK}.args"
+    assert_one_line(error)
+
+
+LIMIT_MESSAGE = f"{TASK}: command, args and env must be at most 65536 characters together (64 KiB)"
+
+
+def test_command_args_and_env_together_fit_in_64_kib() -> None:
+    env = {"K": "v" * 4000}  # 4001 characters with its name
+    args = ["a" * 30_000, "b" * (65536 - 4001 - 30_000 - 4)]
+    assert parse_spec(minimal(command="bash", args=args, env=env)).task.args == tuple(args)
+    error = error_of(minimal(command="bash", args=[*args, "c"], env=env))
+    assert str(error) == f"{LIMIT_MESSAGE}, got 65537: put larger inputs in a file on a drive"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"args": ["x" * 40_000, "y" * 30_000]},  # each argument fits, not all together
+        {"env": {f"V{i}": "x" * 4000 for i in range(17)}},  # each value fits, not all
+        {"command": ["bash", "-c", "x" * 66_000]},  # the command's own arguments count
+    ],
+    ids=["args", "env", "command-list"],
+)
+def test_the_64_kib_bound_counts_command_args_and_env(task: dict[str, Any]) -> None:
+    error = error_of(minimal(**task))
+    assert (error.field, str(error).startswith(LIMIT_MESSAGE)) == (TASK, True)
     assert_one_line(error)
 
 
