@@ -32,6 +32,9 @@ from runner.store import DiskFull, RunRow
 from runner.views import event_object, event_visible, iso, run_object, worker_object
 
 log = logging.getLogger("astraeus.api")
+# A run spec's command, args and env are at most 64 KiB (runner/spec.py), a sweep's
+# values at most 1 MiB (runner/groups.py): 4 MiB holds either with JSON's quoting, and
+# the template is stored once (runner/templates.py), so no body costs more than itself.
 MAX_BODY = 4 * 1024 * 1024
 JSON_TYPES = ("application/json",)
 TOML_TYPES = ("application/toml", "text/x-toml")

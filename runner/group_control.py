@@ -28,6 +28,7 @@ from runner.service import Service, ServiceError, caller_for
 from runner.service_groups import template_for
 from runner.store import ACTIVE_STATES, FINISHED_STATES, NameInUse, RunRow, Store
 from runner.store_groups import GroupRow
+from runner.templates import run_part
 
 log = logging.getLogger("astraeus.groups")
 
@@ -70,7 +71,10 @@ class GroupControl:
             workspace = self.service._check_spec(spec, owner)
         except ServiceError as e:
             return None, str(e)
-        return self.service.new_row(spec, workspace, owner, time.time(), group.name), None
+        stored = None
+        if group.template is not None:  # else made before templates were stored once
+            stored = (group.template, self.store.template_doc(group.template), run_part(name))
+        return self.service.new_row(spec, workspace, owner, time.time(), group.name, stored), None
 
     # ------------------------------------------------------------ schedules
 

@@ -22,7 +22,7 @@ import itertools
 import math
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -48,6 +48,7 @@ from runner.spec import (
     show_value,
     spec_to_dict,
 )
+from runner.templates import Params, run_document, run_part
 
 KINDS = ("sweep", "replicas", "schedule")
 POLICIES = ("skip", "queue", "replace")
@@ -60,7 +61,6 @@ MAX_BACKOFF = 60.0
 SCHEDULE_SUFFIX = "-%Y%m%d-%H%M%S"  # a schedule's run: its name, then the firing time
 
 _KEYS = ("kind", "name", "template", "grid", "list", "replicas", "cron", "policy")
-Params = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,26 +247,19 @@ def _param_value(value: object, path: str) -> str:
 def sweep_runs(group: GroupSpec) -> list[RunSpec]:
     """The sweep's runs, in index order, each checked like a submitted run."""
     runs = []
-    for index, params in enumerate(group.points):
-        task = group.template.task
-        extra = (*params, ("ASTRAEUS_SWEEP_INDEX", str(index)), ("SLURM_ARRAY_TASK_ID", str(index)))
-        keys = {k for k, _ in extra}
-        env = tuple((k, v) for k, v in task.env if k not in keys) + extra
-        args = tuple(_substitute(a, params) for a in task.args)
-        spec = replace(
-            group.template, name=f"{group.name}-{index}", task=replace(task, env=env, args=args)
-        )
+    template = spec_to_dict(group.template)
+    for index in range(len(group.points)):
+        part = sweep_part(group, index)
         try:
-            runs.append(parse_spec(spec_to_dict(spec)))
+            runs.append(parse_spec(run_document(template, part)))
         except SpecError as e:
-            raise SpecError(f"run {index} ({spec.name}): {e.field}", e.reason) from None
+            raise SpecError(f"run {index} ({part['name']}): {e.field}", e.reason) from None
     return runs
 
 
-def _substitute(arg: str, params: Params) -> str:
-    for key, value in params:
-        arg = arg.replace("{" + key + "}", value)
-    return arg
+def sweep_part(group: GroupSpec, index: int) -> dict[str, object]:
+    """What the sweep's run ``index`` keeps of its own (runner/templates.py)."""
+    return run_part(f"{group.name}-{index}", index, group.points[index])
 
 
 # ------------------------------------------------------- replicas and schedules

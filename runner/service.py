@@ -15,6 +15,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runner.config import Config
 from runner.model import Reason, RunSpec, Viewer
@@ -30,6 +31,7 @@ from runner.store import (
 )
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
+Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
 
 
 class ServiceError(Exception):
@@ -188,13 +190,18 @@ class Service:
                 )  # fmt: skip
 
     def new_row(
-        self, spec: RunSpec, workspace: str, owner: Caller, now: float, grp: str | None = None
-    ) -> RunRow:
-        """The row of a newly acknowledged run (written by the caller)."""
+        self, spec: RunSpec, workspace: str, owner: Caller, now: float, grp: str | None = None,
+        template: Template | None = None,
+    ) -> RunRow:  # fmt: skip
+        """The row of a newly acknowledged run (written by the caller). A group's run
+        made from its stored ``template`` (id, document, this run's part) keeps its part."""
+        tid, doc, part = template if template is not None else (None, None, None)
+        text = json.dumps(part if part is not None else spec_to_dict(spec))
         return RunRow(
-            spec.name, workspace, owner.user, owner.uid, owner.gid, json.dumps(spec_to_dict(spec)),
+            spec.name, workspace, owner.user, owner.uid, owner.gid, text,
             spec.priority, "Queued", Reason("Waiting for the scheduler"), now,
-            None, None, None, 0, 0, 0, None, None, False, grp, run_uid=new_run_uid(now),
+            None, None, None, 0, 0, 0, None, None, False, grp,
+            template=tid, template_doc=doc, run_uid=new_run_uid(now),
         )  # fmt: skip
 
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:

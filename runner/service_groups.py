@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from typing import Any
 
 from runner.groups import (
     MAX_REPLICAS,
@@ -19,13 +20,15 @@ from runner.groups import (
     next_fire,
     parse_group,
     replica_name,
+    sweep_part,
     sweep_runs,
 )
 from runner.model import Reason, RunRef, RunSpec
 from runner.service import Caller, Service, ServiceError
-from runner.spec import SpecError
+from runner.spec import SpecError, spec_to_dict
 from runner.store import NameInUse, Store
 from runner.store_groups import GroupRow
+from runner.templates import run_part
 
 SWEEP_SPACING = 1e-6  # seconds between a sweep's runs' submit times: they queue in index order
 
@@ -78,12 +81,12 @@ class GroupService:
             json.dumps(group_to_dict(group)), now, group.replicas, False,
             next_fire(group.cron, now) if group.kind == "schedule" else None,
         )  # fmt: skip
-        runs = [
-            self.service.new_row(spec, workspace, caller, now + i * SWEEP_SPACING, group.name)
-            for i, spec in enumerate(self._first_runs(group))
-        ]
+        doc = spec_to_dict(group.template)
+        first = self._first_runs(group)
         try:
             with self.store.transaction() as tx:
+                template = self.store.insert_template(tx, doc)
+                row = replace(row, template=template)
                 if not self.store.insert_group_in(tx, row):
                     raise ServiceError(409, "NAME_IN_USE", f"a group named {group.name} exists")
                 text = f"{group.kind.capitalize()} created by {caller.user}"
@@ -92,7 +95,11 @@ class GroupService:
                 )
                 made = Reason.of(f"Submitted by {caller.user} ({group.kind} {{0}})",
                                  RunRef(group.name, workspace))  # fmt: skip
-                for run in runs:
+                for i, (spec, part) in enumerate(first):
+                    stored = (template, doc, part)
+                    run = self.service.new_row(
+                        spec, workspace, caller, now + i * SWEEP_SPACING, group.name, stored
+                    )
                     self.store.insert_run_in(tx, run, made)
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {e} exists") from e
@@ -100,14 +107,14 @@ class GroupService:
         return row
 
     @staticmethod
-    def _first_runs(group: GroupSpec) -> list[RunSpec]:
+    def _first_runs(group: GroupSpec) -> list[tuple[RunSpec, dict[str, Any]]]:
+        """The runs a group makes at once, each with the part it keeps of its own."""
         if group.kind == "sweep":
-            return sweep_runs(group)
+            specs = sweep_runs(group)
+            return [(spec, sweep_part(group, i)) for i, spec in enumerate(specs)]
         if group.kind == "replicas":
-            return [
-                template_for(group.template, replica_name(group.name, i))
-                for i in range(group.replicas)
-            ]
+            names = [replica_name(group.name, i) for i in range(group.replicas)]
+            return [(template_for(group.template, n), run_part(n)) for n in names]
         return []
 
     # ------------------------------------------------------------ changing

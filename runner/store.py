@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.model import Reason, RunRef
 from runner.store_forget import ForgetTables
 from runner.store_groups import GroupTables
+from runner.templates import run_document
 
 SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
 
@@ -152,6 +153,17 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE workers ADD COLUMN stop_deadline_mono REAL;
     ALTER TABLE workers ADD COLUMN boot_id TEXT;
     """,
+    # 6: a group's run template stored once; its runs keep only their own part
+    # (runner/templates.py). AUTOINCREMENT: an id is never used twice (it is cached).
+    """
+    CREATE TABLE templates (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        spec TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN template INTEGER REFERENCES templates(id);
+    CREATE INDEX runs_template ON runs(template);
+    ALTER TABLE groups ADD COLUMN template INTEGER REFERENCES templates(id);
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -210,10 +222,14 @@ class RunRow:
     streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
     deps_met: bool = False  # every run of spec.after has succeeded (checked no more)
     run_uid: str = ""  # immutable, unique, from the submit: names the run's files on disk
+    # a group's run: spec_text is only its part, the rest is this template's (templates.py)
+    template: int | None = None
+    template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def spec(self) -> dict[str, Any]:
+        """The run's whole spec document."""
         value: dict[str, Any] = json.loads(self.spec_text)
-        return value
+        return value if self.template_doc is None else run_document(self.template_doc, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,14 +296,14 @@ def reason_json(reason: Reason | None) -> str | None:
     return None if reason is None else json.dumps(reason.to_json())
 
 
-def _run(row: sqlite3.Row) -> RunRow:
+def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
     return RunRow(
         row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
         row["spec"], row["priority"], row["state"], _reason(row["reason"]),
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
-        bool(row["deps_met"]), row["run_uid"] or "",
+        bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
     )  # fmt: skip
 
 
@@ -313,6 +329,7 @@ class Store(GroupTables, ForgetTables):
         # One writer at a time in this process: threads queue here at once,
         # instead of in SQLite's busy handler, which sleeps between retries.
         self._writer = threading.Lock()
+        self._templates = {}
         self._check_and_migrate()
 
     # ----------------------------------------------------------- plumbing
@@ -415,6 +432,10 @@ class Store(GroupTables, ForgetTables):
 
     # --------------------------------------------------------------- runs
 
+    def _run_row(self, row: sqlite3.Row) -> RunRow:
+        template = row["template"]
+        return _run(row, None if template is None else self.template_doc(template))
+
     def insert_run(self, run: RunRow) -> None:
         """Acknowledge a submit: committed when this returns. NameInUse on a clash."""
         with self.transaction() as tx:
@@ -425,12 +446,14 @@ class Store(GroupTables, ForgetTables):
         try:
             tx.execute(
                 "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
-                " reason, submitted_at, grp, run_uid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " reason, submitted_at, grp, run_uid, template)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run.name, run.workspace, run.owner, run.uid, run.gid,
                     run.spec_text, run.priority, run.state,
                     reason_json(run.reason), run.submitted_at, run.grp,
                     run.run_uid or new_run_uid(run.submitted_at),
+                    run.template,
                 ),
             )  # fmt: skip
         except sqlite3.IntegrityError as e:
@@ -440,13 +463,15 @@ class Store(GroupTables, ForgetTables):
 
     def get_run(self, name: str) -> RunRow | None:
         row = self._connect().execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
-        return None if row is None else _run(row)
+        return None if row is None else self._run_row(row)
 
     def runs(self, *, active_only: bool = False) -> list[RunRow]:
         sql = "SELECT * FROM runs"
         if active_only:
             sql += f" WHERE state IN {ACTIVE_STATES}"
-        return [_run(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")]
+        return [
+            self._run_row(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")
+        ]
 
     def runs_to_settle(self) -> list[RunRow]:
         """Runs with workers, or a stop asked for: the only ones whose state may move."""
@@ -454,7 +479,7 @@ class Store(GroupTables, ForgetTables):
             "SELECT * FROM runs WHERE state IN ('Starting', 'Running', 'Stopping')"
             " OR (state = 'Queued' AND stop_request IS NOT NULL)"
         )
-        return [_run(r) for r in self._connect().execute(sql)]
+        return [self._run_row(r) for r in self._connect().execute(sql)]
 
     def update_run(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
         for key in ("reason",):
@@ -469,12 +494,15 @@ class Store(GroupTables, ForgetTables):
         """Forget a run: its row, workers and events; its files are noted for the loop to
         remove (see runner/store_forget.py). Its usage stays."""
         self.note_forgotten(tx, name)
+        row = tx.execute("SELECT template FROM runs WHERE name = ?", (name,)).fetchone()
         tx.execute("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
         tx.execute("DELETE FROM runs WHERE name = ?", (name,))
+        if row is not None and row[0] is not None:
+            self.drop_template_if_unused(tx, row[0])
 
     def runs_of_group(self, grp: str) -> list[RunRow]:
         sql = "SELECT * FROM runs WHERE grp = ? ORDER BY submitted_at, name"
-        return [_run(r) for r in self._connect().execute(sql, (grp,))]
+        return [self._run_row(r) for r in self._connect().execute(sql, (grp,))]
 
     def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each named run's (state, workspace); runs that do not exist are left out."""

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-TABLES = ("runs", "workers", "events", "usage")
+TABLES = ("runs", "workers", "events", "usage", "groups", "templates")
 
 
 def db_state(home: Path) -> dict[str, list[tuple[Any, ...]]]:
