@@ -51,6 +51,8 @@ DEFAULT_RETENTION = 14 * 86_400.0  # seconds a finished run is kept before it is
 MAX_RETENTION = 3650 * 86_400.0
 _RETENTION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
+DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
+MAX_MAX_SUBMIT = 1_000_000
 
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
@@ -60,6 +62,7 @@ _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of d
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
+    "max_submit_per_user",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = ("socket_group",)
@@ -102,6 +105,9 @@ class MachineConfig:
     # seconds after which a finished run is forgotten (its files removed, its usage kept);
     # None: kept until deleted. Config: finished_retention = "14d" | "12h" | "90s" | "off"
     finished_retention: float | None = DEFAULT_RETENTION
+    # runs one user (admins too) may have not yet finished: Queued, Starting, Running
+    # or Stopping, like Slurm's MaxSubmitJobs; a submit past it is refused
+    max_submit_per_user: int = DEFAULT_MAX_SUBMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +343,13 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         finished_retention=_retention(
             table.get("finished_retention", "14d"), "machine.finished_retention"
         ),
+        max_submit_per_user=_max_submit(table),
     )
+
+
+def _max_submit(table: _Table) -> int:
+    value = table.get("max_submit_per_user", DEFAULT_MAX_SUBMIT)
+    return _whole(value, "machine.max_submit_per_user", 1, MAX_MAX_SUBMIT)
 
 
 def _quota(value: object, path: str) -> Quota | None:

@@ -173,6 +173,11 @@ DEFAULT_CONFIG_TEXT = """\
 #                       it is forgotten as by `astra delete`: its name is free,
 #                       its logs are removed, its usage stays in the accounting.
 #                       "off" keeps finished runs until they are deleted
+#   max_submit_per_user runs one user may have queued or running at once
+#                       (Queued, Starting, Running, Stopping), admins too,
+#                       like Slurm's MaxSubmitJobs; default 1000. A submit,
+#                       sweep or schedule firing past it is refused
+#                       (429 TOO_MANY_RUNS)
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too
@@ -200,6 +205,7 @@ cpu_cores = "auto"
 memory = "auto"
 stop_grace_seconds = 30
 finished_retention = "14d"
+max_submit_per_user = 1000
 
 [admins]
 users = ["root"]

@@ -42,6 +42,7 @@ class GroupControl:
         self.service = service
         self._specs: dict[str, tuple[str, GroupSpec]] = {}
         self._refused: dict[tuple[str, str], Reason] = {}  # (group, replica) -> last refusal
+        self._last_cause: dict[str, str | None] = {}  # schedule -> why its last firing made none
 
     @property
     def store(self) -> Store:
@@ -76,31 +77,31 @@ class GroupControl:
             stored = (group.template, self.store.template_doc(group.template), run_part(name))
         return self.service.new_row(spec, workspace, owner, time.time(), group.name, stored), None
 
+    def _room(self, tx: sqlite3.Connection, group: GroupRow) -> str | None:
+        """Why the owner may not have one more unfinished run now (max_submit_per_user)."""
+        owner = caller_for(group.uid, group.gid, self.service.config)
+        try:
+            self.service.check_room(tx, owner, 1, "the group")
+        except ServiceError as e:
+            return str(e)
+        return None
+
     # ------------------------------------------------------------ schedules
 
     def _fire(self, group: GroupRow, now: float) -> None:
+        """One firing, written whole: the run (or why not), its event, the next time.
+
+        A firing skipped or refused for the same cause as the one before it writes no
+        event: a per-second schedule behind a long run adds one event, not one a second.
+        """
         spec = self._spec(group)
-        fired = group.next_at or now
-        name = schedule_run_name(group.name, fired)
+        name = schedule_run_name(group.name, group.next_at or now)
         ref, ws = RunRef(name, group.workspace), group.workspace
         previous = [
             r for r in self.store.runs_of_group(group.name)
             if r.state in ACTIVE_STATES and r.stop_request != "delete"
         ]  # fmt: skip
         row, refusal = self._checked(group, name)
-        if row is None:
-            kind, text = "Refused", Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref)
-        elif previous and spec.policy == "skip":
-            row = None
-            last = previous[-1]
-            text = Reason.of(f"Skipped {{0}}: {{1}} is still {last.state}", ref,
-                             RunRef(last.name, last.workspace))  # fmt: skip
-            kind = "Skipped"
-        else:
-            kind, text = "Fired", Reason.of("Submitted {0}", ref)
-            if previous and spec.policy == "replace":
-                olds = tuple(RunRef(r.name, r.workspace) for r in previous)
-                text = Reason.of("Submitted {0} in place of {1}", ref, olds)
         try:
             with self.store.transaction() as tx:
                 if not _still_there(tx, group):
@@ -108,16 +109,18 @@ class GroupControl:
                 self.store.update_group(
                     tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
                 )
+                if previous and spec.policy == "skip":
+                    row = None
+                elif row is not None:
+                    refusal = self._room(tx, group)
+                    row = row if refusal is None else None
+                kind, text, cause = _firing(spec, ref, row, refusal, previous)
                 if row is not None:
-                    by_schedule = RunRef(group.name, ws)
-                    if spec.policy == "replace":
-                        for r in previous:
-                            by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
-                            self.service.delete_in(tx, r.name, r.workspace, by)
-                    made = Reason.of("Submitted by schedule {0}", by_schedule)
-                    self.store.insert_run_in(tx, row, made)
-                self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+                    self._submit_fired(tx, group, spec, row, previous)
+                if cause is None or self._last_cause.get(group.name) != cause:
+                    self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
         except NameInUse:
+            kind, cause = "Refused", "name in use"
             with self.store.transaction() as tx:
                 self.store.update_group(
                     tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
@@ -125,7 +128,20 @@ class GroupControl:
                 text = Reason.of(
                     "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
                 )
-                self.store.add_event(tx, group.name, ws, "Refused", text, now, group.name)
+                self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+        self._last_cause[group.name] = cause
+
+    def _submit_fired(
+        self, tx: sqlite3.Connection, group: GroupRow, spec: GroupSpec, row: RunRow,
+        previous: list[RunRow],
+    ) -> None:  # fmt: skip
+        ref, by_schedule = RunRef(row.name, group.workspace), RunRef(group.name, group.workspace)
+        if spec.policy == "replace":
+            for r in previous:
+                by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
+                self.service.delete_in(tx, r.name, r.workspace, by)
+        made = Reason.of("Submitted by schedule {0}", by_schedule)
+        self.store.insert_run_in(tx, row, made)
 
     # ------------------------------------------------------------- replicas
 
@@ -174,14 +190,20 @@ class GroupControl:
             with self.store.transaction() as tx:
                 if not _still_there(tx, group):
                     return False
-                made = Reason.of(
-                    "Submitted by replica group {0}", RunRef(group.name, group.workspace)
-                )
-                self.store.insert_run_in(tx, row, made)
+                refusal = self._room(tx, group)
+                if refusal is None:
+                    made = Reason.of(
+                        "Submitted by replica group {0}", RunRef(group.name, group.workspace)
+                    )
+                    self.store.insert_run_in(tx, row, made)
         except NameInUse:
             text = Reason.of(
                 "Replica {0} not started: a run named {0} exists outside the group", ref
             )
+            self._refuse(group, name, text, now)
+            return False
+        if refusal is not None:
+            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
             self._refuse(group, name, text, now)
             return False
         self._refused.pop((group.name, name), None)
@@ -199,24 +221,54 @@ class GroupControl:
             text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
             self._refuse(group, run.name, text, now)
             return False
-        self._refused.pop((group.name, run.name), None)
-        why = run.reason if run.reason is not None else Reason(run.state)
-        text = Reason(f"Replica restarted: it ended ({run.state}:").then(why)
-        text = Reason(text.template + ")", text.refs)
-        if streak:
-            wait = f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
-            text = Reason(text.template + wait, text.refs)
+        text = _restarted(run, streak)
         with self.store.transaction() as tx:
             if not _still_there(tx, group):
                 return False
-            self.store.update_run(
-                tx, run.name, state="Queued", reason=Reason("Waiting for the scheduler"),
-                started_at=None, finished_at=None, exit_code=None, restarts=0,
-                stop_request=None, preempted_by=None, quota_noted=0, streak=streak,
-                priority=fresh.priority,  # the template's, checked against the cap just now
-            )  # fmt: skip
-            self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+            refusal = self._room(tx, group)
+            if refusal is None:
+                self.store.update_run(
+                    tx, run.name, state="Queued", reason=Reason("Waiting for the scheduler"),
+                    started_at=None, finished_at=None, exit_code=None, restarts=0,
+                    stop_request=None, preempted_by=None, quota_noted=0, streak=streak,
+                    priority=fresh.priority,  # the template's, checked against the cap now
+                )  # fmt: skip
+                self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+        if refusal is not None:
+            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            self._refuse(group, run.name, text, now)
+            return False
+        self._refused.pop((group.name, run.name), None)
         return True
+
+
+def _restarted(run: RunRow, streak: int) -> Reason:
+    """The event of a replica queued again after it ended."""
+    why = run.reason if run.reason is not None else Reason(run.state)
+    text = Reason(f"Replica restarted: it ended ({run.state}:").then(why)
+    text = Reason(text.template + ")", text.refs)
+    if streak:
+        wait = f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
+        text = Reason(text.template + wait, text.refs)
+    return text
+
+
+def _firing(
+    spec: GroupSpec, ref: RunRef, row: RunRow | None, refusal: str | None,
+    previous: list[RunRow],
+) -> tuple[str, Reason, str | None]:  # fmt: skip
+    """A firing's event kind and text, and its cause when it made no run (else None)."""
+    if row is None and refusal is not None:
+        return "Refused", Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref), refusal
+    if previous and spec.policy == "skip":
+        last = previous[-1]
+        text = Reason.of(f"Skipped {{0}}: {{1}} is still {last.state}", ref,
+                         RunRef(last.name, last.workspace))  # fmt: skip
+        return "Skipped", text, f"skipped for {last.name} {last.state}"
+    if previous and spec.policy == "replace":
+        olds = tuple(RunRef(r.name, r.workspace) for r in previous)
+        return "Fired", Reason.of("Submitted {0} in place of {1}", ref, olds), None
+    return "Fired", Reason.of("Submitted {0}", ref), None
 
 
 def _still_there(tx: sqlite3.Connection, group: GroupRow) -> bool:

@@ -204,6 +204,20 @@ class Service:
             template=tid, template_doc=doc, run_uid=new_run_uid(now),
         )  # fmt: skip
 
+    def check_room(self, tx: sqlite3.Connection, owner: Caller, adding: int, what: str) -> None:
+        """``owner`` may have ``adding`` more unfinished runs (max_submit_per_user, admins
+        too): 429 TOO_MANY_RUNS otherwise. Within the transaction that writes them."""
+        limit = self.config.machine.max_submit_per_user
+        have = self.store.unfinished_runs_of(tx, owner.uid)
+        if have + adding > limit:
+            message = (
+                f"user {owner.user} has {have} runs queued or running and may have at most"
+                f" {limit} (max_submit_per_user)"
+            )
+            if adding > 1:
+                message += f": {what}'s {adding} runs would make {have + adding}"
+            raise ServiceError(429, "TOO_MANY_RUNS", message)
+
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
         """Validate and acknowledge a run: committed when this returns."""
         spec, workspace = self.check(document, caller)
@@ -215,7 +229,9 @@ class Service:
     def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
         row = self.new_row(spec, workspace, caller, time.time() if now is None else now)
         try:
-            self.store.insert_run(row)
+            with self.store.transaction() as tx:
+                self.check_room(tx, caller, 1, "the run")
+                self.store.insert_run_in(tx, row, f"Submitted by {row.owner}")
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists") from e
         self.poke()

@@ -85,6 +85,9 @@ class GroupService:
         first = self._first_runs(group)
         try:
             with self.store.transaction() as tx:
+                if first:
+                    what = "the sweep" if group.kind == "sweep" else "the replica group"
+                    self.service.check_room(tx, caller, len(first), what)
                 template = self.store.insert_template(tx, doc)
                 row = replace(row, template=template)
                 if not self.store.insert_group_in(tx, row):

@@ -500,6 +500,12 @@ class Store(GroupTables, ForgetTables):
         if row is not None and row[0] is not None:
             self.drop_template_if_unused(tx, row[0])
 
+    def unfinished_runs_of(self, tx: sqlite3.Connection, uid: int) -> int:
+        """How many runs of ``uid`` are not finished (Queued, Starting, Running, Stopping)."""
+        sql = f"SELECT COUNT(*) FROM runs WHERE uid = ? AND state IN {ACTIVE_STATES}"
+        count: int = tx.execute(sql, (uid,)).fetchone()[0]
+        return count
+
     def runs_of_group(self, grp: str) -> list[RunRow]:
         sql = "SELECT * FROM runs WHERE grp = ? ORDER BY submitted_at, name"
         return [self._run_row(r) for r in self._connect().execute(sql, (grp,))]

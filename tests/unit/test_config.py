@@ -57,7 +57,7 @@ def error_of(text: str, **env: str) -> str:
 
 def test_the_design_example(tmp_path: Path) -> None:
     config = parse(DESIGN_EXAMPLE.replace("{drive}", str(tmp_path)))
-    assert config.machine == MachineConfig("auto", None, None, None, 30.0)
+    assert config.machine == MachineConfig("auto", None, None, None, 30.0, max_submit_per_user=1000)
     assert config.admins == frozenset({"root"})
     assert (config.admin_group, config.socket_group, config.path) == (None, None, None)
     quota = Quota(gpus=8, cpu_milli=64_000, memory=512 * GIB, workers=4)
@@ -141,7 +141,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "[machine]\ngpu = 1",
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
-        " finished_retention)",
+        " finished_retention, max_submit_per_user)",
     ),
     ("[admins]\nuser = []", "admins.user", "unknown key (expected one of: users, group)"),
     ("[api]\nsocket = 'x'", "api.socket", "unknown key (expected one of: socket_group)"),
@@ -205,6 +205,16 @@ ERRORS: list[tuple[str, str, str]] = [
         '[machine]\nstop_grace_seconds = "30"',
         "machine.stop_grace_seconds",
         "must be a number of seconds between 0 and 86400, got '30'",
+    ),
+    (
+        "[machine]\nmax_submit_per_user = 0",
+        "machine.max_submit_per_user",
+        "must be a whole number between 1 and 1000000, got 0",
+    ),
+    (
+        '[machine]\nmax_submit_per_user = "many"',
+        "machine.max_submit_per_user",
+        "must be a whole number between 1 and 1000000, got 'many'",
     ),
     (
         WS + "quota = { gpus = -1 }",
@@ -323,6 +333,11 @@ def test_stop_grace_env_overrides_the_config(monkeypatch: pytest.MonkeyPatch) ->
     assert parse_config(text).machine.stop_grace_seconds == 7.0  # os.environ by default
 
 
+def test_max_submit_per_user_defaults_to_1000_and_is_read() -> None:
+    assert parse("").machine.max_submit_per_user == 1000
+    assert parse("[machine]\nmax_submit_per_user = 5").machine.max_submit_per_user == 5
+
+
 @pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan", "1e9"])
 def test_a_bad_stop_grace_env_names_the_variable(value: str) -> None:
     message = error_of("", ASTRAEUS_STOP_GRACE=value)
@@ -384,7 +399,7 @@ def test_load_config_records_the_path_and_reports_unreadable_files(tmp_path: Pat
 def test_the_shipped_default_is_the_embedded_text_and_parses() -> None:
     assert SHIPPED.read_text(encoding="utf-8") == DEFAULT_CONFIG_TEXT
     config = parse(DEFAULT_CONFIG_TEXT)
-    assert config.machine == MachineConfig("auto", None, None, None, 30.0)
+    assert config.machine == MachineConfig("auto", None, None, None, 30.0, max_submit_per_user=1000)
     assert config.admins == {"root"}
     assert config.workspaces == {"default": Workspace("default", None, 1.0, 0, ("*",))}
     assert config.drives == {}
