@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from runner.estimates import Estimate
+from runner.executors.logcap import read_cut
 from runner.service import Caller
 from runner.store import FINISHED_STATES, RunRow, WorkerRow, is_run_uid
 from runner.views import event_object, event_visible, run_id, run_object
@@ -198,7 +199,19 @@ LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in m
 
 
 def _tail_start(paths: list[Path], lines: int) -> dict[Path, int]:
-    """Offsets from which the files, read in order, hold their last ``lines`` lines."""
+    """Positions (see :func:`_read_new`) from which the files, read in order, hold their
+    last ``lines`` lines."""
+    return {path: _position(path, at) for path, at in _tail_offsets(paths, lines).items()}
+
+
+def _position(path: Path, offset: int) -> int:
+    """The position in everything the worker wrote of byte ``offset`` of the file."""
+    with path.open("rb") as f:
+        cut, header = read_cut(f)
+    return 0 if offset < header else cut + offset - header
+
+
+def _tail_offsets(paths: list[Path], lines: int) -> dict[Path, int]:
     offsets = {p: p.stat().st_size for p in paths}
     wanted = lines + 1  # the newline before the first line shown
     for path in reversed(paths):
@@ -221,13 +234,20 @@ def _tail_start(paths: list[Path], lines: int) -> dict[Path, int]:
     return offsets
 
 
-def _read_new(paths: list[Path], offsets: dict[Path, int]) -> bytes:
-    """At most LOG_CHUNK new bytes, oldest file first."""
+def _read_new(paths: list[Path], positions: dict[Path, int]) -> bytes:
+    """At most LOG_CHUNK new bytes, oldest file first.
+
+    ``positions`` count every byte the worker wrote, also those a ``log_limit`` cut
+    since (runner.executors.logcap): so a follower goes on where it was across a cut,
+    and one that fell behind the cut gets the file from its cut line on.
+    """
     for path in paths:
         with path.open("rb") as f:
-            f.seek(offsets.get(path, 0))
+            cut, header = read_cut(f)
+            seen = positions.get(path, 0)
+            f.seek(header + seen - cut if seen >= cut and seen > 0 else 0)
             data = f.read(LOG_CHUNK)
-            offsets[path] = f.tell()
+            positions[path] = cut + max(0, f.tell() - header)
         if data:
             return data
     return b""

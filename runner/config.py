@@ -53,6 +53,9 @@ _RETENTION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
 MAX_MAX_SUBMIT = 1_000_000
+DEFAULT_LOG_LIMIT = 64 << 20  # bytes per worker's log; the newest part is kept
+DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the state database
+MIN_LOG_LIMIT = 1 << 20
 
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
@@ -62,7 +65,7 @@ _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of d
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
-    "max_submit_per_user",
+    "max_submit_per_user", "log_limit", "log_reserve",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = ("socket_group",)
@@ -108,6 +111,8 @@ class MachineConfig:
     # runs one user (admins too) may have not yet finished: Queued, Starting, Running
     # or Stopping, like Slurm's MaxSubmitJobs; a submit past it is refused
     max_submit_per_user: int = DEFAULT_MAX_SUBMIT
+    log_limit: int = DEFAULT_LOG_LIMIT  # 0: no limit
+    log_reserve: int = DEFAULT_LOG_RESERVE  # 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +321,13 @@ def _memory_total(value: object, path: str) -> int:
     return total
 
 
+def _log_limit(value: object, path: str) -> int:
+    limit = _size(value, path)
+    if 0 < limit < MIN_LOG_LIMIT:
+        raise _Invalid(path, f'must be 0 (no limit) or at least "1MiB", got {_show(value)}')
+    return limit
+
+
 # ------------------------------------------------------------------ sections
 
 
@@ -344,6 +356,8 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
             table.get("finished_retention", "14d"), "machine.finished_retention"
         ),
         max_submit_per_user=_max_submit(table),
+        log_limit=_log_limit(table.get("log_limit", DEFAULT_LOG_LIMIT), "machine.log_limit"),
+        log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
     )
 
 

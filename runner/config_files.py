@@ -178,6 +178,10 @@ DEFAULT_CONFIG_TEXT = """\
 #                       like Slurm's MaxSubmitJobs; default 1000. A submit,
 #                       sweep or schedule firing past it is refused
 #                       (429 TOO_MANY_RUNS)
+#   log_limit           the most one worker's log keeps (default "64MiB"): past
+#                       it the oldest output is cut, and the log says so; 0: none
+#   log_reserve         free space kept on the logs' disk (default "256MiB"):
+#                       below it output is dropped, and the log says so; 0: none
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too

@@ -159,6 +159,8 @@ class Daemon:
             executor_remaps_gpus=remaps,
             instance=instance_id(home),
             finished_retention=self.config.machine.finished_retention,
+            log_limit=self.config.machine.log_limit,
+            log_reserve=self.config.machine.log_reserve,
         )
         self.front: SlurmFront | None = None
         self.loop: Loop

@@ -44,6 +44,8 @@ class LoopSettings:
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
     instance: str = ""  # names this daemon's workers apart from another daemon's
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
+    log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
+    log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
 
 
 @dataclass

@@ -215,6 +215,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
                 instance=ctx.settings.instance, run_uid=run.run_uid,
+                log_limit=ctx.settings.log_limit, log_reserve=ctx.settings.log_reserve,
             )  # fmt: skip
             handle = ctx.executor.start(launch)
         except ExecutorError as e:

@@ -47,6 +47,8 @@ class WorkerLaunch:
     uid: int = 0
     gid: int = 0
     log_path: Path = Path("/dev/null")
+    log_limit: int = 0  # bytes a worker's log may hold (the newest kept); 0: no limit
+    log_reserve: int = 0  # bytes kept free on the log's disk: output beyond is dropped
     instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
     run_uid: str = ""  # the run's immutable id: the loop always gives it
 

@@ -15,7 +15,9 @@ written, so a restarted daemon that adopts the container resumes with
 :meth:`DockerExecutor.follow_logs`: it asks Docker for the lines since that
 mtime and skips any at or before it. Nothing is lost or repeated, except
 output written in the instant between a write and the mtime update when the
-daemon dies there. The log path is also kept in the ``io.astraeus.log`` label.
+daemon dies there. The log path is also kept in the ``io.astraeus.log`` label, and its
+bounds (``log_limit``, ``log_reserve``: :mod:`runner.executors.logcap`) in
+``io.astraeus.log-limit`` and ``io.astraeus.log-reserve``.
 A container is named by its run's id (``io.astraeus.run-uid``), not by the run's name.
 
 The engine may stop and start under the daemon (an upgrade, ``systemctl restart
@@ -58,6 +60,7 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
+from runner.executors.logcap import CappedLog
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,8 @@ LABEL_WORKER = f"{LABEL_PREFIX}.worker"
 LABEL_SCHEMA = f"{LABEL_PREFIX}.schema"
 LABEL_LOG = f"{LABEL_PREFIX}.log"
 LABEL_INSTANCE = f"{LABEL_PREFIX}.instance"
+LABEL_LOG_LIMIT = f"{LABEL_PREFIX}.log-limit"
+LABEL_LOG_RESERVE = f"{LABEL_PREFIX}.log-reserve"
 
 DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
 CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
@@ -152,7 +157,19 @@ def worker_labels(launch: WorkerLaunch) -> dict[str, str]:
         LABEL_SCHEMA: SCHEMA_VERSION,
         LABEL_LOG: str(launch.log_path),
         LABEL_INSTANCE: launch.instance,
+        LABEL_LOG_LIMIT: str(launch.log_limit),
+        LABEL_LOG_RESERVE: str(launch.log_reserve),
     }
+
+
+def log_bounds(labels: dict[str, Any]) -> tuple[int, int]:
+    """(log_limit, log_reserve) from a container's labels; 0 for one it lacks."""
+
+    def number(key: str) -> int:
+        value = str(labels.get(key) or "0")
+        return int(value) if value.isdigit() else 0
+
+    return number(LABEL_LOG_LIMIT), number(LABEL_LOG_RESERVE)
 
 
 def gpu_environment(launch: WorkerLaunch, nvidia: bool) -> dict[str, str]:
@@ -261,10 +278,13 @@ class _LogFollower:
     :meth:`stop` just end the stream.
     """
 
-    def __init__(self, api: Any, handle: str, log_path: Path, since_ns: int | None) -> None:
+    def __init__(
+        self, api: Any, handle: str, log_path: Path, since_ns: int | None, bounds: tuple[int, int]
+    ) -> None:
         self._api = api
         self.handle = handle
         self.log_path = log_path
+        self.bounds = bounds  # (log_limit, log_reserve)
         self._since_ns = since_ns
         self._stream: Any = None
         self._stopped = threading.Event()
@@ -292,23 +312,25 @@ class _LogFollower:
             if self._stopped.is_set():
                 stream.close()
                 return
-            with self.log_path.open("ab") as out:
+            out = CappedLog(self.log_path, *self.bounds)
+            try:
                 for chunk in stream:
                     if self._stopped.is_set():
                         break
                     _append(out, chunk, since_ns)
+            finally:
+                out.close()
         except OSError as err:
             log.warning("cannot write the log of %s to %s: %s", self.handle, self.log_path, err)
         except Exception as err:  # a daemon thread must end quietly, whatever happened
             log.debug("log stream of %s ended: %s", self.handle, describe(err))
 
 
-def _append(out: Any, chunk: bytes, since_ns: int | None) -> None:
+def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> None:
     ts_ns, payload = split_timestamp(chunk)
     if since_ns is not None and ts_ns is not None and ts_ns <= since_ns:
         return  # already in the file before a restart
     out.write(payload)
-    out.flush()
     if ts_ns is not None:
         os.utime(out.fileno(), ns=(ts_ns, ts_ns))
 
@@ -395,7 +417,7 @@ class DockerExecutor:
             with contextlib.suppress(*_DOCKER_ERRORS):
                 container.remove(force=True)
             _raise(f"cannot start container {launch.key}", err)
-        self._follow(launch.key, launch.log_path, since_ns=None)
+        self._follow(launch.key, launch.log_path, None, (launch.log_limit, launch.log_reserve))
         return launch.key
 
     def signal(self, handle: str, signum: int) -> None:
@@ -469,22 +491,24 @@ class DockerExecutor:
     def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
         """Resume appending an adopted container's output to its log file.
 
-        ``log_path`` defaults to the container's ``io.astraeus.log`` label. Only
-        output newer than the file's mtime (the timestamp of the last line
-        written) is appended. False when the container or a log path is gone.
+        ``log_path`` defaults to the container's ``io.astraeus.log`` label; the log's
+        bounds come from its labels too. Only output newer than the file's mtime (the
+        timestamp of the last line written) is appended. False when the container or
+        a log path is gone.
         """
+        try:
+            attrs = self._api.inspect_container(handle)
+        except NotFound:
+            return False
+        except _DOCKER_ERRORS as err:
+            _raise(f"cannot inspect container {handle}", err)
+        labels = (attrs.get("Config") or {}).get("Labels") or {}
         if log_path is None:
-            try:
-                attrs = self._api.inspect_container(handle)
-            except NotFound:
-                return False
-            except _DOCKER_ERRORS as err:
-                _raise(f"cannot inspect container {handle}", err)
-            label = ((attrs.get("Config") or {}).get("Labels") or {}).get(LABEL_LOG)
+            label = labels.get(LABEL_LOG)
             if not label:
                 return False
             log_path = Path(label)
-        return self._follow(handle, log_path, since_ns=_resume_point(log_path))
+        return self._follow(handle, log_path, _resume_point(log_path), log_bounds(labels))
 
     def drain_logs(self, handle: str, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the log follower of ``handle`` to finish.
@@ -523,7 +547,9 @@ class DockerExecutor:
         with contextlib.suppress(*_DOCKER_ERRORS):
             self._client.close()
 
-    def _follow(self, handle: str, log_path: Path, since_ns: int | None) -> bool:
+    def _follow(
+        self, handle: str, log_path: Path, since_ns: int | None, bounds: tuple[int, int]
+    ) -> bool:
         if str(log_path) == os.devnull:
             return True
         with self._lock:
@@ -531,7 +557,7 @@ class DockerExecutor:
             if current is not None and current.thread.is_alive():
                 return True
             _make_log_folder(handle, log_path)
-            follower = _LogFollower(self._api, handle, log_path, since_ns)
+            follower = _LogFollower(self._api, handle, log_path, since_ns, bounds)
             self._followers[handle] = follower
             follower.thread.start()
         return True

@@ -29,7 +29,8 @@ Who runs it: when the daemon is root and the member is not, the command runs as 
 member's uid:gid with no supplementary groups and no-new-privileges; a daemon that is not
 root runs every command as itself. The command gets ``launch.env`` plus PATH, HOME, USER
 and ``CUDA_VISIBLE_DEVICES`` (the worker's GPUs; empty for none) where missing, its home
-(or /tmp) as working directory, and stdout+stderr appended to ``launch.log_path``.
+(or /tmp) as working directory, and stdout+stderr appended to ``launch.log_path``
+through the supervisor, within ``launch.log_limit`` and ``launch.log_reserve``.
 
 Drives need bubblewrap: the command runs as ``bwrap --dev-bind / / … --bind SRC DST``.
 The mount paths are paths in the member's own view of the machine: the supervisor places
@@ -279,6 +280,8 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         log_path=str(launch.log_path),
         sandbox=sandbox,
         drives=drives,
+        log_limit=launch.log_limit,
+        log_reserve=launch.log_reserve,
     )
 
 

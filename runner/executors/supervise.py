@@ -8,12 +8,16 @@ this module in a session of its own, so the worker outlives a daemon killed with
    (its exit status and the last line of ``supervisor.log``), then exits; the second one,
    reparented away from the daemon, is the supervisor proper.
 3. The supervisor ignores SIGTERM/SIGINT/SIGHUP, becomes a child subreaper (orphans of
-   the command are reparented to it, see :mod:`runner.executors.tree`), opens the worker's
-   log (appending, owned by the worker), and spawns the command in a session and process
-   group of its own, as the worker's uid:gid when asked, with no-new-privileges, dying if
-   the supervisor dies. Drives are placed, and the program looked up, by a child that
-   has dropped to the worker's uid:gid first (:func:`as_member`), never as root. Under
-   bubblewrap the command gets its own session again
+   the command are reparented to it, see :mod:`runner.executors.tree`), takes the room for
+   ``exit.json`` (``.exit.reserved``), opens the worker's log (appending, owned by the
+   worker), and spawns the command in a session and process group of its own, as the
+   worker's uid:gid when asked, with no-new-privileges, dying if the supervisor dies.
+   Drives are placed, and the program looked up, by a child that has dropped to the
+   worker's uid:gid first (:func:`as_member`), never as root; this happens before the
+   supervisor starts any thread, so the fork is safe. The command's stdout and stderr
+   are one pipe, which a thread of the supervisor copies into the log within
+   ``log_limit`` and ``log_reserve`` (:mod:`runner.executors.logcap`): the command never
+   waits on the disk. Under bubblewrap the command gets its own session again
    (``--new-session``), so a group signal reaches the command and its children, never
    bubblewrap itself.
 4. It writes ``meta.json`` (atomically), then reports "started": the worker really runs.
@@ -23,12 +27,14 @@ this module in a session of its own, so the worker outlives a daemon killed with
 6. When the command exits, whatever it leaves behind, in its process group or not (a
    child that called ``setsid()``, a double-forked daemon), gets SIGKILL at once, as a
    container's processes do when its first process exits; the supervisor reaps them
-   all. Only then does it write ``exit.json``: ``{"exit_code", "signal", "finished_at",
-   "error"}``, with the command's status, where a command killed by signal N exits with
-   128 + N. So a worker reported exited has no process left, and one with a process left
-   (stuck in the kernel, say) still runs. A process it may not signal (one that took
-   other credentials through a setuid program) is left running and named in
-   ``supervisor.log``.
+   all. Only then, once the output is in the log, does it write ``exit.json``:
+   ``{"exit_code", "signal", "finished_at", "error"}``, with the command's status, where a
+   command killed by signal N exits with 128 + N. It is written over the room taken in
+   step 3 (in place, then renamed), so a full disk cannot lose an exit; a write the disk
+   still refuses is retried, the worker meanwhile seen running. So a worker reported
+   exited has no process left, and one with a process left (stuck in the kernel, say)
+   still runs. A process it may not signal (one that took other credentials through a
+   setuid program) is left running and named in ``supervisor.log``.
 """
 
 from __future__ import annotations
@@ -39,10 +45,10 @@ import dataclasses
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -50,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.executors.logcap import CappedLog
 from runner.executors.sandbox import PlacementError, program_exists, sandbox_args
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 
@@ -57,6 +64,10 @@ META = "meta.json"
 EXIT = "exit.json"
 LAUNCH = "launch.json"
 SUPERVISOR_LOG = "supervisor.log"
+EXIT_RESERVED = ".exit.reserved"  # the room for exit.json, taken when the worker starts
+EXIT_ROOM = 4096
+RELAY_CHUNK = 1 << 16
+RELAY_WAIT = 10.0  # seconds the exit waits for the last output (a writer it may not kill)
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -109,6 +120,8 @@ class Job:
     log_path: str
     sandbox: list[str]  # bubblewrap (then its command line without "--info-fd", "--"); or []
     drives: list[tuple[str, str, bool]]  # (host source, mount path, read-only)
+    log_limit: int = 0  # bytes; 0: none (see runner.executors.logcap)
+    log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
 
     @classmethod
     def load(cls, path: Path) -> Job:
@@ -163,16 +176,22 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         signal.signal(stop, _ignore)  # a handler, not SIG_IGN: exec resets it
     try:
         _become_subreaper()
-        log_fd = _open_log(job)
-        job, missing = _placed(job)
-        outcome = missing or _spawn(job, log_fd)
-        os.close(log_fd)
+        _reserve_exit(folder)
+        log = _open_log(job)
+        job, missing = _placed(job)  # forks: before any thread of the supervisor starts
+        output, into = os.pipe()
+        try:
+            outcome = missing or _spawn(job, into)
+        finally:
+            os.close(into)
+        relay = _relay_output(output, log)
         _write_meta(folder, job, outcome)
     except Exception as exc:
         traceback.print_exc()
         _tell(ready, " ".join(str(exc).split()) or type(exc).__name__)
         return 1
     if isinstance(outcome, _NotRunning):
+        relay.join(RELAY_WAIT)
         _write_exit(folder, outcome.exit_code, None, outcome.error)
         _tell(ready, "ok")
         return 0
@@ -181,6 +200,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         kill_descendants(os.getpid())
     code, signum = _wait_reaping(outcome.proc)
     _end_leftovers()
+    relay.join(RELAY_WAIT)  # the last output is in the log before the exit is told
     _write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
     return 0
 
@@ -206,14 +226,14 @@ def _tell(ready: int, word: str) -> bool:
     return True
 
 
-def _open_log(job: Job) -> int:
+def _open_log(job: Job) -> CappedLog | None:
+    """The worker's log, bounded; None for /dev/null (output is read and dropped)."""
     path = Path(job.log_path)
+    if str(path) == os.devnull:
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o640)
-    if job.uid is not None and stat.S_ISREG(os.fstat(fd).st_mode):
-        os.fchown(fd, job.uid, job.gid if job.gid is not None else -1)
-    return fd
+    owner = None if job.uid is None else (job.uid, job.gid if job.gid is not None else -1)
+    return CappedLog(path, job.log_limit, job.log_reserve, owner)
 
 
 def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
@@ -277,13 +297,35 @@ def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: i
         out.write(json.dumps(answer).encode())
 
 
-def _spawn(job: Job, log_fd: int) -> _Running | _NotRunning:
+def _relay_output(output: int, log: CappedLog | None) -> threading.Thread:
+    """Copy the command's output (a pipe) into its log, until every writer has closed it.
+
+    The command never waits on the disk: what the log refuses is dropped, and the pipe
+    is read to its end whatever happens.
+    """
+
+    def relay() -> None:
+        try:
+            while chunk := os.read(output, RELAY_CHUNK):
+                if log is not None:
+                    log.write(chunk)
+        finally:
+            os.close(output)
+            if log is not None:
+                log.close()
+
+    thread = threading.Thread(target=relay, name="output", daemon=True)
+    thread.start()
+    return thread
+
+
+def _spawn(job: Job, output: int) -> _Running | _NotRunning:
     info_read, info_write = os.pipe() if job.sandbox else (-1, -1)
     argv = job.argv
     if job.sandbox:
         argv = [job.sandbox[0], "--info-fd", str(info_write), *job.sandbox[1:], "--", *argv]
     try:
-        proc = _popen(job, argv, log_fd, () if info_write < 0 else (info_write,))
+        proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
     except OSError as exc:
         return _not_started(job, exc)
     finally:
@@ -299,7 +341,7 @@ def _spawn(job: Job, log_fd: int) -> _Running | _NotRunning:
 
 
 def _popen(
-    job: Job, argv: list[str], log_fd: int, pass_fds: tuple[int, ...]
+    job: Job, argv: list[str], output: int, pass_fds: tuple[int, ...]
 ) -> subprocess.Popen[bytes]:
     identity: dict[str, Any] = {}
     if job.uid is not None:
@@ -307,8 +349,8 @@ def _popen(
     return subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
-        stdout=log_fd,
-        stderr=log_fd,
+        stdout=output,
+        stderr=output,
         env=job.env,
         cwd=job.cwd,
         start_new_session=True,
@@ -429,9 +471,50 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
     write_json_atomic(folder / META, meta)
 
 
+def _reserve_exit(folder: Path) -> None:
+    """Take the room for ``exit.json`` now: a full disk later cannot lose the exit."""
+    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                 0o600)  # fmt: skip
+    try:
+        os.write(fd, b" " * EXIT_ROOM)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
+    """Write ``exit.json``, into the room taken at the start; retried until it is written.
+
+    The daemon sees the worker running while this supervisor lives and ``exit.json`` is
+    not there, so an exit is never lost, only learned late, if the disk refuses it.
+    """
+    error = error[:1000] if error else error
     result = {"exit_code": code, "signal": signum, "finished_at": time.time(), "error": error}
-    write_json_atomic(folder / EXIT, result)
+    delay = 0.1
+    while True:
+        try:
+            _fill_reserved(folder, json.dumps(result).encode())
+            return
+        except OSError as exc:
+            print(f"cannot write {EXIT} into its reserved room: {exc}", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            write_json_atomic(folder / EXIT, result)
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+def _fill_reserved(folder: Path, data: bytes) -> None:
+    """Overwrite the reserved file in place (no new blocks, no new inode), then rename it."""
+    if len(data) > EXIT_ROOM:
+        raise OSError(f"{len(data)} bytes do not fit in {EXIT_ROOM}")
+    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.pwrite(fd, data + b" " * (EXIT_ROOM - len(data)), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(folder / EXIT_RESERVED, folder / EXIT)
 
 
 if __name__ == "__main__":

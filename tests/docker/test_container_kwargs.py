@@ -28,6 +28,7 @@ from runner.executors.docker import (
     container_kwargs,
     describe,
     listed_worker,
+    log_bounds,
     split_timestamp,
     status_from_state,
 )
@@ -52,7 +53,7 @@ def launch(**fields: Any) -> WorkerLaunch:
 
 def test_identity_labels_and_command() -> None:
     uid = "0192f0c1a2b3c4d5e6f708192a3b4c5d"
-    kw = container_kwargs(launch(instance="0a1b2c3d", run_uid=uid), nvidia=False)
+    kw = container_kwargs(launch(instance="0a1b2c3d", run_uid=uid, log_limit=8 << 20), nvidia=False)
     assert kw["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
     assert kw["name"] == f"astraeus-0a1b2c3d-{uid}-2-1"  # by the run's id: never reused
     assert kw["labels"] == {
@@ -63,7 +64,10 @@ def test_identity_labels_and_command() -> None:
         "io.astraeus.schema": "1",
         "io.astraeus.log": "/dev/null",
         "io.astraeus.instance": "0a1b2c3d",
+        "io.astraeus.log-limit": "8388608",
+        "io.astraeus.log-reserve": "0",
     }
+    assert log_bounds(kw["labels"]) == (8 << 20, 0)
     assert kw["entrypoint"] == ["python"]
     assert kw["command"] == ["train.py", "--lr", "3e-4"]
     assert kw["detach"] is True

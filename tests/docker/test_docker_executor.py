@@ -166,6 +166,21 @@ def test_labels_listing_and_adoption_by_a_restarted_daemon(
     assert read_log(launch.log_path).splitlines() == ["started", "term"]
 
 
+def test_a_container_log_is_cut_to_log_limit_keeping_the_newest_lines(
+    executor: DockerExecutor, make_launch: LaunchFactory
+) -> None:
+    launch = make_launch("seq 1 400000", log_limit=1 << 20)  # about 2.6 MB of output
+    handle = executor.start(launch)
+    assert wait_exited(executor, handle, timeout=60).exit_code == 0
+    assert executor.drain_logs(handle, 30)
+    content = launch.log_path.read_bytes()
+    assert len(content) <= 1 << 20
+    first, _, rest = content.partition(b"\n")
+    assert first.startswith(b"[astraeus: ") and first.endswith(b"log_limit is 1MiB]"), first
+    numbers = [int(n) for n in rest.splitlines()]
+    assert numbers == list(range(numbers[0], 400001))
+
+
 def test_resumed_logs_neither_lose_nor_repeat_lines(
     executor: DockerExecutor, make_launch: LaunchFactory
 ) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.executors.logcap import read_cut
 from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import PY, DaemonProcess, document, group_members, pids_alive, rss_kib
@@ -161,6 +162,17 @@ def probing(d: DaemonProcess) -> Iterator[list[float]]:
 
 
 FLOOD_BYTES = 300_000_000
+
+
+def written(log: Path) -> int:
+    """Bytes written to ``log`` in all, also those a log_limit cut since."""
+    if not log.exists():
+        return 0
+    with log.open("rb") as f:
+        cut, header = read_cut(f)
+        return cut + log.stat().st_size - header
+
+
 FLOOD = f"yes astraeus-flood-{'x' * 200} | head -c {FLOOD_BYTES}; sleep 60"
 
 
@@ -173,9 +185,10 @@ def test_a_log_flood_leaves_the_daemon_responsive_and_small(
     with probing(d) as answers:
         uid = d.submit(document("flood", ["sh", "-c", FLOOD], gpus=1))["uid"]
         log = d.home / "logs" / uid / "1-0.log"
-        wait(lambda: log.exists() and log.stat().st_size >= FLOOD_BYTES, 60, "the flood")
+        wait(lambda: written(log) >= FLOOD_BYTES, 60, "the flood")
         time.sleep(1)
     assert d.run("flood")["state"] == "Running"
+    assert log.stat().st_size <= 64 << 20  # the default log_limit: the newest part kept
     assert len(answers) >= 5 and max(answers) < 1.0, answers
     grown = rss_kib(d.proc.pid, "VmHWM") - before
     assert grown < 50_000, f"the daemon grew by {grown} KiB"
@@ -214,8 +227,9 @@ def test_a_container_log_flood_is_copied_without_the_daemon_growing(
         log = d.home / "logs" / uid / "1-0.log"
         # all but the last, unfinished line: Docker passes on whole lines
         copied = DOCKER_FLOOD_BYTES - 1000
-        wait(lambda: log.exists() and log.stat().st_size >= copied, 120, "the copy")
+        wait(lambda: written(log) >= copied, 120, "the copy")
     assert d.run("flood")["state"] == "Running"
+    assert log.stat().st_size <= 64 << 20  # the default log_limit: the newest part kept
     assert len(answers) >= 5 and max(answers) < 1.0, max(answers)
     grown = rss_kib(d.proc.pid, "VmHWM") - before
     assert grown < 50_000, f"the daemon grew by {grown} KiB"

@@ -141,7 +141,17 @@ ERRORS: list[tuple[str, str, str]] = [
         "[machine]\ngpu = 1",
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
-        " finished_retention, max_submit_per_user)",
+        " finished_retention, max_submit_per_user, log_limit, log_reserve)",
+    ),
+    (
+        '[machine]\nlog_limit = "100KiB"',
+        "machine.log_limit",
+        "must be 0 (no limit) or at least \"1MiB\", got '100KiB'",
+    ),
+    (
+        '[machine]\nlog_reserve = "lots"',
+        "machine.log_reserve",
+        "'lots' is not a size (use bytes or e.g. '64GiB', '512MiB')",
     ),
     ("[admins]\nuser = []", "admins.user", "unknown key (expected one of: users, group)"),
     ("[api]\nsocket = 'x'", "api.socket", "unknown key (expected one of: socket_group)"),
@@ -322,6 +332,14 @@ def test_errors_name_the_file_the_key_and_the_problem(text: str, key: str, what:
     if "/etc/hostname" in text and not Path("/etc/hostname").is_file():
         pytest.skip("no /etc/hostname here")
     assert error_of(text) == f"{SOURCE}: {key}: {what}"
+
+
+def test_log_limit_and_reserve_have_defaults_and_take_sizes() -> None:
+    machine = parse("").machine
+    assert (machine.log_limit, machine.log_reserve) == (64 << 20, 256 << 20)
+    machine = parse('[machine]\nlog_limit = "8MiB"\nlog_reserve = 0').machine
+    assert (machine.log_limit, machine.log_reserve) == (8 << 20, 0)
+    assert parse("[machine]\nlog_limit = 0").machine.log_limit == 0  # no limit
 
 
 def test_stop_grace_env_overrides_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
