@@ -10,6 +10,7 @@ from aiohttp import web
 from runner.dependencies import WAITS_FOR, check_dependencies
 from runner.estimates import MAX_STEPS, Estimate, estimate_starts
 from runner.model import ANONYMOUS_RUN, Reason, RunRef
+from runner.revocation import held_back, revoked
 from runner.scheduler import Snapshot, WaitingRun, plan
 from runner.service import Caller, ServiceError
 from runner.snapshot import build_snapshot
@@ -31,7 +32,7 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     for run in runs:
         specs.get(run)
     deps = check_dependencies(runs, specs.get, daemon.store.run_states)
-    runs = deps.plannable(runs)
+    runs = held_back(deps.plannable(runs), revoked(runs, daemon.settings.authorise))
     independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
     live = daemon.store.live_workers()
     return build_snapshot(daemon.settings, runs, live, specs, independent, daemon.loop.clock.now())
@@ -96,9 +97,10 @@ async def why(request: web.Request) -> web.Response:
     if not caller.viewer.sees(run.workspace):
         raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
     deps = check_dependencies([run], daemon.loop.specs.get, daemon.store.run_states)
-    if name in deps.waiting:  # out of the order until then: nothing to re-plan
+    waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
+    if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
-            "run": name, "reason": deps.waiting[name].render(caller.viewer),
+            "run": name, "reason": waiting[name].render(caller.viewer),
             "chain": ["Out of the queue's order until then: it holds nothing back and is "
                       "never the head."],
             "levers": [], "estimate": None,
@@ -106,7 +108,8 @@ async def why(request: web.Request) -> web.Response:
     if daemon.front is not None:  # Slurm decides: its reason and estimate, no levers
         return web.json_response(_slurm_why(daemon, name, run.state, caller))
     snapshot, now = snapshot_now(daemon), daemon.loop.clock()
-    cap = daemon.config.workspaces[run.workspace].max_priority
+    workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
+    cap = workspace.max_priority if workspace is not None else 0
     answer = explain(snapshot, now, name, caller.viewer, cap)
     if answer is None:
         state = run.state.lower()

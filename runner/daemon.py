@@ -172,6 +172,7 @@ class Daemon:
         else:
             self.loop = Loop(self.store, executor, self.settings, clock)
         self.service = Service(self.store, self.config, self.loop.poke, executor.name)
+        self.settings.authorise = self.service.start_refusal  # reads the current config
         if self.front is not None:
             self.service.backend_check = self.front.check_spec
         self.groups = GroupService(self.service)

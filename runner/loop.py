@@ -21,6 +21,7 @@ from runner.executors.base import Executor, ExecutorError, WorkerState, worker_k
 from runner.lifecycle import settle_run
 from runner.model import Reason, RunRef, Workspace
 from runner.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
+from runner.revocation import Authorise, held_back, revoked
 from runner.scheduler import Machine, Plan, WaitingRun, plan
 from runner.snapshot import SpecCache, build_snapshot, unit_id
 from runner.starts import StartContext, crash_point, executor_reachable, launch_for
@@ -46,6 +47,7 @@ class LoopSettings:
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
     log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
     log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
+    authorise: Authorise | None = None  # may a run's owner still start it (runner.revocation)
 
 
 @dataclass
@@ -336,7 +338,8 @@ class Loop:
         if deps.failing or deps.met:
             self.settle_dependencies(deps, runs, now)
         active = runs
-        runs = deps.plannable(runs)
+        held = revoked(runs, self.settings.authorise)  # no longer allowed: they wait
+        runs = held_back(deps.plannable(runs), held)
         independent = {
             r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
         }
@@ -349,7 +352,7 @@ class Loop:
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
-        self._apply_reasons(result, active, now, deps.waiting)
+        self._apply_reasons(result, active, now, {**deps.waiting, **held})
         self._apply_preemptions(result, live, now)
         ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
         for start in result.starts:

@@ -20,6 +20,7 @@ from typing import Any
 from runner.config import Config
 from runner.model import Reason, RunSpec, Viewer
 from runner.printable import check_spec
+from runner.revocation import NO_WORKSPACE, NOT_A_MEMBER
 from runner.spec import SpecError, parse_spec, spec_to_dict
 from runner.store import (
     FINISHED_STATES,
@@ -71,6 +72,25 @@ def caller_for(uid: int, gid: int, config: Config) -> Caller:
     except KeyError:
         user, groups = str(uid), []
     return Caller(uid, gid, user, config.is_admin(user, groups), config.workspaces_of(user))
+
+
+def start_refusal(config: Config, user: str, workspace: str) -> str | None:
+    """Why ``user``'s run in ``workspace`` may not start under ``config``; None: it may.
+
+    The rules of a submit (runner.revocation): the workspace exists, and its owner is an
+    admin or one of its members.
+    """
+    if workspace not in config.workspaces:
+        return NO_WORKSPACE.format(workspace=workspace)
+    if workspace in config.workspaces_of(user):
+        return None
+    try:
+        groups = _groups(user, pwd.getpwnam(user).pw_gid)
+    except KeyError:
+        groups = []
+    if config.is_admin(user, groups):
+        return None
+    return NOT_A_MEMBER.format(user=user, workspace=workspace)
 
 
 def _groups(user: str, primary: int) -> list[str]:
@@ -137,6 +157,10 @@ class Service:
         if run is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {name}")
         return run
+
+    def start_refusal(self, user: str, workspace: str) -> str | None:
+        """Why ``user``'s run in ``workspace`` may not start now (the current config)."""
+        return start_refusal(self.config, user, workspace)
 
     def _own_run(self, name: str, caller: Caller) -> RunRow:
         run = self._visible_run(name, caller)
@@ -254,9 +278,13 @@ class Service:
     def delete(self, name: str, caller: Caller) -> str:
         """Queued: cancelled now. Live: stopped with the grace, then cancelled.
 
-        Finished: forgotten (its name may be used again). Returns what happened.
+        Finished: forgotten (its name may be used again). Returns what happened. Its owner
+        may delete a run also once no longer a member of its workspace (or the workspace is
+        gone from the config): a delete only takes away.
         """
-        run = self._own_run(name, caller)
+        run = self._visible_run(name, caller)
+        if run.uid != caller.uid:
+            run = self._own_run(name, caller)
         with self.store.transaction() as tx:
             outcome = self.delete_in(tx, name, run.workspace, Reason(f"Deleted by {caller.user}"))
         self.poke()
