@@ -42,7 +42,19 @@ import fcntl, os, signal, sys, time
 marks, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 run = os.environ["ASTRAEUS_RUN_NAME"]
 worker = os.environ["ASTRAEUS_WORKER_INDEX"]
-attempt = os.path.basename(os.readlink("/proc/self/fd/1")).split("-")[0]  # <attempt>-<w>.log
+
+def log_attempt():  # <attempt> of the log <attempt>-<w>.log its supervisor holds open
+    folder = f"/proc/{os.getppid()}/fd"
+    for fd in os.listdir(folder):
+        try:
+            target = os.readlink(os.path.join(folder, fd))
+        except OSError:
+            continue
+        if "/logs/" in target and target.endswith(".log"):
+            return os.path.basename(target).split("-")[0]
+    return "?"
+
+attempt = log_attempt()
 gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
 out = os.open(os.path.join(marks, "marks.txt"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
