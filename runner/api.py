@@ -40,6 +40,7 @@ JSON_TYPES = ("application/json",)
 TOML_TYPES = ("application/toml", "text/x-toml")
 DOCUMENT: web.RequestKey[object] = web.RequestKey("document", object)  # kept by read_document
 _WHOLE_QUERY = ("after", "tail")  # query values that must be whole numbers
+MAX_WHOLE = (1 << 63) - 1  # the largest integer SQLite holds
 CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
 _CALLERS: dict[tuple[int, int, int], tuple[float, Caller]] = {}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -94,8 +95,11 @@ async def checked_input(request: web.Request, handler: Handler) -> web.StreamRes
     """Malformed input is refused before any handler: query numbers, workspace changes."""
     for key in _WHOLE_QUERY:
         value = request.query.get(key, "0") or "0"
-        if not (value.isascii() and value.isdigit()):
-            raise ServiceError(400, "BAD_REQUEST", f"{key}: must be a whole number")
+        digits = value.lstrip("0") or "0"  # bounded before int(): no huge numbers made
+        if not (value.isascii() and value.isdigit()) or len(digits) > 19 or int(digits) > MAX_WHOLE:
+            raise ServiceError(
+                400, "BAD_REQUEST", f"{key}: must be a whole number from 0 to {MAX_WHOLE}"
+            )
     if request.method == "PATCH" and request.path.startswith("/v1/workspaces/"):
         change = await read_document(request, code="INVALID_CONFIG", toml=False)
         if isinstance(change, dict) and not isinstance(change.get("quota", {}), dict):

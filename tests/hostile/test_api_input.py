@@ -4,7 +4,8 @@ Before these fixes: a deep JSON or TOML body was a 500 (RecursionError); a JSON 
 with a duplicate key was accepted (the last value won) and the run written; any content
 type was read as JSON; PATCH /v1/workspaces answered 500 to a body that was not JSON or
 UTF-8 and to a quota that was not an object; `after=` and `tail=` that were not numbers
-were 500s; an error message could span lines.
+were 500s, and ones past what SQLite holds failed the stream after a 200; an error
+message could span lines.
 """
 
 from __future__ import annotations
@@ -106,6 +107,29 @@ def test_workspace_changes_that_are_not_json_objects_are_422(
 )  # fmt: skip
 def test_query_numbers_that_are_not_numbers_are_400(lab: Served, path: str) -> None:
     assert ask(lab, "GET", path).startswith("400 BAD_REQUEST: ")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/events?after=99999999999999999999999",
+     "/v1/events?follow=1&after=000000000000000000000099999999999999999999",
+     "/v1/runs/x/logs?tail=99999999999999999999999"],
+)  # fmt: skip
+def test_query_numbers_past_what_sqlite_holds_are_400(lab: Served, path: str) -> None:
+    key = "tail" if "tail=" in path else "after"
+    assert ask(lab, "GET", path) == (
+        f"400 BAD_REQUEST: {key}: must be a whole number from 0 to 9223372036854775807"
+    )
+
+
+def test_the_largest_number_sqlite_holds_is_served_and_one_more_is_not(lab: Served) -> None:
+    before = (lab.home / "serve.log").read_text()
+    response = raw(lab.socket, request_bytes("GET", "/v1/events?after=9223372036854775807"))
+    assert status_of(response) == 200
+    assert response.endswith(b"\r\n\r\n0\r\n\r\n")  # chunked, and no event in it
+    response = raw(lab.socket, request_bytes("GET", "/v1/events?after=9223372036854775808"))
+    assert status_of(response) == 400
+    assert (lab.home / "serve.log").read_text() == before  # no traceback
 
 
 def test_error_messages_stay_on_one_line(lab: Served) -> None:
