@@ -9,6 +9,12 @@ admin quota`` and friends) goes through tomli-w, which cannot keep comments: the
 comment block is kept, comments further down are lost. The shipped default
 (:data:`runner.config_files.DEFAULT_CONFIG_TEXT`, identical to ``config/astraeus.toml``) therefore
 documents every key in its opening block.
+
+``[api]`` bounds connections to the socket (:class:`ApiLimits`, applied by
+``runner/api_guard.py``): ``request_timeout_seconds`` (default 10) for a request's
+head and body to arrive, ``idle_timeout_seconds`` (default 5) before a connection
+with no request in progress is closed, ``max_connections_per_user`` (default 64)
+open connections per Unix user, root included.
 """
 
 from __future__ import annotations
@@ -68,7 +74,14 @@ _MACHINE_KEYS = (
     "max_submit_per_user", "log_limit", "log_reserve",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
-_API_KEYS = ("socket_group",)
+_API_KEYS = (
+    "socket_group",
+    "request_timeout_seconds",
+    "idle_timeout_seconds",
+    "max_connections_per_user",
+)
+MAX_API_TIMEOUT = 3600.0
+MAX_CONNECTIONS = 100_000
 _WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota")
 _QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers")
 _DRIVE_KEYS = ("path", "workspaces")
@@ -124,6 +137,16 @@ class Drive:
     workspaces: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ApiLimits:
+    """``[api]``: how long a request may take to arrive, how long a connection may sit
+    idle, and how many connections one Unix user may hold open at once."""
+
+    request_timeout_seconds: float = 10.0
+    idle_timeout_seconds: float = 5.0
+    max_connections_per_user: int = 64
+
+
 @dataclass(frozen=True)
 class Config:
     path: Path | None
@@ -135,6 +158,7 @@ class Config:
     drives: dict[str, Drive]
     default_workspace: str
     slurm: SlurmConfig | None = None  # executor = "slurm": the [slurm] table
+    api: ApiLimits = ApiLimits()
 
     def workspaces_of(self, user: str) -> frozenset[str]:
         """The workspaces whose members include ``user`` (or everyone)."""
@@ -331,6 +355,27 @@ def _log_limit(value: object, path: str) -> int:
 # ------------------------------------------------------------------ sections
 
 
+def _seconds(value: object, path: str) -> float:
+    if not _number(value) or not 0 < value <= MAX_API_TIMEOUT:
+        raise _Invalid(
+            path, f"must be a number of seconds above 0, at most {MAX_API_TIMEOUT:g}, "
+            f"got {_show(value)}",
+        )  # fmt: skip
+    return float(value)
+
+
+def _api_limits(api: _Table) -> ApiLimits:
+    default = ApiLimits()
+    return ApiLimits(
+        _seconds(api.get("request_timeout_seconds", default.request_timeout_seconds),
+                 "api.request_timeout_seconds"),
+        _seconds(api.get("idle_timeout_seconds", default.idle_timeout_seconds),
+                 "api.idle_timeout_seconds"),
+        _whole(api.get("max_connections_per_user", default.max_connections_per_user),
+               "api.max_connections_per_user", 1, MAX_CONNECTIONS),
+    )  # fmt: skip
+
+
 def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
     table = _table(value, "machine", _MACHINE_KEYS)
     executor = table.get("executor", "auto")
@@ -460,6 +505,7 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
         drives=drives,
         default_workspace=default,
         slurm=slurm,
+        api=_api_limits(api),
     )
 
 

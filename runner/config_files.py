@@ -187,6 +187,12 @@ DEFAULT_CONFIG_TEXT = """\
 #   group               optional: members of this Unix group are admins too
 # [api]
 #   socket_group        optional: the Unix group that owns the daemon's socket
+#   request_timeout_seconds   a request's head and body must arrive within this
+#                       (default 10); a slower one is answered 408 and closed
+#   idle_timeout_seconds      a connection with no request in progress is
+#                       closed after this (default 5); streams are not idle
+#   max_connections_per_user  open connections one Unix user may hold (default
+#                       64); one more is answered 429 TOO_MANY_CONNECTIONS
 # [workspaces.<name>]   name: 1-63 lowercase letters, digits or '-'
 #   members             Unix user names; "*" means every user of the machine
 #   max_priority        the highest priority its runs may ask (-1000..1000)

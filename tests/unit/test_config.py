@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from runner.config import Config, ConfigError, Drive, MachineConfig, load_config, parse_config
+from runner.config import (
+    ApiLimits,
+    Config,
+    ConfigError,
+    Drive,
+    MachineConfig,
+    load_config,
+    parse_config,
+)
 from runner.config_files import (
     DEFAULT_CONFIG_TEXT,
     config_path,
@@ -60,6 +68,7 @@ def test_the_design_example(tmp_path: Path) -> None:
     assert config.machine == MachineConfig("auto", None, None, None, 30.0, max_submit_per_user=1000)
     assert config.admins == frozenset({"root"})
     assert (config.admin_group, config.socket_group, config.path) == (None, None, None)
+    assert config.api == ApiLimits(10.0, 5.0, 64)
     quota = Quota(gpus=8, cpu_milli=64_000, memory=512 * GIB, workers=4)
     assert config.workspaces == {"vision": Workspace("vision", quota, 1.0, 10, ("root",))}
     assert config.default_workspace == "vision"
@@ -154,7 +163,27 @@ ERRORS: list[tuple[str, str, str]] = [
         "'lots' is not a size (use bytes or e.g. '64GiB', '512MiB')",
     ),
     ("[admins]\nuser = []", "admins.user", "unknown key (expected one of: users, group)"),
-    ("[api]\nsocket = 'x'", "api.socket", "unknown key (expected one of: socket_group)"),
+    (
+        "[api]\nsocket = 'x'",
+        "api.socket",
+        "unknown key (expected one of: socket_group, request_timeout_seconds, "
+        "idle_timeout_seconds, max_connections_per_user)",
+    ),
+    (
+        "[api]\nidle_timeout_seconds = 0",
+        "api.idle_timeout_seconds",
+        "must be a number of seconds above 0, at most 3600, got 0",
+    ),
+    (
+        "[api]\nrequest_timeout_seconds = 'soon'",
+        "api.request_timeout_seconds",
+        "must be a number of seconds above 0, at most 3600, got 'soon'",
+    ),
+    (
+        "[api]\nmax_connections_per_user = 0",
+        "api.max_connections_per_user",
+        "must be a whole number between 1 and 100000, got 0",
+    ),
     (
         WS + "member = []",
         "workspaces.vision.member",
