@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from runner.api_guard import GuardedSite, SocketInUse, answers, guard_of, too_late
 from runner.api_streams import Changes, follow_events, follow_log, run_objects, sse
 from runner.api_why import ESTIMATES
 from runner.checkpoints import latest_checkpoint
@@ -39,6 +40,7 @@ MAX_BODY = 4 * 1024 * 1024
 JSON_TYPES = ("application/json",)
 TOML_TYPES = ("application/toml", "text/x-toml")
 DOCUMENT: web.RequestKey[object] = web.RequestKey("document", object)  # kept by read_document
+BODY_TIME: web.RequestKey[float] = web.RequestKey("body_time", float)  # seconds left to read it
 _WHOLE_QUERY = ("after", "tail")  # query values that must be whole numbers
 MAX_WHOLE = (1 << 63) - 1  # the largest integer SQLite holds
 CALLER_TTL = 5.0  # seconds a uid's user, groups and workspaces are remembered
@@ -121,7 +123,7 @@ async def read_document(
     if kind not in JSON_TYPES + (TOML_TYPES if toml else ()):
         wanted = "application/json or application/toml" if toml else "application/json"
         raise ServiceError(415, "UNSUPPORTED_MEDIA_TYPE", f"Content-Type {kind}: send {wanted}")
-    raw = await request.read()  # HTTPRequestEntityTooLarge past MAX_BODY
+    raw = await _read_body(request)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -132,6 +134,36 @@ async def read_document(
         raise ServiceError(422, code, str(e)) from None
     request[DOCUMENT] = document
     return document
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The body, within what is left of the request's time (HTTPRequestEntityTooLarge past
+    MAX_BODY)."""
+    left = request.get(BODY_TIME)
+    try:
+        async with asyncio.timeout(left):
+            return await request.read()
+    except TimeoutError:
+        message = too_late(request.app[DAEMON].config.api)
+        raise ServiceError(408, "REQUEST_TIMEOUT", message) from None
+
+
+@web.middleware
+async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The connection's request clock stops while a handler runs; a late body closes it."""
+    guard = guard_of(request)
+    if guard is None:
+        return await handler(request)
+    request[BODY_TIME] = guard.handling()
+    late = False
+    try:
+        response = await handler(request)
+        late = response.status == 408
+        if late:
+            response.force_close()
+        return response
+    finally:
+        guard.handled(close=late)
 
 
 def _daemon(request: web.Request) -> Daemon:
@@ -285,7 +317,7 @@ def build_app(daemon: Daemon) -> web.Application:
     from runner.api_machine import add_machine_routes  # lazy: keeps this module short
     from runner.api_why import add_why_routes
 
-    app = web.Application(middlewares=[errors, checked_input], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[guarded, errors, checked_input], client_max_size=MAX_BODY)
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
     app.router.add_get("/v1/runs", list_runs)
@@ -305,18 +337,31 @@ def build_app(daemon: Daemon) -> web.Application:
 
 
 async def start_api(daemon: Daemon, socket_path: Path, group: str | None) -> web.AppRunner:
-    """Listen on the socket: mode 0660 from the start, group-owned if asked."""
+    """Listen on the socket: mode 0660 from the start, group-owned if asked.
+
+    Raises SocketInUse, before anything is touched, while another daemon answers there.
+    """
+    refuse_if_answered(socket_path)
     app = build_app(daemon)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     socket_path.unlink(missing_ok=True)
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o117)  # no window in which the socket is wider than 0660
     try:
-        await web.UnixSite(runner, str(socket_path)).start()
+        listening.bind(str(socket_path))
     finally:
         os.umask(old)
+    listening.listen(128)
+    await GuardedSite(runner, listening, lambda: daemon.config.api).start()
     if group is not None:
         os.chown(socket_path, -1, grp.getgrnam(group).gr_gid)
     os.chmod(socket_path, 0o660)
     app[CHANGES].attach(asyncio.get_running_loop())
     return runner
+
+
+def refuse_if_answered(socket_path: Path) -> None:
+    """A live socket is another daemon's: never take it over. A stale file may go."""
+    if answers(str(socket_path)):
+        raise SocketInUse(f"another daemon answers on {socket_path}")

@@ -20,10 +20,15 @@ def socket_path(home: Path) -> Path:
     return Path(os.environ.get("ASTRAEUS_SOCKET", home / "astraeus.sock"))
 
 
-async def _run(daemon: Daemon, sock: Path) -> None:
+async def _run(daemon: Daemon, sock: Path) -> int:
     from runner.api import start_api  # lazy: aiohttp only for the daemon
+    from runner.api_guard import SocketInUse
 
-    runner = await start_api(daemon, sock, daemon.config.socket_group)
+    try:
+        runner = await start_api(daemon, sock, daemon.config.socket_group)
+    except SocketInUse as e:  # checked again: one may have started since serve() looked
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     daemon.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -42,6 +47,7 @@ async def _run(daemon: Daemon, sock: Path) -> None:
     await runner.cleanup()
     daemon.stop()
     sock.unlink(missing_ok=True)
+    return 0
 
 
 def serve(home: Path) -> int:
@@ -55,10 +61,18 @@ def serve(home: Path) -> int:
     except BlockingIOError:
         print(f"error: a daemon already runs for {home}", file=sys.stderr)
         return 1
+    from runner.api import refuse_if_answered
+    from runner.api_guard import SocketInUse
+
+    sock = socket_path(home)
+    try:  # before the state is opened: another home's daemon may own this socket
+        refuse_if_answered(sock)
+    except SocketInUse as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         daemon = Daemon(home)
     except (DaemonError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    asyncio.run(_run(daemon, socket_path(home)))
-    return 0
+    return asyncio.run(_run(daemon, sock))
