@@ -215,7 +215,8 @@ class AsyncClient:
         if self._session is None:
             import aiohttp  # lazy: only the dashboard needs it
 
-            connector = aiohttp.UnixConnector(path=str(self.socket_path))
+            # reuse a connection only well within the daemon's idle timeout (default 5 s)
+            connector = aiohttp.UnixConnector(path=str(self.socket_path), keepalive_timeout=2)
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
