@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable
 from runner.model import Reason
 from runner.store import RunRow
 
+# Never names the owner: the reason is shown to every caller (another workspace reads
+# the run as "a job in another namespace", and its reason must not say whose it is).
 NOT_A_MEMBER = (
-    "Waits: {user} is no longer a member of namespace {workspace} "
-    "(its owner or an admin may delete it)"
+    "Waits: its owner is no longer a member of namespace {workspace} "
+    "(the owner or an admin may delete it)"
 )
 NO_WORKSPACE = (
     "Waits: namespace {workspace} is no longer in the config (its owner or an admin may delete it)"

@@ -90,7 +90,7 @@ def start_refusal(config: Config, user: str, workspace: str) -> str | None:
         groups = []
     if config.is_admin(user, groups):
         return None
-    return NOT_A_MEMBER.format(user=user, workspace=workspace)
+    return NOT_A_MEMBER.format(workspace=workspace)
 
 
 def _groups(user: str, primary: int) -> list[str]:
