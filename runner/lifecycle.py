@@ -70,14 +70,15 @@ def _on_failures(
     restarts = run.restarts + 1
     if restarts > spec.restart_limit:
         text = f"Failed: {what}; the restart budget ({spec.restart_limit}) is spent"
-        store.update_run(tx, run.name, stop_request="failed", reason=Reason(text),
+        store.update_run(tx, run.name, stop_request="failed", reason=Reason(text, private=True),
                          exit_code=failures[0].exit_code)  # fmt: skip
         store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now)
         return "failed"
     text = f"Restarting: {what} (restart {restarts} of {spec.restart_limit})"
     gang = spec.gang and spec.workers > 1
     request = "restart" if gang else run.stop_request
-    store.update_run(tx, run.name, restarts=restarts, stop_request=request, reason=Reason(text))
+    store.update_run(tx, run.name, restarts=restarts, stop_request=request,
+                     reason=Reason(text, private=True))  # fmt: skip
     store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
     return request
 

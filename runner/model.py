@@ -270,6 +270,9 @@ class Reason:
 
     template: str
     refs: tuple[tuple[RunRef, ...], ...] = ()
+    # says what only the run's own workspace may read (an error naming a path, a program):
+    # another workspace reads PRIVATE_REASON instead (runner/views.py)
+    private: bool = False
 
     @staticmethod
     def of(template: str, *groups: RunRef | tuple[RunRef, ...]) -> Reason:
@@ -286,8 +289,9 @@ class Reason:
 
     def then(self, other: Reason) -> Reason:
         """This message followed by ``other``, as one."""
+        private = self.private or other.private
         if not self.refs and not other.refs:
-            return Reason(f"{self.template} {other.template}")
+            return Reason(f"{self.template} {other.template}", (), private)
         left = self.template if self.refs else _escape(self.template)
         shift = len(self.refs)
         moved = (
@@ -295,13 +299,16 @@ class Reason:
             if other.refs
             else _escape(other.template)
         )
-        return Reason(f"{left} {moved}", self.refs + other.refs)
+        return Reason(f"{left} {moved}", self.refs + other.refs, private)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "template": self.template,
             "refs": [[[r.name, r.workspace] for r in group] for group in self.refs],
         }
+        if self.private:
+            data["private"] = True
+        return data
 
     @staticmethod
     def from_json(data: dict[str, object]) -> Reason:
@@ -309,7 +316,7 @@ class Reason:
         if not isinstance(refs, list):
             raise ValueError("reason refs must be a list")
         groups = tuple(tuple(RunRef(str(n), str(w)) for n, w in group) for group in refs)
-        return Reason(str(data["template"]), groups)
+        return Reason(str(data["template"]), groups, bool(data.get("private", False)))
 
 
 def _escape(text: str) -> str:

@@ -240,7 +240,7 @@ def _start_failed(
     ctx: StartContext, run: RunRow, attempt: int, index: int, error: str, now: float
 ) -> None:
     log.warning("could not start %s worker %d: %s", run.name, index, error)
-    text = Reason(f"Could not start worker {index}: {error}")
+    text = Reason(f"Could not start worker {index}: {error}", private=True)
     with ctx.store.transaction() as tx:
         tx.execute(
             "UPDATE workers SET state='Exited', error=?, finished_at=? WHERE run=? AND attempt=?"

@@ -20,6 +20,7 @@ from runner.store import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
 from runner.store_groups import GroupRow
 
 PAUSED = "Paused to make room for higher-priority work"
+PRIVATE_REASON = "details are private"  # an error of a run in another workspace
 _SECRET = secrets.token_bytes(16)  # per daemon: hidden runs get ids no one can reverse
 
 
@@ -71,7 +72,7 @@ def run_object(
         "owner": run.owner if visible else None,
         "priority": run.priority,
         "state": run.state,
-        "reason": None if run.reason is None else run.reason.render(viewer),
+        "reason": _reason(run, viewer, visible),
         "paused": PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
         "gpus": sorted(g for w in live for g in w.gpus),
         "gpus_requested": request.gpus * spec.workers,
@@ -97,6 +98,13 @@ def run_object(
         "group": run.grp if visible else None,
         "after": list(spec.after) if visible else [],
     }
+
+
+def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:
+    """The run's reason for ``viewer``: an error's details stay in the run's workspace."""
+    if run.reason is None:
+        return None
+    return run.reason.render(viewer) if visible or not run.reason.private else PRIVATE_REASON
 
 
 def _position(plan: Plan | None, name: str) -> int | None:

@@ -215,3 +215,28 @@ def test_the_quota_event_of_a_preempted_run_names_no_preemptor(
     )
     alices = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
     assert {e["run"] for e in alices} == {"alice-urgent"}
+
+
+def test_an_error_of_another_workspace_s_run_is_not_shown_in_its_reason(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    """A run's failure names its program and exit; a start failure, paths. The queue shows
+    another workspace's run, but its error's details stay in its workspace."""
+    doc = spec("bob-fails", ["sh", "-c", "exit 3"], workspace="nlp", restart_limit=0)
+    assert "ok" in as_user(users[BOB], lab.socket, lambda c: c.submit(doc))
+    own = wait_for(
+        lambda: (
+            (r := as_user(users[BOB], lab.socket, lambda c: c.show("bob-fails"))["ok"])
+            and r["state"] == "Failed"
+            and r
+        ),
+        30,
+        "bob's run to fail",
+    )
+    assert "exited with code 3" in own["reason"]
+    listed = as_user(users[ALICE], lab.socket, lambda c: c.runs(all=1))["ok"]
+    (theirs,) = [r for r in listed if r["workspace"] == "nlp"]
+    assert (theirs["name"], theirs["reason"]) == (
+        "a job in another namespace",
+        "details are private",
+    )
