@@ -61,7 +61,10 @@ class GroupControl:
     def _spec(self, group: GroupRow) -> GroupSpec:
         cached = self._specs.get(group.name)
         if cached is None or cached[0] != group.spec_text:
-            cached = self._specs[group.name] = (group.spec_text, parse_group(group.document()))
+            cached = self._specs[group.name] = (
+                group.spec_text,
+                parse_group(group.document(), stored=True),
+            )
         return cached[1]
 
     def _checked(self, group: GroupRow, name: str) -> tuple[RunRow | None, str | None]:

@@ -74,8 +74,10 @@ class GroupSpec:
     policy: str = "skip"
 
 
-def parse_group(data: object) -> GroupSpec:
-    """A validated group from a decoded document; SpecError naming the field otherwise."""
+def parse_group(data: object, *, stored: bool = False) -> GroupSpec:
+    """A validated group from a decoded document; SpecError naming the field otherwise.
+
+    ``stored``: a group the daemon made earlier, read back (see ``parse_spec``)."""
     doc = _object(data, "", _KEYS)
     kind = _required(doc, "", "kind", _kind)
     template_doc = _object(
@@ -87,7 +89,7 @@ def parse_group(data: object) -> GroupSpec:
     if name is None:
         raise SpecError("name", "required (or template.metadata.name)")
     name = _name(name, "name")
-    template = _template({**template_doc, "metadata": {**meta, "name": name}})
+    template = _template({**template_doc, "metadata": {**meta, "name": name}}, stored)
     extra = {"sweep": ("grid", "list"), "replicas": ("replicas",), "schedule": ("cron", "policy")}
     for key in ("grid", "list", "replicas", "cron", "policy"):
         if key in doc and key not in extra[kind]:
@@ -147,9 +149,9 @@ def _cron(value: object, path: str) -> str:
     return text
 
 
-def _template(document: object) -> RunSpec:
+def _template(document: object, stored: bool) -> RunSpec:
     try:
-        return parse_spec(document)
+        return parse_spec(document, stored=stored)
     except SpecError as e:
         raise SpecError(f"template.{e.field}", e.reason) from None
 

@@ -323,6 +323,7 @@ class Loop:
         if now >= self._next_retention:
             self._next_retention = now + RETAIN_EVERY
             forgot = forget_expired(self.store, self.specs, self.settings.finished_retention, now)
+            self.specs.keep_only(set(self.store.run_uids().values()))
         removed = remove_forgotten(self.store, self.executor, self.settings.logs_dir)
         return bool(forgot) or removed
 

@@ -130,7 +130,7 @@ class GroupService:
                 422, "INVALID_SPEC", f"replicas: must be between 0 and {MAX_REPLICAS}"
             )
         if replicas > group.replicas:
-            template = parse_group(group.document()).template
+            template = parse_group(group.document(), stored=True).template
             self.service.check_priority(group.workspace, template.priority)
         with self.store.transaction() as tx:
             self.store.update_group(tx, name, replicas=replicas)

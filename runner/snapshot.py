@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from runner.clock import Now
@@ -28,7 +28,7 @@ class SpecCache:
     def get(self, run: RunRow) -> RunSpec:
         spec = self._specs.get(run.name)
         if spec is None or self._submitted[run.name] != run.submitted_at:
-            spec = self._specs[run.name] = parse_spec(run.spec())
+            spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
             self._submitted[run.name] = run.submitted_at
         return spec
 
@@ -40,6 +40,14 @@ class SpecCache:
         for name in names:
             self._specs.pop(name, None)
             self._submitted.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def keep_only(self, names: Collection[str]) -> None:
+        """Drop the specs of runs no longer known (deleted or forgotten): the cache is as
+        large as the state, never as large as every run ever submitted."""
+        self.forget([n for n in self._specs if n not in names])
 
 
 def unit_id(run: str, worker: int, gang: bool) -> str:

@@ -250,8 +250,13 @@ _TASK_KEYS = (
 _RESOURCE_KEYS = ("gpu_requests", "per_gpu", "cpu_cores", "memory_bytes")
 
 
-def parse_spec(data: object) -> RunSpec:
-    """A validated RunSpec from a decoded JSON/TOML document; SpecError on anything wrong."""
+def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
+    """A validated RunSpec from a decoded JSON/TOML document; SpecError on anything wrong.
+
+    ``stored``: a spec the daemon acknowledged earlier, read back. The size bound on its
+    command, args and env (:func:`check_task_text`) is a rule of new submits only, so a
+    run accepted under an older, larger bound still plans, shows and starts.
+    """
     doc = _object(data, "", ("metadata", "spec"))
     meta = _required(doc, "", "metadata", lambda v, p: _object(v, p, ("name", "workspace")))
     name = _required(meta, "metadata", "name", _name)
@@ -271,7 +276,7 @@ def parse_spec(data: object) -> RunSpec:
             DEFAULT_RESTART_LIMIT,
         ),
         after=_optional(spec, "spec", "after", _after, ()),
-        task=_required(spec, "spec", "task_template", _task),
+        task=_required(spec, "spec", "task_template", _stored_task if stored else _task),
     )
 
 
@@ -282,14 +287,19 @@ def _after(value: object, path: str) -> tuple[str, ...]:
     return names
 
 
-def _task(value: object, path: str) -> TaskTemplate:
+def _stored_task(value: object, path: str) -> TaskTemplate:
+    return _task(value, path, bounded=False)
+
+
+def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
     task = _object(value, path, _TASK_KEYS)
     image = _required(task, path, "image", _image)
     command, lead = _optional(task, path, "command", _command, (None, ()))
     args = lead + _optional(task, path, "args", _strings, ())
     _check_args_count(args, f"{path}.args")
     env = _optional(task, path, "env", _env, ())
-    check_task_text(command, args, env, path)
+    if bounded:
+        check_task_text(command, args, env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
     res = _optional(task, path, "requested_resources", _resources, _Resources())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 import pytest
 
 from astraeus_tui.client import Client
+from runner.daemon import Daemon
 from tests.hostile.helpers import db_state
-from tests.integration.harness import wait_for
+from tests.integration.harness import Harness, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
 
@@ -191,3 +193,31 @@ def test_admins_have_the_same_limit(lab: Served) -> None:
         "429 TOO_MANY_RUNS: user root has 5 runs queued or running and may have at most 5"
         " (max_submit_per_user)"
     )
+
+
+def test_a_run_stored_under_a_larger_bound_still_plans_after_an_upgrade(
+    make_daemon: Callable[..., Any],
+) -> None:
+    """The 64 KiB bound refuses new submits only: a run acknowledged before it (a long
+    ``bash -c`` script) is read back, planned and started, and nothing else is held up."""
+    h = make_daemon(gpus=1)
+    h.submit(spec("old", ["sh", "-c", "sleep 30"], gpus=1))
+    h.wait_state("old", "Running")
+    h.submit(spec("big", ["sh", "-c", "true"], gpus=1))  # waits behind "old"
+    h.daemon.stop()
+    script = "true #" + "x" * 100_000  # written by a daemon with the older bound
+    db = sqlite3.connect(h.daemon.home / "state.db")
+    with db:
+        row = db.execute("SELECT spec FROM runs WHERE name = 'big'").fetchone()
+        doc = json.loads(row[0])
+        doc["spec"]["task_template"]["args"] = ["-c", script]
+        db.execute("UPDATE runs SET spec = ? WHERE name = 'big'", (json.dumps(doc),))
+    db.close()
+    again = Harness(Daemon(h.daemon.home).start())
+    try:
+        again.submit(spec("small", ["true"]))
+        again.wait_state("small", "Succeeded")
+        again.daemon.service.delete("old", again.root)
+        assert again.wait_state("big", "Succeeded", "Failed").state == "Succeeded"
+    finally:
+        again.daemon.stop()

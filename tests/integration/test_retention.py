@@ -144,3 +144,13 @@ def test_an_old_database_gets_ids_and_its_log_folders_move(
     assert [(r[0], r[2]) for r in usage] == [("gone", 7.5), ("legacy", 12.5)]
     assert usage[1][1] == uid and usage[0][1] != uid
     assert h.daemon.store.usage_by_workspace() == {"default": (20.0, 4.0)}
+
+
+def test_the_loop_keeps_no_spec_of_a_forgotten_run(make_daemon: Callable[..., Harness]) -> None:
+    """The daemon's parsed specs are as many as its runs: a deleted run's goes too."""
+    h = make_daemon()
+    h.submit(spec("once", ["true"]))
+    h.wait_state("once", "Succeeded")
+    assert "once" in h.daemon.loop.specs
+    h.daemon.service.delete("once", h.root)
+    wait_for(lambda: "once" not in h.daemon.loop.specs, 15, "its spec to be dropped")
