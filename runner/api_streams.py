@@ -183,7 +183,8 @@ async def follow_events(
 def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
     if daemon.front is not None:  # Slurm writes each job's output to the shared log folder
         shared = daemon.front.config.settings.log_dir
-        path = Path(shared) / f"{run.name}.log" if shared else None
+        stem = run.run_uid if is_run_uid(run.run_uid) else run.name  # as runner/slurm/front.py
+        path = Path(shared) / f"{stem}.log" if shared else None
         return [path] if path is not None and path.is_file() else []
     if not is_run_uid(run.run_uid):
         return []

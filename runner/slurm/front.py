@@ -195,7 +195,7 @@ class SlurmFront(Loop):
         spec = replace(self.specs.get(run), priority=run.priority)  # as it is now
         try:
             batch = build_batch(spec, self.config.settings, workspace=run.workspace,
-                                uid=run.uid, gid=run.gid)  # fmt: skip
+                                uid=run.uid, gid=run.gid, log_name=run.run_uid or None)  # fmt: skip
         except SlurmError as e:  # this run cannot go to this cluster: no retry helps
             self._fail_submit(run, None, str(e), now)
             return

@@ -112,10 +112,13 @@ def build_batch(
     workspace: str,
     uid: int | None = None,
     gid: int | None = None,
+    log_name: str | None = None,
 ) -> BatchJob:
     """The batch job for ``spec`` in ``workspace``; SlurmError (one line) if Slurm cannot run it.
 
-    ``uid``/``gid`` run the job as that user (sbatch allows it to root only).
+    ``uid``/``gid`` run the job as that user (sbatch allows it to root only). ``log_name``
+    names its output file in the log folder (the run's id: a name used again by a later
+    run never appends to, or reads, an earlier run's output); the run's name by default.
     """
     if spec.workers > 1 and not spec.gang:
         raise SlurmError(
@@ -133,7 +136,7 @@ def build_batch(
     ]
     if settings.log_dir:
         options += [
-            f"--output={settings.log_dir.rstrip('/')}/{spec.name}.log",
+            f"--output={settings.log_dir.rstrip('/')}/{log_name or spec.name}.log",
             "--open-mode=append",
         ]
     if settings.workdir:

@@ -102,6 +102,14 @@ def test_the_whole_command_line() -> None:
     )  # fmt: skip
 
 
+def test_the_output_file_is_named_by_the_run_s_id_when_given() -> None:
+    """A name used again by a later run never appends to an earlier run's output."""
+    settings_ = SlurmSettings(log_dir="/shared/logs")
+    uid = "0192f0c1a2b3c4d5e6f708192a3b4c5d"
+    job = build_batch(run_spec(), settings_, workspace="w", log_name=uid)
+    assert f"--output=/shared/logs/{uid}.log" in job.argv()
+
+
 def test_partitions_by_workspace_then_by_priority() -> None:
     settings_ = SlurmSettings(
         workspaces={"vision": SlurmTarget(partition="vision")},
