@@ -124,7 +124,20 @@ def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
     if launch.argv:
         kwargs["entrypoint"] = [launch.argv[0]]
         kwargs["command"] = list(launch.argv[1:])
+    if launch.log_limit > 0:  # Docker's own copy, under /var/lib/docker, bounded too
+        kwargs["log_config"] = engine_log_config(launch.log_limit)
     return kwargs | resource_kwargs(launch, nvidia)
+
+
+ENGINE_LOG_FLOOR = 32 << 20  # bytes per file of the engine's own copy, at least
+
+
+def engine_log_config(limit: int) -> docker.types.LogConfig:
+    """The engine keeps at most two files of ``limit`` (at least 32 MiB) each: json-file
+    rotates. More than the daemon's copy in ASTRAEUS_HOME/logs keeps, so that copy (which
+    marks its cuts) sees every line of a burst while it catches up."""
+    size = f"{max(limit, ENGINE_LOG_FLOOR) // 1024}k"
+    return docker.types.LogConfig(type="json-file", config={"max-size": size, "max-file": "2"})
 
 
 def resource_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:

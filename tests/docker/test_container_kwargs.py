@@ -70,6 +70,11 @@ def test_identity_labels_and_command() -> None:
     assert log_bounds(kw["labels"]) == (8 << 20, 0)
     assert kw["entrypoint"] == ["python"]
     assert kw["command"] == ["train.py", "--lr", "3e-4"]
+    # the engine's own copy of the output is bounded by the same limit
+    assert kw["log_config"] == {
+        "Type": "json-file",
+        "Config": {"max-size": "32768k", "max-file": "2"},
+    }
     assert kw["detach"] is True
     assert kw["auto_remove"] is False
 
