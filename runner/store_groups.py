@@ -111,9 +111,12 @@ class GroupTables:
         return doc
 
     def drop_template_if_unused(self, tx: sqlite3.Connection, template: int) -> None:
-        """Forget a template once neither a group nor a run refers to it."""
-        tx.execute(
+        """Forget a template once neither a group nor a run refers to it (and its cached
+        document: ids are never used again, so a rolled-back drop only costs a read)."""
+        gone = tx.execute(
             "DELETE FROM templates WHERE id = ? AND NOT EXISTS (SELECT 1 FROM runs WHERE"
             " template = ?) AND NOT EXISTS (SELECT 1 FROM groups WHERE template = ?)",
             (template, template, template),
         )
+        if gone.rowcount:
+            self._templates.pop(template, None)
