@@ -1,8 +1,9 @@
 """What a run becomes when its workers end: queued again, restarted, or finished.
 
 Worker rows go Starting -> Running -> (Stopping ->) Exited | Lost, observed by
-the loop; here each ended row is classified once (Done, Failed, Preempted,
-Cancelled) and the run's state follows (DESIGN.md's lifecycle):
+the loop; here each ended row is classified once (Done, Failed, Cancelled;
+a preempted attempt is Cancelled, its stop reason says ``preempt``) and the
+run's state follows (DESIGN.md's lifecycle):
 
 - an exit during a stop, whatever its code, counts as the stop's, not as a
   finish; a preemption never spends the restart budget;
@@ -37,8 +38,8 @@ class _Batch:
 def _classify(store: Store, tx: sqlite3.Connection, ended: list[WorkerRow]) -> _Batch:
     batch = _Batch([], None, [])
     for w in ended:
-        if w.stop_reason == "preempt":
-            state = "Preempted"
+        if w.stop_reason == "preempt":  # the attempt is Cancelled, then queued again
+            state = "Cancelled"
             batch.preempted_for = batch.preempted_for or w.stopping_for
         elif w.stop_reason in STOPS_THAT_CANCEL:
             state = "Cancelled"
@@ -110,6 +111,7 @@ def _finish(
     elif request == "timelimit":
         store.update_run(tx, name, state="Failed", finished_at=now,
                          reason=Reason("Time limit reached"))  # fmt: skip
+        store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
     elif request == "failed":
         store.update_run(tx, name, state="Failed", finished_at=now)
     elif len(latest) == spec.workers and all(w.state == "Done" for w in latest.values()):

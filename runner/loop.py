@@ -217,6 +217,10 @@ class Loop:
             limit = self.specs.get(run).task.time_limit_seconds
             running = [w for w in workers if w.state != "Stopping"]
             if run.stop_request in ("delete", "failed", "restart") and running:
+                if run.stop_request == "delete":
+                    with self.store.transaction() as tx:
+                        reason = Reason("Deleted: stopping")
+                        self.store.update_run(tx, run.name, state="Stopping", reason=reason)
                 self.stop_workers(run.name, running, run.stop_request, None, now)
                 changed = True
             elif limit is not None and any(
@@ -245,7 +249,7 @@ class Loop:
         attempt = max(w.attempt for w in running)
         ended = [
             w for w in self.store.workers_of(run.name)
-            if w.attempt == attempt and w.state == "Preempted"
+            if w.attempt == attempt and w.state == "Cancelled" and w.stop_reason == "preempt"
         ]  # fmt: skip
         if not ended:
             return False
@@ -254,7 +258,8 @@ class Loop:
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
         with self.store.transaction() as tx:
-            self.store.update_run(tx, run, stop_request="timelimit")
+            self.store.update_run(tx, run, stop_request="timelimit", state="Stopping",
+                                  reason=Reason("Time limit reached: stopping"))  # fmt: skip
             row = self.store.get_run(run)
             ws = row.workspace if row else ""
             self.store.add_event(tx, run, ws, "TimeLimit", Reason("Time limit reached"), now)
@@ -419,9 +424,16 @@ class Loop:
         for p in result.preemptions:
             gang = self.specs.gang(p.run)
             unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
+            others = [w for w in live if w.run == p.run and w not in unit and w.state != "Stopping"]
             with self.store.transaction() as tx:
                 reason = Reason.of("Preempted by higher-priority work ({0})", head)
-                self.store.update_run(tx, p.run, state="Stopping", reason=reason)
+                if others:  # independent workers: the rest keep running
+                    n = len(unit) + len([w for w in live if w.run == p.run and w not in unit])
+                    reason = Reason.of(
+                        f"{len(unit)} of {n} workers stopping (preempted by {{0}})", head
+                    )
+                self.store.update_run(tx, p.run, state="Running" if others else "Stopping",
+                                      reason=reason)  # fmt: skip
                 grace = self.settings.machine.stop_grace
                 text = Reason.of(
                     f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "

@@ -147,7 +147,7 @@ def test_a_worker_that_already_exited_is_queued_again(make_daemon: Make) -> None
     assert kept.state == "Stopping"
     h.daemon.service.delete("urgent", h.root)
     wait_for(
-        lambda: [w.state for w in workers(h, "victim")] == ["Preempted", "Running", "Running"],
+        lambda: [w.state for w in workers(h, "victim")] == ["Cancelled", "Running", "Running"],
         message="worker 0 started again, worker 1 kept",
     )
     grace_over(h)
@@ -218,7 +218,7 @@ def test_a_gang_worker_ending_after_a_withdrawal_takes_the_gang_with_it(
     wait_for(lambda: [w.state for w in workers(h, "victim")] == ["Running", "Running"])
     gate.touch()
     wait_for(lambda: h.run("victim").preemptions == 1, message="the gang queued again")
-    assert [w.state for w in workers(h, "victim")][:2] == ["Preempted", "Preempted"]
+    assert [w.state for w in workers(h, "victim")][:2] == ["Cancelled", "Cancelled"]
     assert h.wait_state("victim", "Running").attempts == 2
     assert h.run("victim").restarts == 0
     assert not [e for e in h.events("victim") if e.startswith("Sent SIGKILL")]
