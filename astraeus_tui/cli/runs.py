@@ -223,8 +223,24 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
             echo(f"{key + ':':<20}{value}")
     if command := _command_line(run.get("spec")):
         echo(f"{'command:':<20}{command}")  # a script's newlines shown as \n
+    for line in _worker_lines(run.get("workers_history") or []):
+        echo(line)
     for e in run.get("events", [])[-15:]:
         echo(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+
+
+def _worker_lines(history: list[dict[str, Any]], limit: int = 16) -> list[str]:
+    """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``."""
+    lines = []
+    for w in history[-limit:]:
+        why = w.get("error") or w.get("stop_reason") or ""
+        if w.get("killed"):
+            why = f"{why}, SIGKILL".lstrip(", ")
+        tail = f" ({why})" if why else ""
+        lines.append(
+            f"  attempt {w.get('attempt')} worker {w.get('worker')}  {w.get('state')}{tail}"
+        )
+    return lines
 
 
 def _command_line(spec: object, limit: int = 300) -> str:

@@ -176,6 +176,8 @@ def test_delete_running_run(served: Start) -> None:
     wait_for(lambda: d.json("show", "long")["state"] == "Running")
     assert d.astra("delete", "long").stdout.strip() == "long: stopping"
     wait_for(lambda: d.json("show", "long")["state"] == "Cancelled")
+    shown = d.astra("show", "long").stdout.splitlines()
+    assert "  attempt 1 worker 0  Cancelled (delete)" in shown  # each worker's own state
 
 
 def _bad(path: str, value: object) -> str:
