@@ -19,6 +19,7 @@ def fast_ls(argv: list[str]) -> int | None:
     parser.add_argument("--workspace")
     parser.add_argument("--state")
     parser.add_argument("--json", dest="as_json", action="store_true")
+    parser.add_argument("--wide", "-w", action="store_true")
     try:
         args, rest = parser.parse_known_args(argv[1:])
     except argparse.ArgumentError:
@@ -35,5 +36,5 @@ def fast_ls(argv: list[str]) -> int | None:
 
         print(shown(e), file=sys.stderr)
         return 1
-    show_runs(runs, args.as_json)
+    show_runs(runs, args.as_json, args.wide)
     return 0

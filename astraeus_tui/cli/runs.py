@@ -21,7 +21,7 @@ from astraeus_tui.cli.common import (
     parse_duration,
     spec_document,
 )
-from astraeus_tui.cli.tables import print_json, show_runs
+from astraeus_tui.cli.tables import print_json, print_json_line, show_runs
 from astraeus_tui.client import ApiError, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
@@ -200,10 +200,13 @@ def ls(
         str | None, typer.Option(help="Only these states, e.g. Queued,Running.")
     ] = None,
     as_json: bool = JsonOption,
+    wide: Annotated[
+        bool, typer.Option("--wide", "-w", help="Whole reasons (else cut to one line).")
+    ] = False,
 ) -> None:
     """Waiting and running runs, in the planner's order, with why each waits."""
     runs = call(lambda c: c.runs(all=all_runs, workspace=workspace, state=state))
-    show_runs(runs, as_json)
+    show_runs(runs, as_json, wide)
 
 
 def show(name: RunArg, as_json: bool = JsonOption) -> None:
@@ -291,7 +294,7 @@ def events(
     try:
         for e in Client(timeout=None).events(name, follow=follow):
             if as_json:
-                print_json(e)
+                print_json_line(e)  # NDJSON: one compact object a line
             else:
                 echo(f"{e['time']}  {e['run']:<24} {e['kind']:<12} {e['message']}")
     except ApiError as e:

@@ -14,6 +14,12 @@ def print_json(data: object) -> None:
     sys.stdout.write("\n")
 
 
+def print_json_line(data: object) -> None:
+    """One compact JSON object on one line (NDJSON), flushed for a reader downstream."""
+    sys.stdout.write(json.dumps(data, default=str, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def age(iso: str | None, now: datetime | None = None) -> str:
     if not iso:
         return "-"
@@ -25,8 +31,11 @@ def age(iso: str | None, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def print_runs(runs: list[dict[str, Any]]) -> None:
-    """The queue as `astra ls` shows it: fits 80 columns, the reason folds."""
+def print_runs(runs: list[dict[str, Any]], wide: bool = False) -> None:
+    """The queue as `astra ls` shows it: one line a run, the reason cut with `…` to fit.
+
+    With ``wide`` the whole reason is shown (it may wrap); `show` and `why` always have it.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -43,7 +52,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
     table.add_column("GPUS", justify="right", no_wrap=True)
     table.add_column("AGE", justify="right", no_wrap=True)
     table.add_column("START", justify="right", no_wrap=True)
-    table.add_column("REASON", overflow="fold", ratio=1)
+    table.add_column("REASON", overflow="fold" if wide else "ellipsis", ratio=1)
     for r in runs:
         held = ",".join(str(g) for g in r["gpus"])
         gpus = held if held else str(r["gpus_requested"])
@@ -51,14 +60,17 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
         mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
         cells = (mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
                  age(r["submitted_at"]), start_label(r, now), r["reason"] or "")  # fmt: skip
-        table.add_row(*(plain(c) for c in cells))  # no markup, nothing unprintable
+        *shown, reason = (plain(c) for c in cells)  # no markup, nothing unprintable
+        if not wide:  # one line a run, as squeue: the cell shrinks, the text is cut with …
+            reason.no_wrap, reason.overflow = True, "ellipsis"
+        table.add_row(*shown, reason)
     Console().print(table)
 
 
-def show_runs(runs: list[dict[str, Any]], as_json: bool) -> None:
+def show_runs(runs: list[dict[str, Any]], as_json: bool, wide: bool = False) -> None:
     if as_json:
         print_json(runs)
     elif runs:
-        print_runs(runs)
+        print_runs(runs, wide)
     else:
         print("No runs.")
