@@ -25,7 +25,7 @@ from runner.loop import Loop, LoopSettings
 from runner.scheduler import Machine
 from runner.service import LOCAL_IMAGE, Service
 from runner.service_groups import GroupService
-from runner.store import Store
+from runner.store import RunRow, Store
 
 if TYPE_CHECKING:
     from runner.slurm.front import SlurmFront
@@ -70,18 +70,29 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
 
 def _refuse_to_orphan_containers(store: Store, why: str) -> None:
     """Docker is down but runs that live in containers are in the state: starting on
-    local processes would lose them (and run their commands on the host). Refuse."""
-    live = [
-        r.name
-        for r in store.runs(active_only=True)
-        if r.state != "Queued"
-        and r.spec().get("spec", {}).get("task_template", {}).get("image") != LOCAL_IMAGE
-    ]
+    local processes would lose them (and run their commands on the host). Refuse.
+
+    Decided by the executor that started each live worker, as recorded on it; a worker
+    from before that was recorded falls back to its run's image."""
+    started_by: dict[str, set[str | None]] = {}
+    for w in store.live_workers():
+        started_by.setdefault(w.run, set()).add(w.executor)
+    live = [r.name for r in store.runs(active_only=True) if _in_containers(r, started_by)]
     if live:
         raise DaemonError(
             f"{why}, but {len(live)} run(s) live in containers ({', '.join(live[:3])}): "
             'start Docker and try again (or set executor = "process" to give them up)'
         )
+
+
+def _in_containers(run: RunRow, started_by: dict[str, set[str | None]]) -> bool:
+    if run.state == "Queued":
+        return False
+    executors = started_by.get(run.name, {None})
+    if "docker" in executors:
+        return True
+    image = run.spec().get("spec", {}).get("task_template", {}).get("image")
+    return None in executors and image != LOCAL_IMAGE
 
 
 def _private_home(home: Path) -> None:

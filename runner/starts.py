@@ -183,7 +183,7 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         for index, gpus in zip(start.workers, start.gpus, strict=True):
             store.insert_worker(
                 tx, start.run, attempt, index, gpus, worker.cpu_milli, worker.memory, now,
-                mono, boot,
+                mono, boot, ctx.executor.name,
             )  # fmt: skip
         gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
         how = "Backfilled" if start.backfill else "Started"

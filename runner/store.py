@@ -164,6 +164,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_template ON runs(template);
     ALTER TABLE groups ADD COLUMN template INTEGER REFERENCES templates(id);
     """,
+    # 7: the executor that started each worker ("docker", "process"); NULL on older rows
+    """
+    ALTER TABLE workers ADD COLUMN executor TEXT;
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -255,6 +259,7 @@ class WorkerRow:
     started_mono: float | None = None  # CLOCK_MONOTONIC at the start, on boot ``boot_id``
     stop_deadline_mono: float | None = None  # and at the SIGKILL time, while it stops
     boot_id: str | None = None
+    executor: str | None = None  # who started it; None: a row from before migration 7
 
 
 def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
@@ -316,7 +321,7 @@ def _worker(row: sqlite3.Row) -> WorkerRow:
         tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
         row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
         row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
-        row["started_mono"], row["stop_deadline_mono"], row["boot_id"],
+        row["started_mono"], row["stop_deadline_mono"], row["boot_id"], row["executor"],
     )  # fmt: skip
 
 
@@ -526,13 +531,15 @@ class Store(GroupTables, ForgetTables):
     def insert_worker(
         self, tx: sqlite3.Connection, run: str, attempt: int, worker: int,
         gpus: tuple[int, ...], cpu_milli: int, memory: int, now: float,
-        mono: float | None = None, boot: str | None = None,
+        mono: float | None = None, boot: str | None = None, executor: str | None = None,
     ) -> None:  # fmt: skip
         tx.execute(
             "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
-            " started_at, started_mono, boot_id) VALUES (?,?,?,'Starting',?,?,?,?,?,?)",
-            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now, mono, boot),
-        )
+            " started_at, started_mono, boot_id, executor)"
+            " VALUES (?,?,?,'Starting',?,?,?,?,?,?,?)",
+            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now, mono, boot,
+             executor),
+        )  # fmt: skip
 
     def live_workers(self) -> list[WorkerRow]:
         sql = f"{_WORKERS} WHERE w.state IN {LIVE_WORKER_STATES} ORDER BY w.run, w.worker"
