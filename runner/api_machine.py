@@ -72,7 +72,8 @@ def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
 
 
 async def workspaces(request: web.Request) -> web.Response:
-    daemon = request.app[_api().DAEMON]
+    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    mine = daemon.service.default_workspace_of(caller)
     used: dict[str, Resources] = {}
     for w in daemon.store.live_workers():
         run = daemon.store.get_run(w.run)
@@ -87,6 +88,8 @@ async def workspaces(request: web.Request) -> web.Response:
         rows.append({
             "name": name, "members": list(ws.members), "weight": ws.weight,
             "max_priority": ws.max_priority, "quota": _quota_json(ws.quota),
+            "default_image": daemon.service.default_image(name),
+            "default": name == mine,  # where the caller's runs go when they name none
             "usage": dict(zip(RESOURCE_NAMES, amounts(u), strict=True)),
             "dominant_share": share, "share_over_weight": share / ws.weight,
             "gpu_seconds": history.get(name, (0.0, 0.0))[0],

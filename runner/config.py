@@ -15,6 +15,10 @@ documents every key in its opening block.
 head and body to arrive, ``idle_timeout_seconds`` (default 5) before a connection
 with no request in progress is closed, ``max_connections_per_user`` (default 64)
 open connections per Unix user, root included.
+
+``default_image`` (``[machine]``, and per workspace, which goes first) is the image a
+run gets when its spec names none; stored in the run as resolved at submit. Unset, it
+is ``local`` under the process executor, and such a run is refused under docker.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of d
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
-    "max_submit_per_user", "log_limit", "log_reserve",
+    "max_submit_per_user", "log_limit", "log_reserve", "default_image",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = (
@@ -82,7 +86,7 @@ _API_KEYS = (
 )
 MAX_API_TIMEOUT = 3600.0
 MAX_CONNECTIONS = 100_000
-_WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota")
+_WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota", "default_image")
 _QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers")
 _DRIVE_KEYS = ("path", "workspaces")
 
@@ -126,6 +130,9 @@ class MachineConfig:
     max_submit_per_user: int = DEFAULT_MAX_SUBMIT
     log_limit: int = DEFAULT_LOG_LIMIT  # 0: no limit
     log_reserve: int = DEFAULT_LOG_RESERVE  # 0: none
+    # the image of a run that names none; None: "local" under the process executor,
+    # else such a run is refused. A workspace's default_image goes first.
+    default_image: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +410,25 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         max_submit_per_user=_max_submit(table),
         log_limit=_log_limit(table.get("log_limit", DEFAULT_LOG_LIMIT), "machine.log_limit"),
         log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
+        default_image=_default_image(table.get("default_image"), "machine.default_image"),
     )
+
+
+MAX_IMAGE = 4096
+
+
+def _default_image(value: object, path: str) -> str | None:
+    """An image reference: a non-empty string without spaces or control characters."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_IMAGE
+        or any(c.isspace() or not c.isprintable() for c in value)
+    ):
+        raise _Invalid(path, f"must be an image reference without spaces, got {_show(value)}")
+    return value
 
 
 def _max_submit(table: _Table) -> int:
@@ -439,6 +464,7 @@ def _workspace(name: str, value: object) -> Workspace:
             table.get("max_priority", 0), f"{path}.max_priority", MIN_PRIORITY, MAX_PRIORITY
         ),
         members=_users(table.get("members", []), f"{path}.members", allow_all=True),
+        default_image=_default_image(table.get("default_image"), f"{path}.default_image"),
     )
 
 

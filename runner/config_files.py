@@ -182,6 +182,9 @@ DEFAULT_CONFIG_TEXT = """\
 #                       it the oldest output is cut, and the log says so; 0: none
 #   log_reserve         free space kept on the logs' disk (default "256MiB"):
 #                       below it output is dropped, and the log says so; 0: none
+#   default_image       the image of a run that names none (astra run without
+#                       --image); unset: "local" under the process executor,
+#                       refused under docker
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too
@@ -196,6 +199,8 @@ DEFAULT_CONFIG_TEXT = """\
 # [workspaces.<name>]   name: 1-63 lowercase letters, digits or '-'
 #   members             Unix user names; "*" means every user of the machine
 #   max_priority        the highest priority its runs may ask (-1000..1000)
+#   default_image       optional: its runs' image when they name none (before
+#                       [machine] default_image)
 #   weight              fair-share weight (> 0); a larger weight, a larger share
 #   quota               optional hard ceiling, any of
 #                       { gpus = 8, cpu_cores = 64, memory = "512GiB", workers = 4 }

@@ -165,6 +165,7 @@ class Workspace:
     weight: float = 1.0
     max_priority: int = 0
     members: tuple[str, ...] = ()
+    default_image: str | None = None  # for runs naming none; before [machine] default_image
 
 
 class MountMode(StrEnum):

@@ -8,6 +8,7 @@ groups and workspaces) and either changes nothing and raises
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import grp
 import json
 import pwd
@@ -127,6 +128,10 @@ class Service:
             )
         return name
 
+    def default_workspace_of(self, caller: Caller) -> str:
+        """Where ``caller``'s runs go when they name no workspace."""
+        return self._default_workspace(caller)
+
     def _default_workspace(self, caller: Caller) -> str:
         default = self.config.default_workspace
         if caller.admin or default in caller.workspaces or not caller.workspaces:
@@ -190,13 +195,29 @@ class Service:
         self._check_drives(spec, workspace)
         self._check_after(spec, caller)
         self.backend_check(spec, workspace)
-        if spec.task.image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
+        image = spec.task.image or self.default_image(workspace)
+        if image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
             raise ServiceError(
                 422, "INVALID_SPEC",
                 f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"
-                f" does not do (executor {self.executor}): name a container image",
+                f" does not do (executor {self.executor}): name a container image,"
+                " or set [machine] default_image",
             )  # fmt: skip
         return workspace
+
+    def default_image(self, workspace: str | None = None) -> str:
+        """The image of a run naming none: the workspace's, the machine's, else local."""
+        ws = self.config.workspaces.get(workspace or self.config.default_workspace)
+        if ws is not None and ws.default_image:
+            return ws.default_image
+        return self.config.machine.default_image or LOCAL_IMAGE
+
+    def resolved(self, spec: RunSpec, workspace: str) -> RunSpec:
+        """``spec`` with the default image filled in when it names none: stored so."""
+        if spec.task.image:
+            return spec
+        task = dataclasses.replace(spec.task, image=self.default_image(workspace))
+        return dataclasses.replace(spec, task=task)
 
     def _check_after(self, spec: RunSpec, caller: Caller) -> None:
         """Each run waited for exists, may be seen by the caller, and can still succeed."""
@@ -245,10 +266,11 @@ class Service:
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
         """Validate and acknowledge a run: committed when this returns."""
         spec, workspace = self.check(document, caller)
-        return self._insert(spec, workspace, caller, now)
+        return self._insert(self.resolved(spec, workspace), workspace, caller, now)
 
     def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
-        return self._insert(spec, self._check_spec(spec, caller), caller, now)
+        workspace = self._check_spec(spec, caller)
+        return self._insert(self.resolved(spec, workspace), workspace, caller, now)
 
     def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
         row = self.new_row(spec, workspace, caller, time.time() if now is None else now)

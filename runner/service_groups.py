@@ -74,7 +74,8 @@ class GroupService:
 
     def create(self, document: object, caller: Caller, now: float | None = None) -> GroupRow:
         group, workspace = self.check(document, caller)
-        group = replace(group, template=replace(group.template, workspace=workspace))  # pinned
+        resolved = self.service.resolved(group.template, workspace)  # the image, stored
+        group = replace(group, template=replace(resolved, workspace=workspace))  # pinned
         now = time.time() if now is None else now
         row = GroupRow(
             group.name, group.kind, workspace, caller.user, caller.uid, caller.gid,

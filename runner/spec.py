@@ -293,7 +293,7 @@ def _stored_task(value: object, path: str) -> TaskTemplate:
 
 def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
     task = _object(value, path, _TASK_KEYS)
-    image = _required(task, path, "image", _image)
+    image = _optional(task, path, "image", _image, "")  # "": the daemon's default
     command, lead = _optional(task, path, "command", _command, (None, ()))
     args = lead + _optional(task, path, "args", _strings, ())
     _check_args_count(args, f"{path}.args")
@@ -489,7 +489,7 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
 
 
 def _task_to_dict(task: TaskTemplate) -> JsonObject:
-    out: JsonObject = {"image": task.image}
+    out: JsonObject = {"image": task.image} if task.image else {}
     if task.command is not None:
         out["command"] = task.command
     out["args"] = list(task.args)

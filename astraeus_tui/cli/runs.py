@@ -155,7 +155,12 @@ def run(
     name: Annotated[
         str | None, typer.Option(help="The run's name (default: from the command).")
     ] = None,
-    image: Annotated[str, typer.Option(envvar="ASTRAEUS_IMAGE", help="Container image.")] = "local",
+    image: Annotated[
+        str,
+        typer.Option(
+            envvar="ASTRAEUS_IMAGE", help="Container image (default: the daemon's default_image)."
+        ),
+    ] = "",
     gpus: Annotated[int, typer.Option(help="GPUs per worker.")] = 0,
     cpus: Annotated[float, typer.Option(help="CPU cores per worker.")] = 0,
     memory: Annotated[str | None, typer.Option(help="Memory per worker, e.g. 64GiB.")] = None,
@@ -173,7 +178,7 @@ def run(
     if memory is not None:
         resources["memory_bytes"] = memory
     task: dict[str, Any] = {
-        "image": image, "command": command[0], "args": command[1:],
+        **({"image": image} if image else {}), "command": command[0], "args": command[1:],
         "requested_resources": resources, "env": _env(env or []),
         "datavolume_refs": [_drive(d) for d in drive or []],
     }  # fmt: skip

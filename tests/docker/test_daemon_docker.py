@@ -152,5 +152,22 @@ def test_a_host_command_is_refused_when_the_daemon_runs_containers(
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "422 INVALID_SPEC: spec.task_template.image: local runs on the host, which this daemon"
-        " does not do (executor docker): name a container image"
+        " does not do (executor docker): name a container image, or set [machine] default_image"
     )
+
+
+def test_a_run_naming_no_image_gets_the_default_image(served: Start, tmp_path: Path) -> None:  # noqa: F811
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    image = f'default_image = "{IMAGE}"'
+    d = served(docker_config(drive), gpus=0, grace=5, executor="docker", machine=image)
+    try:
+        assert d.astra("run", "--name", "plain", "--", "echo", "hi").returncode == 0
+        run = wait_for(lambda: (r := d.json("show", "plain"))["state"] == "Succeeded" and r, 30)
+        assert run["spec"]["spec"]["task_template"]["image"] == IMAGE  # stored resolved
+        assert d.astra("logs", "plain").stdout == "hi\n"
+    finally:
+        d.stop()
+        label = f"io.astraeus.instance={instance_id(d.home)}"
+        for container in engine_client().containers.list(all=True, filters={"label": label}):
+            container.remove(force=True)

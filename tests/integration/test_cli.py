@@ -42,6 +42,7 @@ def test_run_ls_show_logs_wait(served: Start) -> None:
     assert "hello from astraeus" in d.astra("logs", "hello").stdout
     shown = d.json("show", "hello")
     assert [e["kind"] for e in shown["events"]][:2] == ["Submitted", "Started"]
+    assert shown["spec"]["spec"]["task_template"]["image"] == "local"  # the process default
     events = d.astra("events", "hello").stdout
     assert "Succeeded" in events
 

@@ -150,7 +150,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "[machine]\ngpu = 1",
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
-        " finished_retention, max_submit_per_user, log_limit, log_reserve)",
+        " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image)",
     ),
     (
         '[machine]\nlog_limit = "100KiB"',
@@ -187,7 +187,7 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         WS + "member = []",
         "workspaces.vision.member",
-        "unknown key (expected one of: members, max_priority, weight, quota)",
+        "unknown key (expected one of: members, max_priority, weight, quota, default_image)",
     ),
     (
         WS + "quota = { gpu = 1 }",
@@ -378,6 +378,21 @@ def test_stop_grace_env_overrides_the_config(monkeypatch: pytest.MonkeyPatch) ->
     assert parse(text, ASTRAEUS_STOP_GRACE="").machine.stop_grace_seconds == 30.0
     monkeypatch.setenv("ASTRAEUS_STOP_GRACE", "7")
     assert parse_config(text).machine.stop_grace_seconds == 7.0  # os.environ by default
+
+
+def test_default_image_is_read_for_the_machine_and_each_workspace() -> None:
+    assert parse("").machine.default_image is None
+    config = parse(
+        '[machine]\ndefault_image = "pytorch:24"\n[workspaces.a]\ndefault_image = "jax:1"'
+    )
+    assert config.machine.default_image == "pytorch:24"
+    assert config.workspaces["a"].default_image == "jax:1"
+
+
+@pytest.mark.parametrize("value", ['""', '"a b"', "3"])
+def test_a_bad_default_image_names_the_key(value: str) -> None:
+    message = error_of(f"[machine]\ndefault_image = {value}")
+    assert message.startswith(f"{SOURCE}: machine.default_image: must be an image reference")
 
 
 def test_max_submit_per_user_defaults_to_1000_and_is_read() -> None:

@@ -249,10 +249,14 @@ def test_load_spec_text_reads_sbatch_when_asked() -> None:
 # ------------------------------------------------------------------ errors
 
 
+def test_a_file_naming_no_image_leaves_it_for_the_daemon() -> None:
+    """The daemon fills in its default_image (or refuses, saying what to set)."""
+    assert parse_sbatch(script("-J job")).task.image == ""
+
+
 @pytest.mark.parametrize(
     ("options", "field", "reason"),
     [
-        (["-J job"], "#SBATCH --container-image", "required"),
         (["--container-image=img"], "#SBATCH --job-name", "required"),
         (["--container-image=img", "--job-name=Bad_Name"], "#SBATCH --job-name", "lowercase"),
         (['--container-image="a b"', "-J x"], "#SBATCH --container-image", "spaces"),

@@ -154,6 +154,13 @@ def test_the_same_document_in_toml_gives_the_same_run_spec() -> None:
     assert load_spec_text(json.dumps(SEED), "json") == SEED_SPEC
 
 
+def test_a_task_naming_no_image_is_left_for_the_daemon_to_fill() -> None:
+    document = {"metadata": {"name": "r"}, "spec": {"task_template": {"command": "true"}}}
+    spec = parse_spec(document)
+    assert spec.task.image == ""
+    assert "image" not in spec_to_dict(spec)["spec"]["task_template"]
+
+
 def test_defaults() -> None:
     spec = parse_spec(minimal())
     assert spec == RunSpec(name="r", task=TaskTemplate(image="img"))
@@ -297,7 +304,6 @@ BAD: list[tuple[str, object, str]] = [
     ("metadata.name", _DELETE, "metadata.name"),
     (TASK, _DELETE, TASK),
     (TASK, [], TASK),
-    (f"{TASK}.image", _DELETE, f"{TASK}.image"),
     (f"{TASK}.image", "", f"{TASK}.image"),
     (f"{TASK}.image", 3, f"{TASK}.image"),
     (f"{TASK}.image", "a b", f"{TASK}.image"),
