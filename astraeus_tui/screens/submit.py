@@ -98,7 +98,8 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
     }
     if values.get("memory", "").strip():
         resources["memory_bytes"] = values["memory"].strip()
-    task: dict[str, Any] = {"image": values.get("image", "").strip(), "command": argv[0],
+    image = values.get("image", "").strip()
+    task: dict[str, Any] = {**({"image": image} if image else {}), "command": argv[0],
                             "args": argv[1:], "requested_resources": resources,
                             "datavolume_refs": _drives(values.get("drives", ""))}  # fmt: skip
     if values.get("limit", "").strip():
@@ -170,6 +171,7 @@ class SubmitScreen(ModalScreen[str | None]):
     def __init__(self, client: DashboardApi, workspaces: list[dict[str, Any]]) -> None:
         super().__init__()
         self.client, self.workspaces = client, workspaces
+        self._shown_image = ""  # the default image last put in the Image field
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="form") as form:
@@ -209,16 +211,26 @@ class SubmitScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         for box in self.query(Input).results(Input):
             box.cursor_blink = False
-        self.query_one("#image", Input).value = "local"
         self.query_one("#name", Input).focus()
-        self._update_hint()
+        self._update_hint()  # and the Image field: the daemon's default image
+
+    def _target(self) -> dict[str, Any]:
+        """The workspace the run would go to: the one chosen, else the caller's default."""
+        chosen = self.query_one("#workspace", Select).value
+        found = next((w for w in self.workspaces if w.get("name") == chosen), None)
+        return found or next((w for w in self.workspaces if w.get("default")), {})
+
+    def _default_image(self) -> str:
+        """The image the daemon gives a run in that workspace when it names none."""
+        return str(self._target().get("default_image") or "local")
 
     @on(Select.Changed, "#workspace")
     def _update_hint(self) -> None:
-        chosen = self.query_one("#workspace", Select).value
-        found = next((w for w in self.workspaces if w.get("name") == chosen), None)
-        limit = None if found is None else int(found.get("max_priority", 0))
+        limit = int(self._target().get("max_priority", 0))
         self.query_one("#priority-hint", Static).update(priority_hint(limit))
+        image = self.query_one("#image", Input)
+        if image.value == self._shown_image:  # untouched: follow the workspace's default
+            image.value = self._shown_image = self._default_image()
 
     # ------------------------------------------------------------ errors
 

@@ -56,7 +56,7 @@ class WorkspacesPanel(Widget):
         grid.add_column(no_wrap=True, justify="right")
         grid.add_column(no_wrap=True, justify="right")
         grid.add_column(no_wrap=True, justify="right")
-        head = ("", "used/quota", "share", "wt", "max")
+        head = ("", "used/quota", "share", "wt", "max\nprio")
         grid.add_row(*(Text(h, style="dim") for h in head))
         for ws in self.workspaces:
             grid.add_row(
@@ -64,6 +64,6 @@ class WorkspacesPanel(Widget):
                 usage(ws),
                 Text(f"{ws.get('dominant_share') or 0.0:.0%}"),
                 Text(f"{ws.get('weight', 1):g}", style="dim"),
-                Text(f"≤{ws.get('max_priority', 0)}"),
+                Text(f"{ws.get('max_priority', 0)}"),
             )
         return grid

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Log, Static
+from textual.widgets import Button, Input, Log, Select, Static
 
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import AsyncClient, Client
@@ -32,8 +32,11 @@ from tests.tui.helpers import WORKSPACES, main_screen, screen_of, until
 Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
 
 
-def drive(served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any]) -> None:
-    daemon = served(WORKSPACES, gpus=4, grace=1)
+def drive(
+    served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any],
+    config: str = WORKSPACES, machine: str = "",
+) -> None:  # fmt: skip
+    daemon = served(config, gpus=4, grace=1, machine=machine)
     client = Client(daemon.socket)
     for document in runs:
         client.submit(document)
@@ -93,6 +96,27 @@ def test_submit_from_the_form(served: Callable[..., Served]) -> None:
         await until(pilot, lambda: screen.query_one(QueueTable).selected_key == "from-form")
 
     drive(served, scenario)
+
+
+def test_the_form_says_the_default_workspaces_maximum_and_image(
+    served: Callable[..., Served],
+) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        hint, image = form.query_one("#priority-hint", Static), form.query_one("#image", Input)
+        await until(pilot, lambda: text(hint).endswith("Up to 10 here."), message="vision's cap")
+        assert image.value == "trainer:1"  # the machine's default image
+        form.query_one("#workspace", Select).value = "nlp"
+        await until(pilot, lambda: text(hint).endswith("Up to 0 here."), message="nlp's cap")
+        assert image.value == "nlp-image:2"  # the workspace's own default
+        image.value = "mine:3"
+        form.query_one("#workspace", Select).value = "vision"
+        await until(pilot, lambda: text(hint).endswith("Up to 10 here."), message="vision again")
+        assert image.value == "mine:3"  # what the person typed stays
+
+    config = WORKSPACES + 'default_image = "nlp-image:2"\n'  # in [workspaces.nlp], the last
+    drive(served, scenario, config=config, machine='default_image = "trainer:1"')
 
 
 def test_submit_a_spec_file(served: Callable[..., Served], tmp_path: Path) -> None:
