@@ -8,12 +8,14 @@ re-planning with the change applied; none is guessed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from runner.model import ANONYMOUS_RUN, Resources, Viewer
+from runner.model import ANONYMOUS_RUN, Resources, Viewer, amounts
 from runner.scheduler import (
     Plan,
+    RunningUnit,
     Snapshot,
     WaitingRun,
     dominant_share,
@@ -91,13 +93,36 @@ def _ahead_line(snapshot: Snapshot, result: Plan, run: WaitingRun, name: _Namer)
     return line + f": behind {who}, submitted earlier ({when})."
 
 
+def _frees_what_head_lacks(snapshot: Snapshot, result: Plan) -> Callable[[RunningUnit], bool]:
+    """Whether a running unit's end frees some resource the head is short of now.
+
+    Short: the head's need beyond what is free once this plan's starts are placed.
+    """
+    need = result.head.need if result.head else Resources()
+    free = snapshot.machine.capacity()
+    for unit in snapshot.running:
+        free = free - unit.resources
+    started = {s.run: len(s.workers) for s in result.starts}
+    for w in snapshot.waiting:
+        if w.name in started:
+            free = free - w.worker.times(started[w.name])
+    short = [i for i, (n, f) in enumerate(zip(amounts(need), amounts(free), strict=True)) if n > f]
+
+    def helps(unit: RunningUnit) -> bool:
+        held = amounts(unit.resources)
+        return any(held[i] > 0 for i in short)
+
+    return helps
+
+
 def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> str | None:
     head = result.head
     if head is None:
         return None
     grace = snapshot.machine.stop_grace
+    helps = _frees_what_head_lacks(snapshot, result)
     ends = []
-    for unit in sorted(snapshot.running, key=lambda u: unit_end(u, grace)):
+    for unit in sorted(filter(helps, snapshot.running), key=lambda u: unit_end(u, grace)):
         end = unit_end(unit, grace)
         what = "has no time limit" if math.isinf(end) else f"ends by {format_utc(end)}"
         ends.append(f"{name(unit.run)} ({unit.resources.gpus} GPUs) {what}")

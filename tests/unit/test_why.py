@@ -7,7 +7,7 @@ from dataclasses import replace
 from runner.model import Viewer
 from runner.scheduler import Snapshot, WaitingRun, plan
 from runner.why import duration, explain
-from tests.unit.planner_builders import HOUR, NOW, running, snap, waiting, workspace
+from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 ADMIN = Viewer()
 
@@ -107,3 +107,29 @@ def test_quota_and_anonymised_names() -> None:
 
 def test_a_run_that_is_not_waiting_has_no_answer() -> None:
     assert explain(snap(waiting("x", gpus=1)), NOW, "nope", ADMIN, 0) is None
+
+
+def test_the_head_waits_only_for_work_that_frees_what_it_lacks() -> None:
+    # 2 of 8 GPUs free; a CPU-only run with no time limit frees no GPU.
+    s = snap(
+        running("a", gpus=tuple(range(6)), started=0),
+        running("small", cpus=2, started=0),
+        running("short", cpus=2, started=0, limit=60),
+        waiting("big", gpus=4, at=0),
+    )
+    why = explain(s, NOW, "big", ADMIN, max_priority=0)
+    assert why is not None
+    assert why.chain[1] == "The head, big, waits for: a (6 GPUs) has no time limit."
+
+
+def test_short_of_cores_the_head_waits_for_the_run_holding_cores() -> None:
+    m = machine(gpus=8, cpus=8)
+    s = snap(
+        running("gpu", gpus=(0,), started=0, limit=HOUR),
+        running("cores", cpus=6, started=0),
+        waiting("wide", cpus=4, at=0),
+        m=m,
+    )
+    why = explain(s, NOW, "wide", ADMIN, max_priority=0)
+    assert why is not None
+    assert why.chain[1] == "The head, wide, waits for: cores (0 GPUs) has no time limit."
