@@ -206,7 +206,7 @@ def format_utc(t: float) -> str:
     return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) -> Reason:
+def _preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Reason | None:
     if victims:
         runs: dict[str, RunRef] = {}
         for unit in victims:
@@ -216,6 +216,13 @@ def _head_message(head: Head, victims: list[RunningUnit], stopping_workers: int)
         return Reason.of(text, tuple(runs.values()))
     if stopping_workers:
         return Reason(f"Starting: waiting for {stopping_workers} preempted worker(s) to stop")
+    return None
+
+
+def _head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) -> Reason:
+    preempting = _preempting_message(victims, stopping_workers)
+    if preempting is not None:
+        return preempting
     if head.shadow is None:
         return Reason(f"Next to run (priority {head.priority}): waits for running work to end")
     return Reason(
@@ -472,6 +479,7 @@ class _Walk:
         self.quota_checks: dict[str, str] = {}
         self.order: list[str] = []
         self.head: Head | None = None
+        self.claimed: set[str] = set()  # units stopped for an in-quota preemption
         self.spare = _NOTHING
         self.behind = Reason("")
 
@@ -494,6 +502,8 @@ class _Walk:
         # 1. Over its workspace's quota: waits, blocks nobody, never the head.
         headroom = self.headroom.get(run.workspace)
         if headroom is not None and not ask.fits_in(headroom):
+            if self.preempt_own(run, headroom):
+                return
             self.quota_waits.add(run.name)
             check = self._quota_message(run.workspace, ask)
             self.quota_checks[run.name] = check.template
@@ -533,6 +543,37 @@ class _Walk:
         else:
             self.wait(run, self.behind, follows_prefix=False)
 
+    def preempt_own(self, run: WaitingRun, headroom: Resources) -> bool:
+        """Over quota only because of its own workspace's lower-priority running work:
+        preempt that work (strictly lower, fewest, newest, gangs whole). Only before a
+        head exists, so the head's room is never taken; the run is never the head."""
+        if self.head is not None:
+            return False
+        own = [u for u in self.running if u.workspace == run.workspace
+               and u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
+        stopping = [u for u in own if u.stopping and u.stopping_for == run.name]
+        room = Resources(*map(min, amounts(headroom), amounts(self.free)))
+        for unit in stopping:
+            room = room + unit.resources
+        victims = _choose_victims(run, room, [u for u in own if not u.stopping])
+        if victims is None or not (victims or stopping):
+            return False
+        freed = _NOTHING
+        for unit in victims + stopping:
+            freed = freed + unit.resources
+            self.claimed.add(unit.unit_id)
+        take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
+        take_gpus(self.free_gpus, take.gpus)
+        self.free = self.free - take
+        self.headroom[run.workspace] = headroom - take
+        for_run = RunRef(run.name, run.workspace)
+        self.preemptions += [
+            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
+        ]
+        waiting_for = sum(u.workers for u in stopping)
+        self.wait(run, _preempting_message(victims, waiting_for) or _FITS, follows_prefix=True)
+        return True
+
     def _quota_message(self, workspace: str, ask: Resources) -> Reason:
         """The quota message, shared by every run of the workspace asking the same."""
         cache = self.quota_messages.setdefault(workspace, {})
@@ -566,10 +607,15 @@ class _Walk:
         stopping = [u for u in self.running if u.stopping]
         room_after_stops = self.free
         for unit in stopping:
-            room_after_stops = room_after_stops + unit.resources
+            if unit.unit_id not in self.claimed:
+                room_after_stops = room_after_stops + unit.resources
         victims: list[RunningUnit] = []
         if not need.fits_in(room_after_stops):
-            candidates = [u for u in self.running if not u.stopping and u.priority < run.priority]
+            candidates = [
+                u
+                for u in self.running
+                if not u.stopping and u.priority < run.priority and u.unit_id not in self.claimed
+            ]
             victims = _choose_victims(run, room_after_stops, candidates) or []
         deadline = self.now + self.grace
         victim_ids = {v.unit_id for v in victims}
@@ -581,6 +627,7 @@ class _Walk:
                 u.resources,
             )
             for u in self.running
+            if u.unit_id not in self.claimed
         ]
         shadow, spare = _shadow(self.free, need, ends + self.started_ends, self.now)
         waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
@@ -593,7 +640,7 @@ class _Walk:
             preempting=bool(victims) or waiting_for > 0,
         )
         for_run = RunRef(run.name, run.workspace)
-        self.preemptions = [
+        self.preemptions += [
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
         ]
         self.spare = spare

@@ -111,6 +111,11 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
     if p.head is None or p.head.preempting:
         return
     runs = _by_name(snapshot)
+    # work stopped for an in-quota preemption is no room for the head: compared elsewhere
+    claimed = {v.for_run.name for v in p.preemptions}
+    claimed |= {u.stopping_for for u in snapshot.running if u.stopping_for in runs}
+    if claimed - {p.head.run}:
+        return
     as_running = tuple(
         RunningUnit(
             f"new-{s.run}",
@@ -139,13 +144,20 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
 @given(snapshots())
 def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
     p = plan(snapshot, NOW)
-    if not p.preemptions:
+    units = {u.unit_id: u for u in snapshot.running}
+    runs = _by_name(snapshot)
+    head = p.head.run if p.head else None
+    for v in p.preemptions:  # in-quota preemptions: own workspace, strictly lower, not the head
+        if v.for_run.name != head:
+            preemptor = runs[v.for_run.name]
+            assert units[v.unit_id].workspace == preemptor.workspace == v.for_run.workspace
+            assert units[v.unit_id].priority < preemptor.priority
+            assert not units[v.unit_id].stopping
+    victims = [units[v.unit_id] for v in p.preemptions if v.for_run.name == head]
+    if not victims:
         return
     assert p.head is not None
-    units = {u.unit_id: u for u in snapshot.running}
-    victims = [units[v.unit_id] for v in p.preemptions]
     assert all(v.priority < p.head.priority and not v.stopping for v in victims)
-    runs = _by_name(snapshot)
     room = _free(snapshot)
     for unit in snapshot.running:
         if unit.stopping:

@@ -96,7 +96,7 @@ def test_workspace_without_quota_has_share_zero() -> None:
 def test_quota_wait_blocks_nobody_and_is_never_the_head() -> None:
     p = plan(
         snap(
-            running("v-run", gpus=tuple(range(6)), ws="vision"),
+            running("v-run", gpus=tuple(range(6)), ws="vision", priority=5),
             waiting("v-more", gpus=4, ws="vision", priority=5, at=0),
             waiting("other", gpus=2, ws="nlp", at=1),
             workspaces=(workspace("vision", gpus=8),),
@@ -571,3 +571,100 @@ def test_machine_grace_is_used_in_the_shadow() -> None:
         NOW,
     )
     assert p.head is not None and p.head.shadow == NOW + HOUR + 120
+
+
+# ------------------------------------------------------- in-quota preemption
+
+VISION = (workspace("vision", gpus=8),)
+
+
+@pytest.mark.parametrize(
+    ("runs", "victims", "reason"),
+    [
+        # the urgent run of a full workspace preempts the newest of its own sweep
+        (
+            (
+                running("s1", gpus=(0, 1, 2, 3), ws="vision", started=-HOUR),
+                running("s2", gpus=(4, 5, 6, 7), ws="vision", started=-60),
+                waiting("urgent", gpus=4, ws="vision", priority=5),
+            ),
+            ["s2"],
+            "Preempting 1 lower-priority worker(s) of s2 to start",
+        ),
+        # fewest: one 4-GPU unit rather than two 2-GPU units, even if newer
+        (
+            (
+                running("a", gpus=(0, 1), ws="vision", started=-50),
+                running("b", gpus=(2, 3), ws="vision", started=-40),
+                running("c", gpus=(4, 5, 6, 7), ws="vision", started=-HOUR, priority=-1),
+                waiting("urgent", gpus=4, ws="vision", priority=5),
+            ),
+            ["c"],
+            "Preempting 1 lower-priority worker(s) of c to start",
+        ),
+        # equal priority never preempts: a plain quota wait
+        (
+            (
+                running("s1", gpus=tuple(range(8)), ws="vision", priority=5),
+                waiting("urgent", gpus=4, ws="vision", priority=5),
+            ),
+            [],
+            "Waits for namespace quota: gpus 8 in use + 4 asked > 8",
+        ),
+        # another workspace's lower-priority work does not help a quota wait
+        (
+            (
+                running("s1", gpus=(0, 1, 2), ws="vision", priority=5),
+                running("s2", gpus=(3, 4, 5, 6, 7), ws="vision", priority=5),
+                running("n", gpus=(8, 9), ws="nlp", priority=-5),
+                waiting("urgent", gpus=4, ws="vision", priority=5),
+            ),
+            [],
+            "Waits for namespace quota: gpus 8 in use + 4 asked > 8",
+        ),
+        # already stopping for it: waits for them, preempts no more
+        (
+            (
+                running("s1", gpus=(0, 1, 2, 3), ws="vision"),
+                running(
+                    "s2",
+                    gpus=(4, 5, 6, 7),
+                    ws="vision",
+                    stop_deadline=NOW + 10,
+                    stopping_for="urgent",
+                ),
+                waiting("urgent", gpus=4, ws="vision", priority=5),
+            ),
+            [],
+            "Starting: waiting for 1 preempted worker(s) to stop",
+        ),
+    ],
+)
+def test_in_quota_preemption(runs: tuple, victims: list[str], reason: str) -> None:  # type: ignore[type-arg]
+    p = plan(snap(*runs, m=machine(gpus=12), workspaces=VISION), NOW)
+    assert [v.run for v in p.preemptions] == victims
+    assert all(v.for_run.name == "urgent" for v in p.preemptions)
+    assert reasons(p)["urgent"] == reason
+    assert p.head is None and started(p) == []
+
+
+def test_in_quota_preemption_blocks_nobody_and_holds_its_room() -> None:
+    # 12 GPUs: vision's sweep holds 8 (its quota), 4 are free. The urgent run
+    # preempts its own sweep; nlp's run behind it takes the free 4, not the
+    # room the urgent run waits for, and nothing becomes the head.
+    p = plan(
+        snap(
+            running("s1", gpus=(0, 1, 2, 3), ws="vision", started=-HOUR),
+            running("s2", gpus=(4, 5, 6, 7), ws="vision", started=-60),
+            waiting("urgent", gpus=4, ws="vision", priority=5, at=0),
+            waiting("other", gpus=4, ws="nlp", at=1),
+            waiting("later", gpus=4, ws="nlp", at=2),
+            m=machine(gpus=12),
+            workspaces=VISION,
+        ),
+        NOW,
+    )
+    assert [v.run for v in p.preemptions] == ["s2"]
+    assert started(p) == ["other"]
+    assert p.head is not None and p.head.run == "later"
+    assert "urgent" not in p.quota_waits
