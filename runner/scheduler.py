@@ -12,7 +12,11 @@ Invariants
 3. Only work of strictly lower priority than the head is ever a victim, and
    the victim set is minimal: drop any victim and the head no longer fits.
 4. A run over its workspace's quota waits, blocks nobody, and is never the
-   head.
+   head. When it is over quota only because of its own workspace's
+   lower-priority running work, and no head exists yet, it preempts that work
+   (invariant 3's rules, judged against it, not the head; victims of its own
+   workspace only). The room it waits for is held, and units stopped for it
+   are no room for the head.
 5. The same snapshot and ``now`` always give the same plan.
 
 The walk
