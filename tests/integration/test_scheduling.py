@@ -109,3 +109,23 @@ def test_quota_waits_and_records_the_event_once(make_daemon: Make) -> None:
     wait_for(lambda: h.daemon.loop.status.ticks > 5)
     quota_events = [e for e in h.events("v-2") if e.startswith("Quota reached")]
     assert quota_events == ["Quota reached: gpus 3 in use + 2 asked > 4"]
+
+
+def test_full_quota_urgent_run_preempts_its_own_sweep(make_daemon: Make) -> None:
+    # vision's quota (2 GPUs) is full of its own sweep; 2 GPUs of the machine are free.
+    h = make_daemon(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1), gpus=4)
+    for name in ("sweep-0", "sweep-1"):
+        h.submit(spec(name, sleeper(), gpus=1, workspace="vision"))
+        h.wait_state(name, "Running")
+    h.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
+    h.wait_state("urgent", "Running")
+    swept = h.wait_state("sweep-1", "Queued")
+    assert h.state("sweep-0") == "Running"
+    assert swept.preemptions == 1 and swept.restarts == 0
+    assert h.reason("sweep-1").startswith(
+        "Preempted by higher-priority work (urgent); waiting to run again."
+    )
+    assert any(
+        e.startswith("Preempting 1 lower-priority worker(s) of sweep-1") for e in h.events("urgent")
+    )
+    assert "Preempted by urgent; queued again" in h.events("sweep-1")
