@@ -484,6 +484,9 @@ class _Walk:
         self.order: list[str] = []
         self.head: Head | None = None
         self.claimed: set[str] = set()  # units stopped for an in-quota preemption
+        self.lowest: dict[str, int] = {}  # each workspace's lowest running priority
+        for unit in snapshot.running:
+            self.lowest[unit.workspace] = min(unit.priority, self.lowest.get(unit.workspace, 1001))
         self.spare = _NOTHING
         self.behind = Reason("")
 
@@ -551,7 +554,7 @@ class _Walk:
         """Over quota only because of its own workspace's lower-priority running work:
         preempt that work (strictly lower, fewest, newest, gangs whole). Only before a
         head exists, so the head's room is never taken; the run is never the head."""
-        if self.head is not None:
+        if self.head is not None or run.priority <= self.lowest.get(run.workspace, run.priority):
             return False
         own = [u for u in self.running if u.workspace == run.workspace
                and u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
