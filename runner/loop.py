@@ -415,13 +415,13 @@ class Loop:
                 self.store.update_run(tx, name, quota_noted=1)
 
     def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:
-        if not result.preemptions:
-            return
-        head = result.preemptions[0].for_run
-        with self.store.transaction() as tx:
-            message = result.reasons[head.name]
-            self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
+        preemptors = list(dict.fromkeys(p.for_run for p in result.preemptions))
+        for head in preemptors:  # the head, and runs preempting their own workspace's work
+            with self.store.transaction() as tx:
+                message = result.reasons[head.name]
+                self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
         for p in result.preemptions:
+            head = p.for_run
             gang = self.specs.gang(p.run)
             unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
             others = [w for w in live if w.run == p.run and w not in unit and w.state != "Stopping"]

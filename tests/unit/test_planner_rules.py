@@ -668,3 +668,22 @@ def test_in_quota_preemption_blocks_nobody_and_holds_its_room() -> None:
     assert started(p) == ["other"]
     assert p.head is not None and p.head.run == "later"
     assert "urgent" not in p.quota_waits
+
+
+def test_in_quota_preemption_beside_the_heads_own() -> None:
+    p = plan(
+        snap(
+            running("s1", gpus=(0,), ws="vision", started=-HOUR),
+            running("s2", gpus=(1,), ws="vision", started=-60),
+            running("low", gpus=(2, 3), ws="nlp", priority=-5),
+            waiting("urgent", gpus=1, ws="vision", priority=10),
+            waiting("big", gpus=2, ws="nlp", priority=5),
+            m=machine(gpus=4),
+            workspaces=(workspace("vision", gpus=2),),
+        ),
+        NOW,
+    )
+    assert [(v.run, v.for_run.name) for v in p.preemptions] == [("s2", "urgent"), ("low", "big")]
+    assert reasons(p)["urgent"] == "Preempting 1 lower-priority worker(s) of s2 to start"
+    assert reasons(p)["big"] == "Preempting 1 lower-priority worker(s) of low to start"
+    assert p.head is not None and p.head.run == "big"
