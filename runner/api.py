@@ -227,7 +227,9 @@ async def show_run(request: web.Request) -> web.Response:
     run = _seen_run(daemon, name, caller)
     obj = _run_json(request, daemon, name, caller)
     obj["spec"] = run.spec()
-    obj["workers_history"] = [worker_object(w) for w in daemon.store.workers_of(name)]
+    obj["workers_history"] = [
+        worker_object(w, caller.viewer) for w in daemon.store.workers_of(name)
+    ]
     seen = [e for e in daemon.store.events(name) if event_visible(e, caller.viewer)]
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)

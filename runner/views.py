@@ -119,7 +119,8 @@ def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:
     return None
 
 
-def worker_object(w: WorkerRow) -> dict[str, Any]:
+def worker_object(w: WorkerRow, viewer: Viewer) -> dict[str, Any]:
+    """One worker of one attempt; whom a preemption stopped it for, named only to its members."""
     return {
         "attempt": w.attempt,
         "worker": w.worker,
@@ -130,6 +131,7 @@ def worker_object(w: WorkerRow) -> dict[str, Any]:
         "exit_code": w.exit_code,
         "error": w.error,
         "stop_reason": w.stop_reason,
+        "stopping_for": _stopping_for([w], viewer),
         "killed": w.killed,
     }
 

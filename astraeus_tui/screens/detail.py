@@ -103,6 +103,17 @@ def events_text(events: list[dict[str, Any]]) -> Text:
     return text if events else Text("No events yet.", style="dim")
 
 
+def worker_why(w: dict[str, Any]) -> str:
+    """Why a worker stopped or is stopping: ``preempted by urgent-fix (SIGKILL)``."""
+    why = w.get("error") or w.get("stop_reason") or ""
+    if why == "preempt":
+        by = w.get("stopping_for")
+        why = f"preempted by {by}" if by else "preempted"
+    if w.get("killed"):
+        why = f"{why} (SIGKILL)".strip()
+    return str(why)
+
+
 def _state_line(run: Run) -> str:
     state = run.get("state")
     if state == "Running":
@@ -249,9 +260,7 @@ class RunDetailScreen(Screen[None]):
         table: DataTable[Text] = self.query_one("#history", DataTable)
         table.clear()  # a handful of rows: the queue's in-place merge is for thousands
         for w in workers:
-            why = w.get("error") or w.get("stop_reason") or ""
-            if w.get("killed"):
-                why = f"{why} (SIGKILL)".strip()
+            why = worker_why(w)
             table.add_row(
                 *(
                     plain(c)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Log, Select, Static
+from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import AsyncClient, Client
@@ -28,15 +28,16 @@ from astraeus_tui.widgets.queue_table import QueueTable
 from tests.integration.harness import sleeper, spec
 from tests.integration.served import Served
 from tests.tui.helpers import WORKSPACES, main_screen, screen_of, until
+from tests.tui.record_fixtures import slow_stop
 
 Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
 
 
 def drive(
     served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any],
-    config: str = WORKSPACES, machine: str = "",
+    config: str = WORKSPACES, machine: str = "", grace: float = 1,
 ) -> None:  # fmt: skip
-    daemon = served(config, gpus=4, grace=1, machine=machine)
+    daemon = served(config, gpus=4, grace=grace, machine=machine)
     client = Client(daemon.socket)
     for document in runs:
         client.submit(document)
@@ -249,6 +250,33 @@ def test_a_paused_run_says_so(served: Callable[..., Served]) -> None:
         await until(pilot, lambda: text(headline).startswith(paused), message="the headline")
 
     drive(served, scenario, spec("low", sleeper(), gpus=4, priority=-5, workspace="vision"))
+
+
+def test_the_run_page_says_which_independent_worker_is_stopping(
+    served: Callable[..., Served],
+) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await until(pilot, lambda: client.show("pool")["state"] == "Running", message="pool runs")
+        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        client.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
+        await highlight(pilot, screen, "pool")
+        await pilot.press("enter")
+        detail = await screen_of(pilot, RunDetailScreen)
+        history = detail.query_one("#history", DataTable)
+
+        def workers() -> list[tuple[str, str]]:  # (state, why) of attempt 1's workers
+            rows = [[str(c) for c in history.get_row_at(i)] for i in range(history.row_count)]
+            return sorted((row[2], row[7]) for row in rows if row[0] == "1")
+
+        stopping = [("Running", ""), ("Stopping", "preempted by urgent")]
+        await until(pilot, lambda: workers() == stopping, message="one worker stopping")
+        headline = text(detail.query_one("#headline", Static))
+        assert headline == "1 of 2 workers stopping (preempted by urgent)"
+        assert client.show("pool")["state"] == "Running"
+
+    pool = spec("pool", slow_stop(20), gpus=1, workers=2, gang=False, workspace="nlp")
+    big = spec("big", sleeper(), gpus=2, priority=5, workspace="vision")
+    drive(served, scenario, pool, big, grace=30)
 
 
 def test_the_run_page_says_why_it_waits_and_what_would_help(served: Callable[..., Served]) -> None:
