@@ -238,10 +238,13 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
 
 
 def _worker_lines(history: list[dict[str, Any]], limit: int = 16) -> list[str]:
-    """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``."""
+    """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``;
+    a worker stopping for a preemption says for whom (``Stopping (preempted by urgent)``)."""
     lines = []
     for w in history[-limit:]:
         why = w.get("error") or w.get("stop_reason") or ""
+        if why == "preempt" and w.get("stopping_for"):
+            why = f"preempted by {w['stopping_for']}"
         if w.get("killed"):
             why = f"{why}, SIGKILL".lstrip(", ")
         tail = f" ({why})" if why else ""
