@@ -30,6 +30,7 @@ log = logging.getLogger("astraeus.loop")
 
 BATCH = 100  # runs forgotten, or whose files are removed, per pass
 RETAIN_EVERY = 5.0  # seconds between two looks for finished runs kept too long
+ATTEMPT_LOGS_KEPT = 4  # a run's newest attempts whose logs are kept (each within log_limit)
 
 
 def waited_for(store: Store, specs: SpecCache) -> set[str]:
@@ -82,6 +83,26 @@ def remove_log_folder(logs_dir: Path, run_uid: str) -> None:
         pass
     except OSError as e:
         log.warning("could not remove %s: %s", folder, e)
+
+
+def prune_attempt_logs(logs_dir: Path, run_uid: str, attempt: int) -> None:
+    """Before attempt ``attempt`` starts: remove the logs of attempts older than the newest
+    ATTEMPT_LOGS_KEPT (this one included), so a run that restarts again and again (a
+    replica that keeps ending) holds at most that many attempts' logs, whatever it prints."""
+    if not is_run_uid(run_uid):
+        return
+    oldest_kept = attempt - ATTEMPT_LOGS_KEPT + 1
+    try:
+        entries = list(os.scandir(logs_dir / run_uid))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        head, sep, rest = entry.name.partition("-")
+        if sep and head.isdigit() and rest.endswith(".log") and int(head) < oldest_kept:
+            try:
+                os.unlink(entry.path)  # the entry itself: never follows a symlink
+            except OSError as e:
+                log.warning("could not remove %s: %s", entry.path, e)
 
 
 def tidy_log_folders(store: Store, logs_dir: Path) -> None:

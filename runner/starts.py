@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from runner.clock import Now
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import MountMode, Reason, RunSpec
+from runner.retention import prune_attempt_logs
 from runner.scheduler import Start
 from runner.snapshot import SpecCache
 from runner.store import RunRow, Store
@@ -205,6 +206,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
     run, attempt = claimed
     spec = ctx.specs.get(run)
     logs = ctx.settings.logs_dir / run.run_uid  # by id: a name used again starts clean
+    prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt)
     for index, gpus in zip(start.workers, start.gpus, strict=True):
         try:
             launch = WorkerLaunch(

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.retention import forget_expired
+from runner.retention import ATTEMPT_LOGS_KEPT, forget_expired
 from runner.store import MIGRATIONS, SCHEMA_APPLICATION_ID
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 from tests.integration.test_groups import WORKSPACE, group_doc
@@ -154,3 +154,18 @@ def test_the_loop_keeps_no_spec_of_a_forgotten_run(make_daemon: Callable[..., Ha
     assert "once" in h.daemon.loop.specs
     h.daemon.service.delete("once", h.root)
     wait_for(lambda: "once" not in h.daemon.loop.specs, 15, "its spec to be dropped")
+
+
+def test_a_run_that_restarts_again_and_again_keeps_its_newest_attempts_logs(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    """Each attempt's log is within log_limit; a run keeps only its newest attempts' logs,
+    so restarts cannot multiply what one run holds on disk."""
+    h = make_daemon()
+    h.submit(spec("flaky", ["sh", "-c", "echo attempt $ASTRAEUS_RESTART_COUNT; exit 1"],
+                  restart_limit=6))  # fmt: skip
+    h.wait_state("flaky", "Failed", timeout=60)
+    folder = h.daemon.home / "logs" / h.run("flaky").run_uid
+    kept = sorted(p.name for p in folder.glob("*.log"))
+    assert kept == [f"{a}-0.log" for a in range(8 - ATTEMPT_LOGS_KEPT, 8)]
+    assert h.log("flaky").split() == [w for a in range(3, 7) for w in ("attempt", str(a))]
