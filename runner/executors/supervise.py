@@ -44,6 +44,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -61,6 +62,7 @@ from runner.executors.sandbox import PlacementError, program_exists, sandbox_arg
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 
 META = "meta.json"
+PLACE_TIMEOUT = 5.0  # seconds the member's child may take to place the drives
 EXIT = "exit.json"
 LAUNCH = "launch.json"
 SUPERVISOR_LOG = "supervisor.log"
@@ -271,9 +273,7 @@ def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         finally:
             os._exit(0)
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as answer_file:
-        data = answer_file.read()
-    os.waitpid(pid, 0)
+    data = _read_within(read_end, pid, PLACE_TIMEOUT)
     try:
         answer = json.loads(data)
     except ValueError:
@@ -282,6 +282,31 @@ def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise PlacementError(str(answer.get("error")))
     ok: dict[str, Any] = answer["ok"]
     return ok
+
+
+def _read_within(read_end: int, pid: int, timeout: float) -> bytes:
+    """The child's whole answer, or PlacementError once ``timeout`` s pass (a mount path on
+    a file system that does not answer, a member's own FUSE mount): the child is killed,
+    and the start fails instead of hanging."""
+    deadline, chunks = time.monotonic() + timeout, list[bytes]()
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                os.waitpid(pid, 0)
+                return b"".join(chunks)
+            chunks.append(chunk)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, os.WNOHANG)
+        raise PlacementError(
+            f"the drives could not be placed within {timeout:g} s: a mount path's file"
+            " system does not answer"
+        )
+    finally:
+        os.close(read_end)
 
 
 def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: int) -> None:
