@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from runner.executors.base import Executor, ExecutorError
@@ -85,24 +86,31 @@ def remove_log_folder(logs_dir: Path, run_uid: str) -> None:
         log.warning("could not remove %s: %s", folder, e)
 
 
-def prune_attempt_logs(logs_dir: Path, run_uid: str, attempt: int) -> None:
-    """Before attempt ``attempt`` starts: remove the logs of attempts older than the newest
-    ATTEMPT_LOGS_KEPT (this one included), so a run that restarts again and again (a
-    replica that keeps ending) holds at most that many attempts' logs, whatever it prints."""
+def prune_attempt_logs(logs_dir: Path, run_uid: str, attempt: int, workers: Iterable[int]) -> None:
+    """Before ``workers`` start in attempt ``attempt``: remove each one's logs of attempts
+    older than its newest ATTEMPT_LOGS_KEPT (this one included), so a worker that restarts
+    again and again (a replica that keeps ending) keeps at most that many logs. Only the
+    starting workers' files are touched: an independent sibling still running in an older
+    attempt keeps its log."""
     if not is_run_uid(run_uid):
         return
-    oldest_kept = attempt - ATTEMPT_LOGS_KEPT + 1
     try:
         entries = list(os.scandir(logs_dir / run_uid))
     except FileNotFoundError:
         return
+    older: dict[int, list[tuple[int, str]]] = {w: [] for w in workers}
     for entry in entries:
-        head, sep, rest = entry.name.partition("-")
-        if sep and head.isdigit() and rest.endswith(".log") and int(head) < oldest_kept:
+        head, sep, rest = entry.name.removesuffix(".log").partition("-")
+        if entry.name.endswith(".log") and sep and head.isdigit() and rest.isdigit():
+            a, w = int(head), int(rest)
+            if w in older and a < attempt:
+                older[w].append((a, entry.path))
+    for found in older.values():
+        for _, path in sorted(found)[: max(0, len(found) - ATTEMPT_LOGS_KEPT + 1)]:
             try:
-                os.unlink(entry.path)  # the entry itself: never follows a symlink
+                os.unlink(path)  # the entry itself: never follows a symlink
             except OSError as e:
-                log.warning("could not remove %s: %s", entry.path, e)
+                log.warning("could not remove %s: %s", path, e)
 
 
 def tidy_log_folders(store: Store, logs_dir: Path) -> None:

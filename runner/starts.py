@@ -206,7 +206,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
     run, attempt = claimed
     spec = ctx.specs.get(run)
     logs = ctx.settings.logs_dir / run.run_uid  # by id: a name used again starts clean
-    prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt)
+    prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt, start.workers)
     for index, gpus in zip(start.workers, start.gpus, strict=True):
         try:
             launch = WorkerLaunch(

@@ -169,3 +169,21 @@ def test_a_run_that_restarts_again_and_again_keeps_its_newest_attempts_logs(
     kept = sorted(p.name for p in folder.glob("*.log"))
     assert kept == [f"{a}-0.log" for a in range(8 - ATTEMPT_LOGS_KEPT, 8)]
     assert h.log("flaky").split() == [w for a in range(3, 7) for w in ("attempt", str(a))]
+
+
+def test_an_independent_worker_s_restarts_leave_its_sibling_s_log_alone(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    """Attempts are counted per run: worker 1 restarting in attempts 2, 3, … must not
+    remove the log worker 0 still writes in attempt 1."""
+    program = (
+        'if [ "$ASTRAEUS_WORKER_INDEX" = 0 ]; then echo zero; sleep 60; else echo one; exit 1; fi'
+    )
+    h = make_daemon()
+    h.submit(spec("pair", ["sh", "-c", program], workers=2, gang=False, restart_limit=6))
+    h.wait_state("pair", "Failed", timeout=60)
+    folder = h.daemon.home / "logs" / h.run("pair").run_uid
+    names = {p.name for p in folder.glob("*.log")}
+    assert "1-0.log" in names and (folder / "1-0.log").read_text() == "zero\n"
+    ones = sorted(n for n in names if n.endswith("-1.log"))
+    assert len(ones) == ATTEMPT_LOGS_KEPT, ones
