@@ -420,17 +420,20 @@ class Loop:
             with self.store.transaction() as tx:
                 message = result.reasons[head.name]
                 self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
+        stopped: set[int] = set()  # workers stopped by this plan so far (``live`` is older)
         for p in result.preemptions:
             head = p.for_run
             gang = self.specs.gang(p.run)
             unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
-            others = [w for w in live if w.run == p.run and w not in unit and w.state != "Stopping"]
+            stopped.update(w.id for w in unit)
+            mine = [w for w in live if w.run == p.run]
+            others = [w for w in mine if w.state != "Stopping" and w.id not in stopped]
             with self.store.transaction() as tx:
                 reason = Reason.of("Preempted by higher-priority work ({0})", head)
                 if others:  # independent workers: the rest keep running
-                    n = len(unit) + len([w for w in live if w.run == p.run and w not in unit])
+                    n = len(mine)
                     reason = Reason.of(
-                        f"{len(unit)} of {n} workers stopping (preempted by {{0}})", head
+                        f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head
                     )
                 self.store.update_run(tx, p.run, state="Running" if others else "Stopping",
                                       reason=reason)  # fmt: skip
