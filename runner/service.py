@@ -194,7 +194,6 @@ class Service:
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
         self._check_after(spec, caller)
-        self.backend_check(spec, workspace)
         image = spec.task.image or self.default_image(workspace)
         if image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
             raise ServiceError(
@@ -203,6 +202,9 @@ class Service:
                 f" does not do (executor {self.executor}): name a container image,"
                 " or set [machine] default_image",
             )  # fmt: skip
+        # the back end judges the run as it will be stored: with the image filled in
+        self.backend_check(dataclasses.replace(spec, task=dataclasses.replace(
+            spec.task, image=image)), workspace)  # fmt: skip
         return workspace
 
     def default_image(self, workspace: str | None = None) -> str:

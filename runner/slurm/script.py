@@ -26,7 +26,8 @@ How a run's fields become Slurm's:
   so the workspace can be read back from squeue.
 - Image: pyxis ``--container-image``/``--container-mounts`` on the step when
   the cluster has pyxis; without pyxis the command runs on the node as it is
-  and the image is not used (as with the process executor).
+  and the image is not used (as with the process executor); the image ``local``
+  (a run that names none, on a daemon without a default_image) runs on the node too.
 - Drives: the shared-filesystem path of each drive; without a container a
   drive cannot be mounted elsewhere, so its mount path must be that path.
 """
@@ -251,7 +252,7 @@ def _step(spec: RunSpec, settings: SlurmSettings) -> list[str]:
     if not task.command:
         raise SlurmError("a run on Slurm needs a command (an image's own entrypoint is not used)")
     srun = ["srun", "--export=ALL", "--kill-on-bad-exit=1"]
-    image = task.image if settings.pyxis else None
+    image = task.image if settings.pyxis and task.image not in ("", "local") else None
     mounts = _mounts(spec, settings, container=bool(image))
     if image:
         srun.append(f"--container-image={pyxis_image(image)}")

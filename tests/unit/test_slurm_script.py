@@ -197,6 +197,12 @@ def test_without_pyxis_the_image_is_not_used_and_drives_stay_where_they_are() ->
         build_batch(run_spec(datavolume_refs=[moved]), settings_, workspace="w")
 
 
+def test_with_pyxis_a_run_naming_no_image_runs_on_the_node() -> None:
+    """``local`` (no image named, no default_image) is not a container image for pyxis."""
+    script = build_batch(run_spec(image="local"), SlurmSettings(pyxis=True), workspace="w").script
+    assert "--container" not in script
+
+
 def test_a_drive_without_a_shared_path_is_refused() -> None:
     drive = {"name": "ckpt", "mount_path": "/ckpt", "mode": "ReadWrite"}
     with pytest.raises(SlurmError, match="drive ckpt has no shared path"):
