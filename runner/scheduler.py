@@ -13,10 +13,12 @@ Invariants
    the victim set is minimal: drop any victim and the head no longer fits.
 4. A run over its workspace's quota waits, blocks nobody, and is never the
    head. When it is over quota only because of its own workspace's
-   lower-priority running work, and no head exists yet, it preempts that work
-   (invariant 3's rules, judged against it, not the head; victims of its own
-   workspace only). The room it waits for is held, and units stopped for it
-   are no room for the head.
+   lower-priority running work, it preempts that work (invariant 3's rules,
+   judged against it, not the head; victims of its own workspace only). The
+   room it waits for is held, and units stopped for it are no room for the
+   head. Behind a head it takes, beyond its victims' room, only free room the
+   head does not need, and only if replaying the head's shadow with its
+   victims' ends replaced by its own end does not make the shadow later.
 5. The same snapshot and ``now`` always give the same plan.
 
 The walk
@@ -469,10 +471,11 @@ class _Walk:
             self.usage[unit.workspace] = self.usage.get(unit.workspace, _NOTHING) + unit.resources
         self.shares = {ws: self._share(ws) for ws in {run.workspace for run in snapshot.waiting}}
         # What each workspace with a quota may still take; updated as runs start.
+        self.quota_room = {
+            name: _as_room(ws.quota) for name, ws in self.workspaces.items() if ws.quota
+        }
         self.headroom = {
-            name: _as_room(ws.quota) - self.usage.get(name, _NOTHING)
-            for name, ws in self.workspaces.items()
-            if ws.quota
+            name: room - self.usage.get(name, _NOTHING) for name, room in self.quota_room.items()
         }
         self.quota_messages: dict[str, dict[Resources, Reason]] = {}
         self.started_ends: list[tuple[float, Resources]] = []
@@ -485,10 +488,18 @@ class _Walk:
         self.head: Head | None = None
         self.claimed: set[str] = set()  # units stopped for an in-quota preemption
         self.lowest: dict[str, int] = {}  # each workspace's lowest running priority
+        self.own_units: dict[str, list[RunningUnit]] = {}  # each workspace's running units
         for unit in snapshot.running:
             self.lowest[unit.workspace] = min(unit.priority, self.lowest.get(unit.workspace, 1001))
+            self.own_units.setdefault(unit.workspace, []).append(unit)
+        self.awaited = {u.stopping_for for u in snapshot.running if u.stopping_for is not None}
+        # (workspace, priority, ask, time limit) of in-quota preemptions refused since
+        # the walk's room last changed
+        self.refused: set[tuple[str, int, Resources, float | None]] = set()
         self.spare = _NOTHING
         self.behind = Reason("")
+        # the running work the head's shadow counts on, by unit (set by make_head)
+        self.head_ends: dict[str, tuple[float, Resources]] = {}
 
     def _share(self, workspace: str) -> float:
         ws = self.workspaces.get(workspace)
@@ -552,14 +563,34 @@ class _Walk:
 
     def preempt_own(self, run: WaitingRun, headroom: Resources) -> bool:
         """Over quota only because of its own workspace's lower-priority running work:
-        preempt that work (strictly lower, fewest, newest, gangs whole). Only before a
-        head exists, so the head's room is never taken; the run is never the head."""
-        if self.head is not None or run.priority <= self.lowest.get(run.workspace, run.priority):
+        preempt that work (strictly lower, fewest, newest, gangs whole). The run is
+        never the head; behind one it takes only room the head does not need and
+        never makes the head's shadow later (``_keeps_shadow``).
+
+        A refusal holds for every run asking the same until the walk's room changes
+        (a start, a preemption, the head), unless units already stop for the run."""
+        if run.priority <= self.lowest.get(run.workspace, run.priority):
             return False
-        own = [u for u in self.running if u.workspace == run.workspace
-               and u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
+        if not run.total.fits_in(self.quota_room[run.workspace]):  # more than it allows at all
+            return False
+        key = (run.workspace, run.priority, run.total, run.time_limit)
+        cacheable = run.name not in self.awaited
+        if cacheable and key in self.refused:
+            return False
+        if self._preempt_own(run, headroom):
+            self.refused.clear()
+            return True
+        if cacheable:
+            self.refused.add(key)
+        return False
+
+    def _preempt_own(self, run: WaitingRun, headroom: Resources) -> bool:
+        own = [u for u in self.own_units.get(run.workspace, ())
+               if u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
         stopping = [u for u in own if u.stopping and u.stopping_for == run.name]
         room = Resources(*map(min, amounts(headroom), amounts(self.free)))
+        if self.head is not None:  # backfill rule (b): only room the head does not need
+            room = Resources(*map(min, amounts(room), amounts(self.spare)))
         for unit in stopping:
             room = room + unit.resources
         victims = _choose_victims(run, room, [u for u in own if not u.stopping])
@@ -568,8 +599,10 @@ class _Walk:
         freed = _NOTHING
         for unit in victims + stopping:
             freed = freed + unit.resources
-            self.claimed.add(unit.unit_id)
         take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
+        if self.head is not None and not self._keeps_shadow(run, take, victims + stopping):
+            return False
+        self.claimed.update(u.unit_id for u in victims + stopping)
         take_gpus(self.free_gpus, take.gpus)
         self.free = self.free - take
         self.headroom[run.workspace] = headroom - take
@@ -579,6 +612,34 @@ class _Walk:
         ]
         waiting_for = sum(u.workers for u in stopping)
         self.wait(run, _preempting_message(victims, waiting_for) or _FITS, follows_prefix=True)
+        return True
+
+    def _keeps_shadow(self, run: WaitingRun, take: Resources, claimed: list[RunningUnit]) -> bool:
+        """Behind the head: replay its shadow with the claimed units' ends replaced by
+        one end for ``run``; True (and the spare updated) when the shadow is no later.
+
+        ``run`` starts once the claimed units have stopped (their stop deadline, or
+        the grace from now); the claimed units' room and ``take`` come back to the
+        head only when it ends, its limit plus grace later.
+        """
+        assert self.head is not None
+        start_by = max([self.now + self.grace] + [u.stop_deadline or 0.0 for u in claimed])
+        limit = run.time_limit
+        end = math.inf if limit is None else start_by + limit + self.grace
+        gone = {u.unit_id for u in claimed}
+        held = take  # what it holds, with all its victims free, until it ends
+        for unit in claimed:
+            held = held + unit.resources
+        ends = [e for unit_id, e in self.head_ends.items() if unit_id not in gone]
+        ends += [*self.started_ends, (end, held)]
+        shadow, spare = _shadow(self.free - take, self.head.need, ends, self.now)
+        before = self.head.shadow
+        if before is not None and (shadow is None or shadow > before):
+            return False
+        for unit_id in gone:
+            self.head_ends.pop(unit_id, None)
+        self.started_ends.append((end, held))
+        self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
         return True
 
     def _quota_message(self, workspace: str, ask: Resources) -> Reason:
@@ -598,6 +659,7 @@ class _Walk:
 
     def start(self, run: WaitingRun, *, backfill: bool, why: Reason) -> None:
         ask = run.total
+        self.refused.clear()
         gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
         self.free = self.free - ask
         self.usage[run.workspace] = self.usage.get(run.workspace, _NOTHING) + ask
@@ -611,6 +673,7 @@ class _Walk:
 
     def make_head(self, run: WaitingRun) -> None:
         need = run.ask()
+        self.refused.clear()
         stopping = [u for u in self.running if u.stopping]
         room_after_stops = self.free
         for unit in stopping:
@@ -626,8 +689,8 @@ class _Walk:
             victims = _choose_victims(run, room_after_stops, candidates) or []
         deadline = self.now + self.grace
         victim_ids = {v.unit_id for v in victims}
-        ends = [
-            (
+        self.head_ends = {
+            u.unit_id: (
                 min(unit_end(u, self.grace), deadline)
                 if u.unit_id in victim_ids
                 else unit_end(u, self.grace),
@@ -635,7 +698,9 @@ class _Walk:
             )
             for u in self.running
             if u.unit_id not in self.claimed
-        ]
+        }
+        self.claimed |= victim_ids  # the head's victims: no in-quota preemption takes them
+        ends = list(self.head_ends.values())
         shadow, spare = _shadow(self.free, need, ends + self.started_ends, self.now)
         waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
         self.head = Head(
