@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.model import GIB, Quota, Resources, Workspace
+from runner.model import GIB, Quota, Resources, Workspace, amounts
 from runner.scheduler import Plan, RunningUnit, Snapshot, WaitingRun, plan
 from tests.unit.planner_builders import NOW, machine
 
@@ -31,6 +31,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         del free_gpus[:gpus]
         cpu_left, mem_left = cpu_left - cpu, mem_left - mem
         stopping = draw(st.booleans()) and draw(st.booleans())
+        stopping_for = draw(st.sampled_from([None, "w0", "w1"])) if stopping else None
         running.append(
             RunningUnit(
                 unit_id=f"r{i}",
@@ -42,6 +43,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 started_at=NOW - draw(st.integers(0, 7200)),
                 time_limit=draw(LIMITS),
                 stop_deadline=NOW + 10 if stopping else None,
+                stopping_for=stopping_for,
             )
         )
     waiting = [
@@ -61,10 +63,20 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         )
         for i in range(draw(st.integers(0, 12)))
     ]
+    used = {
+        name: sum(u.resources.gpus for u in running if u.workspace == name) for name in WORKSPACES
+    }
     workspaces = {
         name: Workspace(
             name,
-            draw(st.one_of(st.none(), st.builds(Quota, gpus=st.integers(0, 8)))),
+            # a quota just full of the workspace's own running work: in-quota preemption
+            draw(
+                st.one_of(
+                    st.none(),
+                    st.builds(Quota, gpus=st.integers(0, 8)),
+                    st.just(Quota(gpus=used[name])),
+                )
+            ),
             weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
         )
         for name in WORKSPACES
@@ -104,6 +116,34 @@ def test_nothing_is_given_twice(snapshot: Snapshot) -> None:
     assert total.fits_in(_free(snapshot))
 
 
+def _in_quota_preemptors(snapshot: Snapshot, p: Plan) -> set[str]:
+    """The runs preempting their own workspace's work (or waiting for it to stop)."""
+    names = {v.for_run.name for v in p.preemptions}
+    names |= {u.stopping_for for u in snapshot.running if u.stopping_for is not None}
+    head = p.head.run if p.head else None
+    texts = ("Preempting ", "Starting: waiting for ")
+    return {n for n in names if n != head and (p.reason(n) or "").startswith(texts)}
+
+
+def _as_running(snapshot: Snapshot, p: Plan, name: str, after_head: bool) -> RunningUnit:
+    """A preemptor as the head sees it: holding what it asks and all its victims'
+    room from when they have stopped; before the head it never gives it back."""
+    run = _by_name(snapshot)[name]
+    stops = {v.unit_id for v in p.preemptions if v.for_run.name == name}
+    freed = Resources()
+    for unit in snapshot.running:
+        if unit.unit_id in stops or unit.stopping_for == name:
+            freed = freed + unit.resources
+    held = Resources(*map(max, amounts(run.ask()), amounts(freed)))  # all its victims' room
+    deadlines = [u.stop_deadline or 0.0 for u in snapshot.running if u.stopping_for == name]
+    grace = snapshot.machine.stop_grace
+    start_by = max([NOW + grace, *deadlines]) if stops or deadlines else NOW
+    assert p.head is not None
+    limit = run.time_limit if after_head else None
+    return RunningUnit(f"own-{name}", name, run.workspace, p.head.priority, held, (),
+                       start_by, limit)  # fmt: skip
+
+
 @PROPERTY
 @given(snapshots())
 def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
@@ -111,11 +151,12 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
     if p.head is None or p.head.preempting:
         return
     runs = _by_name(snapshot)
-    # work stopped for an in-quota preemption is no room for the head: compared elsewhere
-    claimed = {v.for_run.name for v in p.preemptions}
-    claimed |= {u.stopping_for for u in snapshot.running if u.stopping_for in runs}
-    if claimed - {p.head.run}:
-        return
+    # work stopped for an in-quota preemption is the preemptor's room, not the head's
+    preemptors = _in_quota_preemptors(snapshot, p)
+    gone = {v.unit_id for v in p.preemptions if v.for_run.name in preemptors}
+    gone |= {u.unit_id for u in snapshot.running if u.stopping_for in preemptors}
+    after = {n for n in preemptors if p.positions[n] > p.positions[p.head.run]}
+    held = tuple(_as_running(snapshot, p, n, n in after) for n in sorted(preemptors))
     as_running = tuple(
         RunningUnit(
             f"new-{s.run}",
@@ -132,12 +173,15 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
     alone = Snapshot(
         snapshot.machine,
         {},
-        snapshot.running + as_running,
+        tuple(u for u in snapshot.running if u.unit_id not in gone) + held + as_running,
         (runs[p.head.run],),
     )
     p2 = plan(alone, NOW)
     assert p2.head is not None and p2.head.run == p.head.run
-    assert p2.head.shadow == p.head.shadow
+    if not after:
+        assert p2.head.shadow == p.head.shadow
+    elif p.head.shadow is not None:  # its victims' ends replaced by its own: no later
+        assert p2.head.shadow is not None and p2.head.shadow <= p.head.shadow
 
 
 @PROPERTY
