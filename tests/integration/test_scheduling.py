@@ -129,3 +129,28 @@ def test_full_quota_urgent_run_preempts_its_own_sweep(make_daemon: Make) -> None
         e.startswith("Preempting 1 lower-priority worker(s) of sweep-1") for e in h.events("urgent")
     )
     assert "Preempted by urgent; queued again" in h.events("sweep-1")
+
+
+def test_urgent_run_behind_the_head_preempts_its_own_sweep(make_daemon: Make) -> None:
+    # 4 GPUs: vision's sweep fills its quota (2); nlp's blocker holds the other 2.
+    # nlp's big run asks for all 4, cannot preempt its way in, and is the head.
+    # vision's urgent run comes behind it, ends long before the head's start, and
+    # so preempts its own sweep; the head keeps waiting for running work to end.
+    h = make_daemon(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1).replace(
+        "gpus = 4 }", "gpus = 8 }"), gpus=4)  # fmt: skip
+    for name in ("sweep-0", "sweep-1"):
+        h.submit(spec(name, sleeper(), gpus=1, priority=-5, limit=7200, workspace="vision"))
+        h.wait_state(name, "Running")
+    h.submit(spec("blocker", sleeper(), gpus=2, limit=3600, workspace="nlp"))
+    h.wait_state("blocker", "Running")
+    h.submit(spec("big", sleeper(), gpus=4, workspace="nlp"))
+    wait_for(lambda: h.reason("big").startswith("Next to run (priority 0): starts by"))
+    h.submit(spec("urgent", sleeper(), gpus=1, limit=600, workspace="vision"))
+    h.wait_state("urgent", "Running")
+    swept = h.wait_state("sweep-1", "Queued")
+    assert h.state("sweep-0") == "Running" and swept.preemptions == 1
+    assert any(
+        e.startswith("Preempting 1 lower-priority worker(s) of sweep-1") for e in h.events("urgent")
+    )
+    assert h.state("big") == "Queued"
+    assert h.reason("big").startswith("Next to run (priority 0): starts by")
