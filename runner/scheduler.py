@@ -600,7 +600,10 @@ class _Walk:
         for unit in victims + stopping:
             freed = freed + unit.resources
         take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
-        if self.head is not None and not self._keeps_shadow(run, take, victims + stopping):
+        ends = self._preemptor_end(run, take, victims + stopping)
+        if self.head is None:  # the head chosen later counts on this run's end, as on a start's
+            self.started_ends.append(ends)
+        elif not self._keeps_shadow(ends, victims + stopping):
             return False
         self.claimed.update(u.unit_id for u in victims + stopping)
         take_gpus(self.free_gpus, take.gpus)
@@ -614,31 +617,38 @@ class _Walk:
         self.wait(run, _preempting_message(victims, waiting_for) or _FITS, follows_prefix=True)
         return True
 
-    def _keeps_shadow(self, run: WaitingRun, take: Resources, claimed: list[RunningUnit]) -> bool:
-        """Behind the head: replay its shadow with the claimed units' ends replaced by
-        one end for ``run``; True (and the spare updated) when the shadow is no later.
-
-        ``run`` starts once the claimed units have stopped (their stop deadline, or
-        the grace from now); the claimed units' room and ``take`` come back to the
-        head only when it ends, its limit plus grace later.
-        """
-        assert self.head is not None
+    def _preemptor_end(
+        self, run: WaitingRun, take: Resources, claimed: list[RunningUnit]
+    ) -> tuple[float, Resources]:
+        """When an in-quota preemptor gives its room back, and how much: it starts once
+        the claimed units have stopped (their stop deadline, or the grace from now), and
+        holds ``take`` and all the claimed units' room until its limit plus grace later."""
         start_by = max([self.now + self.grace] + [u.stop_deadline or 0.0 for u in claimed])
         limit = run.time_limit
         end = math.inf if limit is None else start_by + limit + self.grace
-        gone = {u.unit_id for u in claimed}
-        held = take  # what it holds, with all its victims free, until it ends
+        held = take
         for unit in claimed:
             held = held + unit.resources
+        return end, held
+
+    def _keeps_shadow(self, end: tuple[float, Resources], claimed: list[RunningUnit]) -> bool:
+        """Behind the head: replay its shadow with the claimed units' ends replaced by
+        the preemptor's ``end``; True (and the spare updated) when the shadow is no later.
+        """
+        assert self.head is not None
+        take = end[1]
+        for unit in claimed:
+            take = take - unit.resources
+        gone = {u.unit_id for u in claimed}
         ends = [e for unit_id, e in self.head_ends.items() if unit_id not in gone]
-        ends += [*self.started_ends, (end, held)]
+        ends += [*self.started_ends, end]
         shadow, spare = _shadow(self.free - take, self.head.need, ends, self.now)
         before = self.head.shadow
         if before is not None and (shadow is None or shadow > before):
             return False
         for unit_id in gone:
             self.head_ends.pop(unit_id, None)
-        self.started_ends.append((end, held))
+        self.started_ends.append(end)
         self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
         return True
 

@@ -94,3 +94,22 @@ def test_a_second_preemptor_cannot_reuse_the_first_ones_victims() -> None:
         ("s1", "second"),
     ]
     assert p.head is not None and p.head.shadow == SHADOW
+
+
+def test_the_head_counts_on_the_end_of_an_in_quota_preemptor_before_it() -> None:
+    """A preemptor ordered before the head gives its room back when its limit ends: the
+    head's shadow counts on that, so nothing is backfilled that would delay the head."""
+    s = running("s", gpus=(0, 1, 2, 3), ws="vision")  # no limit: only preemption frees it
+    o1 = running("o1", gpus=(4, 5, 6, 7), ws="nlp", limit=11 * HOUR)  # ends NOW + 10 h
+    o2 = running("o2", gpus=(8, 9, 10, 11), ws="nlp", limit=21 * HOUR)  # 12, 13 free
+    urgent = waiting("urgent", gpus=4, ws="vision", priority=5, at=0, limit=HOUR)
+    head = waiting("head", gpus=6, ws="nlp", at=1)
+    short = waiting("short", gpus=2, ws="nlp", at=2, limit=5 * HOUR)
+    snapshot = snap(s, o1, o2, urgent, head, short, m=machine(gpus=14),
+                    workspaces=(workspace("vision", gpus=4),))  # fmt: skip
+    p = plan(snapshot, NOW)
+    assert [v.run for v in p.preemptions] == ["s"]
+    assert p.head is not None and p.head.run == "head"
+    # urgent starts once s has stopped (the 30 s grace) and ends its hour and grace later
+    assert p.head.shadow == NOW + 30 + HOUR + 30
+    assert "short" not in {st.run for st in p.starts}  # it would end after that shadow

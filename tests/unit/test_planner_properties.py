@@ -127,7 +127,7 @@ def _in_quota_preemptors(snapshot: Snapshot, p: Plan) -> set[str]:
 
 def _as_running(snapshot: Snapshot, p: Plan, name: str, after_head: bool) -> RunningUnit:
     """A preemptor as the head sees it: holding what it asks and all its victims'
-    room from when they have stopped; before the head it never gives it back."""
+    room from when they have stopped, until its limit (and the grace) ends it."""
     run = _by_name(snapshot)[name]
     stops = {v.unit_id for v in p.preemptions if v.for_run.name == name}
     freed = Resources()
@@ -139,9 +139,8 @@ def _as_running(snapshot: Snapshot, p: Plan, name: str, after_head: bool) -> Run
     grace = snapshot.machine.stop_grace
     start_by = max([NOW + grace, *deadlines]) if stops or deadlines else NOW
     assert p.head is not None
-    limit = run.time_limit if after_head else None
     return RunningUnit(f"own-{name}", name, run.workspace, p.head.priority, held, (),
-                       start_by, limit)  # fmt: skip
+                       start_by, run.time_limit)  # fmt: skip
 
 
 @PROPERTY
