@@ -129,11 +129,11 @@ def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
     return kwargs | resource_kwargs(launch, nvidia)
 
 
-ENGINE_LOG_FLOOR = 32 << 20  # bytes per file of the engine's own copy, at least
+ENGINE_LOG_FLOOR = 128 << 20  # bytes per file of the engine's own copy, at least
 
 
 def engine_log_config(limit: int) -> docker.types.LogConfig:
-    """The engine keeps at most two files of ``limit`` (at least 32 MiB) each: json-file
+    """The engine keeps at most two files of ``limit`` (at least 128 MiB) each: json-file
     rotates. More than the daemon's copy in ASTRAEUS_HOME/logs keeps, so that copy (which
     marks its cuts) sees every line of a burst while it catches up."""
     size = f"{max(limit, ENGINE_LOG_FLOOR) // 1024}k"

@@ -73,7 +73,7 @@ def test_identity_labels_and_command() -> None:
     # the engine's own copy of the output is bounded by the same limit
     assert kw["log_config"] == {
         "Type": "json-file",
-        "Config": {"max-size": "32768k", "max-file": "2"},
+        "Config": {"max-size": "131072k", "max-file": "2"},
     }
     assert kw["detach"] is True
     assert kw["auto_remove"] is False

@@ -66,7 +66,8 @@ def assert_safe(spec: RunSpec) -> None:
     assert 0 <= task.min_per_machine <= task.gpus <= MAX_GPUS
     assert 0 <= task.cpu_milli <= MAX_CPU_CORES * 1000 and 0 <= task.memory <= MAX_MEMORY
     assert 0 <= task.per_gpu_memory <= MAX_MEMORY
-    assert task.image and not any(c.isspace() for c in task.image) and "\0" not in task.image
+    # an image may be left empty: the daemon fills in its default_image at submit
+    assert not any(c.isspace() for c in task.image) and "\0" not in task.image
     for drive in task.drives:
         path = drive.mount_path
         assert NAME.fullmatch(drive.name)
