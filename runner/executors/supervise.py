@@ -300,13 +300,21 @@ def _read_within(read_end: int, pid: int, timeout: float) -> bytes:
                 return b"".join(chunks)
             chunks.append(chunk)
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, os.WNOHANG)
+        _reap_within(pid, 1.0)
         raise PlacementError(
             f"the drives could not be placed within {timeout:g} s: a mount path's file"
             " system does not answer"
         )
     finally:
         os.close(read_end)
+
+
+def _reap_within(pid: int, timeout: float) -> None:
+    """Reap a killed child, waiting at most ``timeout`` s (one stuck in the kernel stays a
+    zombie until the supervisor exits, rather than hold up the start)."""
+    deadline = time.monotonic() + timeout
+    while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: int) -> None:
