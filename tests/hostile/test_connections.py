@@ -14,7 +14,6 @@ import os
 import pwd
 import select
 import socket
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ from astraeus_tui.client import Client
 from tests.hostile.helpers import error_of, request_bytes
 from tests.integration.harness import spec
 from tests.integration.served import Served
-from tests.integration.test_identity import as_user
+from tests.integration.test_identity import as_user, unix_users
 
 QUICK = """
 [api]
@@ -129,17 +128,8 @@ TOO_MANY = (
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
     if os.geteuid() != 0:
         pytest.skip("creating Unix users needs root")
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (HOSTILE, OTHER):
-        with contextlib.suppress(KeyError):
-            pwd.getpwnam(user)
-            continue
-        subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
-                       check=True)  # fmt: skip
-    yield {u: pwd.getpwnam(u) for u in (HOSTILE, OTHER)}
-    for user in (HOSTILE, OTHER):
-        subprocess.run(["userdel", user], check=False)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, HOSTILE, OTHER) as made:
+        yield made
 
 
 @contextlib.contextmanager

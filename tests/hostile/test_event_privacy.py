@@ -12,7 +12,6 @@ import grp
 import json
 import os
 import pwd
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from astraeus_tui.cli.main import app
 from astraeus_tui.client import Client
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
-from tests.integration.test_identity import as_user
+from tests.integration.test_identity import as_user, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"
@@ -45,17 +44,8 @@ quota = {{ workers = 1 }}
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
-                           check=True)  # fmt: skip
-    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
-    for user in (ALICE, BOB):
-        subprocess.run(["userdel", user], check=False)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, ALICE, BOB) as made:
+        yield made
 
 
 @pytest.fixture

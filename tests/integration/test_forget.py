@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from astraeus_tui.client import Client
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
-from tests.integration.test_identity import as_user
+from tests.integration.test_identity import as_user, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-h1", "astra-h1-a", "astra-h1-b"
@@ -37,17 +36,8 @@ members = ["{BOB}"]
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
-                           check=True)  # fmt: skip
-    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
-    for user in (ALICE, BOB):
-        subprocess.run(["userdel", user], check=False)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, ALICE, BOB) as made:
+        yield made
 
 
 def printing(name: str, workspace: str, text: str, seconds: float = 0) -> dict[str, Any]:

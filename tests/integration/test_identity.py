@@ -6,6 +6,7 @@ and groups, so SO_PEERCRED reports that user to the daemon.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
@@ -25,19 +26,28 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix use
 GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB, CAROL):
+@contextlib.contextmanager
+def unix_users(group: str, *names: str) -> Iterator[dict[str, pwd.struct_passwd]]:
+    """Real Unix users ``names`` (no home, no shell) in ``group``, removed afterwards."""
+    subprocess.run(["groupadd", "-f", group], check=True)
+    for user in names:
         try:
             pwd.getpwnam(user)
         except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
+            subprocess.run(["useradd", "-M", "-N", "-G", group, "-s", "/bin/false", user],
                            check=True)  # fmt: skip
-    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB, CAROL)}
-    for user in (ALICE, BOB, CAROL):
-        subprocess.run(["userdel", user], check=False)
-    subprocess.run(["groupdel", GROUP], check=False)
+    try:
+        yield {u: pwd.getpwnam(u) for u in names}
+    finally:
+        for user in names:
+            subprocess.run(["userdel", user], check=False)
+        subprocess.run(["groupdel", group], check=False)
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    with unix_users(GROUP, ALICE, BOB, CAROL) as made:
+        yield made
 
 
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:

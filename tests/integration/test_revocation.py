@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from astraeus_tui.client import Client
 from tests.integration.harness import wait_for, write_config
 from tests.integration.served import Served
-from tests.integration.test_identity import as_user, spec
+from tests.integration.test_identity import as_user, spec, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ANN, BEN = "astra-h5-g", "astra-h5-a", "astra-h5-b"
@@ -26,17 +25,8 @@ GROUP, ANN, BEN = "astra-h5-g", "astra-h5-a", "astra-h5-b"
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ANN, BEN):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-G", GROUP, "-s", "/bin/false", user],
-                           check=True)  # fmt: skip
-    yield {u: pwd.getpwnam(u) for u in (ANN, BEN)}
-    for user in (ANN, BEN):
-        subprocess.run(["userdel", user], check=False)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, ANN, BEN) as made:
+        yield made
 
 
 def config(vision: list[str], nlp: bool = True) -> str:
