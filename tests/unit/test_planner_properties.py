@@ -125,7 +125,7 @@ def _in_quota_preemptors(snapshot: Snapshot, p: Plan) -> set[str]:
     return {n for n in names if n != head and (p.reason(n) or "").startswith(texts)}
 
 
-def _as_running(snapshot: Snapshot, p: Plan, name: str, after_head: bool) -> RunningUnit:
+def _as_running(snapshot: Snapshot, p: Plan, name: str) -> RunningUnit:
     """A preemptor as the head sees it: holding what it asks and all its victims'
     room from when they have stopped, until its limit (and the grace) ends it."""
     run = _by_name(snapshot)[name]
@@ -155,7 +155,7 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
     gone = {v.unit_id for v in p.preemptions if v.for_run.name in preemptors}
     gone |= {u.unit_id for u in snapshot.running if u.stopping_for in preemptors}
     after = {n for n in preemptors if p.positions[n] > p.positions[p.head.run]}
-    held = tuple(_as_running(snapshot, p, n, n in after) for n in sorted(preemptors))
+    held = tuple(_as_running(snapshot, p, n) for n in sorted(preemptors))
     as_running = tuple(
         RunningUnit(
             f"new-{s.run}",
