@@ -14,7 +14,7 @@ import sys
 import time
 
 from runner.model import GIB, Quota, Resources, Workspace
-from runner.scheduler import Machine, RunningUnit, Snapshot, WaitingRun, plan
+from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun, plan
 
 NOW = 1_790_856_000.0
 

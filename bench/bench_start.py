@@ -22,8 +22,8 @@ from pathlib import Path
 
 import docker
 
-from runner.daemon import Daemon
-from runner.service import caller_for
+from runner.daemon.daemon import Daemon
+from runner.service.runs import caller_for
 
 CONFIG = """
 [machine]

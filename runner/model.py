@@ -272,7 +272,7 @@ class Reason:
     template: str
     refs: tuple[tuple[RunRef, ...], ...] = ()
     # says what only the run's own workspace may read (an error naming a path, a program):
-    # another workspace reads PRIVATE_REASON instead (runner/views.py)
+    # another workspace reads PRIVATE_REASON instead (runner/api/views.py)
     private: bool = False
 
     @staticmethod

@@ -37,9 +37,9 @@ def call(fn: Callable[[Client], T]) -> T:
 def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
     """The run spec in ``file`` (``text``: stdin already read) as the daemon's document,
     checked here first with the daemon's own messages (JSON, TOML or #SBATCH)."""
-    from runner.documents import load_spec_file, load_spec_text
-    from runner.printable import check_spec
-    from runner.spec import SpecError, spec_to_dict
+    from runner.spec.documents import load_spec_file, load_spec_text
+    from runner.spec.parse import SpecError, spec_to_dict
+    from runner.spec.printable import check_spec
 
     try:
         spec = load_spec_text(text) if text is not None else load_spec_file(file)
@@ -68,8 +68,8 @@ def parse_duration(text: str) -> int:
         total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
         if total > 0:
             return int(total)
-    from runner.sbatch import slurm_time  # lazy: Slurm's formats
-    from runner.spec import SpecError
+    from runner.spec.parse import SpecError
+    from runner.spec.sbatch import slurm_time  # lazy: Slurm's formats
 
     try:
         seconds = slurm_time(value, "--time-limit")

@@ -15,14 +15,14 @@ from astraeus_tui.client import ApiError, Client, default_socket
 
 
 def _home() -> Path:
-    from runner.config_files import default_home
+    from runner.config.files import default_home
 
     return default_home()
 
 
 def serve() -> None:
     """Run the daemon in the foreground (logs to stderr) until Ctrl-C or SIGTERM."""
-    from runner.serve import serve as run_daemon
+    from runner.daemon.serve import serve as run_daemon
 
     raise typer.Exit(run_daemon(_home()))
 

@@ -26,7 +26,7 @@ def doctor(
     as_json: bool = JsonOption,
 ) -> None:
     """Check this machine's set-up; each problem comes with what to do about it."""
-    from runner.doctor import Setup, run_checks  # lazy: the docker SDK, NVML
+    from runner.daemon.doctor import Setup, run_checks  # lazy: the docker SDK, NVML
 
     setup = Setup.from_env(system=system)
     rows = run_checks(setup)

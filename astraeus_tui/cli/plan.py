@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from runner.scheduler import Plan, Snapshot
+    from runner.planner.plan import Plan, Snapshot
 
 EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "queue.toml"
 
@@ -16,7 +16,7 @@ EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "q
 def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
     from rich.table import Table
 
-    from runner.scheduler import format_utc
+    from runner.planner.plan import format_utc
 
     started = {s.run: s for s in result.starts}
     victims = {p.run for p in result.preemptions}
@@ -50,8 +50,8 @@ def plan_command(
     """Show what the planner decides for a queue described in TOML."""
     from rich.console import Console
 
-    from runner.queuefile import QueueFileError, load_queue
-    from runner.scheduler import plan
+    from runner.planner.plan import plan
+    from runner.planner.queuefile import QueueFileError, load_queue
 
     try:
         snapshot, now = load_queue(queue)

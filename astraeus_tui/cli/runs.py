@@ -67,9 +67,9 @@ def submit(
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
     """The sweep a JSON or TOML spec with a ``spec.sweep`` section asks for, else None."""
-    from runner.documents import decode_document
-    from runner.groups import sweep_document
-    from runner.spec import SpecError
+    from runner.spec.documents import decode_document
+    from runner.spec.groups import sweep_document
+    from runner.spec.parse import SpecError
 
     if text is None:
         if Path(file).suffix.lower() in (".sbatch", ".sh"):

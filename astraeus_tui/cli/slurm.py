@@ -18,8 +18,8 @@ def sbatch(
     nice: Annotated[int | None, typer.Option(help="Priority -N (as Slurm's --nice).")] = None,
 ) -> None:
     """Submit a batch script; prints `Submitted batch job <name>`."""
-    from runner.sbatch import parse_sbatch
-    from runner.spec import SpecError, spec_to_dict
+    from runner.spec.parse import SpecError, spec_to_dict
+    from runner.spec.sbatch import parse_sbatch
 
     try:
         text = file.read_bytes().decode("utf-8")  # as written: a CR must reach the parser

@@ -2,7 +2,7 @@
 
 Errors are shown at the field they are about: first what the form itself can
 tell (a number that is not one, a duration that is not one), then the spec
-rules of ``runner.spec`` (the same the daemon applies), then the daemon's own
+rules of ``runner.spec.parse`` (the same the daemon applies), then the daemon's own
 answer, word for word (``403 PRIORITY_NOT_ALLOWED: …``).
 
 Preview (ctrl+r) asks ``POST /v1/preview`` what a submit of the form would do
@@ -40,7 +40,7 @@ FIELDS: tuple[tuple[str, str, str, InputType], ...] = (
     ("limit", "Time limit", "e.g. 2h, 90m, 1-00:00:00 (empty: none)", "text"),
     ("priority", "Priority", "0", "integer"),
 )
-SPEC_FIELDS = (  # where runner.spec and the daemon point, and the form field that is about it
+SPEC_FIELDS = (  # where runner.spec.parse and the daemon point, and the form field that is about it
     ("metadata.name", "name"), ("metadata.workspace", "workspace"), ("spec.priority", "priority"),
     ("spec.task_template.image", "image"), ("spec.task_template.command", "command"),
     ("spec.task_template.args", "command"), ("spec.task_template.time_limit", "limit"),
@@ -116,7 +116,7 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
 
 def check_document(document: dict[str, Any]) -> None:
     """The spec rules the daemon applies, at the field: FieldError if one is broken."""
-    from runner.spec import SpecError, parse_spec
+    from runner.spec.parse import SpecError, parse_spec
 
     try:
         parse_spec(document)
@@ -312,8 +312,8 @@ class SubmitScreen(ModalScreen[str | None]):
         if not path:
             self.show_error("file", "give the path of a spec file")
             return
-        from runner.documents import load_spec_file
-        from runner.spec import SpecError, spec_to_dict
+        from runner.spec.documents import load_spec_file
+        from runner.spec.parse import SpecError, spec_to_dict
 
         try:
             document = spec_to_dict(load_spec_file(Path(path).expanduser()))

@@ -100,8 +100,8 @@ def parse_duration(text: str) -> int:
         total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
         if total >= 1:
             return int(total)
-    from runner.sbatch import slurm_time  # lazy: Slurm's formats
-    from runner.spec import SpecError
+    from runner.spec.parse import SpecError
+    from runner.spec.sbatch import slurm_time  # lazy: Slurm's formats
 
     try:
         seconds = slurm_time(value, "time limit")

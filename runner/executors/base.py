@@ -2,7 +2,7 @@
 
 An executor runs *workers*: one container (docker) or one supervised process
 group (process) per worker of a run's attempt. Executors never decide
-anything; ``runner/loop.py`` tells them what to do and reads what they saw.
+anything; ``runner/engine/loop.py`` tells them what to do and reads what they saw.
 Every call is synchronous and quick (no waiting for a worker to end).
 """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from runner.spec import SYSTEM_DIRS_SHOWN, is_system_dir
+from runner.spec.parse import SYSTEM_DIRS_SHOWN, is_system_dir
 
 
 class PlacementError(Exception):

@@ -28,20 +28,20 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from runner.dependencies import Dependencies, check_dependencies
-from runner.estimates import Estimate
+from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.loop import Loop, LoopSettings
 from runner.executors.base import ExecutorError, ListedWorker, WorkerLaunch, WorkerStatus
-from runner.loop import Loop, LoopSettings
 from runner.model import Reason, Resources, RunSpec
-from runner.scheduler import Head, Plan
-from runner.service import ServiceError
+from runner.planner.estimates import Estimate
+from runner.planner.plan import Head, Plan
+from runner.service.runs import ServiceError
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.reasons import describe, priority_of
 from runner.slurm.script import build_batch, nice_for, partition_for, workspace_of_comment
 from runner.slurm.settings import SlurmConfig
-from runner.store import (
+from runner.store.db import (
     FINISHED_STATES,
     LIVE_WORKER_STATES,
     RunRow,

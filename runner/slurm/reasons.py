@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runner.model import Reason, RunRef, RunState
-from runner.scheduler import format_utc
+from runner.planner.plan import format_utc
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.script import workspace_of_comment
 

@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from runner.executors.base import WorkerLaunch
-from runner.executors.docker import DockerExecutor
+from runner.executors.docker.executor import DockerExecutor
 from tests.docker.helpers import IMAGE, SKIP_REASON, LaunchFactory, engine_client
 
 NAME_PREFIX = "astraeus-test"

@@ -11,7 +11,7 @@ from typing import Any
 import docker
 
 from runner.executors.base import WorkerLaunch, WorkerState, WorkerStatus
-from runner.executors.docker import DockerExecutor
+from runner.executors.docker.executor import DockerExecutor
 
 IMAGE = os.environ.get("ASTRAEUS_TEST_IMAGE", "astraeus-test:busybox")
 SKIP_REASON = "Docker engine not reachable: run tests/docker/setup.sh as root"

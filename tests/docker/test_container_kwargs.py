@@ -23,7 +23,7 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.docker import (
+from runner.executors.docker.executor import (
     DockerExecutor,
     container_kwargs,
     describe,

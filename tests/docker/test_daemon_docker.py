@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runner.daemon import instance_id
+from runner.daemon.daemon import instance_id
 from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
 from tests.integration.conftest import served  # noqa: F401 (the fixture)
 from tests.integration.harness import wait_for

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runner.executors.base import ExecutorError, ListedWorker, Mount, WorkerState
-from runner.executors.docker import DockerExecutor
+from runner.executors.docker.executor import DockerExecutor
 from tests.docker.helpers import (
     SKIP_REASON,
     LaunchFactory,

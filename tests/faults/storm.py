@@ -4,7 +4,7 @@ Used by tests/faults/test_crash_storm.py (a CI-sized storm) and bench/chaos.py (
 
 :func:`kill_storm`: clients submit runs (and now and then delete one) without pause while
 the daemon is killed with SIGKILL at random moments, and, at some restarts, dies by
-itself at a test hook (``ASTRAEUS_TEST_CRASH_AT``, see runner/starts.py: between a
+itself at a test hook (``ASTRAEUS_TEST_CRASH_AT``, see runner/engine/starts.py: between a
 worker's start and its record, between Stopping and SIGTERM, between the SIGKILL's record
 and the signal). Each kill is a *kill point*. The runs' programs (:data:`PROGRAM`) write
 a line to ``marks.txt`` when they start and hold ``flock`` locks for their run worker and

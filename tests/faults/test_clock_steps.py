@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.clock import Clock
-from runner.daemon import Daemon
+from runner.daemon.daemon import Daemon
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for, write_config
 
 HOURS = 3600.0

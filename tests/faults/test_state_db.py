@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.model import Reason
-from runner.store import RunRow, Store
+from runner.store.db import RunRow, Store
 from tests.faults.daemon import PY, write_config
 
 

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from runner.api import errors
+from runner.api.app import errors
 from tests.hostile.helpers import db_state, error_of, raw, request_bytes, status_of
 from tests.integration.served import Served
 

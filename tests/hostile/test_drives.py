@@ -1,6 +1,6 @@
 """Drive roots and symlinks: a drive is mounted from its configured folder, or not at all.
 
-The rule (runner/starts.py, ``drive_source``), checked at every start: the configured
+The rule (runner/engine/starts.py, ``drive_source``), checked at every start: the configured
 path is walked from ``/`` with O_NOFOLLOW, so neither the drive nor a folder above it
 may be a symlink; the drive must be a directory; and each folder above it must belong
 to root (or the daemon's user) and not be writable by group or others (a sticky folder
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.engine.starts import drive_source
 from runner.executors.base import ExecutorError
-from runner.starts import drive_source
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 

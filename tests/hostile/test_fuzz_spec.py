@@ -17,10 +17,9 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.documents import load_spec_text
 from runner.model import RunSpec
-from runner.sbatch import parse_sbatch
-from runner.spec import (
+from runner.spec.documents import load_spec_text
+from runner.spec.parse import (
     MAX_CPU_CORES,
     MAX_GPUS,
     MAX_MEMORY,
@@ -29,6 +28,7 @@ from runner.spec import (
     parse_spec,
     spec_to_dict,
 )
+from runner.spec.sbatch import parse_sbatch
 from tests.hostile.cases import CORPUS
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.doctor import SYSTEM_CONFIG, SYSTEM_HOME, SYSTEM_SOCKET
+from runner.daemon.doctor import SYSTEM_CONFIG, SYSTEM_HOME, SYSTEM_SOCKET
 from tests.integration.harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.daemon import Daemon
+from runner.daemon.daemon import Daemon
 from tests.integration.harness import Harness, write_config
 from tests.integration.served import Served
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runner.daemon import Daemon
-from runner.service import Caller, caller_for
-from runner.store import RunRow
+from runner.daemon.daemon import Daemon
+from runner.service.runs import Caller, caller_for
+from runner.store.db import RunRow
 
 TRAIN = Path(__file__).resolve().parents[2] / "config" / "examples" / "train.py"
 PY = sys.executable

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from runner.config import load_config
-from runner.service import ServiceError
+from runner.config.load import load_config
+from runner.service.runs import ServiceError
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 
 WORKSPACE = """

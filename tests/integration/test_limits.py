@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from astraeus_tui.client import Client
-from runner.daemon import Daemon
+from runner.daemon.daemon import Daemon
 from tests.hostile.helpers import db_state
 from tests.integration.harness import Harness, spec, wait_for
 from tests.integration.served import Served

@@ -62,8 +62,8 @@ def test_a_worker_that_ended_while_the_daemon_was_down_is_learned(
 def test_auto_does_not_fall_back_to_processes_under_live_containers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner.daemon import Daemon, DaemonError
-    from runner.store import RunRow, Store
+    from runner.daemon.daemon import Daemon, DaemonError
+    from runner.store.db import RunRow, Store
 
     home = tmp_path / "home"
     home.mkdir()

@@ -11,8 +11,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.retention import ATTEMPT_LOGS_KEPT, forget_expired
-from runner.store import MIGRATIONS, SCHEMA_APPLICATION_ID
+from runner.engine.retention import ATTEMPT_LOGS_KEPT, forget_expired
+from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 from tests.integration.test_groups import WORKSPACE, group_doc
 

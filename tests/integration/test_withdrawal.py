@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.loop import KILL_AGAIN
+from runner.engine.loop import KILL_AGAIN
 from runner.model import Viewer
-from runner.store import WorkerRow
+from runner.store.db import WorkerRow
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]

@@ -14,7 +14,7 @@ import pytest
 
 from runner.model import RunSpec
 from runner.slurm import SlurmClient, SlurmJob, SlurmSettings, SlurmTarget
-from runner.spec import parse_spec
+from runner.spec.parse import parse_spec
 from tests.integration.harness import wait_for
 
 PREFIX = "slurmtest-"

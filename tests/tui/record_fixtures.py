@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from astraeus_tui.client import Client
-from runner.groups import next_fire
-from runner.views import iso as iso_utc
+from runner.api.views import iso as iso_utc
+from runner.spec.groups import next_fire
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 

@@ -118,7 +118,7 @@ def test_a_lost_daemon_is_shown() -> None:
 
 
 def test_a_real_gpu_row_has_bars_and_readings() -> None:
-    """No NVML here: a GPU as /v1/gpus reports one (see runner/api_machine.py)."""
+    """No NVML here: a GPU as /v1/gpus reports one (see runner/api/machine.py)."""
     from astraeus_tui.widgets.gpu_panel import gpu_row
 
     gpu = {"index": 3, "simulated": False, "utilization": 45, "temperature": 83,

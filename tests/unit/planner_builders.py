@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from runner.model import GIB, Quota, Resources, RunRef, Workspace
-from runner.scheduler import Machine, RunningUnit, Snapshot, WaitingRun
+from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC).timestamp()
 HOUR = 3600.0

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from runner.config import (
+from runner.config.files import (
+    DEFAULT_CONFIG_TEXT,
+    config_path,
+    default_home,
+    ensure_config,
+    update_config_file,
+)
+from runner.config.load import (
     ApiLimits,
     Config,
     ConfigError,
@@ -18,13 +25,6 @@ from runner.config import (
     MachineConfig,
     load_config,
     parse_config,
-)
-from runner.config_files import (
-    DEFAULT_CONFIG_TEXT,
-    config_path,
-    default_home,
-    ensure_config,
-    update_config_file,
 )
 from runner.model import GIB, Quota, Workspace
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import Drive
-from runner.doctor import (
+from runner.config.load import Drive
+from runner.daemon.doctor import (
     SYSTEM_CONFIG,
     Check,
     Setup,
@@ -31,7 +31,7 @@ from runner.doctor import (
 )
 from runner.executors.base import ExecutorError
 from runner.gpus import Inventory, simulated_inventory
-from runner.store import Store
+from runner.store.db import Store
 
 GOOD = '[machine]\nexecutor = "process"\ngpus = 2\n[admins]\nusers = ["root"]\n'
 REAL = Inventory(gpus=simulated_inventory(2, "x").gpus, simulated=False, source="nvml",

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from runner.estimates import estimate_starts
-from runner.scheduler import RunningUnit, Snapshot, plan
+from runner.planner.estimates import estimate_starts
+from runner.planner.plan import RunningUnit, Snapshot, plan
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting
 
 

@@ -6,7 +6,8 @@ import sys
 
 def test_runner_imports_without_textual_or_typer() -> None:
     code = (
-        "import sys, runner.model, runner.scheduler, runner.spec, runner.queuefile;"
+        "import sys, runner.model, runner.planner.plan, runner.spec.parse;"
+        "import runner.planner.queuefile;"
         "bad = [m for m in ('textual', 'typer', 'astraeus_tui') if m in sys.modules];"
         "print(','.join(bad))"
     )

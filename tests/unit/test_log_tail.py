@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import api_streams
-from runner.api_streams import _read_new, _tail_start
+from runner.api import streams as api_streams
+from runner.api.streams import _read_new, _tail_start
 
 
 def read_all(paths: list[Path], offsets: dict[Path, int]) -> bytes:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from runner.scheduler import Plan, RunningUnit, WaitingRun, plan
+from runner.planner.plan import Plan, RunningUnit, WaitingRun, plan
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 # 12 GPUs. nlp's run (priority 5) holds 8-11; vision's sweep (priority 0) holds

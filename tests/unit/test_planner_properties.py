@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB, Quota, Resources, Workspace, amounts
-from runner.scheduler import Plan, RunningUnit, Snapshot, WaitingRun, plan
+from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan
 from tests.unit.planner_builders import NOW, machine
 
 WORKSPACES = ("a", "b", "c")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.model import Viewer
-from runner.scheduler import Plan, format_utc, plan, take_gpus
+from runner.planner.plan import Plan, format_utc, plan, take_gpus
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.documents import load_spec_file, load_spec_text
 from runner.model import DriveRef, MountMode, RunSpec
-from runner.sbatch import parse_sbatch
-from runner.spec import SpecError
+from runner.spec.documents import load_spec_file, load_spec_text
+from runner.spec.parse import SpecError
+from runner.spec.sbatch import parse_sbatch
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB
-from runner.sbatch import parse_sbatch
 from runner.slurm import (
     SlurmError,
     SlurmSettings,
@@ -22,7 +21,8 @@ from runner.slurm import (
     time_minutes,
     workspace_of_comment,
 )
-from runner.spec import parse_spec
+from runner.spec.parse import parse_spec
+from runner.spec.sbatch import parse_sbatch
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 ROOT = SlurmSettings(privileged=True)
@@ -245,7 +245,7 @@ def test_the_comment_carries_the_workspace() -> None:
 def test_the_batch_header_reads_back_as_the_same_run(
     gpus: int, cores: int, memory_mib: int, limit: int | None, priority: int
 ) -> None:
-    """What runner.sbatch reads from the rendered #SBATCH header is the run (times in minutes)."""
+    """What runner.spec.sbatch reads from the #SBATCH header is the run (times in minutes)."""
     task: dict[str, Any] = resources(
         gpu_requests={"count": gpus}, cpu_cores=cores, memory_bytes=memory_mib << 20
     )

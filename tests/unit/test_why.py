@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runner.model import Viewer
-from runner.scheduler import Snapshot, WaitingRun, plan
-from runner.why import duration, explain
+from runner.planner.plan import Snapshot, WaitingRun, plan
+from runner.planner.why import duration, explain
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 ADMIN = Viewer()

@@ -1,0 +1,154 @@
+"""The API's machine side: GPUs, workspaces, admin changes to the config, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from runner.config.files import update_config_file
+from runner.config.load import ConfigError
+from runner.gpus import foreign_processes, read_inventory
+from runner.model import ANONYMOUS_RUN, RESOURCE_NAMES, Quota, Resources, amounts
+from runner.planner.plan import dominant_share
+from runner.service.runs import Caller, ServiceError
+
+
+def _api() -> Any:
+    from runner.api import app as api  # lazy: api imports this module
+
+    return api
+
+
+def _caller(request: web.Request) -> Caller:
+    caller: Caller = _api().peer_caller(request)
+    return caller
+
+
+async def gpus(request: web.Request) -> web.Response:
+    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
+    if daemon.front is not None:  # the cluster's GPUs, as Slurm numbers them
+        inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
+    holders: dict[int, dict[str, Any]] = {}
+    for w in daemon.store.live_workers():
+        run = daemon.store.get_run(w.run)
+        visible = run is not None and caller.viewer.sees(run.workspace)
+        for g in w.gpus:
+            holders[g] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
+                          "state": w.state}  # fmt: skip
+    plan = daemon.loop.status.plan
+    head = plan.head if plan is not None else None
+    held = set(head.held_gpus) if head is not None else set()
+    head_name = None
+    if head is not None:
+        head_name = head.run if caller.viewer.sees(head.workspace) else ANONYMOUS_RUN
+    foreign = foreign_processes(inventory, set()) if not inventory.simulated else {}
+    rows = []
+    for g in inventory.gpus:
+        rows.append({
+            "index": g.index, "uuid": g.uuid, "name": g.name, "simulated": g.simulated,
+            "remote": daemon.front is not None,  # on the cluster's nodes: no readings here
+            "memory_total": g.memory_total, "memory_used": g.memory_used,
+            "utilization": g.utilization, "temperature": g.temperature,
+            "holder": holders.get(g.index),
+            "held_for": head_name if g.index in held and g.index not in holders else None,
+            "foreign_pids": list(foreign.get(g.index, ())) if g.index not in holders else [],
+        })  # fmt: skip
+    return web.json_response({"source": inventory.source, "simulated": inventory.simulated,
+                              "gpus": rows})  # fmt: skip
+
+
+def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
+    if quota is None:
+        return None
+    gpus, cpu, memory, workers = quota.limits()
+    return {"gpus": gpus, "cpu_cores": None if cpu is None else cpu / 1000,
+            "memory": memory, "workers": workers}  # fmt: skip
+
+
+async def workspaces(request: web.Request) -> web.Response:
+    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    mine = daemon.service.default_workspace_of(caller)
+    used: dict[str, Resources] = {}
+    for w in daemon.store.live_workers():
+        run = daemon.store.get_run(w.run)
+        if run is not None:
+            one = Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
+            used[run.workspace] = used.get(run.workspace, Resources()) + one
+    history = daemon.store.usage_by_workspace()
+    rows = []
+    for name, ws in sorted(daemon.config.workspaces.items()):
+        u = used.get(name, Resources())
+        share = dominant_share(u, ws.quota)
+        rows.append({
+            "name": name, "members": list(ws.members), "weight": ws.weight,
+            "max_priority": ws.max_priority, "quota": _quota_json(ws.quota),
+            "default_image": daemon.service.default_image(name),
+            "default": name == mine,  # where the caller's runs go when they name none
+            "usage": dict(zip(RESOURCE_NAMES, amounts(u), strict=True)),
+            "dominant_share": share, "share_over_weight": share / ws.weight,
+            "gpu_seconds": history.get(name, (0.0, 0.0))[0],
+        })  # fmt: skip
+    return web.json_response({"workspaces": rows})
+
+
+def _apply_change(doc: dict[str, Any], ws: str, body: dict[str, Any]) -> None:
+    table = doc.setdefault("workspaces", {}).get(ws)
+    if table is None:
+        raise ServiceError(404, "NOT_FOUND", f"no workspace {ws}")
+    for key in ("max_priority", "weight"):
+        if key in body:
+            table[key] = body[key]
+    if "quota" in body:
+        quota = dict(table.get("quota", {}))
+        for key, value in body["quota"].items():
+            if value is None:
+                quota.pop(key, None)
+            else:
+                quota[key] = value
+        if quota:
+            table["quota"] = quota
+        else:
+            table.pop("quota", None)
+
+
+async def change_workspace(request: web.Request) -> web.Response:
+    """Admins only: quota, max_priority, weight; written atomically, then reloaded."""
+    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    if not caller.admin:
+        raise ServiceError(403, "FORBIDDEN", "only an admin may change a workspace")
+    body = await request.json()
+    if not isinstance(body, dict) or not set(body) <= {"quota", "max_priority", "weight"}:
+        raise ServiceError(422, "INVALID_CONFIG", "expected quota, max_priority or weight")
+    ws = request.match_info["name"]
+    if daemon.config.path is None:
+        raise ServiceError(409, "NO_CONFIG_FILE", "the daemon runs without a config file")
+    try:
+        config = await asyncio.to_thread(
+            update_config_file, daemon.config.path, lambda d: _apply_change(d, ws, body)
+        )
+    except ConfigError as e:
+        raise ServiceError(422, "INVALID_CONFIG", str(e)) from e
+    daemon.apply_config(config)
+    return await workspaces(request)
+
+
+async def shutdown(request: web.Request) -> web.Response:
+    """Stop the daemon (admins, or the user it runs as); running work goes on."""
+    caller = _caller(request)
+    if not (caller.admin or caller.uid == os.getuid()):
+        raise ServiceError(403, "FORBIDDEN", "only an admin may stop the daemon")
+    asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)
+    return web.json_response({"stopping": True})
+
+
+def add_machine_routes(app: web.Application) -> None:
+    app.router.add_get("/v1/gpus", gpus)
+    app.router.add_get("/v1/workspaces", workspaces)
+    app.router.add_patch("/v1/workspaces/{name}", change_workspace)
+    app.router.add_post("/v1/shutdown", shutdown)

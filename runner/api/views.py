@@ -1,0 +1,192 @@
+"""The JSON objects of DESIGN.md's contract, rendered for one viewer.
+
+Another workspace's run is never named to a member: its name reads
+``a job in another namespace`` and its owner is hidden; its events are not shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from runner.model import ANONYMOUS_RUN, RunSpec, Viewer
+from runner.planner.estimates import Estimate
+from runner.planner.plan import Plan
+from runner.store.db import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
+from runner.store.groups import GroupRow
+
+PAUSED = "Paused to make room for higher-priority work"
+PRIVATE_REASON = "details are private"  # an error of a run in another workspace
+_SECRET = secrets.token_bytes(16)  # per daemon: hidden runs get ids no one can reverse
+
+
+def run_id(name: str, workspace: str, viewer: Viewer) -> str:
+    """A stable key for a run in lists and streams; opaque when the name is hidden."""
+    if viewer.sees(workspace):
+        return name
+    digest = hmac.new(_SECRET, f"{workspace}/{name}".encode(), hashlib.sha256).hexdigest()
+    return "hidden-" + digest[:16]
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def run_object(
+    run: RunRow,
+    spec: RunSpec,
+    viewer: Viewer,
+    plan: Plan | None,
+    live: Iterable[WorkerRow] = (),
+    now: float | None = None,
+    estimate: Estimate | None = None,
+) -> dict[str, Any]:
+    """One run as ``--json`` prints it and the API returns it.
+
+    ``starts_by``: the head's shadow time, else the estimate when there is one."""
+    visible = viewer.sees(run.workspace)
+    live = [w for w in live if w.state in LIVE_WORKER_STATES]
+    head = plan.head if plan is not None else None
+    is_head = head is not None and head.run == run.name
+    starts_by = iso(head.shadow) if is_head and head is not None else None
+    if starts_by is None and estimate is not None and run.state == "Queued":
+        starts_by = iso(estimate.starts_by)
+    stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
+    grace_left = deadline = None
+    if stopping:
+        deadline = max(w.stop_deadline or 0 for w in stopping)
+        grace_left = None if now is None else max(0.0, deadline - now)
+    request = spec.worker_resources()
+    return {
+        "id": run_id(run.name, run.workspace, viewer),
+        "uid": run.run_uid if visible else None,  # immutable; not the owner's Unix uid
+        "name": run.name if visible else ANONYMOUS_RUN,
+        "visible": visible,
+        "workspace": run.workspace,
+        "owner": run.owner if visible else None,
+        "priority": run.priority,
+        "state": run.state,
+        "reason": _reason(run, viewer, visible),
+        "paused": PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
+        "gpus": sorted(g for w in live for g in w.gpus),
+        "gpus_requested": request.gpus * spec.workers,
+        "cpu_cores_requested": request.cpu_milli * spec.workers / 1000,
+        "memory_requested": request.memory * spec.workers,
+        "workers": spec.workers,
+        "workers_live": len(live),
+        "gang": spec.gang,
+        "restarts": run.restarts,
+        "restart_limit": spec.restart_limit,
+        "preemptions": run.preemptions,
+        "submitted_at": iso(run.submitted_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "exit_code": run.exit_code,
+        "time_limit_seconds": spec.task.time_limit_seconds,
+        "starts_by": starts_by,
+        "head": is_head,
+        "position": _position(plan, run.name),
+        "stop_grace_left_seconds": grace_left,
+        "stop_deadline": iso(deadline),
+        "stopping_for": _stopping_for(stopping, viewer),
+        "group": run.grp if visible else None,
+        "after": list(spec.after) if visible else [],
+    }
+
+
+def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:
+    """The run's reason for ``viewer``: an error's details stay in the run's workspace."""
+    if run.reason is None:
+        return None
+    return run.reason.render(viewer) if visible or not run.reason.private else PRIVATE_REASON
+
+
+def _position(plan: Plan | None, name: str) -> int | None:
+    return None if plan is None else plan.positions.get(name)
+
+
+def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:
+    for w in stopping:
+        if w.stopping_for is not None:
+            ref = w.stopping_for
+            return ref.name if viewer.sees(ref.workspace) else ANONYMOUS_RUN
+    return None
+
+
+def worker_object(w: WorkerRow, viewer: Viewer) -> dict[str, Any]:
+    """One worker of one attempt; whom a preemption stopped it for, named only to its members."""
+    return {
+        "attempt": w.attempt,
+        "worker": w.worker,
+        "state": w.state,
+        "gpus": list(w.gpus),
+        "started_at": iso(w.started_at),
+        "finished_at": iso(w.finished_at),
+        "exit_code": w.exit_code,
+        "error": w.error,
+        "stop_reason": w.stop_reason,
+        "stopping_for": _stopping_for([w], viewer),
+        "killed": w.killed,
+    }
+
+
+def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
+    """A sweep, replica group or schedule as ``--json`` prints it (its runs counted by state).
+
+    Only members (and admins) are shown groups: nothing here is anonymised."""
+    doc = g.document()
+    template = doc["template"]["spec"]
+    counts: dict[str, int] = {}
+    names = []
+    for r in runs:
+        counts[r.state] = counts.get(r.state, 0) + 1
+        names.append(r.name)
+    out: dict[str, Any] = {
+        "name": g.name,
+        "kind": g.kind,
+        "workspace": g.workspace,
+        "owner": g.owner,
+        "created_at": iso(g.created_at),
+        "priority": template.get("priority", 0),
+        "runs": names,
+        "states": counts,
+    }
+    if g.kind == "sweep":
+        out["size"] = len(doc["list"])
+        out["params"] = doc["list"]
+    elif g.kind == "replicas":
+        out["replicas"] = g.replicas
+        out["running"] = counts.get("Running", 0)
+    else:
+        out.update({
+            "cron": doc["cron"], "policy": doc["policy"], "paused": g.paused,
+            "next_at": None if g.paused else iso(g.next_at), "last_fired_at": iso(g.last_fired_at),
+        })  # fmt: skip
+    return out
+
+
+def event_visible(e: EventRow, viewer: Viewer) -> bool:
+    """Whether ``viewer`` is shown the event at all: an event tells who submitted a run,
+    who changed it, its GPUs and how it ended, so a member reads only the events of its
+    own workspaces' runs and groups (admins: all). Not even anonymised: the queue
+    already shows that another workspace's run exists."""
+    return viewer.sees(e.workspace)
+
+
+def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
+    visible = viewer.sees(e.workspace)
+    return {
+        "id": e.id,
+        "run": e.run if visible else ANONYMOUS_RUN,
+        "group": e.grp if visible else None,
+        "workspace": e.workspace,
+        "time": iso(e.time),
+        "kind": e.kind,
+        "message": e.message.render(viewer),
+    }

@@ -1,0 +1,199 @@
+"""The API's explanations: why a run waits, start estimates, and submit previews."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from runner.api.views import iso
+from runner.engine.dependencies import WAITS_FOR, check_dependencies
+from runner.engine.revocation import held_back, revoked
+from runner.engine.snapshot import build_snapshot
+from runner.model import ANONYMOUS_RUN, Reason, RunRef
+from runner.planner.estimates import MAX_STEPS, Estimate, estimate_starts
+from runner.planner.plan import Snapshot, WaitingRun, plan
+from runner.planner.why import as_json, explain
+from runner.service.runs import Caller, ServiceError
+
+if TYPE_CHECKING:
+    from runner.daemon.daemon import Daemon
+
+ESTIMATE_EVERY = 5.0  # seconds an estimate is reused
+ESTIMATE_GAP = 0.5  # seconds: not recomputed more often than this
+ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
+
+
+def snapshot_now(daemon: Daemon) -> Snapshot:
+    """The planner's view of the store right now (as the loop builds it)."""
+    runs = daemon.store.runs(active_only=True)
+    specs = daemon.loop.specs
+    for run in runs:
+        specs.get(run)
+    deps = check_dependencies(runs, specs.get, daemon.store.run_states)
+    runs = held_back(deps.plannable(runs), revoked(runs, daemon.settings.authorise))
+    independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
+    live = daemon.store.live_workers()
+    return build_snapshot(daemon.settings, runs, live, specs, independent, daemon.loop.clock.now())
+
+
+def estimate_steps(daemon: Daemon) -> int:
+    """How many planning cycles fit in the estimate's time budget, at the last cycle's cost."""
+    per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
+    return int(min(MAX_STEPS, max(5, ESTIMATE_BUDGET_MS / per_plan)))
+
+
+class Estimates:
+    """Estimates for every waiting run: reused for ESTIMATE_EVERY seconds, or until
+    the loop has planned again (but not more than every ESTIMATE_GAP seconds)."""
+
+    def __init__(self) -> None:
+        self._at = -1e9
+        self._plan_at: float | None = None
+        self._values: dict[str, Estimate] = {}
+
+    def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
+        """The estimates; ``require`` names a run that must be in them (just submitted).
+
+        A front for Slurm gives Slurm's own (``squeue --start``)."""
+        if daemon.front is not None:
+            return daemon.front.estimates()
+        age = time.monotonic() - self._at
+        replanned = daemon.loop.status.last_plan_at != self._plan_at
+        missing = require is not None and require not in self._values
+        if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
+            self._plan_at = daemon.loop.status.last_plan_at
+            steps = estimate_steps(daemon)
+            self._values = estimate_starts(snapshot_now(daemon), daemon.loop.clock(), steps)
+            self._at = time.monotonic()
+        return self._values
+
+
+ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
+
+
+def estimate_json(estimate: Estimate | None, snapshot_ws: dict[str, str], caller: Caller) -> Any:
+    if estimate is None:
+        return {"starts_by": None, "after": []}
+    after = [
+        n if caller.viewer.sees(snapshot_ws.get(n, "")) else ANONYMOUS_RUN for n in estimate.after
+    ]
+    return {"starts_by": iso(estimate.starts_by), "after": after}
+
+
+def _daemon_and_caller(request: web.Request) -> tuple[Daemon, Caller]:
+    from runner.api import app as api  # lazy: api imports this module
+
+    return request.app[api.DAEMON], api.peer_caller(request)
+
+
+async def why(request: web.Request) -> web.Response:
+    daemon, caller = _daemon_and_caller(request)
+    name = request.match_info["name"]
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    deps = check_dependencies([run], daemon.loop.specs.get, daemon.store.run_states)
+    waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
+    if name in waiting:  # out of the order until then: nothing to re-plan
+        return web.json_response({
+            "run": name, "reason": waiting[name].render(caller.viewer),
+            "chain": ["Out of the queue's order until then: it holds nothing back and is "
+                      "never the head."],
+            "levers": [], "estimate": None,
+        })  # fmt: skip
+    if daemon.front is not None:  # Slurm decides: its reason and estimate, no levers
+        return web.json_response(_slurm_why(daemon, name, run.state, caller))
+    snapshot, now = snapshot_now(daemon), daemon.loop.clock()
+    workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
+    cap = workspace.max_priority if workspace is not None else 0
+    answer = explain(snapshot, now, name, caller.viewer, cap)
+    if answer is None:
+        state = run.state.lower()
+        return web.json_response({"run": name, "reason": f"It is {state}, not waiting.",
+                                  "chain": [], "levers": [], "estimate": None})  # fmt: skip
+    body = as_json(answer)
+    ws = {w.name: w.workspace for w in snapshot.waiting} | {
+        u.run: u.workspace for u in snapshot.running
+    }
+    estimates = request.app[ESTIMATES].get(daemon, require=name)
+    body["estimate"] = estimate_json(estimates.get(name), ws, caller)
+    return web.json_response(body)
+
+
+def _slurm_why(daemon: Daemon, name: str, state: str, caller: Caller) -> dict[str, Any]:
+    assert daemon.front is not None
+    plan = daemon.front.status.plan
+    if state != "Queued" or plan is None:
+        return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
+                "levers": [], "estimate": None}  # fmt: skip
+    reason = plan.reason(name, caller.viewer) or "Submitted to Slurm"
+    position = plan.positions.get(name)
+    chain = [f"Position {position} of {len(plan.order)} in Slurm's order (its priority)."]
+    if position is None:
+        chain = ["Not in Slurm's queue yet."]
+    estimate = daemon.front.estimates().get(name)
+    return {
+        "run": name, "reason": reason, "chain": chain,
+        "levers": ["Slurm plans this queue: levers are computed by the built-in planner only."],
+        "estimate": {"starts_by": iso(estimate.starts_by if estimate else None), "after": []},
+    }  # fmt: skip
+
+
+async def preview(request: web.Request) -> web.Response:
+    """What a submit would do: position, start, victims, refusals. Writes nothing."""
+    daemon, caller = _daemon_and_caller(request)
+    from runner.api.app import read_document  # lazy: api imports this module
+
+    spec, workspace = daemon.service.check(await read_document(request), caller)
+    if daemon.store.get_run(spec.name) is not None:
+        raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
+    if daemon.front is not None:
+        raise ServiceError(
+            501, "NOT_AVAILABLE",
+            "this daemon is a front for Slurm, which plans the queue: the checks passed, "
+            "but where the run would go only Slurm can say (sbatch --test-only)",
+        )  # fmt: skip
+    now = daemon.loop.clock()
+    states = daemon.store.run_states(spec.after)
+    unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != "Succeeded"]
+    if unmet:  # it would wait out of the order: nothing to place
+        ref = RunRef(unmet[0], states[unmet[0]][1])
+        return web.json_response({
+            "name": spec.name, "workspace": workspace, "priority": spec.priority,
+            "position": None, "queue_length": len(snapshot_now(daemon).waiting),
+            "starts_now": False, "backfill": False, "gpus": [], "preempts": [],
+            "reason": Reason.of(WAITS_FOR, ref).render(caller.viewer),
+            "estimate": {"starts_by": None, "after": []},
+        })  # fmt: skip
+    new = WaitingRun(
+        spec.name, workspace, spec.priority, now, spec.worker_resources(),
+        tuple(range(spec.workers)), spec.task.time_limit_seconds,
+    )  # fmt: skip
+    base = snapshot_now(daemon)
+    snapshot = Snapshot(base.machine, base.workspaces, base.running, (*base.waiting, new))
+    result = plan(snapshot, now)
+    ws = {w.name: w.workspace for w in snapshot.waiting} | {
+        u.run: u.workspace for u in snapshot.running
+    }
+    start = next((s for s in result.starts if s.run == spec.name), None)
+    victims = sorted({p.run if caller.viewer.sees(p.workspace) else ANONYMOUS_RUN
+                      for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
+    estimate = estimate_starts(snapshot, now, estimate_steps(daemon)).get(spec.name)
+    return web.json_response({
+        "name": spec.name, "workspace": workspace, "priority": spec.priority,
+        "position": result.order.index(spec.name) + 1, "queue_length": len(result.order),
+        "starts_now": start is not None, "backfill": bool(start and start.backfill),
+        "gpus": [g for w in start.gpus for g in w] if start else [],
+        "preempts": victims, "reason": result.reason(spec.name, caller.viewer),
+        "estimate": estimate_json(estimate, ws, caller),
+    })  # fmt: skip
+
+
+def add_why_routes(app: web.Application) -> None:
+    app[ESTIMATES] = Estimates()
+    app.router.add_get("/v1/runs/{name}/why", why)
+    app.router.add_post("/v1/preview", preview)

@@ -1,0 +1,575 @@
+"""Load and validate the machine's config TOML (``config_files.py`` writes it).
+
+Every problem raises :class:`ConfigError`, one line that names the file, the key
+and what is wrong: ``/etc/astraeus/config.toml: workspaces.vision.quota.gpus:
+must be a whole number >= 0, got -1``.
+
+Writing back (:func:`runner.config.files.update_config_file`, used by ``astra
+admin quota`` and friends) goes through tomli-w, which cannot keep comments: the file's opening
+comment block is kept, comments further down are lost. The shipped default
+(:data:`runner.config.files.DEFAULT_CONFIG_TEXT`, identical to ``config/astraeus.toml``) therefore
+documents every key in its opening block.
+
+``[api]`` bounds connections to the socket (:class:`ApiLimits`, applied by
+``runner/api/guard.py``): ``request_timeout_seconds`` (default 10) for a request's
+head and body to arrive, ``idle_timeout_seconds`` (default 5) before a connection
+with no request in progress is closed, ``max_connections_per_user`` (default 64)
+open connections per Unix user, root included.
+
+``default_image`` (``[machine]``, and per workspace, which goes first) is the image a
+run gets when its spec names none; stored in the run as resolved at submit. Unset, it
+is ``local`` under the process executor, and such a run is refused under docker.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import math
+import os
+import pwd
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeGuard
+
+from runner.model import (
+    DEFAULT_STOP_GRACE,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Quota,
+    Workspace,
+    parse_size,
+)
+
+if TYPE_CHECKING:
+    from runner.slurm.settings import SlurmConfig
+
+STOP_GRACE_ENV = "ASTRAEUS_STOP_GRACE"
+HOME_ENV = "ASTRAEUS_HOME"
+CONFIG_ENV = "ASTRAEUS_CONFIG"
+EXECUTORS = ("auto", "docker", "process", "slurm")  # slurm: a front for a Slurm cluster
+DEFAULT_WORKSPACE = "default"
+ALL_USERS = "*"
+MAX_GPUS = 1024
+MAX_CPU_CORES = 100_000
+MAX_STOP_GRACE = 86_400.0
+DEFAULT_RETENTION = 14 * 86_400.0  # seconds a finished run is kept before it is forgotten
+MAX_RETENTION = 3650 * 86_400.0
+_RETENTION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
+DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
+MAX_MAX_SUBMIT = 1_000_000
+DEFAULT_LOG_LIMIT = 64 << 20  # bytes per worker's log; the newest part is kept
+DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the state database
+MIN_LOG_LIMIT = 1 << 20
+
+_NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+_TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
+
+_TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
+_MACHINE_KEYS = (
+    "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
+    "max_submit_per_user", "log_limit", "log_reserve", "default_image",
+)  # fmt: skip
+_ADMINS_KEYS = ("users", "group")
+_API_KEYS = (
+    "socket_group",
+    "request_timeout_seconds",
+    "idle_timeout_seconds",
+    "max_connections_per_user",
+)
+MAX_API_TIMEOUT = 3600.0
+MAX_CONNECTIONS = 100_000
+_WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota", "default_image")
+_QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers")
+_DRIVE_KEYS = ("path", "workspaces")
+
+_Table = dict[str, object]
+
+
+class ConfigError(ValueError):
+    """A bad config: ``str()`` is ``<file>: <key path>: <what is wrong>``."""
+
+    def __init__(self, source: str, key: str, reason: str) -> None:
+        self.source, self.key, self.reason = source, key, reason
+        super().__init__(source, key, reason)
+
+    def __str__(self) -> str:
+        parts = (self.source, self.key, self.reason)
+        return ": ".join(p for p in parts if p)
+
+
+class _Invalid(Exception):
+    """Raised by the checks below; parse_config adds the file name."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(key, reason)
+        self.key, self.reason = key, reason
+
+
+@dataclass(frozen=True, slots=True)
+class MachineConfig:
+    """``None`` means "auto": NVML for gpus, the host's cores and memory."""
+
+    executor: str = "auto"
+    gpus: int | None = None
+    cpu_cores: int | None = None
+    memory: int | None = None
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE
+    # seconds after which a finished run is forgotten (its files removed, its usage kept);
+    # None: kept until deleted. Config: finished_retention = "14d" | "12h" | "90s" | "off"
+    finished_retention: float | None = DEFAULT_RETENTION
+    # runs one user (admins too) may have not yet finished: Queued, Starting, Running
+    # or Stopping, like Slurm's MaxSubmitJobs; a submit past it is refused
+    max_submit_per_user: int = DEFAULT_MAX_SUBMIT
+    log_limit: int = DEFAULT_LOG_LIMIT  # 0: no limit
+    log_reserve: int = DEFAULT_LOG_RESERVE  # 0: none
+    # the image of a run that names none; None: "local" under the process executor,
+    # else such a run is refused. A workspace's default_image goes first.
+    default_image: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Drive:
+    """A named host directory; an empty ``workspaces`` lets every workspace mount it."""
+
+    name: str
+    path: Path
+    workspaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiLimits:
+    """``[api]``: how long a request may take to arrive, how long a connection may sit
+    idle, and how many connections one Unix user may hold open at once."""
+
+    request_timeout_seconds: float = 10.0
+    idle_timeout_seconds: float = 5.0
+    max_connections_per_user: int = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    machine: MachineConfig
+    admins: frozenset[str]
+    admin_group: str | None
+    socket_group: str | None
+    workspaces: dict[str, Workspace]
+    drives: dict[str, Drive]
+    default_workspace: str
+    slurm: SlurmConfig | None = None  # executor = "slurm": the [slurm] table
+    api: ApiLimits = ApiLimits()
+
+    def workspaces_of(self, user: str) -> frozenset[str]:
+        """The workspaces whose members include ``user`` (or everyone)."""
+        return frozenset(
+            name
+            for name, ws in self.workspaces.items()
+            if user in ws.members or ALL_USERS in ws.members
+        )
+
+    def is_admin(self, user: str, groups: Iterable[str] = ()) -> bool:
+        if user in self.admins:
+            return True
+        return self.admin_group is not None and self.admin_group in set(groups)
+
+    def drive_allowed(self, drive: str, workspace: str) -> bool:
+        found = self.drives.get(drive)
+        return found is not None and (not found.workspaces or workspace in found.workspaces)
+
+
+# ------------------------------------------------------------------ value checks
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if abs(value) < 10**18 else "a number too large to use"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 50 else repr(value[:47]) + "..."
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _child(parent: str, key: str) -> str:
+    shown = key if _BARE_KEY_RE.fullmatch(key) else json.dumps(key)
+    return f"{parent}.{shown}" if parent else shown
+
+
+def _table(value: object, path: str, keys: tuple[str, ...] | None) -> _Table:
+    """A table with only the given keys (any keys: ``None``, for names the admin chose)."""
+    if not isinstance(value, dict):
+        raise _Invalid(path, f"must be a table, got {_show(value)}")
+    for key in value:
+        if keys is not None and key not in keys:
+            raise _Invalid(_child(path, key), f"unknown key (expected one of: {', '.join(keys)})")
+    return value
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: object, path: str, low: int, high: int | None = None) -> int:
+    """A whole number from ``low`` (to ``high``)."""
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        rule = f">= {low}" if high is None else f"between {low} and {high}"
+        raise _Invalid(path, f"must be a whole number {rule}, got {_show(value)}")
+    return value
+
+
+def _auto(value: object, path: str, check: Callable[[object, str], int]) -> int | None:
+    """``None`` for "auto", else what ``check`` makes of the value."""
+    if value == "auto":
+        return None
+    try:
+        return check(value, path)
+    except _Invalid as error:
+        if not error.reason.startswith("must be "):
+            raise
+        raise _Invalid(path, f'must be "auto" or {error.reason.removeprefix("must be ")}') from None
+
+
+def _size(value: object, path: str) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as error:
+        shown = f", got {_show(value)}" if str(error).startswith("must") else ""
+        raise _Invalid(path, f"{error}{shown}") from None
+
+
+def _cpu_milli(value: object, path: str) -> int:
+    """Cores (whole or fractional) as millicores."""
+    if not _number(value) or not 0 <= value <= MAX_CPU_CORES:
+        raise _Invalid(path, f"must be a number of cores >= 0, got {_show(value)}")
+    milli = float(value) * 1000
+    if abs(milli - round(milli)) > 1e-6:
+        raise _Invalid(path, f"must be a multiple of 0.001 cores, got {_show(value)}")
+    return round(milli)
+
+
+def _strings(value: object, path: str) -> list[str]:
+    if not isinstance(value, list):
+        raise _Invalid(path, f"must be a list of strings, got {_show(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise _Invalid(f"{path}[{index}]", f"must be a non-empty string, got {_show(item)}")
+    return value
+
+
+def _users(value: object, path: str, allow_all: bool) -> tuple[str, ...]:
+    names = _strings(value, path)
+    for index, name in enumerate(names):
+        if allow_all and name == ALL_USERS:
+            continue
+        try:
+            pwd.getpwnam(name)
+        except (KeyError, ValueError):
+            raise _Invalid(
+                f"{path}[{index}]", f"no Unix user named {_show(name)} on this machine"
+            ) from None
+    return tuple(dict.fromkeys(names))
+
+
+def _group(value: object, path: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _Invalid(path, f"must be a Unix group name, got {_show(value)}")
+    try:
+        grp.getgrnam(value)
+    except (KeyError, ValueError):
+        raise _Invalid(path, f"no Unix group named {_show(value)} on this machine") from None
+    return value
+
+
+def _name(key: str, path: str, kind: str) -> str:
+    if not _NAME_RE.fullmatch(key):
+        raise _Invalid(path, f"{kind} names must be {_NAME_RULE}")
+    return key
+
+
+def _stop_grace(value: object, path: str) -> float:
+    if not _number(value) or not 0 <= value <= MAX_STOP_GRACE:
+        raise _Invalid(
+            path,
+            f"must be a number of seconds between 0 and {MAX_STOP_GRACE:g}, got {_show(value)}",
+        )
+    return float(value)
+
+
+def _retention(value: object, path: str) -> float | None:
+    """``"14d"``, ``"12h"``, ``"1h30m"``, ``"90s"`` (a unit is required: a bare 14 could
+    mean seconds or days), or ``"off"`` (also ``0``, ``"0"``): finished runs are then kept
+    until deleted."""
+    if value in ("off", 0, "0") and not isinstance(value, bool):
+        return None
+    seconds: float | None = None
+    if isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
+        parts = re.findall(r"(\d+)([smhdw])", value.strip().lower())
+        seconds = float(sum(int(n) * _RETENTION_UNITS[u] for n, u in parts)) or None
+    if seconds is None:
+        raise _Invalid(
+            path,
+            'must be a duration such as "14d", "12h" or "90s" (units s, m, h, d, w), '
+            f'or "off", got {_show(value)}',
+        )
+    if seconds > MAX_RETENTION:
+        raise _Invalid(path, f"must be at most 3650d, got {_show(value)}")
+    return seconds
+
+
+def _gpu_count(value: object, path: str) -> int:
+    return _whole(value, path, 0, MAX_GPUS)
+
+
+def _core_count(value: object, path: str) -> int:
+    return _whole(value, path, 1, MAX_CPU_CORES)
+
+
+def _memory_total(value: object, path: str) -> int:
+    total = _size(value, path)
+    if total == 0:
+        raise _Invalid(path, "must be a size above 0, got 0")
+    return total
+
+
+def _log_limit(value: object, path: str) -> int:
+    limit = _size(value, path)
+    if 0 < limit < MIN_LOG_LIMIT:
+        raise _Invalid(path, f'must be 0 (no limit) or at least "1MiB", got {_show(value)}')
+    return limit
+
+
+# ------------------------------------------------------------------ sections
+
+
+def _seconds(value: object, path: str) -> float:
+    if not _number(value) or not 0 < value <= MAX_API_TIMEOUT:
+        raise _Invalid(
+            path, f"must be a number of seconds above 0, at most {MAX_API_TIMEOUT:g}, "
+            f"got {_show(value)}",
+        )  # fmt: skip
+    return float(value)
+
+
+def _api_limits(api: _Table) -> ApiLimits:
+    default = ApiLimits()
+    return ApiLimits(
+        _seconds(api.get("request_timeout_seconds", default.request_timeout_seconds),
+                 "api.request_timeout_seconds"),
+        _seconds(api.get("idle_timeout_seconds", default.idle_timeout_seconds),
+                 "api.idle_timeout_seconds"),
+        _whole(api.get("max_connections_per_user", default.max_connections_per_user),
+               "api.max_connections_per_user", 1, MAX_CONNECTIONS),
+    )  # fmt: skip
+
+
+def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
+    table = _table(value, "machine", _MACHINE_KEYS)
+    executor = table.get("executor", "auto")
+    if executor not in EXECUTORS:
+        raise _Invalid(
+            "machine.executor", f"must be one of {', '.join(EXECUTORS)}, got {_show(executor)}"
+        )
+    grace = _stop_grace(
+        table.get("stop_grace_seconds", DEFAULT_STOP_GRACE), "machine.stop_grace_seconds"
+    )
+    override: object = env.get(STOP_GRACE_ENV, "").strip()
+    if override:
+        with suppress(ValueError):
+            override = float(str(override))
+        grace = _stop_grace(override, STOP_GRACE_ENV)
+    return MachineConfig(
+        executor=str(executor),
+        gpus=_auto(table.get("gpus", "auto"), "machine.gpus", _gpu_count),
+        cpu_cores=_auto(table.get("cpu_cores", "auto"), "machine.cpu_cores", _core_count),
+        memory=_auto(table.get("memory", "auto"), "machine.memory", _memory_total),
+        stop_grace_seconds=grace,
+        finished_retention=_retention(
+            table.get("finished_retention", "14d"), "machine.finished_retention"
+        ),
+        max_submit_per_user=_max_submit(table),
+        log_limit=_log_limit(table.get("log_limit", DEFAULT_LOG_LIMIT), "machine.log_limit"),
+        log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
+        default_image=_default_image(table.get("default_image"), "machine.default_image"),
+    )
+
+
+MAX_IMAGE = 4096
+
+
+def _default_image(value: object, path: str) -> str | None:
+    """An image reference: a non-empty string without spaces or control characters."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_IMAGE
+        or any(c.isspace() or not c.isprintable() for c in value)
+    ):
+        raise _Invalid(path, f"must be an image reference without spaces, got {_show(value)}")
+    return value
+
+
+def _max_submit(table: _Table) -> int:
+    value = table.get("max_submit_per_user", DEFAULT_MAX_SUBMIT)
+    return _whole(value, "machine.max_submit_per_user", 1, MAX_MAX_SUBMIT)
+
+
+def _quota(value: object, path: str) -> Quota | None:
+    table = _table(value, path, _QUOTA_KEYS)
+    gpus, cores, memory, workers = (table.get(key) for key in _QUOTA_KEYS)
+    quota = Quota(
+        gpus=None if gpus is None else _whole(gpus, f"{path}.gpus", 0),
+        cpu_milli=None if cores is None else _cpu_milli(cores, f"{path}.cpu_cores"),
+        memory=None if memory is None else _size(memory, f"{path}.memory"),
+        workers=None if workers is None else _whole(workers, f"{path}.workers", 0),
+    )
+    return None if quota.is_empty() else quota
+
+
+def _workspace(name: str, value: object) -> Workspace:
+    path = _child("workspaces", name)
+    _name(name, path, "workspace")
+    table = _table(value, path, _WORKSPACE_KEYS)
+    weight = table.get("weight", 1.0)
+    if not _number(weight) or weight <= 0:
+        raise _Invalid(f"{path}.weight", f"must be a number > 0, got {_show(weight)}")
+    quota = table.get("quota")
+    return Workspace(
+        name=name,
+        quota=None if quota is None else _quota(quota, f"{path}.quota"),
+        weight=float(weight),
+        max_priority=_whole(
+            table.get("max_priority", 0), f"{path}.max_priority", MIN_PRIORITY, MAX_PRIORITY
+        ),
+        members=_users(table.get("members", []), f"{path}.members", allow_all=True),
+        default_image=_default_image(table.get("default_image"), f"{path}.default_image"),
+    )
+
+
+def _drive(name: str, value: object, workspaces: Mapping[str, Workspace]) -> Drive:
+    path = _child("drives", name)
+    _name(name, path, "drive")
+    table = _table(value, path, _DRIVE_KEYS)
+    where = table.get("path")
+    if where is None:
+        raise _Invalid(f"{path}.path", "required: the absolute path of a host directory")
+    if not isinstance(where, str) or not where.startswith("/"):
+        raise _Invalid(f"{path}.path", f"must be an absolute path, got {_show(where)}")
+    if not Path(where).is_dir():
+        raise _Invalid(f"{path}.path", f"{_show(where)} is not an existing directory")
+    allowed = _strings(table.get("workspaces", []), f"{path}.workspaces")
+    if "workspaces" in table and not allowed:
+        raise _Invalid(
+            f"{path}.workspaces",
+            "must name at least one workspace (leave it out to let every workspace use the drive)",
+        )
+    for index, ws in enumerate(allowed):
+        if ws not in workspaces:
+            raise _Invalid(
+                f"{path}.workspaces[{index}]",
+                f"no workspace named {_show(ws)} (defined: {', '.join(workspaces)})",
+            )
+    return Drive(name=name, path=Path(where), workspaces=tuple(dict.fromkeys(allowed)))
+
+
+def _workspaces(value: object) -> dict[str, Workspace]:
+    defined = {name: _workspace(name, v) for name, v in _table(value, "workspaces", None).items()}
+    if not defined:
+        return {DEFAULT_WORKSPACE: Workspace(DEFAULT_WORKSPACE, members=(ALL_USERS,))}
+    return defined
+
+
+def _build(data: _Table, env: Mapping[str, str]) -> Config:
+    """Check the sections in order: machine, admins and api, workspaces, drives."""
+    top = _table(data, "", _TOP_KEYS)
+    machine = _machine(top.get("machine", {}), env)
+    admins = _table(top.get("admins", {}), "admins", _ADMINS_KEYS)
+    api = _table(top.get("api", {}), "api", _API_KEYS)
+    workspaces = _workspaces(top.get("workspaces", {}))
+    drives = {
+        name: _drive(name, value, workspaces)
+        for name, value in _table(top.get("drives", {}), "drives", None).items()
+    }
+    default = DEFAULT_WORKSPACE if DEFAULT_WORKSPACE in workspaces else next(iter(workspaces))
+    slurm = None
+    if machine.executor == "slurm" or "slurm" in top:
+        from runner.slurm.settings import SlurmConfigError, parse_slurm  # lazy: its own stack
+
+        try:
+            slurm = parse_slurm(top.get("slurm", {}))
+        except SlurmConfigError as e:
+            raise _Invalid(e.key, e.reason) from None
+    return Config(
+        path=None,
+        machine=machine,
+        admins=frozenset(_users(admins.get("users", ["root"]), "admins.users", allow_all=False)),
+        admin_group=_group(admins.get("group"), "admins.group"),
+        socket_group=_group(api.get("socket_group"), "api.socket_group"),
+        workspaces=workspaces,
+        drives=drives,
+        default_workspace=default,
+        slurm=slurm,
+        api=_api_limits(api),
+    )
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _loads(text: str, source: str) -> _Table:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        match = _TOML_POSITION_RE.match(str(error))
+        if match is None:
+            raise ConfigError(source, "", f"invalid TOML: {error}") from None
+        what, line, column = match.groups()
+        where = f"line {line}, column {column}" if line else f"line {text.count(chr(10)) + 1}"
+        raise ConfigError(source, where, f"invalid TOML: {what}") from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "", "not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(str(path), "", f"cannot read: {error.strerror or error}") from None
+
+
+def parse_config(
+    text: str, *, source: str = "<config>", env: Mapping[str, str] | None = None
+) -> Config:
+    """A checked Config from TOML text; ``env`` (default os.environ) may override the grace."""
+    data = _loads(text, source)
+    try:
+        return _build(data, os.environ if env is None else env)
+    except _Invalid as error:
+        raise ConfigError(source, error.key, error.reason) from None
+
+
+def load_config(path: Path, *, env: Mapping[str, str] | None = None) -> Config:
+    config = parse_config(_read(path), source=str(path), env=env)
+    return replace(config, path=path)

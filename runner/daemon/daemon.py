@@ -1,0 +1,216 @@
+"""The daemon: config, state, GPUs and an executor, with the loop in a thread.
+
+``Daemon(home).start()`` is the in-process handle tests use; ``astra serve``
+runs it in the foreground with the API on the socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.clock import Clock
+from runner.config.files import ensure_config
+from runner.config.load import Config, ConfigError, load_config
+from runner.engine.groups import GroupControl
+from runner.engine.loop import Loop, LoopSettings
+from runner.executors.base import Executor, ExecutorError
+from runner.gpus import Inventory, read_inventory
+from runner.planner.plan import Machine
+from runner.service.groups import GroupService
+from runner.service.runs import LOCAL_IMAGE, Service
+from runner.store.db import RunRow, Store
+
+if TYPE_CHECKING:
+    from runner.slurm.front import SlurmFront
+
+log = logging.getLogger("astraeus.daemon")
+
+
+class DaemonError(Exception):
+    """The daemon cannot start; one line saying why."""
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    executor: Executor
+    why: str
+
+
+def instance_id(home: Path) -> str:
+    """Eight hex digits naming this ASTRAEUS_HOME's daemon in container names and labels."""
+    return hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
+
+
+def pick_executor(config: Config, home: Path) -> ExecutorChoice:
+    """``auto``: docker when the engine answers, else the local process executor."""
+    wanted = config.machine.executor
+    if wanted in ("auto", "docker"):
+        try:
+            from runner.executors.docker.executor import DockerExecutor  # lazy: optional stack
+
+            docker = DockerExecutor.connect(instance=instance_id(home))
+            return ExecutorChoice(docker, "docker: the engine answered")
+        except (ExecutorError, ImportError) as e:
+            if wanted == "docker":
+                raise DaemonError(f'executor = "docker" but Docker is not reachable: {e}') from e
+            why = f"process: Docker is not reachable ({e})"
+    else:
+        why = 'process: executor = "process" in the config'
+    from runner.executors.process import ProcessExecutor  # lazy: optional stack
+
+    return ExecutorChoice(ProcessExecutor(home / "workers"), why)
+
+
+def _refuse_to_orphan_containers(store: Store, why: str) -> None:
+    """Docker is down but runs that live in containers are in the state: starting on
+    local processes would lose them (and run their commands on the host). Refuse.
+
+    Decided by the executor that started each live worker, as recorded on it; a worker
+    from before that was recorded falls back to its run's image."""
+    started_by: dict[str, set[str | None]] = {}
+    for w in store.live_workers():
+        started_by.setdefault(w.run, set()).add(w.executor)
+    live = [r.name for r in store.runs(active_only=True) if _in_containers(r, started_by)]
+    if live:
+        raise DaemonError(
+            f"{why}, but {len(live)} run(s) live in containers ({', '.join(live[:3])}): "
+            'start Docker and try again (or set executor = "process" to give them up)'
+        )
+
+
+def _in_containers(run: RunRow, started_by: dict[str, set[str | None]]) -> bool:
+    if run.state == "Queued":
+        return False
+    executors = started_by.get(run.name, {None})
+    if "docker" in executors:
+        return True
+    image = run.spec().get("spec", {}).get("task_template", {}).get("image")
+    return None in executors and image != LOCAL_IMAGE
+
+
+def _private_home(home: Path) -> None:
+    """The state is the daemon's: others may reach the socket in it, not list or read it.
+
+    Run specs (their env values) and logs are private; the API decides who sees what.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    if home.stat().st_mode & 0o066:
+        home.chmod(0o711)
+    logs = home / "logs"
+    logs.mkdir(exist_ok=True)
+    logs.chmod(0o700)
+
+
+def _memory_total() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def machine_for(config: Config, inventory: Inventory) -> Machine:
+    cores = config.machine.cpu_cores or os.cpu_count() or 1
+    memory = config.machine.memory or _memory_total()
+    return Machine(
+        tuple(g.index for g in inventory.gpus),
+        cores * 1000,
+        memory,
+        config.machine.stop_grace_seconds,
+    )
+
+
+class Daemon:
+    def __init__(
+        self, home: Path, executor: Executor | None = None, clock: Clock | None = None
+    ) -> None:
+        self.home = home
+        _private_home(home)
+        try:
+            self.config = load_config(ensure_config(home))
+        except ConfigError as e:
+            raise DaemonError(str(e)) from e
+        self.store = Store(home / "state.db")
+        for name in ("state.db", "state.db-wal", "state.db-shm"):  # runs' specs: env values
+            with contextlib.suppress(FileNotFoundError):
+                (home / name).chmod(0o600)
+        try:
+            self.inventory = read_inventory(self.config.machine.gpus)
+        except ValueError as e:  # a bad ASTRAEUS_SIM_GPUS
+            raise DaemonError(str(e)) from e
+        slurm = self.config.slurm if self.config.machine.executor == "slurm" else None
+        if slurm is not None:
+            from runner.slurm.front import FrontExecutor  # lazy: only a front needs it
+
+            executor = FrontExecutor()
+            source = "slurm: the cluster's GPUs, as squeue reports them"
+            self.inventory = replace(self.inventory, source=source, simulated=False)
+            self.executor_why = 'slurm: a front for the Slurm cluster (executor = "slurm")'
+        elif executor is None:
+            choice = pick_executor(self.config, home)
+            if choice.executor.name == "process":
+                _refuse_to_orphan_containers(self.store, choice.why)
+            executor, self.executor_why = choice.executor, choice.why
+        else:
+            self.executor_why = f"{executor.name}: given"
+        self.executor = executor
+        remaps = executor.name == "docker" and bool(getattr(executor, "nvidia", False))
+        self.settings = LoopSettings(
+            machine=machine_for(self.config, self.inventory),
+            workspaces=self.config.workspaces,
+            drives={name: d.path for name, d in self.config.drives.items()},
+            logs_dir=home / "logs",
+            executor_remaps_gpus=remaps,
+            instance=instance_id(home),
+            finished_retention=self.config.machine.finished_retention,
+            log_limit=self.config.machine.log_limit,
+            log_reserve=self.config.machine.log_reserve,
+        )
+        self.front: SlurmFront | None = None
+        self.loop: Loop
+        if slurm is not None:
+            from runner.slurm.front import SlurmFront
+
+            self.front = SlurmFront(self.store, self.settings, slurm)
+            self.loop = self.front
+        else:
+            self.loop = Loop(self.store, executor, self.settings, clock)
+        self.service = Service(self.store, self.config, self.loop.poke, executor.name)
+        self.settings.authorise = self.service.start_refusal  # reads the current config
+        if self.front is not None:
+            self.service.backend_check = self.front.check_spec
+        self.groups = GroupService(self.service)
+        self.loop.groups = GroupControl(self.service).tick
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def apply_config(self, config: Config) -> None:
+        """A changed config (admin commands): workspaces and drives take effect now."""
+        self.config = config
+        self.service.config = config
+        self.settings.workspaces = config.workspaces
+        self.settings.drives = {name: d.path for name, d in config.drives.items()}
+        self.settings.finished_retention = config.machine.finished_retention
+        self.loop.poke()
+
+    def start(self) -> Daemon:
+        log.info("executor %s; GPUs: %s", self.executor_why, self.inventory.source)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, args=(self._stop,), name="astraeus-loop", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the loop; running work goes on and is adopted at the next start."""
+        self._stop.set()
+        self.loop.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

@@ -1,0 +1,78 @@
+"""``astra serve``: the daemon in the foreground, its API on the socket, until signalled."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from runner.daemon.daemon import Daemon, DaemonError
+from runner.store.db import StoreError
+
+log = logging.getLogger("astraeus")
+
+
+def socket_path(home: Path) -> Path:
+    return Path(os.environ.get("ASTRAEUS_SOCKET", home / "astraeus.sock"))
+
+
+async def _run(daemon: Daemon, sock: Path) -> int:
+    from runner.api.app import start_api  # lazy: aiohttp only for the daemon
+    from runner.api.guard import SocketInUse
+
+    try:
+        runner = await start_api(daemon, sock, daemon.config.socket_group)
+    except SocketInUse as e:  # checked again: one may have started since serve() looked
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    daemon.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"astraeus: listening on {sock}; executor {daemon.executor_why}; "
+        f"GPUs {daemon.inventory.source}",
+        file=sys.stderr,
+        flush=True,
+    )
+    await stop.wait()
+    from runner.api.app import CHANGES
+
+    runner.app[CHANGES].close()
+    await runner.cleanup()
+    daemon.stop()
+    sock.unlink(missing_ok=True)
+    return 0
+
+
+def serve(home: Path) -> int:
+    """Run until SIGTERM/SIGINT. Returns the exit status."""
+    logging.basicConfig(level=os.environ.get("ASTRAEUS_LOG", "INFO"),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
+    lock = open(home / "daemon.lock", "w")  # noqa: SIM115 (held for the daemon's life)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"error: a daemon already runs for {home}", file=sys.stderr)
+        return 1
+    from runner.api.app import refuse_if_answered
+    from runner.api.guard import SocketInUse
+
+    sock = socket_path(home)
+    try:  # before the state is opened: another home's daemon may own this socket
+        refuse_if_answered(sock)
+    except SocketInUse as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        daemon = Daemon(home)
+    except (DaemonError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(daemon, sock))

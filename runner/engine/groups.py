@@ -1,0 +1,285 @@
+"""The daemon's part in groups: fire schedules, keep replica groups at their size.
+
+Called by the loop on every tick, before it plans. Each action is one transaction
+(a schedule's firing writes its run and its next time together, so a crash fires it
+once, not twice), and each run it makes passes a submit's checks for the group's
+owner at that moment: a lowered priority cap, or an owner who left the workspace,
+stops later runs with the same message a submit would get, in the group's events.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+
+from runner.model import Reason, RunRef
+from runner.service.groups import template_for
+from runner.service.runs import Service, ServiceError, caller_for
+from runner.spec.groups import (
+    QUICK_EXIT,
+    GroupSpec,
+    next_fire,
+    parse_group,
+    replica_backoff,
+    replica_name,
+    replica_slot,
+    schedule_run_name,
+)
+from runner.spec.templates import run_part
+from runner.store.db import ACTIVE_STATES, FINISHED_STATES, NameInUse, RunRow, Store
+from runner.store.groups import GroupRow
+
+log = logging.getLogger("astraeus.groups")
+
+
+def _due(group: GroupRow, now: float) -> bool:
+    return group.next_at is not None and now >= group.next_at
+
+
+class GroupControl:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._specs: dict[str, tuple[str, GroupSpec]] = {}
+        self._refused: dict[tuple[str, str], Reason] = {}  # (group, replica) -> last refusal
+        self._last_cause: dict[str, str | None] = {}  # schedule -> why its last firing made none
+
+    @property
+    def store(self) -> Store:
+        return self.service.store
+
+    def tick(self, now: float) -> bool:
+        changed = False
+        for group in self.store.groups():
+            if group.kind == "replicas":
+                changed |= self._replicas(group, now)
+            elif group.kind == "schedule" and not group.paused and _due(group, now):
+                self._fire(group, now)
+                changed = True
+        return changed
+
+    def _spec(self, group: GroupRow) -> GroupSpec:
+        cached = self._specs.get(group.name)
+        if cached is None or cached[0] != group.spec_text:
+            cached = self._specs[group.name] = (
+                group.spec_text,
+                parse_group(group.document(), stored=True),
+            )
+        return cached[1]
+
+    def _checked(self, group: GroupRow, name: str) -> tuple[RunRow | None, str | None]:
+        """The run ``name`` from the template, checked for the owner now; or why not."""
+        spec = template_for(self._spec(group).template, name)
+        owner = caller_for(group.uid, group.gid, self.service.config)
+        try:
+            workspace = self.service._check_spec(spec, owner)
+        except ServiceError as e:
+            return None, str(e)
+        stored = None
+        if group.template is not None:  # else made before templates were stored once
+            stored = (group.template, self.store.template_doc(group.template), run_part(name))
+        return self.service.new_row(spec, workspace, owner, time.time(), group.name, stored), None
+
+    def _room(self, tx: sqlite3.Connection, group: GroupRow) -> str | None:
+        """Why the owner may not have one more unfinished run now (max_submit_per_user)."""
+        owner = caller_for(group.uid, group.gid, self.service.config)
+        try:
+            self.service.check_room(tx, owner, 1, "the group")
+        except ServiceError as e:
+            return str(e)
+        return None
+
+    # ------------------------------------------------------------ schedules
+
+    def _fire(self, group: GroupRow, now: float) -> None:
+        """One firing, written whole: the run (or why not), its event, the next time.
+
+        A firing skipped or refused for the same cause as the one before it writes no
+        event: a per-second schedule behind a long run adds one event, not one a second.
+        """
+        spec = self._spec(group)
+        name = schedule_run_name(group.name, group.next_at or now)
+        ref, ws = RunRef(name, group.workspace), group.workspace
+        previous = [
+            r for r in self.store.runs_of_group(group.name)
+            if r.state in ACTIVE_STATES and r.stop_request != "delete"
+        ]  # fmt: skip
+        row, refusal = self._checked(group, name)
+        try:
+            with self.store.transaction() as tx:
+                if not _still_there(tx, group):
+                    return  # deleted meanwhile: it fires no more
+                self.store.update_group(
+                    tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
+                )
+                if previous and spec.policy == "skip":
+                    row = None
+                elif row is not None:
+                    refusal = self._room(tx, group)
+                    row = row if refusal is None else None
+                kind, text, cause = _firing(spec, ref, row, refusal, previous)
+                if row is not None:
+                    self._submit_fired(tx, group, spec, row, previous)
+                if cause is None or self._last_cause.get(group.name) != cause:
+                    self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+        except NameInUse:
+            kind, cause = "Refused", "name in use"
+            with self.store.transaction() as tx:
+                self.store.update_group(
+                    tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
+                )
+                text = Reason.of(
+                    "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
+                )
+                self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+        self._last_cause[group.name] = cause
+
+    def _submit_fired(
+        self, tx: sqlite3.Connection, group: GroupRow, spec: GroupSpec, row: RunRow,
+        previous: list[RunRow],
+    ) -> None:  # fmt: skip
+        ref, by_schedule = RunRef(row.name, group.workspace), RunRef(group.name, group.workspace)
+        if spec.policy == "replace":
+            for r in previous:
+                by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
+                self.service.delete_in(tx, r.name, r.workspace, by)
+        made = Reason.of("Submitted by schedule {0}", by_schedule)
+        self.store.insert_run_in(tx, row, made)
+
+    # ------------------------------------------------------------- replicas
+
+    def _replicas(self, group: GroupRow, now: float) -> bool:
+        runs: dict[int, RunRow] = {}
+        for row in self.store.runs_of_group(group.name):
+            slot = replica_slot(group.name, row.name)
+            if slot is not None:
+                runs[slot] = row
+        changed = False
+        for slot in range(group.replicas):
+            run = runs.get(slot)
+            if run is None:
+                changed |= self._new_replica(group, slot, now)
+            elif run.state in FINISHED_STATES:
+                changed |= self._restart_replica(group, run, now)
+        extra = [r for s, r in runs.items() if s >= group.replicas and r.state in ACTIVE_STATES]
+        extra = [r for r in extra if r.stop_request != "delete"]
+        if extra:
+            with self.store.transaction() as tx:
+                if _still_there(tx, group):
+                    for r in extra:
+                        by = Reason.of(f"Scaled down ({{0}} to {group.replicas})",
+                                       RunRef(group.name, group.workspace))  # fmt: skip
+                        self.service.delete_in(tx, r.name, r.workspace, by)
+            changed = True
+        return changed
+
+    def _refuse(self, group: GroupRow, replica: str, text: Reason, now: float) -> None:
+        key = (group.name, replica)
+        if self._refused.get(key) == text:
+            return  # once, not on every tick
+        self._refused[key] = text
+        with self.store.transaction() as tx:
+            self.store.add_event(tx, group.name, group.workspace, "Refused", text, now, group.name)
+
+    def _new_replica(self, group: GroupRow, slot: int, now: float) -> bool:
+        name = replica_name(group.name, slot)
+        ref = RunRef(name, group.workspace)
+        row, refusal = self._checked(group, name)
+        if row is None:
+            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
+            self._refuse(group, name, text, now)
+            return False
+        try:
+            with self.store.transaction() as tx:
+                if not _still_there(tx, group):
+                    return False
+                refusal = self._room(tx, group)
+                if refusal is None:
+                    made = Reason.of(
+                        "Submitted by replica group {0}", RunRef(group.name, group.workspace)
+                    )
+                    self.store.insert_run_in(tx, row, made)
+        except NameInUse:
+            text = Reason.of(
+                "Replica {0} not started: a run named {0} exists outside the group", ref
+            )
+            self._refuse(group, name, text, now)
+            return False
+        if refusal is not None:
+            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
+            self._refuse(group, name, text, now)
+            return False
+        self._refused.pop((group.name, name), None)
+        return True
+
+    def _restart_replica(self, group: GroupRow, run: RunRow, now: float) -> bool:
+        ended = run.finished_at if run.finished_at is not None else now
+        lived = ended - (run.started_at if run.started_at is not None else ended)
+        streak = 0 if lived >= QUICK_EXIT else run.streak + 1
+        if now < ended + replica_backoff(streak):
+            return False
+        ref = RunRef(run.name, run.workspace)
+        fresh, refusal = self._checked(group, run.name)
+        if fresh is None:
+            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            self._refuse(group, run.name, text, now)
+            return False
+        text = _restarted(run, streak)
+        with self.store.transaction() as tx:
+            if not _still_there(tx, group):
+                return False
+            refusal = self._room(tx, group)
+            if refusal is None:
+                self.store.update_run(
+                    tx, run.name, state="Queued", reason=Reason("Waiting for the scheduler"),
+                    started_at=None, finished_at=None, exit_code=None, restarts=0,
+                    stop_request=None, preempted_by=None, quota_noted=0, streak=streak,
+                    priority=fresh.priority,  # the template's, checked against the cap now
+                )  # fmt: skip
+                self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+        if refusal is not None:
+            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            self._refuse(group, run.name, text, now)
+            return False
+        self._refused.pop((group.name, run.name), None)
+        return True
+
+
+def _restarted(run: RunRow, streak: int) -> Reason:
+    """The event of a replica queued again after it ended."""
+    why = run.reason if run.reason is not None else Reason(run.state)
+    text = Reason(f"Replica restarted: it ended ({run.state}:").then(why)
+    text = Reason(text.template + ")", text.refs)
+    if streak:
+        wait = f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
+        text = Reason(text.template + wait, text.refs)
+    return text
+
+
+def _firing(
+    spec: GroupSpec, ref: RunRef, row: RunRow | None, refusal: str | None,
+    previous: list[RunRow],
+) -> tuple[str, Reason, str | None]:  # fmt: skip
+    """A firing's event kind and text, and its cause when it made no run (else None)."""
+    if row is None and refusal is not None:
+        return "Refused", Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref), refusal
+    if previous and spec.policy == "skip":
+        last = previous[-1]
+        text = Reason.of(f"Skipped {{0}}: {{1}} is still {last.state}", ref,
+                         RunRef(last.name, last.workspace))  # fmt: skip
+        return "Skipped", text, f"skipped for {last.name} {last.state}"
+    if previous and spec.policy == "replace":
+        olds = tuple(RunRef(r.name, r.workspace) for r in previous)
+        return "Fired", Reason.of("Submitted {0} in place of {1}", ref, olds), None
+    return "Fired", Reason.of("Submitted {0}", ref), None
+
+
+def _still_there(tx: sqlite3.Connection, group: GroupRow) -> bool:
+    """The group still exists, as read (a delete may have come between read and write)."""
+    row = tx.execute("SELECT created_at FROM groups WHERE name = ?", (group.name,)).fetchone()
+    return row is not None and row[0] == group.created_at
+
+
+def _literal(text: str | None) -> str:
+    """Text put into a Reason's template as it is (its braces are not placeholders)."""
+    return (text or "").replace("{", "{{").replace("}", "}}")

@@ -1,0 +1,163 @@
+"""What a run becomes when its workers end: queued again, restarted, or finished.
+
+Worker rows go Starting -> Running -> (Stopping ->) Exited | Lost, observed by
+the loop; here each ended row is classified once (Done, Failed, Cancelled;
+a preempted attempt is Cancelled, its stop reason says ``preempt``) and the
+run's state follows (DESIGN.md's lifecycle):
+
+- an exit during a stop, whatever its code, counts as the stop's, not as a
+  finish; a preemption never spends the restart budget;
+- a worker that exits non-zero or is lost restarts the run (a gang whole)
+  while the budget lasts, then the run fails;
+- a gang is queued again only once none of its workers is stopping;
+- a gang worker that never started (the daemon died between starting its siblings and
+  it) restarts the gang whole, without spending the budget: a gang never runs partly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from runner.model import Reason, RunRef, RunSpec
+from runner.planner.plan import PREEMPTED_WAITING
+from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+
+STOPS_THAT_CANCEL = ("delete", "timelimit", "failed", "restart", "never-started")
+
+
+@dataclass
+class _Batch:
+    """The ended workers of one run, classified."""
+
+    failures: list[WorkerRow]
+    preempted_for: RunRef | None
+    handles: list[str]
+
+
+def _classify(store: Store, tx: sqlite3.Connection, ended: list[WorkerRow]) -> _Batch:
+    batch = _Batch([], None, [])
+    for w in ended:
+        if w.stop_reason == "preempt":  # the attempt is Cancelled, then queued again
+            state = "Cancelled"
+            batch.preempted_for = batch.preempted_for or w.stopping_for
+        elif w.stop_reason in STOPS_THAT_CANCEL:
+            state = "Cancelled"
+        elif w.state == "Exited" and w.exit_code == 0:
+            state = "Done"
+        else:
+            state = "Failed"
+            batch.failures.append(w)
+        store.update_worker(tx, w.id, state=state)
+        if w.handle:
+            batch.handles.append(w.handle)
+    return batch
+
+
+def _describe(w: WorkerRow) -> str:
+    if w.error and w.exit_code is None:
+        return f"worker {w.worker} {w.error}"
+    return f"worker {w.worker} exited with code {w.exit_code}"
+
+
+def _on_failures(
+    store: Store, tx: sqlite3.Connection, run: RunRow, spec: RunSpec, failures: list[WorkerRow],
+    now: float,
+) -> str | None:  # fmt: skip
+    """Spend the restart budget; returns the run's new stop request, if any."""
+    if run.stop_request == "failed":  # it could not start: no restarts help
+        return "failed"
+    what = _describe(failures[0])
+    restarts = run.restarts + 1
+    if restarts > spec.restart_limit:
+        text = f"Failed: {what}; the restart budget ({spec.restart_limit}) is spent"
+        store.update_run(tx, run.name, stop_request="failed", reason=Reason(text, private=True),
+                         exit_code=failures[0].exit_code)  # fmt: skip
+        store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now)
+        return "failed"
+    text = f"Restarting: {what} (restart {restarts} of {spec.restart_limit})"
+    gang = spec.gang and spec.workers > 1
+    request = "restart" if gang else run.stop_request
+    store.update_run(tx, run.name, restarts=restarts, stop_request=request,
+                     reason=Reason(text, private=True))  # fmt: skip
+    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+    return request
+
+
+def _restart_partial_gang(
+    store: Store, tx: sqlite3.Connection, run: RunRow, ended: list[WorkerRow], now: float
+) -> str | None:
+    missing = [w.worker for w in ended if w.stop_reason == "never-started"]
+    if not missing:
+        return None
+    text = (
+        f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
+        " the gang starts again whole, no restart spent"
+    )
+    store.update_run(tx, run.name, stop_request="restart", reason=Reason(text))
+    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+    return "restart"
+
+
+def _finish(
+    store: Store, tx: sqlite3.Connection, run: RunRow, spec: RunSpec, request: str | None,
+    preempted_for: RunRef | None, latest: dict[int, WorkerRow], now: float,
+) -> None:  # fmt: skip
+    """Nothing of the run lives any more: decide its state."""
+    name, ws = run.name, run.workspace
+    if request == "delete":
+        store.update_run(tx, name, state="Cancelled", finished_at=now, reason=Reason("Deleted"))
+        store.add_event(tx, name, ws, "Cancelled", Reason("Deleted: stopped and cancelled"), now)
+    elif request == "timelimit":
+        store.update_run(tx, name, state="Failed", finished_at=now,
+                         reason=Reason("Time limit reached"))  # fmt: skip
+        store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
+    elif request == "failed":
+        store.update_run(tx, name, state="Failed", finished_at=now)
+    elif len(latest) == spec.workers and all(w.state == "Done" for w in latest.values()):
+        store.update_run(tx, name, state="Succeeded", finished_at=now, exit_code=0, reason=None)
+        store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"), now)
+    elif preempted_for is not None:
+        _requeue_preempted(store, tx, run, preempted_for, now)
+        store.update_run(tx, name, state="Queued")
+    else:
+        store.update_run(tx, name, state="Queued", stop_request=None)
+
+
+def _requeue_preempted(
+    store: Store, tx: sqlite3.Connection, run: RunRow, head: RunRef, now: float
+) -> None:
+    store.update_run(
+        tx, run.name, preempted_by=head, preemptions=run.preemptions + 1,
+        reason=Reason.of(PREEMPTED_WAITING, head),
+    )  # fmt: skip
+    message = Reason.of("Preempted by {0}; queued again", head)
+    store.add_event(tx, run.name, run.workspace, "Requeued", message, now)
+
+
+def settle_run(
+    store: Store, run: RunRow, spec: RunSpec, workers: list[WorkerRow], now: float
+) -> list[str] | None:
+    """Classify the run's ended workers and move the run on.
+
+    Returns the handles to clean up, or None when nothing changed.
+    """
+    ended = [w for w in workers if w.state in ("Exited", "Lost")]
+    live = [w for w in workers if w.state in LIVE_WORKER_STATES]
+    if not ended and (live or run.stop_request is None):
+        return None
+    with store.transaction() as tx:
+        batch = _classify(store, tx, ended)
+        request = run.stop_request
+        if batch.failures:
+            request = _on_failures(store, tx, run, spec, batch.failures, now)
+        elif request is None and live and spec.gang and spec.workers > 1:
+            request = _restart_partial_gang(store, tx, run, ended, now)
+        latest = latest_workers(store.workers_of(run.name)) if ended else latest_workers(workers)
+        if not live:
+            _finish(store, tx, run, spec, request, batch.preempted_for, latest, now)
+        elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):
+            _requeue_preempted(store, tx, run, batch.preempted_for, now)
+            state = "Stopping" if all(w.state == "Stopping" for w in live) else "Running"
+            store.update_run(tx, run.name, state=state)
+    return batch.handles

@@ -1,0 +1,483 @@
+"""The daemon's tick: observe -> enforce -> settle -> snapshot -> plan -> apply.
+
+Only this module applies side effects (through the executor), and each is
+written to the store before it is acted on. Stopping never blocks: SIGTERM
+now, SIGKILL on a later tick once the stop grace has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.clock import Clock, Now, as_clock
+from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.lifecycle import settle_run
+from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
+from runner.engine.revocation import Authorise, held_back, revoked
+from runner.engine.snapshot import SpecCache, build_snapshot, unit_id
+from runner.engine.starts import StartContext, crash_point, executor_reachable, launch_for
+from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
+from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
+from runner.model import Reason, RunRef, Workspace
+from runner.planner.plan import Machine, Plan, WaitingRun, plan
+from runner.store.db import RunRow, Store, WorkerRow
+
+log = logging.getLogger("astraeus.loop")
+
+PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
+PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change
+TICK = 0.5  # seconds between observations of running work
+KILL_AGAIN = 2.0  # seconds after the grace: a SIGKILL that did not end a worker is sent again
+
+
+@dataclass
+class LoopSettings:
+    machine: Machine
+    workspaces: Mapping[str, Workspace]
+    drives: Mapping[str, Path]  # drive name -> host path
+    logs_dir: Path
+    executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
+    instance: str = ""  # names this daemon's workers apart from another daemon's
+    finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
+    log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
+    log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
+    authorise: Authorise | None = (
+        None  # may a run's owner still start it (runner.engine.revocation)
+    )
+
+
+@dataclass
+class LoopStatus:
+    """What the API shows about the loop itself."""
+
+    ticks: int = 0
+    last_plan_at: float | None = None
+    last_plan_ms: float = 0.0
+    plan: Plan | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class Loop:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        settings: LoopSettings,
+        clock: Clock | Callable[[], float] | None = None,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.settings = settings
+        self.clock = Clock() if clock is None else as_clock(clock)  # calling it reads the wall
+        self.now: Now = self.clock.now()  # this tick's readings of both clocks
+        self._planned_mono: float | None = None  # when it last planned, on the monotonic clock
+        self.wake = threading.Event()
+        self.status = LoopStatus()
+        self.specs = SpecCache()
+        self._dirty = True
+        self._engine_down = False
+        self._next_retention = 0.0
+        self.on_change: Callable[[], None] = lambda: None
+        self.groups: Callable[[float], bool] = lambda now: False  # schedules and replicas
+
+    def key(self, w: WorkerRow) -> str:
+        """The worker's executor handle, also when the daemon died before recording it."""
+        return w.handle or worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
+
+    def log_path(self, w: WorkerRow) -> Path:
+        """Where the worker's output goes: ``logs/<run_uid>/<attempt>-<worker>.log``."""
+        return self.settings.logs_dir / w.run_uid / f"{w.attempt}-{w.worker}.log"
+
+    # ------------------------------------------------------------ running
+
+    def run_forever(self, stop: threading.Event) -> None:
+        reconciled = False
+        last_error = ""
+        while not stop.is_set():
+            try:
+                if not reconciled:  # retried until the executor answers (Docker may be down)
+                    self.reconcile()
+                    reconciled = True
+                self.tick()
+                last_error = ""
+            except Exception as e:  # the loop must outlive any one bad tick
+                text = f"{type(e).__name__}: {e}"
+                if text != last_error:  # once, not twice a second (a full disk)
+                    log.exception("tick failed")
+                last_error = text
+                self.status.errors = [*self.status.errors[-9:], text]
+            if self.wake.wait(PLAN_GAP if self._dirty else TICK):
+                self.wake.clear()
+                self._dirty = True
+
+    def poke(self) -> None:
+        """Something changed (submit, delete, priority): plan at once."""
+        self._dirty = True
+        self.wake.set()
+
+    def tick(self) -> None:
+        """One round; the wall clock is only written down, intervals are monotonic."""
+        self.now = self.clock.now()
+        now, mono = self.now.wall, self.now.mono
+        self.status.ticks += 1
+        if not executor_reachable(self.executor):  # its engine is down: wait, do not fail runs
+            if not self._engine_down:
+                self._engine_down = True
+                text = f"the {self.executor.name} engine does not answer: waiting for it"
+                log.warning("%s", text)
+                self.status.errors = [*self.status.errors[-9:], text]
+            return
+        if self._engine_down:
+            self._engine_down = False
+            self._dirty = True
+        changed = self.observe(now)
+        changed |= self.enforce(now)
+        changed |= self.settle(now)
+        changed |= self.forget(now)
+        changed |= self.groups(now)
+        last = self._planned_mono
+        self._dirty |= changed
+        due = last is None or mono - last >= PLAN_EVERY
+        if due or (self._dirty and mono - last >= PLAN_GAP):  # type: ignore[operator]
+            self._dirty = False
+            self._planned_mono = mono
+            self.plan_and_apply(now)
+            changed = True
+        if changed:
+            self.on_change()
+
+    # ------------------------------------------------------ 1. observe
+
+    def observe(self, now: float) -> bool:
+        """Record workers that exited or vanished since the last tick."""
+        changed = False
+        for w in self.store.live_workers():
+            status = self.executor.status(self.key(w))
+            if status.state is WorkerState.RUNNING:
+                if w.state == "Starting":  # started before a crash: adopt it
+                    self._mark_running(w)
+                    changed = True
+                continue
+            changed = True
+            self._record_end(w, status.state, status.exit_code, status.error, now)
+        return changed
+
+    def _mark_running(self, w: WorkerRow) -> None:
+        with self.store.transaction() as tx:
+            handle = worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
+            self.store.update_worker(tx, w.id, state="Running", handle=handle)
+            tx.execute(
+                "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (w.run,)
+            )
+
+    def _record_end(
+        self, w: WorkerRow, state: WorkerState, code: int | None, error: str | None, now: float
+    ) -> None:
+        stop_reason = w.stop_reason
+        if state is WorkerState.MISSING and w.state == "Starting" and w.handle is None:
+            error = "never started (the daemon stopped before starting it)"
+            stop_reason = "never-started"  # not the program's failure: no restart spent
+        elif state is WorkerState.MISSING:
+            error = error or "the worker is gone (lost)"
+        elif stop_reason == WITHDRAWN:  # SIGTERM was sent: an end within its grace is the stop's
+            left = self.now.until(w.stop_deadline or 0.0, w.stop_deadline_mono, w.boot_id)
+            stop_reason = "preempt" if left > 0 else None
+        run = self.store.get_run(w.run)
+        with self.store.transaction() as tx:
+            ended = "Exited" if state is WorkerState.EXITED else "Lost"
+            self.store.update_worker(
+                tx, w.id, state=ended, exit_code=code, error=error, finished_at=now,
+                stop_reason=stop_reason,
+            )  # fmt: skip
+            if run is not None:
+                seconds = max(0.0, self.now.elapsed(w.started_at, w.started_mono, w.boot_id))
+                cpu = seconds * w.cpu_milli / 1000
+                self.store.add_usage(tx, run, seconds * len(w.gpus), cpu)
+
+    # ------------------------------------------------------ 2. enforce
+
+    def enforce(self, now: float) -> bool:
+        """Stop what must stop (delete, time limit) and SIGKILL past the grace.
+
+        Time limits and graces are measured on the monotonic clock (runner/clock.py).
+        """
+        t, changed = self.now, False
+        live = self.store.live_workers()
+        by_run: dict[str, list[WorkerRow]] = {}
+        for w in live:
+            by_run.setdefault(w.run, []).append(w)
+        for name, workers in by_run.items():
+            run = self.store.get_run(name)
+            if run is None:
+                continue
+            limit = self.specs.get(run).task.time_limit_seconds
+            running = [w for w in workers if w.state != "Stopping"]
+            if run.stop_request in ("delete", "failed", "restart") and running:
+                if run.stop_request == "delete":
+                    with self.store.transaction() as tx:
+                        reason = Reason("Deleted: stopping")
+                        self.store.update_run(tx, run.name, state="Stopping", reason=reason)
+                self.stop_workers(run.name, running, run.stop_request, None, now)
+                changed = True
+            elif limit is not None and any(
+                t.elapsed(w.started_at, w.started_mono, w.boot_id) >= limit for w in running
+            ):
+                self._time_limit(run.name, running, now)
+                changed = True
+            else:
+                changed |= self._gang_preempted_again(run, running, now)
+        for w in live:
+            if w.state != "Stopping" or w.stop_deadline is None:
+                continue
+            left = t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id)
+            if not w.killed and left <= 0:
+                self._sigkill(w, now)
+                changed = True
+            elif left <= -KILL_AGAIN:
+                self._signal(w, signal.SIGKILL)  # the first one was lost: a crash, an outage
+        return changed
+
+    def _gang_preempted_again(self, run: RunRow, running: list[WorkerRow], now: float) -> bool:
+        """A gang worker that ended in the grace of a withdrawn preemption was preempted:
+        the rest of the gang is stopped too (a gang never runs in part)."""
+        if not self.specs.gang(run.name) or not any(w.stop_reason == WITHDRAWN for w in running):
+            return False
+        attempt = max(w.attempt for w in running)
+        ended = [
+            w for w in self.store.workers_of(run.name)
+            if w.attempt == attempt and w.state == "Cancelled" and w.stop_reason == "preempt"
+        ]  # fmt: skip
+        if not ended:
+            return False
+        self.stop_workers(run.name, running, "preempt", ended[0].stopping_for, now)
+        return True
+
+    def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
+        with self.store.transaction() as tx:
+            self.store.update_run(tx, run, stop_request="timelimit", state="Stopping",
+                                  reason=Reason("Time limit reached: stopping"))  # fmt: skip
+            row = self.store.get_run(run)
+            ws = row.workspace if row else ""
+            self.store.add_event(tx, run, ws, "TimeLimit", Reason("Time limit reached"), now)
+        self.stop_workers(run, workers, "timelimit", None, now)
+
+    def stop_workers(
+        self, run: str, workers: list[WorkerRow], why: str, for_run: RunRef | None, now: float
+    ) -> None:
+        """Write Stopping, then SIGTERM: the SIGKILL follows when the grace ends."""
+        t, grace = self.now, self.settings.machine.stop_grace
+        with self.store.transaction() as tx:
+            for w in workers:
+                started = t.mono - t.elapsed(w.started_at, w.started_mono, w.boot_id)
+                self.store.update_worker(
+                    tx, w.id, state="Stopping", stop_reason=why, stop_deadline=now + grace,
+                    stopping_for=for_run, stop_deadline_mono=t.mono + grace,
+                    started_mono=started, boot_id=t.boot,
+                )  # fmt: skip
+        crash_point("after-stop-recorded")
+        for w in workers:
+            self._signal(w, signal.SIGTERM)
+
+    def _sigkill(self, w: WorkerRow, now: float) -> None:
+        grace = self.settings.machine.stop_grace
+        with self.store.transaction() as tx:
+            self.store.update_worker(tx, w.id, killed=1)
+            run = self.store.get_run(w.run)
+            message = Reason(
+                f"Sent SIGKILL to worker {w.worker}: the program did not exit within the "
+                f"{grace:g} s stop grace after SIGTERM. If a shell runs it, start it with "
+                "exec so SIGTERM reaches it."
+            )
+            self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
+        crash_point("after-kill-recorded")
+        self._signal(w, signal.SIGKILL)
+
+    def _signal(self, w: WorkerRow, signum: int) -> None:
+        try:
+            self.executor.signal(self.key(w), signum)
+        except ExecutorError as e:
+            log.warning("could not signal %s: %s", w.run, e)
+
+    # ------------------------------------------------------ 3. settle
+
+    def settle(self, now: float) -> bool:
+        """Turn ended workers into run outcomes: requeue, restart, finish."""
+        changed = False
+        for run in self.store.runs_to_settle():
+            workers = self.store.workers_of(run.name)
+            spec = self.specs.get(run)
+            cleanup = settle_run(self.store, run, spec, workers, now)
+            if cleanup is None:
+                continue
+            changed = True
+            for handle in cleanup:
+                try:
+                    self.executor.cleanup(handle)
+                except ExecutorError as e:
+                    log.warning("cleanup of %s failed: %s", handle, e)
+        return changed
+
+    def forget(self, now: float) -> bool:
+        """Forget finished runs kept past the retention time (every RETAIN_EVERY s), and
+        remove the files of forgotten runs (runner/engine/retention.py)."""
+        forgot = 0
+        if now >= self._next_retention:
+            self._next_retention = now + RETAIN_EVERY
+            forgot = forget_expired(self.store, self.specs, self.settings.finished_retention, now)
+            self.specs.keep_only(set(self.store.run_uids().values()))
+        removed = remove_forgotten(self.store, self.executor, self.settings.logs_dir)
+        return bool(forgot) or removed
+
+    # ---------------------------------------------- 4-6. plan and apply
+
+    def plan_and_apply(self, now: float) -> None:
+        t0 = time.perf_counter()
+        runs = self.store.runs(active_only=True)
+        live = self.store.live_workers()
+        for run in runs:
+            self.specs.get(run)
+        deps = check_dependencies(runs, self.specs.get, self.store.run_states)
+        if deps.failing or deps.met:
+            self.settle_dependencies(deps, runs, now)
+        active = runs
+        held = revoked(runs, self.settings.authorise)  # no longer allowed: they wait
+        runs = held_back(deps.plannable(runs), held)
+        independent = {
+            r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
+        }
+        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
+        if self._withdraw(snapshot.waiting, active, live, now):  # the victims run on: again
+            live = self.store.live_workers()
+            independent = {name: self.store.workers_of(name) for name in independent}
+            snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
+        result = plan(snapshot, now)
+        self.status.plan = result
+        self.status.last_plan_at = now
+        self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
+        self._apply_reasons(result, active, now, {**deps.waiting, **held})
+        self._apply_preemptions(result, live, now)
+        ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
+        for start in result.starts:
+            launch_for(ctx, start, now)
+
+    def _withdraw(
+        self, waiting: tuple[WaitingRun, ...], runs: list[RunRow], live: list[WorkerRow],
+        now: float,
+    ) -> bool:  # fmt: skip
+        """Withdraw the preemptions no waiting run needs any more (runner/engine/withdrawals.py)."""
+        found = withdrawals(live, {r.name: r for r in runs}, {w.name: w for w in waiting},
+                            self.specs)  # fmt: skip
+        done = False
+        for w in found:
+            states = [self.executor.status(self.key(x)).state for x in w.workers]
+            if any(s is not WorkerState.RUNNING for s in states):
+                continue  # one has ended: its end counts as preempted (observe, next tick)
+            record_withdrawal(self.store, w, live, now)
+            done = True
+        return done
+
+    def settle_dependencies(self, deps: Dependencies, runs: list[RunRow], now: float) -> None:
+        """Runs whose dependency failed (or went away) can never start: they fail. Runs
+        whose dependencies all succeeded are marked, not to be held back again."""
+        by_name = {r.name: r for r in runs}
+        with self.store.transaction() as tx:
+            for name in deps.met:
+                self.store.update_run(tx, name, deps_met=1)
+            for name, reason in deps.failing.items():
+                self.store.update_run(tx, name, state="Failed", finished_at=now, reason=reason)
+                self.store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
+
+    def _apply_reasons(
+        self, result: Plan, runs: list[RunRow], now: float, waiting: dict[str, Reason]
+    ) -> None:
+        by_name = {r.name: r for r in runs}
+        current = {**waiting, **result.reasons}
+        changes = {
+            name: reason
+            for name, reason in current.items()
+            if by_name[name].reason != reason  # the row, read now: others write reasons too
+        }
+        quota_first = [n for n in result.quota_waits if not by_name[n].quota_noted]
+        if not changes and not quota_first:
+            return
+        with self.store.transaction() as tx:
+            for name, reason in changes.items():
+                self.store.update_run(tx, name, reason=reason)
+            for name in quota_first:  # from the check itself: its reason may name a preemptor
+                check = result.quota_checks[name]
+                run = by_name[name]
+                text = "Quota reached: " + check.removeprefix("Waits for namespace quota: ")
+                self.store.add_event(tx, name, run.workspace, "QuotaReached", Reason(text), now)
+                self.store.update_run(tx, name, quota_noted=1)
+
+    def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:
+        preemptors = list(dict.fromkeys(p.for_run for p in result.preemptions))
+        for head in preemptors:  # the head, and runs preempting their own workspace's work
+            with self.store.transaction() as tx:
+                message = result.reasons[head.name]
+                self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
+        stopped: set[int] = set()  # workers stopped by this plan so far (``live`` is older)
+        for p in result.preemptions:
+            head = p.for_run
+            gang = self.specs.gang(p.run)
+            unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
+            stopped.update(w.id for w in unit)
+            mine = [w for w in live if w.run == p.run]
+            others = [w for w in mine if w.state != "Stopping" and w.id not in stopped]
+            with self.store.transaction() as tx:
+                reason = Reason.of("Preempted by higher-priority work ({0})", head)
+                if others:  # independent workers: the rest keep running
+                    n = len(mine)
+                    reason = Reason.of(
+                        f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head
+                    )
+                self.store.update_run(tx, p.run, state="Running" if others else "Stopping",
+                                      reason=reason)  # fmt: skip
+                grace = self.settings.machine.stop_grace
+                text = Reason.of(
+                    f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
+                    f"SIGKILL after {grace:g} s",
+                    head,
+                )
+                self.store.add_event(tx, p.run, p.workspace, "Preempted", text, now)
+            self.stop_workers(p.run, unit, "preempt", head, now)
+
+    # ------------------------------------------------------- reconcile
+
+    def reconcile(self) -> None:
+        """After a restart: adopt what still runs, stop what the store does not know.
+
+        A worker written Stopping, whose SIGTERM may not have been sent before the daemon
+        died, gets it (again) now, so it can still save its work within the grace.
+        """
+        tidy_log_folders(self.store, self.settings.logs_dir)
+        live = self.store.live_workers()
+        known = {self.key(w): w for w in live}
+        for w in live:
+            if w.state == "Stopping" and not w.killed:
+                self._signal(w, signal.SIGTERM)
+        follow = getattr(self.executor, "follow_logs", None)  # docker: resume the log copy
+        for listed in self.executor.list_workers():
+            if listed.handle in known:
+                w = known[listed.handle]
+                if follow is not None:  # to the file named by the run's id
+                    follow(listed.handle, self.log_path(w))
+                continue
+            status = self.executor.status(listed.handle)
+            if status.state is WorkerState.RUNNING:
+                log.warning("stopping %s: not in the state database", listed.handle)
+                try:
+                    self.executor.signal(listed.handle, signal.SIGKILL)
+                except ExecutorError as e:
+                    log.warning("could not stop %s: %s", listed.handle, e)
+            else:
+                try:
+                    self.executor.cleanup(listed.handle)
+                except ExecutorError as e:
+                    log.warning("could not clean up %s: %s", listed.handle, e)

@@ -1,0 +1,158 @@
+"""From the store's rows to the planner's snapshot (and the parsed specs it needs)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
+
+from runner.clock import Now
+from runner.model import Resources, RunSpec
+from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
+from runner.spec.parse import parse_spec
+from runner.store.db import LIVE_WORKER_STATES, RunRow, WorkerRow, latest_workers
+
+if TYPE_CHECKING:
+    from runner.engine.loop import LoopSettings
+
+
+class SpecCache:
+    """Parsed run specs by run name: a spec never changes once submitted.
+
+    A name may be used again once its run is forgotten: the submit time tells them apart.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, RunSpec] = {}
+        self._submitted: dict[str, float] = {}
+
+    def get(self, run: RunRow) -> RunSpec:
+        spec = self._specs.get(run.name)
+        if spec is None or self._submitted[run.name] != run.submitted_at:
+            spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
+            self._submitted[run.name] = run.submitted_at
+        return spec
+
+    def gang(self, name: str) -> bool:
+        spec = self._specs.get(name)
+        return spec is None or spec.gang or spec.workers == 1
+
+    def forget(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._specs.pop(name, None)
+            self._submitted.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def keep_only(self, names: Collection[str]) -> None:
+        """Drop the specs of runs no longer known (deleted or forgotten): the cache is as
+        large as the state, never as large as every run ever submitted."""
+        self.forget([n for n in self._specs if n not in names])
+
+
+def unit_id(run: str, worker: int, gang: bool) -> str:
+    return run if gang else f"{run}/{worker}"
+
+
+def _started(w: WorkerRow, now: Now | None) -> float:
+    """When it started, on today's wall clock (the monotonic reading moved onto it)."""
+    return w.started_at if now is None else now.as_wall(w.started_at, w.started_mono, w.boot_id)
+
+
+def _deadline(w: WorkerRow, now: Now | None) -> float:
+    wall = w.stop_deadline or 0.0
+    return wall if now is None else now.as_wall(wall, w.stop_deadline_mono, w.boot_id)
+
+
+def _units(
+    runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache, now: Now | None
+) -> list[RunningUnit]:
+    groups: dict[str, list[WorkerRow]] = {}
+    for w in live:
+        if w.run in runs:
+            groups.setdefault(unit_id(w.run, w.worker, specs.gang(w.run)), []).append(w)
+    units = []
+    for uid, workers in sorted(groups.items()):
+        run = runs[workers[0].run]
+        spec = specs.get(run)
+        stopping = [w for w in workers if w.state == "Stopping"]
+        deadline = max(_deadline(w, now) for w in stopping) if stopping else None
+        for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
+        used = Resources()
+        for w in workers:
+            used = used + Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
+        units.append(
+            RunningUnit(
+                uid, run.name, run.workspace, run.priority, used,
+                tuple(g for w in workers for g in w.gpus),
+                min(_started(w, now) for w in workers), spec.task.time_limit_seconds,
+                len(workers), deadline, for_run.name if for_run else None,
+            )
+        )  # fmt: skip
+    return units
+
+
+def pending_workers(spec: RunSpec, workers: list[WorkerRow]) -> tuple[int, ...]:
+    """Worker indices still to start: none live and not done.
+
+    A gang starts whole: all of it, or nothing while any worker still lives.
+    """
+    latest = latest_workers(workers)
+    live = {i for i, w in latest.items() if w.state in LIVE_WORKER_STATES}
+    if spec.gang or spec.workers == 1:
+        return () if live else tuple(range(spec.workers))
+    done = {i for i, w in latest.items() if w.state == "Done"}
+    return tuple(i for i in range(spec.workers) if i not in live and i not in done)
+
+
+def _waiting(
+    runs: list[RunRow],
+    live: list[WorkerRow],
+    specs: SpecCache,
+    workers_of: dict[str, list[WorkerRow]],
+) -> list[WaitingRun]:
+    has_live = {w.run for w in live}
+    waiting = []
+    for run in runs:
+        if run.stop_request is not None:
+            continue
+        spec = specs.get(run)
+        if specs.gang(run.name):
+            if run.name in has_live or run.state != "Queued":
+                continue  # a gang starts whole, once nothing of it lives
+            indices = tuple(range(spec.workers))
+        else:
+            indices = pending_workers(spec, workers_of.get(run.name, []))
+        if not indices:
+            continue
+        waiting.append(
+            WaitingRun(
+                run.name, run.workspace, run.priority, run.submitted_at,
+                spec.worker_resources(), indices, spec.task.time_limit_seconds, run.preempted_by,
+            )
+        )  # fmt: skip
+    return waiting
+
+
+def build_snapshot(
+    settings: LoopSettings,
+    runs: list[RunRow],
+    live: list[WorkerRow],
+    specs: SpecCache,
+    workers_of: dict[str, list[WorkerRow]] | None = None,
+    now: Now | None = None,
+) -> Snapshot:
+    """The planner's view: ``runs`` are the active runs, ``live`` their live workers.
+
+    With ``now``, running work's start and stop times are placed on the wall clock as it
+    reads now, from their monotonic readings: a stepped wall clock moves them along.
+    """
+    by_name = {r.name: r for r in runs}
+    for run in runs:
+        specs.get(run)
+    return Snapshot(
+        settings.machine,
+        settings.workspaces,
+        tuple(_units(by_name, live, specs, now)),
+        tuple(_waiting(runs, live, specs, workers_of or {})),
+    )

@@ -1,0 +1,253 @@
+"""Starting the workers the plan says may start: written first, then started."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from runner.clock import Now
+from runner.engine.retention import prune_attempt_logs
+from runner.engine.snapshot import SpecCache
+from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
+from runner.model import MountMode, Reason, RunSpec
+from runner.planner.plan import Start
+from runner.store.db import RunRow, Store
+
+if TYPE_CHECKING:
+    from runner.engine.loop import LoopSettings
+
+log = logging.getLogger("astraeus.loop")
+
+CRASH_AT = "ASTRAEUS_TEST_CRASH_AT"
+_crash_hits: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """A test hook: the daemon dies here, as with kill -9, when ``ASTRAEUS_TEST_CRASH_AT`` says so.
+
+    ``ASTRAEUS_TEST_CRASH_AT=<point>[:N]`` makes the daemon exit at once with status 137
+    (``os._exit``: nothing cleaned up, no transaction finished) the Nth time (default: the
+    first) it reaches ``<point>``. Unset, as always outside tests, it does nothing. Points:
+    ``after-executor-start`` (a worker runs; its row does not say so yet: here, in
+    launch_for), ``after-stop-recorded`` (Stopping written, SIGTERM not sent) and
+    ``after-kill-recorded`` (the SIGKILL written, not sent: both in runner/engine/loop.py).
+    tests/faults/ and bench/chaos.py use them.
+    """
+    wanted = os.environ.get(CRASH_AT)
+    if not wanted:
+        return
+    point, _, count = wanted.partition(":")
+    if point != name:
+        return
+    _crash_hits[name] = hits = _crash_hits.get(name, 0) + 1
+    if hits >= int(count or "1"):
+        os._exit(137)
+
+
+def executor_reachable(executor: Executor) -> bool:
+    """False while the executor's engine does not answer (docker: the engine is down)."""
+    probe = getattr(executor, "reachable", None)
+    return True if probe is None else bool(probe())
+
+
+@dataclass(frozen=True)
+class StartContext:
+    store: Store
+    executor: Executor
+    settings: LoopSettings
+    specs: SpecCache
+    tick: Now | None = None  # both clocks' readings: workers' starts are measured from them
+
+
+def worker_env(
+    run: RunRow, spec: RunSpec, worker: int, gpus: tuple[int, ...], remap: bool
+) -> dict[str, str]:
+    """The environment every worker gets (DESIGN.md's contract), over the spec's own."""
+    visible = ",".join(str(i) for i in (range(len(gpus)) if remap else gpus))
+    env = dict(spec.task.env)
+    env.update(
+        ASTRAEUS_RUN_NAME=run.name,
+        ASTRAEUS_WORKSPACE=run.workspace,
+        ASTRAEUS_GPU_COUNT=str(len(gpus)),
+        ASTRAEUS_WORKER_INDEX=str(worker),
+        ASTRAEUS_WORKER_COUNT=str(spec.workers),
+        ASTRAEUS_RESTART_COUNT=str(run.restarts),
+        SLURM_JOB_NAME=run.name,
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",  # CUDA numbers GPUs as NVML does
+        CUDA_VISIBLE_DEVICES=visible,
+        NVIDIA_VISIBLE_DEVICES=",".join(str(i) for i in gpus) if gpus else "void",
+    )
+    return env
+
+
+def _mounts(ctx: StartContext, spec: RunSpec) -> tuple[Mount, ...]:
+    mounts = []
+    for ref in spec.task.drives:
+        root = ctx.settings.drives.get(ref.name)
+        if root is None:
+            raise ExecutorError(f"drive {ref.name} is not in this machine's config")
+        source = drive_source(ref.name, str(root))
+        mounts.append(Mount(source, ref.mount_path, ref.mode is MountMode.READ_ONLY))
+    return tuple(mounts)
+
+
+def drive_source(name: str, root: str) -> str:
+    """The host folder bound for drive ``name``: its configured path, checked at each start.
+
+    Never a symlink's target: every folder from ``/`` down to the drive is opened with
+    O_NOFOLLOW, so a drive (or a folder above it) that is, or was swapped for, a symlink
+    is refused. And no one but root (or the daemon's user) may be able to swap it after
+    this check: each folder above the drive must be theirs and not writable by group or
+    others (a sticky folder such as /tmp is fine when the next folder down is theirs).
+    ExecutorError, one line, otherwise.
+    """
+    path = os.path.normpath(root)
+    if not os.path.isabs(path):
+        raise ExecutorError(f"drive {name}: {root} is not an absolute path")
+    trusted = {0, os.geteuid()}
+    fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        st, shown = os.fstat(fd), ""
+        for part in [p for p in path.split("/") if p]:
+            parent, shown = st, f"{shown}/{part}"
+            child = _open_no_follow(name, fd, part, shown)
+            os.close(fd)
+            fd, st = child, os.fstat(child)
+            _check_parent(name, parent, st, shown, trusted)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ExecutorError(f"drive {name}: {path} is not a directory")
+    finally:
+        os.close(fd)
+    return path
+
+
+def _open_no_follow(name: str, dir_fd: int, part: str, shown: str) -> int:
+    try:
+        fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as e:
+        raise ExecutorError(f"drive {name}: cannot open {shown}: {e.strerror}") from None
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExecutorError(
+            f"drive {name}: {shown} is a symlink; refusing to mount it (configure the real path)"
+        )
+    return fd
+
+
+def _check_parent(
+    name: str, parent: os.stat_result, child: os.stat_result, shown: str, trusted: set[int]
+) -> None:
+    """Refuse a folder above a drive that someone untrusted could change."""
+    above = os.path.dirname(shown)
+    if parent.st_uid not in trusted:
+        raise ExecutorError(
+            f"drive {name}: {above} belongs to uid {parent.st_uid}, who could swap {shown}"
+            " for a symlink; refusing to mount it (make it root's)"
+        )
+    writable = parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    sticky_ok = parent.st_mode & stat.S_ISVTX and child.st_uid in trusted
+    if writable and not sticky_ok:
+        raise ExecutorError(
+            f"drive {name}: {above} is writable by group or others, who could swap {shown}"
+            " for a symlink; refusing to mount it (chmod go-w it)"
+        )
+
+
+def _argv(spec: RunSpec) -> tuple[str, ...]:
+    head = (spec.task.command,) if spec.task.command else ()
+    return head + spec.task.args
+
+
+def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | None:
+    """Write the decision: worker rows in Starting. None if the run changed meanwhile."""
+    store = ctx.store
+    with store.transaction() as tx:
+        row = tx.execute(
+            "SELECT state, stop_request, attempts FROM runs WHERE name = ?", (start.run,)
+        ).fetchone()
+        if row is None or row["stop_request"] is not None or row["state"] not in (
+            "Queued", "Running"
+        ):  # fmt: skip
+            return None
+        attempt = row["attempts"] + 1
+        run = store.get_run(start.run)
+        assert run is not None
+        spec = ctx.specs.get(run)
+        worker = spec.worker_resources()
+        state = "Starting" if row["state"] == "Queued" else row["state"]
+        store.update_run(tx, start.run, attempts=attempt, state=state, started_at=now,
+                         reason=None, preempted_by=None)  # fmt: skip
+        mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
+        for index, gpus in zip(start.workers, start.gpus, strict=True):
+            store.insert_worker(
+                tx, start.run, attempt, index, gpus, worker.cpu_milli, worker.memory, now,
+                mono, boot, ctx.executor.name,
+            )  # fmt: skip
+        gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
+        how = "Backfilled" if start.backfill else "Started"
+        text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}:"
+        why = Reason(text).then(start.why)  # the decision log: the rule that let it start
+        store.add_event(tx, run.name, run.workspace, "Started", why, now)
+    return run, attempt
+
+
+def _indices(start: Start) -> str:
+    return ",".join(str(i) for i in start.workers)
+
+
+def launch_for(ctx: StartContext, start: Start, now: float) -> None:
+    """Start the workers of one planned start; a failure fails the run clearly."""
+    claimed = _claim(ctx, start, now)
+    if claimed is None:
+        return
+    run, attempt = claimed
+    spec = ctx.specs.get(run)
+    logs = ctx.settings.logs_dir / run.run_uid  # by id: a name used again starts clean
+    prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt, start.workers)
+    for index, gpus in zip(start.workers, start.gpus, strict=True):
+        try:
+            launch = WorkerLaunch(
+                run=run.name, attempt=attempt, worker=index, image=spec.task.image,
+                argv=_argv(spec),
+                env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus),
+                gpus=gpus, cpu_milli=spec.worker_resources().cpu_milli,
+                memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
+                uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
+                instance=ctx.settings.instance, run_uid=run.run_uid,
+                log_limit=ctx.settings.log_limit, log_reserve=ctx.settings.log_reserve,
+            )  # fmt: skip
+            handle = ctx.executor.start(launch)
+        except ExecutorError as e:
+            if not executor_reachable(ctx.executor):  # not the run's fault: try again later
+                log.warning("could not start %s worker %d: %s; the worker stays Starting until"
+                            " the engine answers again", run.name, index, e)  # fmt: skip
+                return  # the loop's observe adopts it, or finds it never started (no restart)
+            _start_failed(ctx, run, attempt, index, str(e), now)
+            continue
+        crash_point("after-executor-start")
+        with ctx.store.transaction() as tx:
+            tx.execute(
+                "UPDATE workers SET state='Running', handle=? WHERE run=? AND attempt=?"
+                " AND worker=? AND state='Starting'",
+                (handle, run.name, attempt, index),
+            )
+            tx.execute("UPDATE runs SET state='Running' WHERE name=? AND state='Starting'",
+                       (run.name,))  # fmt: skip
+
+
+def _start_failed(
+    ctx: StartContext, run: RunRow, attempt: int, index: int, error: str, now: float
+) -> None:
+    log.warning("could not start %s worker %d: %s", run.name, index, error)
+    text = Reason(f"Could not start worker {index}: {error}", private=True)
+    with ctx.store.transaction() as tx:
+        tx.execute(
+            "UPDATE workers SET state='Exited', error=?, finished_at=? WHERE run=? AND attempt=?"
+            " AND worker=? AND state='Starting'",
+            (error, now, run.name, attempt, index),
+        )
+        ctx.store.update_run(tx, run.name, stop_request="failed", reason=text)
+        ctx.store.add_event(tx, run.name, run.workspace, "StartFailed", text, now)

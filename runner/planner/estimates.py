@@ -1,0 +1,112 @@
+"""When will each waiting run start? The planner, replayed forward in time.
+
+Running work is assumed to run to its time limit (plus the stop grace): that
+is the latest it can end, so each estimate is a bound: the run starts by then
+at the latest, unless work without a time limit is in the way. Then the
+estimate names that work instead (``after``) and gives no bound.
+
+Pure like the planner: a snapshot and ``now`` in, estimates out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from runner.model import Resources
+from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
+
+MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """``starts_by``: the latest start, or None when work without a limit is in the way
+    (``after`` then names it) or the replay ran out of steps."""
+
+    starts_by: float | None
+    after: tuple[str, ...] = ()
+
+
+def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> list[RunningUnit]:
+    units = []
+    for start in result.starts:
+        run = waiting.pop(start.run)
+        units.append(
+            RunningUnit(
+                f"sim:{run.name}", run.name, run.workspace, run.priority, run.ask(),
+                tuple(g for gpus in start.gpus for g in gpus), t, run.time_limit,
+                len(run.workers),
+            )
+        )  # fmt: skip
+    return units
+
+
+def _preempt(result: Plan, running: list[RunningUnit], t: float, grace: float) -> list[RunningUnit]:
+    """Victims stop by ``t + grace``; they wait again afterwards (see _requeue)."""
+    victims = {p.unit_id: p.for_run.name for p in result.preemptions}
+    return [
+        replace(u, stop_deadline=t + grace, stopping_for=victims[u.unit_id])
+        if u.unit_id in victims
+        else u
+        for u in running
+    ]
+
+
+def estimate_starts(
+    snapshot: Snapshot, now: float, max_steps: int = MAX_STEPS
+) -> dict[str, Estimate]:
+    """An estimate for every waiting run of the snapshot."""
+    grace = snapshot.machine.stop_grace
+    waiting = {w.name: w for w in snapshot.waiting}
+    originals = dict(waiting)
+    running = list(snapshot.running)
+    out: dict[str, Estimate] = {}
+    t = now
+    for _ in range(max_steps):
+        state = replace(snapshot, running=tuple(running), waiting=tuple(waiting.values()))
+        result = plan(state, t)
+        for start in result.starts:
+            out.setdefault(start.run, Estimate(t))
+        running = _preempt(result, running, t, grace) + _started_units(result, waiting, t)
+        if not waiting:
+            break
+        ends = sorted({unit_end(u, grace) for u in running})
+        if not ends or math.isinf(ends[0]):
+            blockers = tuple(sorted({u.run for u in running if math.isinf(unit_end(u, grace))}))
+            for name in waiting:
+                out.setdefault(name, Estimate(None, blockers))
+            break
+        t = max(t, ends[0])
+        running, requeued = _finish(running, t, grace)
+        for unit in requeued:
+            if unit.run not in waiting:
+                waiting[unit.run] = originals.get(unit.run) or _as_waiting(unit)
+    for name in originals:
+        out.setdefault(name, Estimate(None))
+    return out
+
+
+def _finish(
+    running: list[RunningUnit], t: float, grace: float
+) -> tuple[list[RunningUnit], list[RunningUnit]]:
+    """Drop the work that has ended by ``t``; what was preempted waits again."""
+    kept, requeued = [], []
+    for unit in running:
+        if unit_end(unit, grace) > t:
+            kept.append(unit)
+        elif unit.stopping_for is not None:
+            requeued.append(unit)
+    return kept, requeued
+
+
+def _as_waiting(unit: RunningUnit) -> WaitingRun:
+    """A preempted running unit, waiting again (its submission time is not known
+    here: its start time stands in, which only moves it later in the order)."""
+    per = unit.resources
+    n = max(unit.workers, 1)
+    worker = Resources(per.gpus // n, per.cpu_milli // n, per.memory // n, 1)
+    return WaitingRun(
+        unit.run, unit.workspace, unit.priority, unit.started_at, worker,
+        tuple(range(n)), unit.time_limit,
+    )  # fmt: skip

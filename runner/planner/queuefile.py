@@ -1,0 +1,99 @@
+"""Read a queue described in TOML (machine, workspaces, running and waiting runs).
+
+Used to show what the planner decides for an example queue
+(``astra plan config/examples/queue.toml``) and by the planner benchmark.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runner.model import Quota, Resources, Workspace, parse_size
+from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
+
+
+class QueueFileError(ValueError):
+    pass
+
+
+def _time(value: Any, now: float) -> float:
+    """An ISO 8601 time, a TOML datetime, or seconds relative to ``now``."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).timestamp()
+    if isinstance(value, int | float):
+        return now + float(value)
+    raise QueueFileError(f"not a time: {value!r}")
+
+
+def _resources(entry: dict[str, Any]) -> Resources:
+    gpus = entry.get("gpus", 0)
+    count = len(gpus) if isinstance(gpus, list) else int(gpus)
+    return Resources(
+        count,
+        int(float(entry.get("cpu_cores", 0)) * 1000),
+        parse_size(entry.get("memory", 0)),
+        1,
+    )
+
+
+def load_queue(path: Path) -> tuple[Snapshot, float]:
+    """The snapshot a queue file describes, and its ``now``."""
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise QueueFileError(f"{path}: {e}") from e
+    now = _time(doc.get("now", 0), 0.0)
+    m = doc.get("machine", {})
+    machine = Machine(
+        tuple(range(int(m.get("gpus", 8)))),
+        int(float(m.get("cpu_cores", 64)) * 1000),
+        parse_size(m.get("memory", "512GiB")),
+        float(m.get("stop_grace_seconds", 30)),
+    )
+    workspaces = {}
+    for name, ws in doc.get("workspaces", {}).items():
+        q = ws.get("quota")
+        quota = None
+        if q is not None:
+            cpu = q.get("cpu_cores")
+            mem = q.get("memory")
+            quota = Quota(
+                q.get("gpus"),
+                None if cpu is None else int(float(cpu) * 1000),
+                None if mem is None else parse_size(mem),
+                q.get("workers"),
+            )
+        workspaces[name] = Workspace(
+            name, quota, float(ws.get("weight", 1.0)), int(ws.get("max_priority", 0))
+        )
+    running = tuple(
+        RunningUnit(
+            r["name"],
+            r["name"],
+            r.get("workspace", "default"),
+            int(r.get("priority", 0)),
+            _resources(r),
+            tuple(r.get("gpus", [])),
+            _time(r.get("started_at", 0), now),
+            r.get("time_limit_seconds"),
+        )
+        for r in doc.get("running", [])
+    )
+    waiting = tuple(
+        WaitingRun(
+            w["name"],
+            w.get("workspace", "default"),
+            int(w.get("priority", 0)),
+            _time(w.get("submitted_at", 0), now),
+            _resources(w),
+            tuple(range(int(w.get("workers", 1)))),
+            w.get("time_limit_seconds"),
+        )
+        for w in doc.get("waiting", [])
+    )
+    return Snapshot(machine, workspaces, running, waiting), now

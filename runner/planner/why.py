@@ -1,0 +1,227 @@
+"""Why a run waits, and what would make it start sooner, from the planner itself.
+
+``explain`` answers for one waiting run: where it stands in the order and
+what put it there, what it waits for, then levers. Every lever is checked by
+re-planning with the change applied; none is guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from runner.model import ANONYMOUS_RUN, Resources, Viewer, amounts
+from runner.planner.plan import (
+    Plan,
+    RunningUnit,
+    Snapshot,
+    WaitingRun,
+    dominant_share,
+    format_utc,
+    plan,
+    unit_end,
+)
+
+
+@dataclass(frozen=True)
+class Why:
+    run: str
+    reason: str
+    chain: tuple[str, ...]
+    levers: tuple[str, ...]
+
+
+def duration(seconds: float) -> str:
+    """``4800`` -> ``1 h 20 min``."""
+    minutes = int(seconds // 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours and minutes:
+        return f"{hours} h {minutes} min"
+    return f"{hours} h" if hours else f"{minutes} min"
+
+
+class _Namer:
+    def __init__(self, viewer: Viewer, snapshot: Snapshot) -> None:
+        self.viewer = viewer
+        self.ws = {w.name: w.workspace for w in snapshot.waiting}
+        self.ws.update({u.run: u.workspace for u in snapshot.running})
+
+    def __call__(self, run: str) -> str:
+        return run if self.viewer.sees(self.ws.get(run, "")) else ANONYMOUS_RUN
+
+
+def _started(result: Plan, name: str) -> bool:
+    return any(s.run == name for s in result.starts)
+
+
+def _with(snapshot: Snapshot, run: WaitingRun) -> Snapshot:
+    waiting = tuple(run if w.name == run.name else w for w in snapshot.waiting)
+    return replace(snapshot, waiting=waiting)
+
+
+def _share(snapshot: Snapshot, workspace: str) -> float:
+    """The measure the planner orders workspaces by: dominant share / weight."""
+    ws = snapshot.workspaces.get(workspace)
+    if ws is None or ws.quota is None:
+        return 0.0
+    used = Resources()
+    for unit in snapshot.running:
+        if unit.workspace == workspace:
+            used = used + unit.resources
+    return dominant_share(used, ws.quota) / ws.weight
+
+
+def _ahead_line(snapshot: Snapshot, result: Plan, run: WaitingRun, name: _Namer) -> str:
+    order = result.order
+    position = order.index(run.name) + 1
+    line = f"Position {position} of {len(order)} in the queue, priority {run.priority}"
+    if position == 1:
+        return line + ": first in the order."
+    ahead = next(w for w in snapshot.waiting if w.name == order[position - 2])
+    who = name(ahead.name)
+    if ahead.priority > run.priority:
+        return line + f": behind {who} (priority {ahead.priority} > {run.priority})."
+    mine, theirs = _share(snapshot, run.workspace), _share(snapshot, ahead.workspace)
+    if ahead.workspace != run.workspace and theirs < mine:
+        return line + (
+            f": behind {who}: namespace {ahead.workspace}'s share/weight {theirs:.2f} is below "
+            f"{run.workspace}'s {mine:.2f}."
+        )
+    when = datetime.fromtimestamp(ahead.submitted_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return line + f": behind {who}, submitted earlier ({when})."
+
+
+def _frees_what_head_lacks(snapshot: Snapshot, result: Plan) -> Callable[[RunningUnit], bool]:
+    """Whether a running unit's end frees some resource the head is short of now.
+
+    Short: the head's need beyond what is free once this plan's starts are placed.
+    """
+    need = result.head.need if result.head else Resources()
+    free = snapshot.machine.capacity()
+    for unit in snapshot.running:
+        free = free - unit.resources
+    started = {s.run: len(s.workers) for s in result.starts}
+    for w in snapshot.waiting:
+        if w.name in started:
+            free = free - w.worker.times(started[w.name])
+    short = [i for i, (n, f) in enumerate(zip(amounts(need), amounts(free), strict=True)) if n > f]
+
+    def helps(unit: RunningUnit) -> bool:
+        held = amounts(unit.resources)
+        return any(held[i] > 0 for i in short)
+
+    return helps
+
+
+def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> str | None:
+    head = result.head
+    if head is None:
+        return None
+    grace = snapshot.machine.stop_grace
+    helps = _frees_what_head_lacks(snapshot, result)
+    ends = []
+    for unit in sorted(filter(helps, snapshot.running), key=lambda u: unit_end(u, grace)):
+        end = unit_end(unit, grace)
+        what = "has no time limit" if math.isinf(end) else f"ends by {format_utc(end)}"
+        ends.append(f"{name(unit.run)} ({unit.resources.gpus} GPUs) {what}")
+        if head.shadow is not None and end >= head.shadow:
+            break
+    if not ends:
+        return None
+    return f"The head, {name(head.run)}, waits for: " + "; ".join(ends[:4]) + "."
+
+
+def explain(
+    snapshot: Snapshot, now: float, run_name: str, viewer: Viewer, max_priority: int
+) -> Why | None:
+    """None when the run is not waiting in this snapshot."""
+    run = next((w for w in snapshot.waiting if w.name == run_name), None)
+    if run is None:
+        return None
+    result = plan(snapshot, now)
+    name = _Namer(viewer, snapshot)
+    reason = result.reason(run_name, viewer) or "Starts at the next planning cycle."
+    chain = [_ahead_line(snapshot, result, run, name)]
+    if run_name not in result.quota_waits and not _started(result, run_name):
+        waits = _waits_for(snapshot, result, name, now)
+        if waits:
+            chain.append(waits)
+    if _started(result, run_name):
+        return Why(run_name, reason, tuple(chain), ())
+    levers = [
+        lever
+        for lever in (
+            _time_limit_lever(snapshot, result, run, now),
+            _gpu_lever(snapshot, run, now),
+            _priority_lever(snapshot, result, run, now, max_priority, name),
+            _share_lever(snapshot, result, run, now, name),
+        )
+        if lever
+    ]
+    return Why(run_name, reason, tuple(chain), tuple(levers))
+
+
+def _time_limit_lever(snapshot: Snapshot, result: Plan, run: WaitingRun, now: float) -> str | None:
+    head = result.head
+    if head is None or head.shadow is None or head.run == run.name:
+        return None
+    limit = math.floor((head.shadow - now - snapshot.machine.stop_grace) / 60) * 60
+    if limit <= 0 or (run.time_limit is not None and run.time_limit <= limit):
+        return None
+    if not _started(plan(_with(snapshot, replace(run, time_limit=limit)), now), run.name):
+        return None
+    return f"A time limit of at most {duration(limit)} lets it start now by backfill."
+
+
+def _gpu_lever(snapshot: Snapshot, run: WaitingRun, now: float) -> str | None:
+    for gpus in range(run.worker.gpus - 1, 0, -1):
+        fewer = replace(run, worker=replace(run.worker, gpus=gpus))
+        if _started(plan(_with(snapshot, fewer), now), run.name):
+            return f"With {gpus} GPU(s) per worker instead of {run.worker.gpus} it starts now."
+    return None
+
+
+def _priority_lever(
+    snapshot: Snapshot, result: Plan, run: WaitingRun, now: float, cap: int, name: _Namer
+) -> str | None:
+    position = result.order.index(run.name)
+    if position == 0:
+        return None
+    ahead = result.order[position - 1]
+    candidates = sorted({w.priority + 1 for w in snapshot.waiting if w.priority >= run.priority})
+    for priority in candidates:
+        if priority <= run.priority or priority > 1000:
+            continue
+        moved = plan(_with(snapshot, replace(run, priority=priority)), now)
+        if moved.order.index(run.name) < position or _started(moved, run.name):
+            limit = f"your maximum is {cap}" if priority > cap else f"within your maximum of {cap}"
+            return f"Priority {priority} would put it ahead of {name(ahead)} ({limit})."
+    return None
+
+
+def _share_lever(
+    snapshot: Snapshot, result: Plan, run: WaitingRun, now: float, name: _Namer
+) -> str | None:
+    grace = snapshot.machine.stop_grace
+    own = sorted(
+        (u for u in snapshot.running if u.workspace == run.workspace and u.time_limit),
+        key=lambda u: unit_end(u, grace),
+    )
+    position = result.order.index(run.name)
+    for unit in own[:3]:
+        end = unit_end(unit, grace)
+        later = replace(snapshot, running=tuple(u for u in snapshot.running if u is not unit))
+        moved = plan(later, end)
+        if moved.order.index(run.name) < position:
+            return (
+                f"When {name(unit.run)} of your namespace ends (by {format_utc(end)}) its share "
+                "drops and it moves ahead."
+            )
+    return None
+
+
+def as_json(why: Why) -> dict[str, object]:
+    return {"run": why.run, "reason": why.reason, "chain": list(why.chain),
+            "levers": list(why.levers)}  # fmt: skip

@@ -1,0 +1,339 @@
+"""What callers may do, checked and written: the operations behind the API.
+
+Every operation takes the caller (kernel-attested uid, resolved to a user, its
+groups and workspaces) and either changes nothing and raises
+:class:`ServiceError` with the seed's code, or commits before returning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import grp
+import json
+import pwd
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runner.config.load import Config
+from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
+from runner.model import Reason, RunSpec, Viewer
+from runner.spec.parse import SpecError, parse_spec, spec_to_dict
+from runner.spec.printable import check_spec
+from runner.store.db import (
+    FINISHED_STATES,
+    LIVE_WORKER_STATES,
+    NameInUse,
+    RunRow,
+    Store,
+    new_run_uid,
+)
+
+LOCAL_IMAGE = "local"  # the process executor runs the command on the host
+Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
+
+
+class ServiceError(Exception):
+    """A refusal for the caller: HTTP status, the seed's code, one line."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    gid: int
+    user: str
+    admin: bool
+    workspaces: frozenset[str]
+
+    @property
+    def viewer(self) -> Viewer:
+        return Viewer(None if self.admin else self.workspaces)
+
+    def may_act_on(self, workspace: str) -> bool:
+        return self.admin or workspace in self.workspaces
+
+
+def caller_for(uid: int, gid: int, config: Config) -> Caller:
+    """Who a uid is, for this config: a user name, admin or not, its workspaces."""
+    try:
+        entry = pwd.getpwuid(uid)
+        user, groups = entry.pw_name, _groups(entry.pw_name, entry.pw_gid)
+    except KeyError:
+        user, groups = str(uid), []
+    return Caller(uid, gid, user, config.is_admin(user, groups), config.workspaces_of(user))
+
+
+def start_refusal(config: Config, user: str, workspace: str) -> str | None:
+    """Why ``user``'s run in ``workspace`` may not start under ``config``; None: it may.
+
+    The rules of a submit (runner.engine.revocation): the workspace exists, and its owner is an
+    admin or one of its members.
+    """
+    if workspace not in config.workspaces:
+        return NO_WORKSPACE.format(workspace=workspace)
+    if workspace in config.workspaces_of(user):
+        return None
+    try:
+        groups = _groups(user, pwd.getpwnam(user).pw_gid)
+    except KeyError:
+        groups = []
+    if config.is_admin(user, groups):
+        return None
+    return NOT_A_MEMBER.format(workspace=workspace)
+
+
+def _groups(user: str, primary: int) -> list[str]:
+    names = [g.gr_name for g in grp.getgrall() if user in g.gr_mem]
+    with contextlib.suppress(KeyError):
+        names.append(grp.getgrgid(primary).gr_name)
+    return names
+
+
+class Service:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        poke: Callable[[], None] = lambda: None,
+        executor: str = "process",
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.poke = poke
+        self.executor = executor
+        # a front for Slurm: would its cluster take the run? (raises ServiceError if not)
+        self.backend_check: Callable[[RunSpec, str], None] = lambda spec, workspace: None
+
+    # --------------------------------------------------------------- checks
+
+    def _workspace_for(self, spec: RunSpec, caller: Caller) -> str:
+        name = spec.workspace or self._default_workspace(caller)
+        if name not in self.config.workspaces:
+            raise ServiceError(422, "INVALID_SPEC", f"metadata.workspace: no workspace {name}")
+        if not caller.may_act_on(name):
+            raise ServiceError(
+                403, "FORBIDDEN", f"{caller.user} is not a member of namespace {name}"
+            )
+        return name
+
+    def default_workspace_of(self, caller: Caller) -> str:
+        """Where ``caller``'s runs go when they name no workspace."""
+        return self._default_workspace(caller)
+
+    def _default_workspace(self, caller: Caller) -> str:
+        default = self.config.default_workspace
+        if caller.admin or default in caller.workspaces or not caller.workspaces:
+            return default
+        return sorted(caller.workspaces)[0]
+
+    def check_priority(self, workspace: str, priority: int) -> None:
+        """The workspace's cap applies to everyone, admins included."""
+        cap = self.config.workspaces[workspace].max_priority
+        if priority > cap:
+            raise ServiceError(
+                403,
+                "PRIORITY_NOT_ALLOWED",
+                f"priority {priority} is above namespace {workspace}'s maximum of {cap}",
+            )
+
+    def _check_drives(self, spec: RunSpec, workspace: str) -> None:
+        for ref in spec.task.drives:
+            if ref.name not in self.config.drives:
+                raise ServiceError(422, "INVALID_SPEC", f"drive {ref.name} does not exist")
+            if not self.config.drive_allowed(ref.name, workspace):
+                raise ServiceError(
+                    403, "DRIVE_NOT_ALLOWED", f"namespace {workspace} may not mount {ref.name}"
+                )
+
+    def _visible_run(self, name: str, caller: Caller) -> RunRow:
+        run = self.store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        return run
+
+    def start_refusal(self, user: str, workspace: str) -> str | None:
+        """Why ``user``'s run in ``workspace`` may not start now (the current config)."""
+        return start_refusal(self.config, user, workspace)
+
+    def _own_run(self, name: str, caller: Caller) -> RunRow:
+        run = self._visible_run(name, caller)
+        if not caller.may_act_on(run.workspace):
+            raise ServiceError(
+                403, "FORBIDDEN", f"run {name} belongs to a namespace you are not a member of"
+            )
+        return run
+
+    # ------------------------------------------------------------ operations
+
+    def check(self, document: object, caller: Caller) -> tuple[RunSpec, str]:
+        """Everything a submit checks, writing nothing: the spec and its workspace."""
+        try:
+            spec = parse_spec(document)
+        except SpecError as e:
+            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
+        return spec, self._check_spec(spec, caller)
+
+    def _check_spec(self, spec: RunSpec, caller: Caller) -> str:
+        try:
+            check_spec(spec)  # no escape sequences for others' terminals
+        except SpecError as e:
+            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
+        workspace = self._workspace_for(spec, caller)
+        self.check_priority(workspace, spec.priority)
+        self._check_drives(spec, workspace)
+        self._check_after(spec, caller)
+        image = spec.task.image or self.default_image(workspace)
+        if image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
+            raise ServiceError(
+                422, "INVALID_SPEC",
+                f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"
+                f" does not do (executor {self.executor}): name a container image,"
+                " or set [machine] default_image",
+            )  # fmt: skip
+        # the back end judges the run as it will be stored: with the image filled in
+        self.backend_check(dataclasses.replace(spec, task=dataclasses.replace(
+            spec.task, image=image)), workspace)  # fmt: skip
+        return workspace
+
+    def default_image(self, workspace: str | None = None) -> str:
+        """The image of a run naming none: the workspace's, the machine's, else local."""
+        ws = self.config.workspaces.get(workspace or self.config.default_workspace)
+        if ws is not None and ws.default_image:
+            return ws.default_image
+        return self.config.machine.default_image or LOCAL_IMAGE
+
+    def resolved(self, spec: RunSpec, workspace: str) -> RunSpec:
+        """``spec`` with the default image filled in when it names none: stored so."""
+        if spec.task.image:
+            return spec
+        task = dataclasses.replace(spec.task, image=self.default_image(workspace))
+        return dataclasses.replace(spec, task=task)
+
+    def _check_after(self, spec: RunSpec, caller: Caller) -> None:
+        """Each run waited for exists, may be seen by the caller, and can still succeed."""
+        if spec.name in spec.after:
+            raise ServiceError(422, "INVALID_SPEC", "spec.after: a run cannot wait for itself")
+        states = self.store.run_states(spec.after)
+        for name in spec.after:
+            state, workspace = states.get(name, ("", ""))
+            if not state or not caller.viewer.sees(workspace):
+                raise ServiceError(422, "INVALID_SPEC", f"spec.after: no run {name}")
+            if state in ("Failed", "Cancelled"):
+                raise ServiceError(
+                    409, "DEPENDENCY_FAILED",
+                    f"spec.after: run {name} is {state}, so this run could never start",
+                )  # fmt: skip
+
+    def new_row(
+        self, spec: RunSpec, workspace: str, owner: Caller, now: float, grp: str | None = None,
+        template: Template | None = None,
+    ) -> RunRow:  # fmt: skip
+        """The row of a newly acknowledged run (written by the caller). A group's run
+        made from its stored ``template`` (id, document, this run's part) keeps its part."""
+        tid, doc, part = template if template is not None else (None, None, None)
+        text = json.dumps(part if part is not None else spec_to_dict(spec))
+        return RunRow(
+            spec.name, workspace, owner.user, owner.uid, owner.gid, text,
+            spec.priority, "Queued", Reason("Waiting for the scheduler"), now,
+            None, None, None, 0, 0, 0, None, None, False, grp,
+            template=tid, template_doc=doc, run_uid=new_run_uid(now),
+        )  # fmt: skip
+
+    def check_room(self, tx: sqlite3.Connection, owner: Caller, adding: int, what: str) -> None:
+        """``owner`` may have ``adding`` more unfinished runs (max_submit_per_user, admins
+        too): 429 TOO_MANY_RUNS otherwise. Within the transaction that writes them."""
+        limit = self.config.machine.max_submit_per_user
+        have = self.store.unfinished_runs_of(tx, owner.uid)
+        if have + adding > limit:
+            message = (
+                f"user {owner.user} has {have} runs queued or running and may have at most"
+                f" {limit} (max_submit_per_user)"
+            )
+            if adding > 1:
+                message += f": {what}'s {adding} runs would make {have + adding}"
+            raise ServiceError(429, "TOO_MANY_RUNS", message)
+
+    def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
+        """Validate and acknowledge a run: committed when this returns."""
+        spec, workspace = self.check(document, caller)
+        return self._insert(self.resolved(spec, workspace), workspace, caller, now)
+
+    def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
+        workspace = self._check_spec(spec, caller)
+        return self._insert(self.resolved(spec, workspace), workspace, caller, now)
+
+    def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
+        row = self.new_row(spec, workspace, caller, time.time() if now is None else now)
+        try:
+            with self.store.transaction() as tx:
+                self.check_room(tx, caller, 1, "the run")
+                self.store.insert_run_in(tx, row, f"Submitted by {row.owner}")
+        except NameInUse as e:
+            raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists") from e
+        self.poke()
+        return row
+
+    def set_priority(self, name: str, priority: int, caller: Caller) -> RunRow:
+        run = self._own_run(name, caller)
+        if not -1000 <= priority <= 1000:
+            raise ServiceError(422, "INVALID_SPEC", "priority: must be between -1000 and 1000")
+        self.check_priority(run.workspace, priority)
+        with self.store.transaction() as tx:
+            self.store.update_run(tx, name, priority=priority)
+            message = Reason(f"Priority changed from {run.priority} to {priority} by {caller.user}")
+            self.store.add_event(tx, name, run.workspace, "Priority", message)
+        self.poke()
+        updated = self.store.get_run(name)
+        assert updated is not None
+        return updated
+
+    def delete(self, name: str, caller: Caller) -> str:
+        """Queued: cancelled now. Live: stopped with the grace, then cancelled.
+
+        Finished: forgotten (its name may be used again). Returns what happened. Its owner
+        may delete a run also once no longer a member of its workspace (or the workspace is
+        gone from the config): a delete only takes away.
+        """
+        run = self._visible_run(name, caller)
+        if run.uid != caller.uid:
+            run = self._own_run(name, caller)
+        with self.store.transaction() as tx:
+            outcome = self.delete_in(tx, name, run.workspace, Reason(f"Deleted by {caller.user}"))
+        self.poke()
+        return outcome
+
+    def delete_in(self, tx: sqlite3.Connection, name: str, workspace: str, by: Reason) -> str:
+        """Delete within ``tx`` (see delete); ``by`` opens the event's message.
+
+        A run with a live worker is stopped, whatever its state says: a front for Slurm
+        keeps a queued run's pending job as its worker, and that job must be cancelled.
+        """
+        state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
+        live = tx.execute(
+            f"SELECT 1 FROM workers WHERE run = ? AND state IN {LIVE_WORKER_STATES}", (name,)
+        ).fetchone()
+        if state in FINISHED_STATES and not live:
+            self.store.delete_run_row(tx, name)
+            return "forgotten"
+        if state == "Queued" and not live:
+            self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
+                                  reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
+            message = Reason(by.template + " while queued", by.refs)
+            self.store.add_event(tx, name, workspace, "Cancelled", message)
+            return "cancelled"
+        self.store.update_run(tx, name, stop_request="delete")
+        message = Reason(by.template + ": stopping", by.refs)
+        self.store.add_event(tx, name, workspace, "Deleting", message)
+        return "stopping"

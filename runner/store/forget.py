@@ -1,0 +1,91 @@
+"""Forgetting runs: the files they leave, and the finished runs kept too long.
+
+A run forgotten (``astra delete`` of a finished run, its group deleted, or its retention
+time over) loses its row in the same transaction that notes its id, and the handles of
+its workers, in ``forgotten``. The loop then removes its files (its log folder, any
+worker folder or container left) and the note (runner/engine/retention.py): written before
+acted on, so a daemon that dies in between finishes the job after its restart.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Collection
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+_EXPIRED = (
+    f"finished_at < ? AND state IN {FINISHED}"
+    " AND name NOT IN (SELECT value FROM json_each(?))"
+    " AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.run = r.name"
+    " AND w.state IN ('Starting', 'Running', 'Stopping'))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    run_uid: str
+    handles: tuple[str, ...]  # the executor's handles of its workers, maybe left behind
+
+
+class ForgetTables:
+    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+
+    def _connect(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def note_forgotten(self, tx: sqlite3.Connection, name: str) -> None:
+        """Within the transaction that removes run ``name``: note what it leaves on disk."""
+        row = tx.execute("SELECT run_uid FROM runs WHERE name = ?", (name,)).fetchone()
+        if row is None or not row[0]:
+            return
+        sql = "SELECT DISTINCT handle FROM workers WHERE run = ? AND handle IS NOT NULL"
+        handles = sorted(str(h) for (h,) in tx.execute(sql, (name,)))
+        tx.execute(
+            "INSERT OR IGNORE INTO forgotten (run_uid, handles, time) VALUES (?,?,?)",
+            (row[0], json.dumps(handles), time.time()),
+        )
+
+    def forgotten(self, limit: int) -> list[Forgotten]:
+        """The oldest ``limit`` forgotten runs whose files are still to be removed."""
+        sql = "SELECT run_uid, handles FROM forgotten ORDER BY time, run_uid LIMIT ?"
+        return [
+            Forgotten(str(uid), tuple(str(h) for h in json.loads(handles)))
+            for uid, handles in self._connect().execute(sql, (limit,))
+        ]
+
+    def files_removed(self, run_uid: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM forgotten WHERE run_uid = ?", (run_uid,))
+
+    def run_uids(self) -> dict[str, str]:
+        """Every run's id and name, and every forgotten run's id (name ``""``)."""
+        conn = self._connect()
+        found = {str(u): str(n) for u, n in conn.execute("SELECT run_uid, name FROM runs")}
+        for (uid,) in conn.execute("SELECT run_uid FROM forgotten"):
+            found.setdefault(str(uid), "")
+        return found
+
+    def expired_runs(self, before: float, limit: int, keep: Collection[str]) -> list[str]:
+        """Names of finished runs with no live worker that finished before ``before``,
+        oldest first, but for those in ``keep``."""
+        sql = f"SELECT name FROM runs r WHERE {_EXPIRED} ORDER BY finished_at, name LIMIT ?"
+        args = (before, json.dumps(sorted(keep)), limit)
+        return [str(n) for (n,) in self._connect().execute(sql, args)]
+
+    def forget_if_expired(self, tx: sqlite3.Connection, name: str, before: float) -> bool:
+        """Within ``tx``: forget run ``name`` if it is still one of expired_runs."""
+        sql = f"SELECT 1 FROM runs r WHERE name = ? AND {_EXPIRED}"
+        if tx.execute(sql, (name, before, "[]")).fetchone() is None:
+            return False
+        self.delete_run_row(tx, name)
+        return True
+
+    def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
+        raise NotImplementedError

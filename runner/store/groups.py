@@ -1,0 +1,122 @@
+"""The groups table: sweeps, replica groups and schedules (see runner/spec/groups.py).
+
+A group's runs are ordinary rows of ``runs`` with ``grp`` set to the group's name;
+a group's own events are rows of ``events`` with ``grp`` set (and ``run`` = its name).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    name: str
+    kind: str  # sweep | replicas | schedule
+    workspace: str
+    owner: str
+    uid: int
+    gid: int
+    spec_text: str  # the group document as JSON, its run template included
+    created_at: float
+    replicas: int = 0  # replicas: how many are wanted
+    paused: bool = False  # schedules
+    next_at: float | None = None  # schedules: the next firing
+    last_fired_at: float | None = None
+    template: int | None = None  # its run template's row (runner/spec/templates.py)
+
+    def document(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.spec_text)
+        return value
+
+
+def _group(row: sqlite3.Row) -> GroupRow:
+    return GroupRow(
+        row["name"], row["kind"], row["workspace"], row["owner"], row["uid"], row["gid"],
+        row["spec"], row["created_at"], row["replicas"], bool(row["paused"]), row["next_at"],
+        row["last_fired_at"], row["template"],
+    )  # fmt: skip
+
+
+class GroupTables:
+    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+
+    _templates: dict[int, dict[str, Any]]  # template_doc's cache (committed rows only)
+
+    def _connect(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def insert_group_in(self, tx: sqlite3.Connection, g: GroupRow) -> bool:
+        """False when a group of that name exists (nothing written)."""
+        try:
+            tx.execute(
+                "INSERT INTO groups (name, kind, workspace, owner, uid, gid, spec, created_at,"
+                " replicas, paused, next_at, template) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    g.name, g.kind, g.workspace, g.owner, g.uid, g.gid, g.spec_text,
+                    g.created_at, g.replicas, int(g.paused), g.next_at, g.template,
+                ),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def get_group(self, name: str) -> GroupRow | None:
+        row = self._connect().execute("SELECT * FROM groups WHERE name = ?", (name,)).fetchone()
+        return None if row is None else _group(row)
+
+    def groups(self, kind: str | None = None) -> list[GroupRow]:
+        sql, args = "SELECT * FROM groups", []
+        if kind is not None:
+            sql, args = sql + " WHERE kind = ?", [kind]
+        return [_group(r) for r in self._connect().execute(sql + " ORDER BY created_at", args)]
+
+    def update_group(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        tx.execute(f"UPDATE groups SET {cols} WHERE name = ?", (*fields.values(), name))
+
+    def delete_group_row(self, tx: sqlite3.Connection, name: str) -> None:
+        row = tx.execute("SELECT template FROM groups WHERE name = ?", (name,)).fetchone()
+        tx.execute("DELETE FROM events WHERE grp = ? AND run = grp", (name,))
+        tx.execute("DELETE FROM groups WHERE name = ?", (name,))
+        if row is not None and row[0] is not None:
+            self.drop_template_if_unused(tx, row[0])
+
+    # ------------------------------------------------------------ templates
+
+    def insert_template(self, tx: sqlite3.Connection, document: dict[str, Any]) -> int:
+        """Store a run template (a run document) once; its id for the runs made from it."""
+        cursor = tx.execute("INSERT INTO templates (spec) VALUES (?)", (json.dumps(document),))
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def template_doc(self, template: int) -> dict[str, Any]:
+        """A template's document, read once: a template never changes, its id is never
+        used again (shared by its runs' rows: run_document copies, never changes it)."""
+        cache = self._templates
+        doc = cache.get(template)
+        if doc is None:
+            sql = "SELECT spec FROM templates WHERE id = ?"
+            row = self._connect().execute(sql, (template,)).fetchone()
+            if row is None:
+                raise KeyError(f"template {template} is missing from the state database")
+            doc = cache[template] = json.loads(row[0])
+        return doc
+
+    def drop_template_if_unused(self, tx: sqlite3.Connection, template: int) -> None:
+        """Forget a template once neither a group nor a run refers to it (and its cached
+        document: ids are never used again, so a rolled-back drop only costs a read)."""
+        gone = tx.execute(
+            "DELETE FROM templates WHERE id = ? AND NOT EXISTS (SELECT 1 FROM runs WHERE"
+            " template = ?) AND NOT EXISTS (SELECT 1 FROM groups WHERE template = ?)",
+            (template, template, template),
+        )
+        if gone.rowcount:
+            self._templates.pop(template, None)
