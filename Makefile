@@ -20,6 +20,7 @@ test: $(STAMP) lint types
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check runner astraeus_tui tests bench
 	$(VENV)/bin/ruff check runner astraeus_tui tests bench
+	$(VENV)/bin/lint-imports
 
 types: $(STAMP)
 	$(VENV)/bin/mypy
