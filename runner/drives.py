@@ -1,4 +1,4 @@
-"""The last checkpoint a run left on its drives, as the seed lays them out.
+"""The last checkpoint a run left on its drives (docs/scheduling.md, "Checkpoints").
 
 A checkpoint-friendly run saves to ``<mount>/<run name>/`` on a read-write
 drive (``/ckpt/ft-lowprio/latest.pt``). The newest regular file there is what

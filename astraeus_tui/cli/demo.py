@@ -156,7 +156,7 @@ class Demo:
             raise InterruptedError
 
     def fine_tune(self) -> dict[str, Any]:
-        if shutil.which("bwrap"):  # the drive mounted at /ckpt, as in the seed
+        if shutil.which("bwrap"):  # the drive mounted at /ckpt, as in config/examples
             argv = [PY, "/ckpt/code/train.py"]
             extra: dict[str, Any] = {
                 "datavolume_refs": [

@@ -1,4 +1,4 @@
-"""The JSON objects of DESIGN.md's contract, rendered for one viewer.
+"""The JSON objects of docs/api.md, rendered for one viewer.
 
 Another workspace's run is never named to a member: its name reads
 ``a job in another namespace`` and its owner is hidden; its events are not shown.

@@ -3,7 +3,7 @@
 Worker rows go Starting -> Running -> (Stopping ->) Exited | Lost, observed by
 the loop; here each ended row is classified once (Done, Failed, Cancelled;
 a preempted attempt is Cancelled, its stop reason says ``preempt``) and the
-run's state follows (DESIGN.md's lifecycle):
+run's state follows (docs/scheduling.md, "A run's life"):
 
 - an exit during a stop, whatever its code, counts as the stop's, not as a
   finish; a preemption never spends the restart budget;

@@ -65,7 +65,7 @@ class StartContext:
 def worker_env(
     run: RunRow, spec: RunSpec, worker: int, gpus: tuple[int, ...], remap: bool
 ) -> dict[str, str]:
-    """The environment every worker gets (DESIGN.md's contract), over the spec's own."""
+    """The environment every worker gets, over the spec's own (docs/scheduling.md)."""
     visible = ",".join(str(i) for i in (range(len(gpus)) if remap else gpus))
     env = dict(spec.task.env)
     env.update(

@@ -2,7 +2,7 @@
 
 Every operation takes the caller (kernel-attested uid, resolved to a user, its
 groups and workspaces) and either changes nothing and raises
-:class:`ServiceError` with the seed's code, or commits before returning.
+:class:`ServiceError` with its error code (docs/api.md), or commits before returning.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document
 
 
 class ServiceError(Exception):
-    """A refusal for the caller: HTTP status, the seed's code, one line."""
+    """A refusal for the caller: HTTP status, the error code of docs/api.md, one line."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)

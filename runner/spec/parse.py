@@ -1,4 +1,4 @@
-"""Parse and validate run specs: the seed's JSON, the same in TOML, and #SBATCH files.
+"""Parse and validate run specs: the JSON of docs/api.md, the same in TOML, and #SBATCH files.
 
 Every bad input raises :class:`SpecError`, whose one-line message names the field
 (``spec.task_template.requested_resources.gpu_requests.count: …``). Nothing else
@@ -471,7 +471,7 @@ def _per_gpu(value: object, path: str) -> tuple[int, int]:
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, object]:
-    """The seed's JSON shape of a spec; ``parse_spec`` reads it back unchanged."""
+    """The JSON shape of a spec (docs/api.md); ``parse_spec`` reads it back unchanged."""
     metadata: JsonObject = {"name": spec.name}
     if spec.workspace is not None:
         metadata["workspace"] = spec.workspace

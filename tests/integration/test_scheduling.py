@@ -1,4 +1,4 @@
-"""The seed's scheduling scenarios, end to end: a real daemon, real processes."""
+"""The scheduling scenarios of docs/scheduling.md, end to end: a real daemon, real processes."""
 
 from __future__ import annotations
 

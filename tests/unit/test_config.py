@@ -1,4 +1,4 @@
-"""The config TOML: the DESIGN example, every rule's error, overrides, write-back, home."""
+"""The config TOML: the documented example, every rule's error, overrides, write-back, home."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ SOURCE = "/etc/astraeus/config.toml"
 GROUP = grp.getgrgid(os.getgid()).gr_name
 NO_USER = "no-such-user-astraeus"
 
-DESIGN_EXAMPLE = """\
+DOCUMENTED_EXAMPLE = """\
 [machine]
 executor = "auto"              # auto | docker | process
 gpus = "auto"                  # auto (NVML) | integer = that many simulated GPUs
@@ -64,7 +64,7 @@ def error_of(text: str, **env: str) -> str:
 
 
 def test_the_design_example(tmp_path: Path) -> None:
-    config = parse(DESIGN_EXAMPLE.replace("{drive}", str(tmp_path)))
+    config = parse(DOCUMENTED_EXAMPLE.replace("{drive}", str(tmp_path)))
     assert config.machine == MachineConfig("auto", None, None, None, 30.0, max_submit_per_user=1000)
     assert config.admins == frozenset({"root"})
     assert (config.admin_group, config.socket_group, config.path) == (None, None, None)

@@ -1,4 +1,4 @@
-"""Table-driven cases for every rule and message of the planner (DESIGN.md)."""
+"""Table-driven cases for every rule and message of the planner (docs/scheduling.md)."""
 
 from __future__ import annotations
 

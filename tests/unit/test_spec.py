@@ -1,4 +1,8 @@
-"""Run specs: the seed's JSON, the same in TOML, defaults, and every rule's error."""
+"""Run specs: the JSON of docs/api.md, the same in TOML, defaults, and every rule's error.
+
+"The seed" here is the example run, config/examples/ft-lowprio.json (and .toml): ``SEED`` is
+its document, ``SEED_SPEC`` the RunSpec it parses to.
+"""
 
 from __future__ import annotations
 

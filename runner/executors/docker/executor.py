@@ -1,6 +1,6 @@
 """The Docker executor: one container per worker, started through the docker SDK.
 
-Security (see DESIGN.md, "Security stance"): the daemon holds the Docker socket,
+Security (docs/architecture.md, "Security"): the daemon holds the Docker socket,
 so every container is built here, never from caller-supplied options. Containers
 run as the submitter's ``uid:gid`` with ``no-new-privileges``, every capability
 dropped, no privileged mode, no host namespaces, no devices but the GPUs the
