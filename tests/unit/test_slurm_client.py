@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 
 import pytest
@@ -152,12 +150,3 @@ def test_answers_and_version() -> None:
     client = SlurmClient(runner=up, bin_dir="/opt/slurm/bin")
     client.version()
     assert up.calls[-1][0] == ["/opt/slurm/bin/sinfo", "--version"]
-
-
-def test_runner_slurm_imports_without_textual_or_typer() -> None:
-    code = (
-        "import sys, runner.slurm;"
-        "print(','.join(m for m in ('textual', 'typer', 'astraeus_tui') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
