@@ -21,7 +21,9 @@ VARIABLE = re.compile(r"<[^<>]*>")
 
 
 def documented() -> list[str]:
-    return [m for block in BLOCK.findall(DOC.read_text()) for m in ROW.findall(block)]
+    """The first cells of the message tables; ``\\|`` is how a table cell holds a ``|``."""
+    text = DOC.read_text()
+    return [m.replace("\\|", "|") for block in BLOCK.findall(text) for m in ROW.findall(block)]
 
 
 def prefix(message: str) -> str:
