@@ -1,6 +1,6 @@
 """Durable state in SQLite: runs, workers (one row per attempt), events, usage.
 
-The only module that writes SQL (with ``store_groups.py``, the groups' tables).
+The only module that writes SQL (with ``runner/store/groups.py``, the groups' tables).
 A write that acknowledges something to a user (a submit, a delete, a priority
 change) commits with ``synchronous=FULL`` before the caller answers. Every
 decision is written before it is acted on: a worker row is ``Starting`` before
