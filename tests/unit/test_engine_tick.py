@@ -1,0 +1,174 @@
+"""The loop's tick and launch, on a fake executor: written first, then started; GPUs handed out.
+
+The real ``Loop`` over a real store (tests/unit/engine_fakes.py); each ``tick`` is one
+call of ``Loop.tick`` with the fake clock moved on by half a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.executors.base import WorkerLaunch
+from tests.unit.engine_fakes import Crash, Engine
+
+
+@pytest.mark.parametrize(
+    ("fields", "seen"),
+    [
+        pytest.param({"gpus": 1}, [("Starting", "Starting")], id="one-worker"),
+        pytest.param({"gpus": 0}, [("Starting", "Starting")], id="cpu-only"),
+        # a gang: the first worker's start marks the run Running; each row is Starting
+        pytest.param(
+            {"gpus": 1, "workers": 2},
+            [("Starting", "Starting"), ("Running", "Starting")],
+            id="gang-of-two",
+        ),
+    ],
+)
+def test_the_claim_is_written_before_the_executor_is_called(
+    tmp_path: Path, fields: dict[str, Any], seen: list[tuple[str, str]]
+) -> None:
+    e = Engine(tmp_path / "home")
+    at_start: list[tuple[str, str]] = []
+
+    def look(launch: WorkerLaunch) -> None:  # what another reader of the store sees now
+        [row] = [w for w in e.workers(launch.run) if w.worker == launch.worker]
+        at_start.append((e.state(launch.run), row.state))
+
+    e.executor.on_start = look
+    e.submit("job", **fields)
+    e.tick()
+    assert at_start == seen
+    assert e.state("job") == "Running"
+    workers = e.workers("job")
+    assert [w.state for w in workers] == ["Running"] * len(seen)
+    assert [w.handle for w in workers] == [e.executor.handle("job", w.worker) for w in workers]
+    assert e.executor.ops() == ["launch"] * len(seen)
+
+
+def test_a_worker_started_just_before_a_crash_is_adopted_when_the_executor_reports_it(
+    tmp_path: Path,
+) -> None:
+    e = Engine(tmp_path / "home")
+    e.executor.crash_after_start = True
+    e.submit("job", gpus=1)
+    with pytest.raises(Crash):
+        e.tick()
+    assert e.state("job") == "Starting"
+    [row] = e.workers("job")
+    assert (row.state, row.handle) == ("Starting", None)  # its start was not noted
+    e.executor.crash_after_start = False
+    e.tick()  # observe: the executor says it runs
+    [row] = e.workers("job")
+    assert (row.state, row.handle) == ("Running", e.executor.handle("job"))
+    assert e.state("job") == "Running"
+    assert e.executor.ops() == ["launch"]  # adopted, not started twice
+
+
+Asks = list[tuple[str, int]]
+
+
+@pytest.mark.parametrize(
+    ("first", "ended", "then", "remaps", "expected"),
+    [
+        pytest.param([("a", 2)], [], [], False, {"a": ("0,1", "0,1")}, id="lowest-first"),
+        pytest.param(
+            [("a", 2), ("b", 2)], [], [], False,
+            {"a": ("0,1", "0,1"), "b": ("2,3", "2,3")}, id="side-by-side",
+        ),
+        pytest.param(
+            [("a", 0)], [], [], False, {"a": ("", "void")}, id="no-gpus",
+        ),
+        # free: 0,1 and 3. One GPU goes to the smallest free block, not the first
+        pytest.param(
+            [("a", 2), ("b", 1), ("c", 1)], ["a", "c"], [("d", 1), ("e", 2)], False,
+            {"b": ("2", "2"), "d": ("3", "3"), "e": ("0,1", "0,1")}, id="best-fit",
+        ),
+        # docker with the NVIDIA runtime: the container numbers its GPUs from 0
+        pytest.param(
+            [("a", 1), ("b", 2)], [], [], True,
+            {"a": ("0", "0"), "b": ("0,1", "1,2")}, id="remapped-by-the-runtime",
+        ),
+    ],
+)  # fmt: skip
+def test_gpu_assignment_reaches_the_executor(
+    tmp_path: Path, first: Asks, ended: list[str], then: Asks, remaps: bool,
+    expected: dict[str, tuple[str, str]],
+) -> None:  # fmt: skip
+    e = Engine(tmp_path / "home", gpus=4, remaps_gpus=remaps)
+    for name, gpus in first:
+        e.submit(name, gpus=gpus)
+    e.tick()
+    for name in ended:
+        e.executor.exit(name, 0)
+    for name, gpus in then:
+        e.submit(name, gpus=gpus)
+    e.tick()
+    for name, (cuda, nvidia) in expected.items():
+        launch = e.executor.launches[e.executor.handle(name)]
+        assert launch.env["CUDA_VISIBLE_DEVICES"] == cuda, name
+        assert launch.env["NVIDIA_VISIBLE_DEVICES"] == nvidia, name
+        assert launch.env["ASTRAEUS_GPU_COUNT"] == str(len(launch.gpus))
+        assert ",".join(map(str, launch.gpus)) == nvidia.replace("void", "")
+        assert e.state(name) == "Running"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "at_once"),
+    [
+        pytest.param(2, 2, True, id="fits-beside"),
+        pytest.param(4, 1, False, id="gpus-full"),
+        pytest.param(3, 2, False, id="too-few-left"),
+    ],
+)
+def test_a_second_run_waits_while_the_gpus_are_taken(
+    tmp_path: Path, first: int, second: int, at_once: bool
+) -> None:
+    e = Engine(tmp_path / "home", gpus=4)
+    e.submit("first", gpus=first)
+    e.tick()
+    e.submit("second", gpus=second)
+    e.tick()
+    e.tick()
+    assert e.state("first") == "Running"
+    if at_once:
+        assert e.state("second") == "Running"
+        return
+    assert e.state("second") == "Queued"
+    assert e.workers("second") == [] and e.executor.ops("second") == []
+    assert e.reason("second") == "Next to run (priority 0): waits for running work to end"
+    e.executor.exit("first", 0)
+    e.tick()  # observe, settle, plan: the freed GPUs go to the waiting run at once
+    assert e.state("first") == "Succeeded"
+    assert e.state("second") == "Running" and e.executor.ops("second") == ["launch"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "backfilled"),
+    [
+        pytest.param(600, True, id="ends-before-the-head-starts"),
+        pytest.param(None, False, id="no-time-limit"),
+        pytest.param(7200, False, id="ends-after-the-head-starts"),
+    ],
+)
+def test_backfill_around_a_waiting_head(
+    tmp_path: Path, limit: int | None, backfilled: bool
+) -> None:
+    e = Engine(tmp_path / "home", gpus=4, grace=30)
+    e.submit("busy", gpus=2, limit=3600)
+    e.tick()
+    e.submit("big", gpus=4)  # the head: waits for busy, by its limit and grace
+    e.submit("small", gpus=1, limit=limit)
+    e.tick()
+    assert e.state("big") == "Queued" and e.executor.ops("big") == []
+    if not backfilled:
+        assert e.state("small") == "Queued" and e.executor.ops("small") == []
+        assert e.reason("small").startswith("Queued behind big, which starts by ")
+        return
+    assert e.state("small") == "Running" and e.executor.ops("small") == ["launch"]
+    [started] = [m for m in e.events("small") if m.startswith("Backfilled")]
+    assert started.startswith("Backfilled: attempt 1, worker(s) 0, GPUs 2: ")
+    assert ": its time limit ends it before big starts (by " in started
