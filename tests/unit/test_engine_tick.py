@@ -49,23 +49,37 @@ def test_the_claim_is_written_before_the_executor_is_called(
     assert e.executor.ops() == ["launch"] * len(seen)
 
 
-def test_a_worker_started_just_before_a_crash_is_adopted_when_the_executor_reports_it(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("found", "workers", "launches"),
+    [
+        # the executor says it runs: adopted, not started twice
+        pytest.param(True, [(1, "Running", None)], 1, id="running-adopted"),
+        # no trace of it: it never started; started again, no restart spent (budget 0)
+        pytest.param(
+            False, [(1, "Cancelled", "never-started"), (2, "Running", None)], 2,
+            id="missing-never-started",
+        ),
+    ],
+)  # fmt: skip
+def test_a_worker_claimed_just_before_a_crash_is_settled_by_what_the_executor_reports(
+    tmp_path: Path, found: bool, workers: list[tuple[int, str, str | None]], launches: int
 ) -> None:
     e = Engine(tmp_path / "home")
     e.executor.crash_after_start = True
-    e.submit("job", gpus=1)
+    e.submit("job", gpus=1, restart_limit=0)
     with pytest.raises(Crash):
         e.tick()
     assert e.state("job") == "Starting"
     [row] = e.workers("job")
     assert (row.state, row.handle) == ("Starting", None)  # its start was not noted
     e.executor.crash_after_start = False
-    e.tick()  # observe: the executor says it runs
-    [row] = e.workers("job")
-    assert (row.state, row.handle) == ("Running", e.executor.handle("job"))
-    assert e.state("job") == "Running"
-    assert e.executor.ops() == ["launch"]  # adopted, not started twice
+    if not found:
+        e.executor.vanish("job")
+    e.tick()  # observe: what the executor says about it
+    assert [(w.attempt, w.state, w.stop_reason) for w in e.workers("job")] == workers
+    assert e.workers("job")[-1].handle == e.executor.handle("job")
+    assert e.state("job") == "Running" and e.run("job").restarts == 0
+    assert e.executor.ops() == ["launch"] * launches
 
 
 Asks = list[tuple[str, int]]
