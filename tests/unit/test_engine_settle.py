@@ -71,6 +71,46 @@ def test_a_worker_end_settles_the_run(
 
 
 @pytest.mark.parametrize(
+    ("gang", "after"),
+    [
+        # the rest of the gang is stopped (SIGTERM, next tick), then it starts again whole
+        pytest.param(
+            True,
+            [(1, 0, "Cancelled", "restart"), (1, 1, "Failed", None), (2, 0, "Running", None),
+             (2, 1, "Running", None)],
+            id="gang-restarts-whole",
+        ),
+        # independent workers: only the failed one starts again, its sibling runs on
+        pytest.param(
+            False,
+            [(1, 0, "Running", None), (1, 1, "Failed", None), (2, 1, "Running", None)],
+            id="independent-restarts-alone",
+        ),
+    ],
+)  # fmt: skip
+def test_a_failed_worker_of_two_restarts_as_its_run_is_made(
+    tmp_path: Path, gang: bool, after: list[tuple[int, int, str, str | None]]
+) -> None:
+    e = Engine(tmp_path / "home")
+    e.submit("pair", gpus=1, workers=2, gang=gang, restart_limit=1)
+    e.tick()
+    e.executor.exit("pair", 1, worker=1)
+    e.tick()  # settled: the restart is decided
+    assert e.reason("pair") == ("Restarting: worker 1 exited with code 1 (restart 1 of 1)"
+                                if gang else "")  # fmt: skip
+    e.tick()  # enforce: a gang's other worker is stopped
+    if gang:
+        assert [c.op for c in e.executor.calls if c.worker == 0] == ["launch", "stop"]
+        e.executor.exit("pair", 143, worker=0)
+        e.tick()
+    else:
+        assert [c.op for c in e.executor.calls if c.worker == 0] == ["launch"]
+    assert [(w.attempt, w.worker, w.state, w.stop_reason) for w in e.workers("pair")] == after
+    run = e.run("pair")
+    assert (run.state, run.restarts) == ("Running", 1)
+
+
+@pytest.mark.parametrize(
     ("limit", "grace", "exits_on_term"),
     [
         pytest.param(60, 30, True, id="exits-on-sigterm"),
