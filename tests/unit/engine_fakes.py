@@ -20,7 +20,13 @@ from runner.clock import Clock
 from runner.config.load import load_config
 from runner.daemon.daemon import machine_for
 from runner.engine.loop import TICK, Loop, LoopSettings
-from runner.executors.base import ListedWorker, WorkerLaunch, WorkerState, WorkerStatus
+from runner.executors.base import (
+    ExecutorError,
+    ListedWorker,
+    WorkerLaunch,
+    WorkerState,
+    WorkerStatus,
+)
 from runner.gpus import read_inventory
 from runner.service.runs import Service, caller_for
 from runner.store.db import RunRow, Store, WorkerRow
@@ -85,14 +91,22 @@ class FakeExecutor:
         self.states: dict[str, WorkerStatus] = {}
         self.on_start: Callable[[WorkerLaunch], None] = lambda launch: None
         self.crash_after_start = False  # the daemon dies once a worker runs, before noting it
+        self.refuse_start: str | None = None  # start raises ExecutorError with this message
+        self.up = True  # the engine answers (reachable(), as the docker executor has it)
 
     def _call(self, op: str, handle: str) -> None:
         launch = self.launches[handle]
         self.calls.append(Call(op, launch.run, launch.worker, launch.attempt))
 
+    def reachable(self) -> bool:
+        return self.up
+
     def start(self, launch: WorkerLaunch) -> str:
         self.on_start(launch)
         handle = launch.key
+        if self.refuse_start is not None:
+            self.calls.append(Call("refused", launch.run, launch.worker, launch.attempt))
+            raise ExecutorError(self.refuse_start)
         self.launches[handle] = launch
         self.states[handle] = WorkerStatus(WorkerState.RUNNING)
         self._call("launch", handle)

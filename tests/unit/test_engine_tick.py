@@ -186,3 +186,66 @@ def test_backfill_around_a_waiting_head(
     [started] = [m for m in e.events("small") if m.startswith("Backfilled")]
     assert started.startswith("Backfilled: attempt 1, worker(s) 0, GPUs 2: ")
     assert ": its time limit ends it before big starts (by " in started
+
+
+@pytest.mark.parametrize(
+    ("engine_down", "after", "state", "reason"),
+    [
+        # the executor refuses the worker: the run fails, no restart helps
+        pytest.param(
+            False, [(1, "Failed", "image nope: not found")], "Failed",
+            "Could not start worker 0: image nope: not found", id="refused",
+        ),
+        # the engine went away while starting it: not the run's fault; once it answers,
+        # the worker is found never started and started again, no restart spent
+        pytest.param(
+            True, [(1, "Cancelled", "never started (the daemon stopped before starting it)"),
+                   (2, "Running", None)],
+            "Running", "", id="engine-went-down",
+        ),
+    ],
+)  # fmt: skip
+def test_a_start_the_executor_refuses(
+    tmp_path: Path, engine_down: bool, after: list[tuple[int, str, str | None]], state: str,
+    reason: str,
+) -> None:  # fmt: skip
+    e = Engine(tmp_path / "home")
+    e.executor.refuse_start = "image nope: not found"
+
+    def went_down(launch: WorkerLaunch) -> None:
+        e.executor.up = not engine_down
+
+    e.executor.on_start = went_down
+    e.submit("job", gpus=1, restart_limit=3)
+    e.tick()
+    e.executor.refuse_start = None
+    e.tick()
+    e.tick()
+    if engine_down:
+        assert e.worker_states("job") == [(1, "Starting")] and e.state("job") == "Starting"
+        e.executor.up = True
+        e.tick()
+    assert [(w.attempt, w.state, w.error) for w in e.workers("job")] == after
+    assert (e.state("job"), e.reason("job"), e.run("job").restarts) == (state, reason, 0)
+    assert e.executor.ops() == ["refused"] + ["launch"] * (len(after) - 1)
+
+
+def test_while_the_engine_does_not_answer_nothing_is_observed_or_started(
+    tmp_path: Path,
+) -> None:
+    e = Engine(tmp_path / "home")
+    e.submit("running", gpus=1)
+    e.tick()
+    e.executor.up = False
+    e.executor.vanish("running")  # unseen while the engine is down
+    e.submit("waiting", gpus=1)
+    for _ in range(3):
+        e.tick(20)
+    assert (e.state("running"), e.state("waiting")) == ("Running", "Queued")
+    assert e.executor.ops() == ["launch"]
+    assert e.loop.status.errors == ["the fake engine does not answer: waiting for it"]  # once
+    e.executor.up = True
+    e.tick()  # the lost worker restarts (budget 10); the waiting run starts
+    assert e.run("running").restarts == 1 and e.worker_states("running")[0] == (1, "Failed")
+    assert (e.state("running"), e.state("waiting")) == ("Running", "Running")
+    assert sorted(e.executor.ops()) == ["cleanup", "launch", "launch", "launch"]
