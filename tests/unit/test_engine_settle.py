@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.engine.loop import KILL_AGAIN
 from tests.unit.engine_fakes import Engine
 
 VANISH = "vanish"  # the executor has no trace of the worker any more
@@ -151,3 +152,22 @@ def test_a_time_limit_on_the_monotonic_clock_stops_then_kills(
     assert e.state("job") == "Failed" and e.reason("job") == "Time limit reached"
     assert e.events("job")[-1] == "Time limit reached: stopped"
     assert e.executor.ops() == expected
+
+
+def test_a_sigkill_that_did_not_end_the_worker_is_sent_again(tmp_path: Path) -> None:
+    e = Engine(tmp_path / "home", grace=10)
+    e.submit("job", gpus=1)
+    e.tick()
+    e.service.delete("job", e.root)
+    e.tick()
+    e.tick(10)
+    assert e.executor.ops() == ["launch", "stop", "kill"]
+    e.tick(KILL_AGAIN - 0.5)
+    assert e.executor.ops() == ["launch", "stop", "kill"]
+    e.tick(0.5)  # the first one was lost (a crash, an outage): again
+    assert e.executor.ops() == ["launch", "stop", "kill", "kill"]
+    assert len([m for m in e.events("job") if m.startswith("Sent SIGKILL")]) == 1
+    e.executor.exit("job", 137)
+    e.tick()
+    assert e.state("job") == "Cancelled"
+    assert e.events("job")[-1] == "Deleted: stopped and cancelled"
