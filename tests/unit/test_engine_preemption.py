@@ -114,3 +114,30 @@ def test_a_wall_clock_step_moves_no_stop_grace(tmp_path: Path, step: float) -> N
     e.executor.exit("stubborn", 137)
     e.tick()
     assert e.state("stubborn") == "Cancelled"
+
+
+def test_one_of_two_independent_workers_is_preempted_and_starts_again_alone(
+    tmp_path: Path,
+) -> None:
+    e = Engine(tmp_path / "home", gpus=2, grace=GRACE)
+    e.submit("victim", gpus=1, workers=2, gang=False, priority=-5)
+    e.tick()
+    e.submit("urgent", gpus=1, priority=5)
+    e.tick()
+    states = [(w.worker, w.state, w.stop_reason) for w in e.workers("victim")]
+    assert states == [(0, "Stopping", "preempt"), (1, "Running", None)]
+    assert e.state("victim") == "Running"  # the rest keeps running
+    assert e.reason("victim") == "1 of 2 workers stopping (preempted by urgent)"
+    assert [(c.op, c.worker) for c in e.executor.calls] == [
+        ("launch", 0), ("launch", 1), ("stop", 0)
+    ]  # fmt: skip
+    e.executor.exit("victim", 143, worker=0)
+    e.tick()
+    victim = e.run("victim")
+    assert (victim.state, victim.preemptions, victim.restarts) == ("Running", 1, 0)
+    assert e.state("urgent") == "Running"
+    assert e.executor.launches[e.executor.handle("urgent")].gpus == (0,)  # worker 0's GPU
+    e.executor.exit("urgent", 0)
+    e.tick()
+    after = [(w.attempt, w.worker, w.state) for w in e.workers("victim")]
+    assert after == [(1, 0, "Cancelled"), (1, 1, "Running"), (2, 0, "Running")]
