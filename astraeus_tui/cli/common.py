@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -55,29 +54,14 @@ def console() -> Any:
     return Console()
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-
-
 def parse_duration(text: str) -> int:
     """``2h``, ``90m``, ``1h30m``, ``3600``, or Slurm's ``D-HH:MM:SS`` forms, in seconds."""
-    value = text.strip().lower()
-    if value.isdigit():
-        return int(value)
-    if re.fullmatch(r"(\d+(?:\.\d+)?[smhdw])+", value):
-        total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
-        if total > 0:
-            return int(total)
-    from runner.spec.parse import SpecError
-    from runner.spec.sbatch import slurm_time  # lazy: Slurm's formats
+    from runner.durations import parse_duration as seconds
 
     try:
-        seconds = slurm_time(value, "--time-limit")
-    except SpecError:
-        seconds = None
-    if not seconds:
-        raise typer.BadParameter(f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)")
-    return seconds
+        return seconds(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def complete_run(incomplete: str) -> list[str]:

@@ -26,7 +26,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.screens.dialogs import priority_hint
-from astraeus_tui.widgets.fmt import parse_duration, when
+from astraeus_tui.widgets.fmt import when
+from runner.durations import parse_duration
 
 InputType = Literal["integer", "number", "text"]
 # (field id, label, placeholder, input type)

@@ -6,7 +6,6 @@ Not a widget: pure functions from values to strings or ``rich.text.Text``.
 from __future__ import annotations
 
 import math
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +17,6 @@ ACTIVE_STATES = ("Running", "Starting", "Stopping")
 QUOTA_PREFIXES = ("Waits for namespace quota", "Waits for more than the namespace's quota")
 BLOCKS = " ▏▎▍▌▋▊▉█"
 DAY = 86400
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 def epoch(iso: str | None) -> float | None:
@@ -89,27 +86,6 @@ def compact(seconds: float | None) -> str:
         return f"{h}h{m:02d}" if m else f"{h}h"
     d, h = divmod(s // 3600, 24)
     return f"{d}d{h}h" if h else f"{d}d"
-
-
-def parse_duration(text: str) -> int:
-    """``2h``, ``90m``, ``1h30m``, ``3600`` or Slurm's ``D-HH:MM:SS``; ValueError if not."""
-    value = text.strip().lower()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    if re.fullmatch(r"(\d+(?:\.\d+)?[smhdw])+", value):
-        total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
-        if total >= 1:
-            return int(total)
-    from runner.spec.parse import SpecError
-    from runner.spec.sbatch import slurm_time  # lazy: Slurm's formats
-
-    try:
-        seconds = slurm_time(value, "time limit")
-    except SpecError:
-        seconds = None
-    if not seconds:
-        raise ValueError(f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)")
-    return seconds
 
 
 def gib(n: float | None) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
+from runner.durations import unit_seconds
 from runner.model import (
     DEFAULT_STOP_GRACE,
     MAX_PRIORITY,
@@ -59,7 +60,6 @@ MAX_CPU_CORES = 100_000
 MAX_STOP_GRACE = 86_400.0
 DEFAULT_RETENTION = 14 * 86_400.0  # seconds a finished run is kept before it is forgotten
 MAX_RETENTION = 3650 * 86_400.0
-_RETENTION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
 MAX_MAX_SUBMIT = 1_000_000
@@ -324,8 +324,7 @@ def _retention(value: object, path: str) -> float | None:
         return None
     seconds: float | None = None
     if isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
-        parts = re.findall(r"(\d+)([smhdw])", value.strip().lower())
-        seconds = float(sum(int(n) * _RETENTION_UNITS[u] for n, u in parts)) or None
+        seconds = unit_seconds(value) or None
     if seconds is None:
         raise _Invalid(
             path,

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.durations import slurm_seconds
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, MountMode, RunSpec
 from runner.spec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_value
 
@@ -21,7 +22,6 @@ _SBATCH_ALIASES = {
     "-J": "--job-name", "-t": "--time", "-c": "--cpus-per-task", "-G": "--gpus",
     "-d": "--dependency",
 }  # fmt: skip
-_TIME_RE = re.compile(r"(?:([0-9]{1,5})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 _TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 _MEM_RE = re.compile(r"([0-9]{1,15})([KMGTkmgt]?)")
 _COUNT_RE = re.compile(r"[0-9]{1,9}")
@@ -218,19 +218,12 @@ def _time(batch: _Batch, value: str | None, option: str) -> None:
 
 def slurm_time(value: str, field: str = "#SBATCH --time") -> int | None:
     """Seconds from a Slurm time (``30``, ``1:00:00``, ``2-03:04:05``…); None = no limit."""
-    if value.lower() in ("unlimited", "infinite"):
-        return None
-    match = _TIME_RE.fullmatch(value)
-    if not match:
-        raise SpecError(field, f"{show_value(value)} is not a Slurm time (use {_TIME_FORMS})")
-    days, *rest = match.groups()
-    parts = [int(p) for p in rest if p is not None]
-    if days is None:  # MM, MM:SS, HH:MM:SS
-        weights = {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(parts)]
-    else:  # D-HH, D-HH:MM, D-HH:MM:SS
-        weights = (3600, 60, 1)[: len(parts)]
-    seconds = int(days or 0) * 86400 + sum(p * w for p, w in zip(parts, weights, strict=True))
-    return seconds or None  # Slurm: a time limit of zero means none
+    try:
+        return slurm_seconds(value)  # Slurm: a time limit of zero means none
+    except ValueError:
+        raise SpecError(
+            field, f"{show_value(value)} is not a Slurm time (use {_TIME_FORMS})"
+        ) from None
 
 
 def _gres(batch: _Batch, value: str | None, option: str) -> None:
