@@ -127,24 +127,6 @@ def why(name: RunArg, as_json: bool = JsonOption) -> None:
         echo(f"  → {lever}")
 
 
-def _drive(text: str) -> dict[str, str]:
-    parts = text.split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
-        raise typer.BadParameter(f"{text!r}: use NAME:/path or NAME:/path:ro")
-    mode = "ReadOnly" if len(parts) == 3 and parts[2] == "ro" else "ReadWrite"
-    return {"name": parts[0], "mount_path": parts[1], "mode": mode}
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise typer.BadParameter(f"{pair!r}: use KEY=VALUE")
-        env[key] = value
-    return env
-
-
 def _default_name(command: str) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
     return f"{base}-{secrets.token_hex(2)}"
@@ -174,23 +156,17 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`."""
-    resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
-    if memory is not None:
-        resources["memory_bytes"] = memory
-    task: dict[str, Any] = {
-        **({"image": image} if image else {}), "command": command[0], "args": command[1:],
-        "requested_resources": resources, "env": _env(env or []),
-        "datavolume_refs": [_drive(d) for d in drive or []],
-    }  # fmt: skip
-    if time_limit is not None:
-        task["time_limit_seconds"] = parse_duration(time_limit)
-    meta = {"name": name or _default_name(command[0])}
-    if workspace:
-        meta["workspace"] = workspace
-    body: dict[str, Any] = {"priority": priority, "workers": workers, "task_template": task}
-    if after:
-        body["after"] = after
-    document = {"metadata": meta, "spec": body}
+    from runner.spec.build import FieldError, drive_ref, env_vars, run_document
+
+    try:
+        document = run_document(
+            name or _default_name(command[0]), command, image=image, gpus=gpus, cpus=cpus,
+            memory=memory, env=env_vars(env or []), drives=[drive_ref(d) for d in drive or []],
+            time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
+            priority=priority, workspace=workspace, workers=workers, after=after or (),
+        )  # fmt: skip
+    except FieldError as e:
+        raise typer.BadParameter(e.message) from None
     created = call(lambda c: c.submit(document))
     if as_json:
         print_json(created)

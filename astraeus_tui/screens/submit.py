@@ -27,7 +27,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.screens.dialogs import priority_hint
 from astraeus_tui.widgets.fmt import when
-from runner.durations import parse_duration
+from runner.spec.build import FieldError, drive_list, run_document, time_limit
 
 InputType = Literal["integer", "number", "text"]
 # (field id, label, placeholder, input type)
@@ -54,27 +54,10 @@ CODE_FIELDS = {"PRIORITY_NOT_ALLOWED": "priority", "NAME_IN_USE": "name",
                "DRIVE_NOT_ALLOWED": "drives", "FORBIDDEN": "workspace"}  # fmt: skip
 
 
-class FieldError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field, self.message = field, message
-
-
 def field_for(message: str) -> str:
     """The form field a spec error (``spec.task_template.image: …``) is about."""
     path = message.split(": ", 1)[0]
     return next((f for prefix, f in SPEC_FIELDS if path.startswith(prefix)), "form")
-
-
-def _drives(text: str) -> list[dict[str, str]]:
-    out = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        parts = item.split(":")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
-            raise FieldError("drives", f"{item!r}: use NAME:/path or NAME:/path:ro")
-        mode = "ReadOnly" if len(parts) == 3 and parts[2] == "ro" else "ReadWrite"
-        out.append({"name": parts[0], "mount_path": parts[1], "mode": mode})
-    return out
 
 
 def _number(values: dict[str, str], field: str, kind: type[int] | type[float]) -> Any:
@@ -93,26 +76,15 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
         raise FieldError("command", str(e)) from None
     if not argv:
         raise FieldError("command", "give the command to run")
-    resources: dict[str, Any] = {
-        "gpu_requests": {"count": _number(values, "gpus", int)},
-        "cpu_cores": _number(values, "cpus", float),
-    }
-    if values.get("memory", "").strip():
-        resources["memory_bytes"] = values["memory"].strip()
-    image = values.get("image", "").strip()
-    task: dict[str, Any] = {**({"image": image} if image else {}), "command": argv[0],
-                            "args": argv[1:], "requested_resources": resources,
-                            "datavolume_refs": _drives(values.get("drives", ""))}  # fmt: skip
-    if values.get("limit", "").strip():
-        try:
-            task["time_limit_seconds"] = parse_duration(values["limit"])
-        except ValueError as e:
-            raise FieldError("limit", str(e)) from None
-    meta = {"name": values.get("name", "").strip()}
-    if workspace:
-        meta["workspace"] = workspace
-    spec = {"priority": _number(values, "priority", int), "task_template": task}
-    return {"metadata": meta, "spec": spec}
+    gpus, cpus = _number(values, "gpus", int), _number(values, "cpus", float)
+    drives = drive_list(values.get("drives", ""))
+    limit = values.get("limit", "").strip()
+    seconds = time_limit(values["limit"]) if limit else None
+    return run_document(
+        values.get("name", "").strip(), argv, image=values.get("image", "").strip(), gpus=gpus,
+        cpus=cpus, memory=values.get("memory", "").strip() or None, time_limit_seconds=seconds,
+        priority=_number(values, "priority", int), workspace=workspace, drives=drives,
+    )  # fmt: skip
 
 
 def check_document(document: dict[str, Any]) -> None:

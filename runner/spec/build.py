@@ -1,0 +1,102 @@
+"""The run-spec document from what a person gives: ``astra run``'s options, the form.
+
+Pure: values in, the document ``POST /v1/runs`` takes out (``runner.spec.parse``
+checks it, the same as the daemon does). Both faces build their document here, so
+a run submitted from the CLI and the same run from the dashboard's form are the
+same document. The text helpers read what only a person types (``NAME:/path:ro``,
+``KEY=VALUE``) and raise :class:`FieldError` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from runner.durations import parse_duration
+
+Document = dict[str, Any]
+
+
+class FieldError(ValueError):
+    """A field a person filled in that cannot be read; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def drive_ref(text: str) -> dict[str, str]:
+    """``NAME:/path`` (read-write), ``NAME:/path:rw`` or ``NAME:/path:ro`` as a drive ref."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise FieldError("drives", f"{text!r}: use NAME:/path or NAME:/path:ro")
+    mode = "ReadOnly" if len(parts) == 3 and parts[2] == "ro" else "ReadWrite"
+    return {"name": parts[0], "mount_path": parts[1], "mode": mode}
+
+
+def drive_list(text: str) -> list[dict[str, str]]:
+    """Drive refs from a comma-separated list (``a:/x, b:/y:ro``); empty items skipped."""
+    return [drive_ref(item) for item in filter(None, (p.strip() for p in text.split(",")))]
+
+
+def env_vars(pairs: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs as a dict; the value may hold ``=``."""
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise FieldError("env", f"{pair!r}: use KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def time_limit(text: str) -> int:
+    """A time limit as typed (``2h``, ``90m``, ``1-00:00:00``), in seconds."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise FieldError("limit", str(e)) from None
+
+
+def run_document(
+    name: str,
+    argv: Sequence[str],
+    *,
+    image: str = "",
+    gpus: int = 0,
+    cpus: float = 0,
+    memory: str | None = None,
+    time_limit_seconds: int | None = None,
+    priority: int = 0,
+    workspace: str | None = None,
+    drives: Sequence[Mapping[str, str]] = (),
+    env: Mapping[str, str] | None = None,
+    workers: int | None = None,
+    after: Sequence[str] = (),
+) -> Document:
+    """The document for one run of ``argv`` (the command, then its arguments).
+
+    Left out when not given: the image (the daemon's default), the memory (none
+    asked), the time limit (none), the workspace (the caller's default), ``env``,
+    ``workers`` (one) and ``after``.
+    """
+    resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
+    if memory is not None:
+        resources["memory_bytes"] = memory
+    task: dict[str, Any] = {**({"image": image} if image else {}), "command": argv[0],
+                            "args": list(argv[1:]), "requested_resources": resources}  # fmt: skip
+    if env is not None:
+        task["env"] = dict(env)
+    task["datavolume_refs"] = [dict(d) for d in drives]
+    if time_limit_seconds is not None:
+        task["time_limit_seconds"] = time_limit_seconds
+    meta = {"name": name}
+    if workspace:
+        meta["workspace"] = workspace
+    spec: dict[str, Any] = {"priority": priority}
+    if workers is not None:
+        spec["workers"] = workers
+    spec["task_template"] = task
+    if after:
+        spec["after"] = list(after)
+    return {"metadata": meta, "spec": spec}

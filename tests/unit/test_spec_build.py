@@ -1,0 +1,82 @@
+"""One document builder for `astra run` and the dashboard's form."""
+
+import pytest
+
+from astraeus_tui.screens.submit import build_document
+from runner.spec.build import FieldError, drive_list, drive_ref, env_vars, run_document
+from runner.spec.parse import parse_spec
+
+
+def test_the_smallest_document() -> None:
+    assert run_document("a", ["true"]) == {
+        "metadata": {"name": "a"},
+        "spec": {
+            "priority": 0,
+            "task_template": {
+                "command": "true",
+                "args": [],
+                "requested_resources": {"gpu_requests": {"count": 0}, "cpu_cores": 0},
+                "datavolume_refs": [],
+            },
+        },
+    }
+
+
+def test_every_field_lands_where_the_spec_reads_it() -> None:
+    document = run_document(
+        "train", ["python3", "train.py", "--steps", "10"], image="img:1", gpus=2, cpus=1.5,
+        memory="8GiB", time_limit_seconds=7200, priority=5, workspace="nlp",
+        drives=[drive_ref("ckpt:/ckpt:ro")], env={"A": "1"}, workers=2, after=["prep"],
+    )  # fmt: skip
+    spec = parse_spec(document)
+    task = spec.task
+    assert (spec.name, spec.workspace, spec.priority, spec.workers) == ("train", "nlp", 5, 2)
+    assert spec.after == ("prep",)
+    assert (task.image, task.command, task.args) == (
+        "img:1",
+        "python3",
+        ("train.py", "--steps", "10"),
+    )
+    assert (task.gpus, task.cpu_milli, task.memory) == (2, 1500, 8 * 1024**3)
+    assert (task.time_limit_seconds, task.env) == (7200, (("A", "1"),))
+    assert document["spec"]["task_template"]["datavolume_refs"] == [
+        {"name": "ckpt", "mount_path": "/ckpt", "mode": "ReadOnly"}
+    ]
+    assert document["spec"]["task_template"]["requested_resources"] == {
+        "gpu_requests": {"count": 2}, "cpu_cores": 1.5, "memory_bytes": "8GiB"
+    }  # fmt: skip
+
+
+def test_the_form_and_the_cli_build_the_same_document() -> None:
+    values = {"name": " ft ", "command": "python3 -c 'print(1)'", "gpus": "1", "cpus": "",
+              "memory": "", "limit": "90m", "priority": "-5", "drives": "a:/x, b:/y:ro",
+              "image": ""}  # fmt: skip
+    cli = run_document(
+        "ft", ["python3", "-c", "print(1)"], gpus=1, time_limit_seconds=5400, priority=-5,
+        workspace="vision", drives=[drive_ref("a:/x"), drive_ref("b:/y:ro")],
+    )  # fmt: skip
+    assert build_document(values, "vision") == cli
+
+
+@pytest.mark.parametrize("text", ["a", "a:/x:rx", "a:/x:ro:more"])
+def test_a_drive_that_is_not_one(text: str) -> None:
+    with pytest.raises(FieldError) as error:
+        drive_ref(text)
+    assert (error.value.field, error.value.message) == (
+        "drives", f"{text!r}: use NAME:/path or NAME:/path:ro"
+    )  # fmt: skip
+
+
+def test_drive_lists_and_env() -> None:
+    assert drive_list(" , a:/x:rw,") == [{"name": "a", "mount_path": "/x", "mode": "ReadWrite"}]
+    assert env_vars(["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
+    with pytest.raises(FieldError, match="'A': use KEY=VALUE"):
+        env_vars(["A"])
+
+
+def test_a_bad_time_limit_names_the_limit_field() -> None:
+    values = {"name": "x", "command": "true", "limit": "0.5s"}
+    with pytest.raises(FieldError) as error:
+        build_document(values, None)
+    assert error.value.field == "limit"
+    assert error.value.message == "'0.5s' is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)"
