@@ -50,402 +50,52 @@ grace). Waiting, in order: ``big`` (8 GPUs), ``short`` (2 GPUs, 30 min limit),
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import cached_property
-from operator import attrgetter
+from collections.abc import Iterable
 
-from runner.model import (
-    ADMIN,
-    RESOURCE_NAMES,
-    Quota,
-    Reason,
-    Resources,
-    RunRef,
-    Viewer,
-    Workspace,
-    amounts,
-    format_amount,
+from runner.model import Reason, Resources, RunRef, amounts
+from runner.planner.messages import (
+    as_room,
+    behind_message,
+    format_utc,
+    head_message,
+    preempting_message,
+    quota_reason,
+    too_large,
+)
+from runner.planner.order import Order, dominant_share
+from runner.planner.shadow import choose_victims, replay_shadow, take_gpus, unit_end
+from runner.planner.types import (
+    FITS,
+    NO_WORKER_LIMIT,
+    PREEMPTED_WAITING,
+    Head,
+    Machine,
+    Plan,
+    Preempt,
+    RunningUnit,
+    Snapshot,
+    Start,
+    WaitingRun,
 )
 
-NO_WORKER_LIMIT = 1 << 40
-PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
-_FITS = Reason("first in the order that fits now")
-
-# ---------------------------------------------------------------- snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class Machine:
-    gpus: tuple[int, ...]
-    cpu_milli: int
-    memory: int
-    stop_grace: float = 30.0
-    max_workers: int = NO_WORKER_LIMIT
-
-    def capacity(self) -> Resources:
-        return Resources(len(self.gpus), self.cpu_milli, self.memory, self.max_workers)
-
-
-@dataclass(frozen=True, slots=True)
-class RunningUnit:
-    """What preemption stops as one: a whole gang, or one independent worker.
-
-    ``stop_deadline`` is set while the unit stops (the SIGKILL time);
-    ``stopping_for`` names the run it makes room for, when preempted.
-    """
-
-    unit_id: str
-    run: str
-    workspace: str
-    priority: int
-    resources: Resources
-    gpus: tuple[int, ...]
-    started_at: float
-    time_limit: float | None = None
-    workers: int = 1
-    stop_deadline: float | None = None
-    stopping_for: str | None = None
-
-    @property
-    def stopping(self) -> bool:
-        return self.stop_deadline is not None
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingRun:
-    """A run, or the workers of a run, waiting to start.
-
-    ``worker`` is what one worker asks for; ``workers`` are the indices of the
-    workers to start (all of them, unless independent workers were preempted).
-    """
-
-    name: str
-    workspace: str
-    priority: int
-    submitted_at: float
-    worker: Resources
-    workers: tuple[int, ...] = (0,)
-    time_limit: float | None = None
-    preempted_by: RunRef | None = None
-    total: Resources = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "total", self.worker.times(len(self.workers)))
-
-    def ask(self) -> Resources:
-        """What all the workers to start ask for together."""
-        return self.total
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    machine: Machine
-    workspaces: Mapping[str, Workspace] = field(default_factory=dict)
-    running: tuple[RunningUnit, ...] = ()
-    waiting: tuple[WaitingRun, ...] = ()
-
-
-# -------------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    run: str
-    workers: tuple[int, ...]
-    gpus: tuple[tuple[int, ...], ...]  # one tuple of GPU indices per worker
-    backfill: bool = False
-    why: Reason = field(default_factory=lambda: _FITS)  # the rule, for the decision log
-
-
-@dataclass(frozen=True, slots=True)
-class Preempt:
-    unit_id: str
-    run: str
-    workspace: str
-    workers: int
-    for_run: RunRef
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    run: str
-    workspace: str
-    priority: int
-    shadow: float | None  # None: unknown, some work it needs has no time limit
-    need: Resources
-    held_gpus: tuple[int, ...] = ()
-    preempting: bool = False
-
-
-@dataclass(frozen=True)
-class Plan:
-    starts: tuple[Start, ...]
-    preemptions: tuple[Preempt, ...]
-    head: Head | None
-    reasons: Mapping[str, Reason]
-    quota_waits: frozenset[str]
-    order: tuple[str, ...]
-    # each quota wait's own check (``Waits for namespace quota: …``), without the
-    # preemption prefix its reason may carry: it names no run, so any viewer may read it
-    quota_checks: Mapping[str, str] = field(default_factory=dict)
-
-    @cached_property
-    def positions(self) -> dict[str, int]:
-        """Each waiting run's place in the order, from 1."""
-        return {name: i + 1 for i, name in enumerate(self.order)}
-
-    def reason(self, run: str, viewer: Viewer = ADMIN) -> str | None:
-        found = self.reasons.get(run)
-        return None if found is None else found.render(viewer)
-
-
-# ------------------------------------------------------------- messages
-
-
-def format_utc(t: float) -> str:
-    """The shadow time as users read it: rounded up to the minute, UTC."""
-    minute = math.ceil(t / 60) * 60
-    return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Reason | None:
-    if victims:
-        runs: dict[str, RunRef] = {}
-        for unit in victims:
-            runs.setdefault(unit.run, RunRef(unit.run, unit.workspace))
-        count = sum(unit.workers for unit in victims)
-        text = f"Preempting {count} lower-priority worker(s) of {{0}} to start"
-        return Reason.of(text, tuple(runs.values()))
-    if stopping_workers:
-        return Reason(f"Starting: waiting for {stopping_workers} preempted worker(s) to stop")
-    return None
-
-
-def _head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) -> Reason:
-    preempting = _preempting_message(victims, stopping_workers)
-    if preempting is not None:
-        return preempting
-    if head.shadow is None:
-        return Reason(f"Next to run (priority {head.priority}): waits for running work to end")
-    return Reason(
-        f"Next to run (priority {head.priority}): starts by "
-        f"{format_utc(head.shadow)} as running work ends."
-    )
-
-
-def _behind_message(head: Head) -> Reason:
-    ref = RunRef(head.run, head.workspace)
-    if head.shadow is None:
-        return Reason.of("Queued behind {0}, which waits for running work to end", ref)
-    return Reason.of("Queued behind {0}, which starts by " + format_utc(head.shadow), ref)
-
-
-# ------------------------------------------------------------ fair share
-
-
-def dominant_share(used: Resources, quota: Quota | None) -> float:
-    if quota is None:
-        return 0.0
-    share = 0.0
-    for amount, limit in zip(amounts(used), quota.limits(), strict=True):
-        if limit is None:
-            continue
-        if limit == 0:
-            share = max(share, math.inf if amount > 0 else 0.0)
-        else:
-            share = max(share, amount / limit)
-    return share
-
-
-def _quota_reason(used: Resources, ask: Resources, quota: Quota | None) -> str | None:
-    """The quota message for ``ask`` on top of ``used``, or None when it fits."""
-    if quota is None:
-        return None
-    if (used + ask).fits_in(_as_room(quota)):
-        return None
-    for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), quota.limits(), strict=True):
-        if limit is not None and asked > limit:
-            a, lim = format_amount(name, asked), format_amount(name, limit)
-            return (
-                "Waits for more than the namespace's quota allows at all "
-                f"({name} {a} > {lim}): raise the quota or ask for less."
-            )
-    rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
-    for name, in_use, asked, limit in rows:
-        if limit is not None and in_use + asked > limit:
-            u, a = format_amount(name, in_use), format_amount(name, asked)
-            return (
-                f"Waits for namespace quota: {name} {u} in use + {a} asked > "
-                f"{format_amount(name, limit)}"
-            )
-    return None
-
-
-def _as_room(quota: Quota) -> Resources:
-    """The quota as an amount of room; an unset limit is unlimited."""
-    big = NO_WORKER_LIMIT << 20
-    return Resources(*(big if limit is None else limit for limit in quota.limits()))
-
-
-def _too_large(ask: Resources, capacity: Resources) -> str | None:
-    rows = zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True)
-    for name, asked, total in rows:
-        if asked > total:
-            a, t = format_amount(name, asked), format_amount(name, total)
-            return (
-                f"Cannot run on this machine: asks for {name} {a}, the machine has {t} "
-                "in all. Ask for less."
-            )
-    return None
-
-
-class _Order:
-    """Yields waiting runs in planner order; the share updates as runs start.
-
-    One FIFO per (priority, workspace); within a priority the workspaces are
-    merged by a heap on (share / weight, submission time, name). Workspaces
-    without a quota always have share 0: their runs form one FIFO together.
-    """
-
-    def __init__(
-        self, waiting: Iterable[WaitingRun], shares: dict[str, float], fixed: set[str]
-    ) -> None:
-        by_level: dict[int, dict[str, list[WaitingRun]]] = {}
-        for run in waiting:
-            key = "" if run.workspace in fixed else run.workspace
-            by_level.setdefault(run.priority, {}).setdefault(key, []).append(run)
-        self._levels = sorted(by_level.items(), key=lambda item: -item[0])
-        shares[""] = 0.0  # the pooled FIFO (no workspace is named "")
-        self._shares = shares  # the walk's own dict: it changes as runs start
-
-    def __iter__(self) -> Iterator[WaitingRun]:
-        by_name, by_time = attrgetter("name"), attrgetter("submitted_at")
-        for _priority, queues in self._levels:
-            fifo: dict[str, list[WaitingRun]] = {}
-            for key, runs in queues.items():
-                runs.sort(key=by_name)  # two stable sorts: by time, then name
-                runs.sort(key=by_time)
-                fifo[key] = runs
-            if len(fifo) == 1:  # one FIFO: nothing to merge
-                yield from next(iter(fifo.values()))
-                continue
-            yield from self._merge(fifo)
-
-    def _merge(self, fifo: dict[str, list[WaitingRun]]) -> Iterator[WaitingRun]:
-        shares = self._shares
-        heap = [
-            (shares[key], runs[0].submitted_at, runs[0].name, key, 0) for key, runs in fifo.items()
-        ]
-        heapq.heapify(heap)
-        replace = heapq.heapreplace
-        while heap:
-            _share, _t, _name, key, i = heap[0]
-            runs = fifo[key]
-            yield runs[i]
-            i += 1
-            if i < len(runs):
-                nxt = runs[i]
-                replace(heap, (shares[key], nxt.submitted_at, nxt.name, key, i))
-            else:
-                heapq.heappop(heap)
-
-
-# ---------------------------------------------------------- GPU indices
-
-
-def take_gpus(free: list[int], n: int) -> tuple[int, ...]:
-    """Take ``n`` indices from the sorted ``free`` list (removed in place).
-
-    Best fit: the smallest block of consecutive free GPUs that holds ``n``,
-    so large runs later find whole blocks; when no block is big enough, the
-    largest blocks first (fewest gaps).
-    """
-    if n == 0:
-        return ()
-    blocks: list[list[int]] = []
-    for index in free:
-        if blocks and blocks[-1][-1] + 1 == index:
-            blocks[-1].append(index)
-        else:
-            blocks.append([index])
-    fitting = [b for b in blocks if len(b) >= n]
-    if fitting:
-        chosen = min(fitting, key=lambda b: (len(b), b[0]))[:n]
-    else:
-        chosen = []
-        for block in sorted(blocks, key=lambda b: (-len(b), b[0])):
-            chosen.extend(block[: n - len(chosen)])
-            if len(chosen) == n:
-                break
-    taken = set(chosen)
-    free[:] = [i for i in free if i not in taken]
-    return tuple(sorted(chosen))
-
-
-# ----------------------------------------------------------- the head
-
-
-def unit_end(unit: RunningUnit, grace: float) -> float:
-    """When running work ends at the latest: its stop deadline, or limit plus grace."""
-    if unit.stop_deadline is not None:
-        return unit.stop_deadline
-    if unit.time_limit is None:
-        return math.inf
-    return unit.started_at + unit.time_limit + grace
-
-
-def _shadow(
-    free: Resources, need: Resources, ends: list[tuple[float, Resources]], now: float
-) -> tuple[float | None, Resources]:
-    """Replay work ending, earliest first, until ``need`` fits.
-
-    Returns the shadow time (None when it depends on work without a time
-    limit) and the room the head does not need, per resource.
-    """
-    room = free
-    shadow: float | None = None
-    for end, freed in sorted(ends, key=lambda e: e[0]):
-        if shadow is not None and end > shadow:
-            break
-        if math.isinf(end):
-            break
-        room = room + freed
-        if shadow is None and need.fits_in(room):
-            shadow = max(end, now)
-    if shadow is None:
-        room = free
-    spare = room - need
-    return shadow, Resources(*(max(0, x) for x in amounts(spare)))
-
-
-def _choose_victims(
-    head: WaitingRun, room: Resources, candidates: list[RunningUnit]
-) -> list[RunningUnit] | None:
-    """The fewest lower-priority units whose stop lets ``head`` fit in ``room``.
-
-    Lowest priority first, among equals the most recently started; then drop
-    every victim not needed. None when even all of them would not do.
-    """
-    need = head.ask()
-    order = sorted(candidates, key=lambda u: (u.priority, -u.started_at, u.unit_id))
-    chosen: list[RunningUnit] = []
-    for unit in order:
-        if need.fits_in(room):
-            break
-        chosen.append(unit)
-        room = room + unit.resources
-    if not need.fits_in(room):
-        return None
-    for unit in list(chosen):
-        if need.fits_in(room - unit.resources):
-            chosen.remove(unit)
-            room = room - unit.resources
-    return chosen
-
+__all__ = [
+    "NO_WORKER_LIMIT",
+    "PREEMPTED_WAITING",
+    "Head",
+    "Machine",
+    "Plan",
+    "Preempt",
+    "RunningUnit",
+    "Snapshot",
+    "Start",
+    "WaitingRun",
+    "dominant_share",
+    "format_utc",
+    "plan",
+    "take_gpus",
+    "unit_end",
+]
 
 # ------------------------------------------------------------- the walk
 
@@ -472,7 +122,7 @@ class _Walk:
         self.shares = {ws: self._share(ws) for ws in {run.workspace for run in snapshot.waiting}}
         # What each workspace with a quota may still take; updated as runs start.
         self.quota_room = {
-            name: _as_room(ws.quota) for name, ws in self.workspaces.items() if ws.quota
+            name: as_room(ws.quota) for name, ws in self.workspaces.items() if ws.quota
         }
         self.headroom = {
             name: room - self.usage.get(name, _NOTHING) for name, room in self.quota_room.items()
@@ -511,7 +161,7 @@ class _Walk:
     def walk(self, waiting: Iterable[WaitingRun]) -> None:
         record, visit = self.order.append, self.visit
         fixed = {ws for ws in self.shares if ws not in self.headroom}
-        for run in _Order(waiting, self.shares, fixed):
+        for run in Order(waiting, self.shares, fixed):
             record(run.name)
             visit(run)
 
@@ -529,12 +179,12 @@ class _Walk:
             return
         # 2. Larger than the machine: can never run here, never the head.
         if not ask.fits_in(self.capacity):
-            self.wait(run, Reason(_too_large(ask, self.capacity) or ""), follows_prefix=True)
+            self.wait(run, Reason(too_large(ask, self.capacity) or ""), follows_prefix=True)
             return
         # 3. No head yet: start whatever fits; the first that does not is the head.
         if self.head is None:
             if ask.fits_in(self.free):
-                self.start(run, backfill=False, why=_FITS)
+                self.start(run, backfill=False, why=FITS)
             else:
                 self.make_head(run)
             return
@@ -593,7 +243,7 @@ class _Walk:
             room = Resources(*map(min, amounts(room), amounts(self.spare)))
         for unit in stopping:
             room = room + unit.resources
-        victims = _choose_victims(run, room, [u for u in own if not u.stopping])
+        victims = choose_victims(run, room, [u for u in own if not u.stopping])
         if victims is None or not (victims or stopping):
             return False
         freed = _NOTHING
@@ -603,7 +253,7 @@ class _Walk:
         ends = self._preemptor_end(run, take, victims + stopping)
         if self.head is None:  # the head chosen later counts on this run's end, as on a start's
             self.started_ends.append(ends)
-        elif not self._keeps_shadow(ends, victims + stopping):
+        elif not self._keepsreplay_shadow(ends, victims + stopping):
             return False
         self.claimed.update(u.unit_id for u in victims + stopping)
         take_gpus(self.free_gpus, take.gpus)
@@ -614,7 +264,7 @@ class _Walk:
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
         ]
         waiting_for = sum(u.workers for u in stopping)
-        self.wait(run, _preempting_message(victims, waiting_for) or _FITS, follows_prefix=True)
+        self.wait(run, preempting_message(victims, waiting_for) or FITS, follows_prefix=True)
         return True
 
     def _preemptor_end(
@@ -631,7 +281,7 @@ class _Walk:
             held = held + unit.resources
         return end, held
 
-    def _keeps_shadow(self, end: tuple[float, Resources], claimed: list[RunningUnit]) -> bool:
+    def _keepsreplay_shadow(self, end: tuple[float, Resources], claimed: list[RunningUnit]) -> bool:
         """Behind the head: replay its shadow with the claimed units' ends replaced by
         the preemptor's ``end``; True (and the spare updated) when the shadow is no later.
         """
@@ -642,7 +292,7 @@ class _Walk:
         gone = {u.unit_id for u in claimed}
         ends = [e for unit_id, e in self.head_ends.items() if unit_id not in gone]
         ends += [*self.started_ends, end]
-        shadow, spare = _shadow(self.free - take, self.head.need, ends, self.now)
+        shadow, spare = replay_shadow(self.free - take, self.head.need, ends, self.now)
         before = self.head.shadow
         if before is not None and (shadow is None or shadow > before):
             return False
@@ -658,7 +308,7 @@ class _Walk:
         if ask not in cache:
             quota = self.workspaces[workspace].quota
             used = self.usage.get(workspace, _NOTHING)
-            cache[ask] = Reason(_quota_reason(used, ask, quota) or "")
+            cache[ask] = Reason(quota_reason(used, ask, quota) or "")
         return cache[ask]
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
@@ -696,7 +346,7 @@ class _Walk:
                 for u in self.running
                 if not u.stopping and u.priority < run.priority and u.unit_id not in self.claimed
             ]
-            victims = _choose_victims(run, room_after_stops, candidates) or []
+            victims = choose_victims(run, room_after_stops, candidates) or []
         deadline = self.now + self.grace
         victim_ids = {v.unit_id for v in victims}
         self.head_ends = {
@@ -711,7 +361,7 @@ class _Walk:
         }
         self.claimed |= victim_ids  # the head's victims: no in-quota preemption takes them
         ends = list(self.head_ends.values())
-        shadow, spare = _shadow(self.free, need, ends + self.started_ends, self.now)
+        shadow, spare = replay_shadow(self.free, need, ends + self.started_ends, self.now)
         waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
         self.head = Head(
             run.name,
@@ -726,8 +376,8 @@ class _Walk:
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
         ]
         self.spare = spare
-        self.behind = _behind_message(self.head)
-        self.wait(run, _head_message(self.head, victims, waiting_for), follows_prefix=True)
+        self.behind = behind_message(self.head)
+        self.wait(run, head_message(self.head, victims, waiting_for), follows_prefix=True)
 
     def result(self) -> Plan:
         head = self.head

@@ -1,0 +1,89 @@
+"""The planner's messages: why the head waits, why runs wait behind it, quota and size."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from runner.model import RESOURCE_NAMES, Quota, Reason, Resources, RunRef, amounts, format_amount
+from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit
+
+
+def format_utc(t: float) -> str:
+    """The shadow time as users read it: rounded up to the minute, UTC."""
+    minute = math.ceil(t / 60) * 60
+    return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Reason | None:
+    if victims:
+        runs: dict[str, RunRef] = {}
+        for unit in victims:
+            runs.setdefault(unit.run, RunRef(unit.run, unit.workspace))
+        count = sum(unit.workers for unit in victims)
+        text = f"Preempting {count} lower-priority worker(s) of {{0}} to start"
+        return Reason.of(text, tuple(runs.values()))
+    if stopping_workers:
+        return Reason(f"Starting: waiting for {stopping_workers} preempted worker(s) to stop")
+    return None
+
+
+def head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) -> Reason:
+    preempting = preempting_message(victims, stopping_workers)
+    if preempting is not None:
+        return preempting
+    if head.shadow is None:
+        return Reason(f"Next to run (priority {head.priority}): waits for running work to end")
+    return Reason(
+        f"Next to run (priority {head.priority}): starts by "
+        f"{format_utc(head.shadow)} as running work ends."
+    )
+
+
+def behind_message(head: Head) -> Reason:
+    ref = RunRef(head.run, head.workspace)
+    if head.shadow is None:
+        return Reason.of("Queued behind {0}, which waits for running work to end", ref)
+    return Reason.of("Queued behind {0}, which starts by " + format_utc(head.shadow), ref)
+
+
+def quota_reason(used: Resources, ask: Resources, quota: Quota | None) -> str | None:
+    """The quota message for ``ask`` on top of ``used``, or None when it fits."""
+    if quota is None:
+        return None
+    if (used + ask).fits_in(as_room(quota)):
+        return None
+    for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), quota.limits(), strict=True):
+        if limit is not None and asked > limit:
+            a, lim = format_amount(name, asked), format_amount(name, limit)
+            return (
+                "Waits for more than the namespace's quota allows at all "
+                f"({name} {a} > {lim}): raise the quota or ask for less."
+            )
+    rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
+    for name, in_use, asked, limit in rows:
+        if limit is not None and in_use + asked > limit:
+            u, a = format_amount(name, in_use), format_amount(name, asked)
+            return (
+                f"Waits for namespace quota: {name} {u} in use + {a} asked > "
+                f"{format_amount(name, limit)}"
+            )
+    return None
+
+
+def as_room(quota: Quota) -> Resources:
+    """The quota as an amount of room; an unset limit is unlimited."""
+    big = NO_WORKER_LIMIT << 20
+    return Resources(*(big if limit is None else limit for limit in quota.limits()))
+
+
+def too_large(ask: Resources, capacity: Resources) -> str | None:
+    rows = zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True)
+    for name, asked, total in rows:
+        if asked > total:
+            a, t = format_amount(name, asked), format_amount(name, total)
+            return (
+                f"Cannot run on this machine: asks for {name} {a}, the machine has {t} "
+                "in all. Ask for less."
+            )
+    return None

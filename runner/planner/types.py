@@ -1,0 +1,143 @@
+"""What the planner reads and what it returns: the snapshot and the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from runner.model import ADMIN, Reason, Resources, RunRef, Viewer, Workspace
+
+NO_WORKER_LIMIT = 1 << 40
+PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
+FITS = Reason("first in the order that fits now")
+
+# ---------------------------------------------------------------- snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    gpus: tuple[int, ...]
+    cpu_milli: int
+    memory: int
+    stop_grace: float = 30.0
+    max_workers: int = NO_WORKER_LIMIT
+
+    def capacity(self) -> Resources:
+        return Resources(len(self.gpus), self.cpu_milli, self.memory, self.max_workers)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningUnit:
+    """What preemption stops as one: a whole gang, or one independent worker.
+
+    ``stop_deadline`` is set while the unit stops (the SIGKILL time);
+    ``stopping_for`` names the run it makes room for, when preempted.
+    """
+
+    unit_id: str
+    run: str
+    workspace: str
+    priority: int
+    resources: Resources
+    gpus: tuple[int, ...]
+    started_at: float
+    time_limit: float | None = None
+    workers: int = 1
+    stop_deadline: float | None = None
+    stopping_for: str | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_deadline is not None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """A run, or the workers of a run, waiting to start.
+
+    ``worker`` is what one worker asks for; ``workers`` are the indices of the
+    workers to start (all of them, unless independent workers were preempted).
+    """
+
+    name: str
+    workspace: str
+    priority: int
+    submitted_at: float
+    worker: Resources
+    workers: tuple[int, ...] = (0,)
+    time_limit: float | None = None
+    preempted_by: RunRef | None = None
+    total: Resources = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.worker.times(len(self.workers)))
+
+    def ask(self) -> Resources:
+        """What all the workers to start ask for together."""
+        return self.total
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    machine: Machine
+    workspaces: Mapping[str, Workspace] = field(default_factory=dict)
+    running: tuple[RunningUnit, ...] = ()
+    waiting: tuple[WaitingRun, ...] = ()
+
+
+# -------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    run: str
+    workers: tuple[int, ...]
+    gpus: tuple[tuple[int, ...], ...]  # one tuple of GPU indices per worker
+    backfill: bool = False
+    why: Reason = field(default_factory=lambda: FITS)  # the rule, for the decision log
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    unit_id: str
+    run: str
+    workspace: str
+    workers: int
+    for_run: RunRef
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    run: str
+    workspace: str
+    priority: int
+    shadow: float | None  # None: unknown, some work it needs has no time limit
+    need: Resources
+    held_gpus: tuple[int, ...] = ()
+    preempting: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    starts: tuple[Start, ...]
+    preemptions: tuple[Preempt, ...]
+    head: Head | None
+    reasons: Mapping[str, Reason]
+    quota_waits: frozenset[str]
+    order: tuple[str, ...]
+    # each quota wait's own check (``Waits for namespace quota: …``), without the
+    # preemption prefix its reason may carry: it names no run, so any viewer may read it
+    quota_checks: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Each waiting run's place in the order, from 1."""
+        return {name: i + 1 for i, name in enumerate(self.order)}
+
+    def reason(self, run: str, viewer: Viewer = ADMIN) -> str | None:
+        found = self.reasons.get(run)
+        return None if found is None else found.render(viewer)
+
+
+# ------------------------------------------------------------- messages
