@@ -410,10 +410,9 @@ class Loop:
             for name, reason in changes.items():
                 self.store.update_run(tx, name, reason=reason)
             for name in quota_first:  # from the check itself: its reason may name a preemptor
-                check = result.quota_checks[name]
+                reached = result.quota_reached[name]
                 run = by_name[name]
-                text = "Quota reached: " + check.removeprefix("Waits for namespace quota: ")
-                self.store.add_event(tx, name, run.workspace, "QuotaReached", Reason(text), now)
+                self.store.add_event(tx, name, run.workspace, "QuotaReached", reached, now)
                 self.store.update_run(tx, name, quota_noted=1)
 
     def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from runner.model import RESOURCE_NAMES, Quota, Reason, Resources, RunRef, amounts, format_amount
+from runner.model import (
+    RESOURCE_NAMES,
+    Quota,
+    Reason,
+    ReasonCode,
+    Resources,
+    RunRef,
+    amounts,
+    format_amount,
+)
 from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit
 
 
@@ -22,9 +31,10 @@ def preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Rea
             runs.setdefault(unit.run, RunRef(unit.run, unit.workspace))
         count = sum(unit.workers for unit in victims)
         text = f"Preempting {count} lower-priority worker(s) of {{0}} to start"
-        return Reason.of(text, tuple(runs.values()))
+        return Reason.of(text, tuple(runs.values()), code=ReasonCode.PREEMPTING)
     if stopping_workers:
-        return Reason(f"Starting: waiting for {stopping_workers} preempted worker(s) to stop")
+        text = f"Starting: waiting for {stopping_workers} preempted worker(s) to stop"
+        return Reason(text, code=ReasonCode.STARTING)
     return None
 
 
@@ -33,22 +43,29 @@ def head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) 
     if preempting is not None:
         return preempting
     if head.shadow is None:
-        return Reason(f"Next to run (priority {head.priority}): waits for running work to end")
+        text = f"Next to run (priority {head.priority}): waits for running work to end"
+        return Reason(text, code=ReasonCode.HEAD_WAITS)
     return Reason(
         f"Next to run (priority {head.priority}): starts by "
-        f"{format_utc(head.shadow)} as running work ends."
+        f"{format_utc(head.shadow)} as running work ends.",
+        code=ReasonCode.HEAD_WAITS,
     )
 
 
 def behind_message(head: Head) -> Reason:
     ref = RunRef(head.run, head.workspace)
     if head.shadow is None:
-        return Reason.of("Queued behind {0}, which waits for running work to end", ref)
-    return Reason.of("Queued behind {0}, which starts by " + format_utc(head.shadow), ref)
+        text = "Queued behind {0}, which waits for running work to end"
+        return Reason.of(text, ref, code=ReasonCode.QUEUED_BEHIND)
+    text = "Queued behind {0}, which starts by " + format_utc(head.shadow)
+    return Reason.of(text, ref, code=ReasonCode.QUEUED_BEHIND)
 
 
-def quota_reason(used: Resources, ask: Resources, quota: Quota | None) -> str | None:
-    """The quota message for ``ask`` on top of ``used``, or None when it fits."""
+def quota_reason(
+    used: Resources, ask: Resources, quota: Quota | None
+) -> tuple[Reason, Reason] | None:
+    """The quota message for ``ask`` on top of ``used`` and its ``QuotaReached`` event's
+    message, or None when it fits."""
     if quota is None:
         return None
     if (used + ask).fits_in(as_room(quota)):
@@ -56,19 +73,24 @@ def quota_reason(used: Resources, ask: Resources, quota: Quota | None) -> str | 
     for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), quota.limits(), strict=True):
         if limit is not None and asked > limit:
             a, lim = format_amount(name, asked), format_amount(name, limit)
-            return (
+            text = (
                 "Waits for more than the namespace's quota allows at all "
                 f"({name} {a} > {lim}): raise the quota or ask for less."
             )
+            return Reason(text, code=ReasonCode.QUOTA_OVER), quota_reached(text)
     rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
     for name, in_use, asked, limit in rows:
         if limit is not None and in_use + asked > limit:
             u, a = format_amount(name, in_use), format_amount(name, asked)
-            return (
-                f"Waits for namespace quota: {name} {u} in use + {a} asked > "
-                f"{format_amount(name, limit)}"
-            )
+            text = f"{name} {u} in use + {a} asked > {format_amount(name, limit)}"
+            check = Reason(f"Waits for namespace quota: {text}", code=ReasonCode.QUOTA_WAIT)
+            return check, quota_reached(text)
     return None
+
+
+def quota_reached(text: str) -> Reason:
+    """The message of a quota wait's first ``QuotaReached`` event: it names no run."""
+    return Reason(f"Quota reached: {text}", code=ReasonCode.QUOTA_REACHED)
 
 
 def as_room(quota: Quota) -> Resources:
@@ -77,13 +99,14 @@ def as_room(quota: Quota) -> Resources:
     return Resources(*(big if limit is None else limit for limit in quota.limits()))
 
 
-def too_large(ask: Resources, capacity: Resources) -> str | None:
+def too_large(ask: Resources, capacity: Resources) -> Reason | None:
     rows = zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True)
     for name, asked, total in rows:
         if asked > total:
             a, t = format_amount(name, asked), format_amount(name, total)
-            return (
+            return Reason(
                 f"Cannot run on this machine: asks for {name} {a}, the machine has {t} "
-                "in all. Ask for less."
+                "in all. Ask for less.",
+                code=ReasonCode.TOO_LARGE,
             )
     return None

@@ -53,13 +53,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from runner.model import Reason, Resources, RunRef, amounts
+from runner.model import Reason, ReasonCode, Resources, RunRef, amounts
 from runner.planner.messages import (
     as_room,
     behind_message,
     format_utc,
     head_message,
     preempting_message,
+    quota_reached,
     quota_reason,
     too_large,
 )
@@ -100,6 +101,7 @@ __all__ = [
 # ------------------------------------------------------------- the walk
 
 _NOTHING = Resources()
+_BACKFILL, _PREEMPTED = ReasonCode.BACKFILLED, ReasonCode.PREEMPTED_WAITING
 
 
 class _Walk:
@@ -127,13 +129,13 @@ class _Walk:
         self.headroom = {
             name: room - self.usage.get(name, _NOTHING) for name, room in self.quota_room.items()
         }
-        self.quota_messages: dict[str, dict[Resources, Reason]] = {}
+        self.quota_messages: dict[str, dict[Resources, tuple[Reason, Reason]]] = {}
         self.started_ends: list[tuple[float, Resources]] = []
         self.starts: list[Start] = []
         self.preemptions: list[Preempt] = []
         self.reasons: dict[str, Reason] = {}
         self.quota_waits: set[str] = set()
-        self.quota_checks: dict[str, str] = {}
+        self.quota_reached: dict[str, Reason] = {}
         self.order: list[str] = []
         self.head: Head | None = None
         self.claimed: set[str] = set()  # units stopped for an in-quota preemption
@@ -173,13 +175,12 @@ class _Walk:
             if self.preempt_own(run, headroom):
                 return
             self.quota_waits.add(run.name)
-            check = self._quota_message(run.workspace, ask)
-            self.quota_checks[run.name] = check.template
+            check, self.quota_reached[run.name] = self._quota_message(run.workspace, ask)
             self.wait(run, check, follows_prefix=True)
             return
         # 2. Larger than the machine: can never run here, never the head.
         if not ask.fits_in(self.capacity):
-            self.wait(run, Reason(too_large(ask, self.capacity) or ""), follows_prefix=True)
+            self.wait(run, too_large(ask, self.capacity) or Reason(""), follows_prefix=True)
             return
         # 3. No head yet: start whatever fits; the first that does not is the head.
         if self.head is None:
@@ -197,13 +198,19 @@ class _Walk:
                 self.start(
                     run,
                     backfill=True,
-                    why=Reason.of(f"its time limit ends it before {{0}} starts (by {by})", head),
+                    why=Reason.of(
+                        f"its time limit ends it before {{0}} starts (by {by})",
+                        head,
+                        code=_BACKFILL,
+                    ),
                 )
                 return
             if ask.fits_in(self.spare):
                 self.spare = self.spare - ask
                 self.start(
-                    run, backfill=True, why=Reason.of("it fits in room {0} does not need", head)
+                    run,
+                    backfill=True,
+                    why=Reason.of("it fits in room {0} does not need", head, code=_BACKFILL),
                 )
                 return
         if run.preempted_by is None:
@@ -302,18 +309,20 @@ class _Walk:
         self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
         return True
 
-    def _quota_message(self, workspace: str, ask: Resources) -> Reason:
+    def _quota_message(self, workspace: str, ask: Resources) -> tuple[Reason, Reason]:
         """The quota message, shared by every run of the workspace asking the same."""
         cache = self.quota_messages.setdefault(workspace, {})
         if ask not in cache:
             quota = self.workspaces[workspace].quota
             used = self.usage.get(workspace, _NOTHING)
-            cache[ask] = Reason(quota_reason(used, ask, quota) or "")
+            # room held by an in-quota preemption is not in ``used``: no words for it, still a wait
+            held = (Reason("", code=ReasonCode.QUOTA_WAIT), quota_reached(""))
+            cache[ask] = quota_reason(used, ask, quota) or held
         return cache[ask]
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
         if run.preempted_by is not None:
-            prefix = Reason.of(PREEMPTED_WAITING, run.preempted_by)
+            prefix = Reason.of(PREEMPTED_WAITING, run.preempted_by, code=_PREEMPTED)
             reason = prefix.then(reason) if follows_prefix else prefix
         self.reasons[run.name] = reason
 
@@ -399,7 +408,7 @@ class _Walk:
             reasons=self.reasons,
             quota_waits=frozenset(self.quota_waits),
             order=tuple(self.order),
-            quota_checks=self.quota_checks,
+            quota_reached=self.quota_reached,
         )
 
 

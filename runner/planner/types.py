@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from runner.model import ADMIN, Reason, Resources, RunRef, Viewer, Workspace
+from runner.model import ADMIN, Reason, ReasonCode, Resources, RunRef, Viewer, Workspace
 
 NO_WORKER_LIMIT = 1 << 40
 PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
-FITS = Reason("first in the order that fits now")
+FITS = Reason("first in the order that fits now", code=ReasonCode.FITS)
 
 # ---------------------------------------------------------------- snapshot
 
@@ -126,9 +126,9 @@ class Plan:
     reasons: Mapping[str, Reason]
     quota_waits: frozenset[str]
     order: tuple[str, ...]
-    # each quota wait's own check (``Waits for namespace quota: …``), without the
-    # preemption prefix its reason may carry: it names no run, so any viewer may read it
-    quota_checks: Mapping[str, str] = field(default_factory=dict)
+    # each quota wait's ``QuotaReached`` event message (``Quota reached: …``), from its own
+    # check without the preemption prefix its reason may carry: it names no run
+    quota_reached: Mapping[str, Reason] = field(default_factory=dict)
 
     @cached_property
     def positions(self) -> dict[str, int]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runner.model import Reason, RunRef, RunState
+from runner.model import Reason, ReasonCode, RunRef, RunState
 from runner.planner.plan import format_utc
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.script import workspace_of_comment
@@ -111,7 +111,8 @@ def _waiting(
             return Reason("Queued behind higher-priority jobs (Slurm: Priority)")
         return behind_message(job_ref(head), start_estimate(head, now))
     if reason.startswith(_QUOTA_PREFIXES):
-        return Reason(quota_message or _quota_words(reason))
+        code = ReasonCode.QUOTA_OVER if "PerJob" in reason else ReasonCode.QUOTA_WAIT
+        return Reason(quota_message or _quota_words(reason), code=code)
     if reason in ("BeginTime", "None") and job.restarts:
         return Reason(f"Requeued by Slurm (restart {job.restarts}); waiting to run again.")
     if reason == "None":
@@ -121,16 +122,20 @@ def _waiting(
 
 def head_message(priority: int, starts: float | None) -> Reason:
     if starts is None:
-        return Reason(f"Next to run (priority {priority}): waits for running work to end")
+        text = f"Next to run (priority {priority}): waits for running work to end"
+        return Reason(text, code=ReasonCode.HEAD_WAITS)
     return Reason(
-        f"Next to run (priority {priority}): starts by {format_utc(starts)} as running work ends."
+        f"Next to run (priority {priority}): starts by {format_utc(starts)} as running work ends.",
+        code=ReasonCode.HEAD_WAITS,
     )
 
 
 def behind_message(head: RunRef, starts: float | None) -> Reason:
     if starts is None:
-        return Reason.of("Queued behind {0}, which waits for running work to end", head)
-    return Reason.of("Queued behind {0}, which starts by " + format_utc(starts), head)
+        text = "Queued behind {0}, which waits for running work to end"
+        return Reason.of(text, head, code=ReasonCode.QUEUED_BEHIND)
+    text = "Queued behind {0}, which starts by " + format_utc(starts)
+    return Reason.of(text, head, code=ReasonCode.QUEUED_BEHIND)
 
 
 def _quota_words(reason: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.model import Reason, RunRef
+from runner.model import Reason, ReasonCode, RunRef, event_code
 from runner.spec.templates import run_document
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
@@ -168,6 +168,25 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE workers ADD COLUMN executor TEXT;
     """,
+    # 8: each event's code (runner.model.ReasonCode); older rows get theirs from their kind
+    """
+    ALTER TABLE events ADD COLUMN code TEXT NOT NULL DEFAULT 'LEGACY';
+    UPDATE events SET code = CASE kind
+        WHEN 'Started' THEN CASE WHEN json_extract(message, '$.template') LIKE 'Backfilled%'
+                                 THEN 'BACKFILLED' ELSE 'STARTED' END
+        WHEN 'Submitted' THEN 'SUBMITTED' WHEN 'Priority' THEN 'PRIORITY_CHANGED'
+        WHEN 'QuotaReached' THEN 'QUOTA_REACHED' WHEN 'Preempting' THEN 'PREEMPTING'
+        WHEN 'Preempted' THEN 'PREEMPTED' WHEN 'PreemptionWithdrawn' THEN 'PREEMPTION_WITHDRAWN'
+        WHEN 'TimeLimit' THEN 'TIME_LIMIT' WHEN 'Restarting' THEN 'RESTARTING'
+        WHEN 'Requeued' THEN 'REQUEUED' WHEN 'StartFailed' THEN 'START_FAILED'
+        WHEN 'Killed' THEN 'KILLED' WHEN 'Deleting' THEN 'DELETING'
+        WHEN 'Succeeded' THEN 'SUCCEEDED' WHEN 'Failed' THEN 'FAILED'
+        WHEN 'Cancelled' THEN 'CANCELLED' WHEN 'Slurm' THEN 'SLURM'
+        WHEN 'Created' THEN 'CREATED' WHEN 'Scaled' THEN 'SCALED' WHEN 'Fired' THEN 'FIRED'
+        WHEN 'Skipped' THEN 'SKIPPED' WHEN 'Refused' THEN 'REFUSED'
+        WHEN 'Paused' THEN 'PAUSED' WHEN 'Resumed' THEN 'RESUMED'
+        ELSE 'LEGACY' END;
+    """,
 )
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -280,6 +299,7 @@ class EventRow:
     kind: str
     message: Reason
     grp: str | None = None  # set on a group's own events (``run`` is then the group's name)
+    code: ReasonCode = ReasonCode.MESSAGE  # what the event says, for code to decide on
 
 
 def _ref_json(ref: RunRef | None) -> str | None:
@@ -559,13 +579,18 @@ class Store(GroupTables, ForgetTables):
 
     def add_event(
         self, tx: sqlite3.Connection, run: str, workspace: str, kind: str, message: Reason,
-        now: float | None = None, grp: str | None = None,
+        now: float | None = None, grp: str | None = None, code: ReasonCode | None = None,
     ) -> None:  # fmt: skip
-        """An event of a run; of a group when ``grp`` is given (``run`` then names the group)."""
+        """An event of a run; of a group when ``grp`` is given (``run`` then names the group).
+
+        ``code``: what it says, by default the one of its kind (``event_code``)."""
+        code = event_code(kind, message) if code is None else code
         tx.execute(
-            "INSERT INTO events (run, workspace, time, kind, message, grp) VALUES (?,?,?,?,?,?)",
-            (run, workspace, time.time() if now is None else now, kind, reason_json(message), grp),
-        )
+            "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (run, workspace, time.time() if now is None else now, kind, reason_json(message), grp,
+             code.value),
+        )  # fmt: skip
 
     def events(
         self, run: str | None = None, *, after: int = 0, grp: str | None = None
@@ -580,7 +605,7 @@ class Store(GroupTables, ForgetTables):
         rows = self._connect().execute(sql + " ORDER BY id", args)
         return [
             EventRow(r["id"], r["run"], r["workspace"], r["time"], r["kind"],
-                     Reason.from_json(json.loads(r["message"])), r["grp"])
+                     Reason.from_json(json.loads(r["message"])), r["grp"], ReasonCode(r["code"]))
             for r in rows
         ]  # fmt: skip
 
