@@ -358,10 +358,10 @@ class Reason:
         return self.template.format(*groups)
 
     def then(self, other: Reason) -> Reason:
-        """This message followed by ``other``, as one: its code is this one's, or
-        ``other``'s when this one is plain text."""
+        """This message followed by ``other``, as one: its code is ``other``'s, or this
+        one's when ``other`` is plain text (a prefix does not hide what follows it)."""
         private = self.private or other.private
-        code = other.code if self.code is ReasonCode.MESSAGE else self.code
+        code = self.code if other.code is ReasonCode.MESSAGE else other.code
         if not self.refs and not other.refs:
             return Reason(f"{self.template} {other.template}", (), private, code)
         left = self.template if self.refs else _escape(self.template)

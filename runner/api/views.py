@@ -73,6 +73,8 @@ def run_object(
         "priority": run.priority,
         "state": run.state,
         "reason": _reason(run, viewer, visible),
+        "reason_code": None if run.reason is None else run.reason.code.value,
+        "backfilled": run.backfilled,
         "paused": PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
         "gpus": sorted(g for w in live for g in w.gpus),
         "gpus_requested": request.gpus * spec.workers,
@@ -189,4 +191,5 @@ def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
         "time": iso(e.time),
         "kind": e.kind,
         "message": e.message.render(viewer),
+        "code": e.code.value,
     }

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from runner.model import Reason, RunRef, RunSpec
+from runner.model import Reason, ReasonCode, RunRef, RunSpec
 from runner.store.db import RunRow
+
+_FAILED = ReasonCode.DEPENDENCY_FAILED
 
 WAITS_FOR = "Waits for {0} to succeed"
 
@@ -59,10 +61,10 @@ def check_dependencies(
             ref = RunRef(name, workspace)
             if state in ("Failed", "Cancelled"):
                 text = f"Dependency {{0}} {'failed' if state == 'Failed' else 'was cancelled'}"
-                out.failing[run.name] = Reason.of(text, ref)
+                out.failing[run.name] = Reason.of(text, ref, code=_FAILED)
             elif not state:
-                out.failing[run.name] = Reason.of("Dependency {0} was deleted", ref)
+                out.failing[run.name] = Reason.of("Dependency {0} was deleted", ref, code=_FAILED)
             else:
-                out.waiting[run.name] = Reason.of(WAITS_FOR, ref)
+                out.waiting[run.name] = Reason.of(WAITS_FOR, ref, code=ReasonCode.DEPENDENCY_WAIT)
             break
     return out

@@ -24,9 +24,11 @@ from runner.engine.snapshot import SpecCache, build_snapshot, unit_id
 from runner.engine.starts import StartContext, crash_point, executor_reachable, launch_for
 from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
-from runner.model import Reason, RunRef, Workspace
+from runner.model import Reason, ReasonCode, RunRef, Workspace
 from runner.planner.plan import Machine, Plan, WaitingRun, plan
 from runner.store.db import RunRow, Store, WorkerRow
+
+_LIMIT, _PREEMPTED = ReasonCode.TIME_LIMIT, ReasonCode.PREEMPTED
 
 log = logging.getLogger("astraeus.loop")
 
@@ -221,7 +223,7 @@ class Loop:
             if run.stop_request in ("delete", "failed", "restart") and running:
                 if run.stop_request == "delete":
                     with self.store.transaction() as tx:
-                        reason = Reason("Deleted: stopping")
+                        reason = Reason("Deleted: stopping", code=ReasonCode.DELETING)
                         self.store.update_run(tx, run.name, state="Stopping", reason=reason)
                 self.stop_workers(run.name, running, run.stop_request, None, now)
                 changed = True
@@ -261,10 +263,13 @@ class Loop:
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
         with self.store.transaction() as tx:
             self.store.update_run(tx, run, stop_request="timelimit", state="Stopping",
-                                  reason=Reason("Time limit reached: stopping"))  # fmt: skip
+                                  reason=Reason("Time limit reached: stopping",
+                                                code=_LIMIT))  # fmt: skip
             row = self.store.get_run(run)
             ws = row.workspace if row else ""
-            self.store.add_event(tx, run, ws, "TimeLimit", Reason("Time limit reached"), now)
+            self.store.add_event(
+                tx, run, ws, "TimeLimit", Reason("Time limit reached", code=_LIMIT), now
+            )
         self.stop_workers(run, workers, "timelimit", None, now)
 
     def stop_workers(
@@ -430,12 +435,13 @@ class Loop:
             mine = [w for w in live if w.run == p.run]
             others = [w for w in mine if w.state != "Stopping" and w.id not in stopped]
             with self.store.transaction() as tx:
-                reason = Reason.of("Preempted by higher-priority work ({0})", head)
+                reason = Reason.of("Preempted by higher-priority work ({0})", head, code=_PREEMPTED)
                 if others:  # independent workers: the rest keep running
                     n = len(mine)
                     reason = Reason.of(
-                        f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head
-                    )
+                        f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head,
+                        code=_PREEMPTED,
+                    )  # fmt: skip
                 self.store.update_run(tx, p.run, state="Running" if others else "Stopping",
                                       reason=reason)  # fmt: skip
                 grace = self.settings.machine.stop_grace

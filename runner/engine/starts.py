@@ -179,7 +179,8 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         worker = spec.worker_resources()
         state = "Starting" if row["state"] == "Queued" else row["state"]
         store.update_run(tx, start.run, attempts=attempt, state=state, started_at=now,
-                         reason=None, preempted_by=None)  # fmt: skip
+                         reason=None, preempted_by=None,
+                         backfilled=int(start.backfill))  # fmt: skip
         mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
         for index, gpus in zip(start.workers, start.gpus, strict=True):
             store.insert_worker(

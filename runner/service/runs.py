@@ -20,7 +20,7 @@ from typing import Any
 
 from runner.config.load import Config
 from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
-from runner.model import Reason, RunSpec, Viewer
+from runner.model import Reason, ReasonCode, RunSpec, Viewer
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict
 from runner.spec.printable import check_spec
 from runner.store.db import (
@@ -246,7 +246,8 @@ class Service:
         text = json.dumps(part if part is not None else spec_to_dict(spec))
         return RunRow(
             spec.name, workspace, owner.user, owner.uid, owner.gid, text,
-            spec.priority, "Queued", Reason("Waiting for the scheduler"), now,
+            spec.priority, "Queued", Reason("Waiting for the scheduler", code=ReasonCode.WAITING),
+            now,
             None, None, None, 0, 0, 0, None, None, False, grp,
             template=tid, template_doc=doc, run_uid=new_run_uid(now),
         )  # fmt: skip

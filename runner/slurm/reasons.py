@@ -81,7 +81,7 @@ def describe(
     if state in (RunState.FAILED, RunState.CANCELLED):
         return Reason(_finished(job))
     if state is RunState.STOPPING:
-        return Reason("Stopping: Slurm is ending its processes")
+        return Reason("Stopping: Slurm is ending its processes", code=ReasonCode.STOPPING)
     return None
 
 

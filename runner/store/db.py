@@ -168,8 +168,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE workers ADD COLUMN executor TEXT;
     """,
-    # 8: each event's code (runner.model.ReasonCode); older rows get theirs from their kind
+    # 8: each event's code (runner.model.ReasonCode), older rows' from their kind; whether
+    # each run's latest attempt was started by backfill, older runs' from their last start
     """
+    ALTER TABLE runs ADD COLUMN backfilled INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE events ADD COLUMN code TEXT NOT NULL DEFAULT 'LEGACY';
     UPDATE events SET code = CASE kind
         WHEN 'Started' THEN CASE WHEN json_extract(message, '$.template') LIKE 'Backfilled%'
@@ -186,6 +188,9 @@ MIGRATIONS: tuple[str, ...] = (
         WHEN 'Skipped' THEN 'SKIPPED' WHEN 'Refused' THEN 'REFUSED'
         WHEN 'Paused' THEN 'PAUSED' WHEN 'Resumed' THEN 'RESUMED'
         ELSE 'LEGACY' END;
+    UPDATE runs SET backfilled = 1 WHERE (
+        SELECT e.code FROM events e WHERE e.run = runs.name AND e.grp IS NULL
+        AND e.kind = 'Started' ORDER BY e.id DESC LIMIT 1) = 'BACKFILLED';
     """,
 )
 
@@ -248,6 +253,7 @@ class RunRow:
     # a group's run: spec_text is only its part, the rest is this template's (templates.py)
     template: int | None = None
     template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    backfilled: bool = False  # its latest attempt was started by backfill, behind the head
 
     def spec(self) -> dict[str, Any]:
         """The run's whole spec document."""
@@ -329,6 +335,7 @@ def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
         bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
+        bool(row["backfilled"]),
     )  # fmt: skip
 
 

@@ -34,10 +34,16 @@ def _codes(p: Plan) -> dict[str, ReasonCode]:
     return {name: reason.code for name, reason in p.reasons.items()}
 
 
-def _check(p: Plan) -> None:
+def _check(p: Plan, snapshot: Snapshot) -> None:
+    preempted = {w.name for w in snapshot.waiting if w.preempted_by is not None}
     for name, reason in p.reasons.items():
         assert reason.code in WAIT_TEXT, (name, reason)
         text = reason.render()
+        if name in preempted:  # the prefix; the code says what follows it, if anything
+            prefix = WAIT_TEXT[C.PREEMPTED_WAITING]
+            assert text.startswith(prefix), (name, reason)
+            if reason.code is not C.PREEMPTED_WAITING:
+                text = text.split("; waiting to run again. ", 1)[1]
         # a quota wait for room an in-quota preemption holds has no words yet (empty)
         assert text.startswith(WAIT_TEXT[reason.code]) or (
             reason.code is C.QUOTA_WAIT and text == ""
@@ -90,7 +96,16 @@ CASES: list[tuple[str, Snapshot, dict[str, ReasonCode]]] = [
             running("hog", gpus=tuple(range(8)), priority=9),
             waiting("back", gpus=8, preempted_by="hog"),
         ),
-        {"back": C.PREEMPTED_WAITING},
+        {"back": C.HEAD_WAITS},
+    ),
+    (
+        "preempted, behind the head",
+        snap(
+            running("hog", gpus=tuple(range(8)), priority=9),
+            waiting("head", gpus=8, at=1),
+            waiting("back", gpus=8, at=2, preempted_by="hog"),
+        ),
+        {"head": C.HEAD_WAITS, "back": C.PREEMPTED_WAITING},
     ),
 ]
 
@@ -103,7 +118,7 @@ def test_each_planner_message_has_its_code(
 ) -> None:
     p = plan(snapshot, NOW)
     assert _codes(p) == expected
-    _check(p)
+    _check(p, snapshot)
 
 
 def test_a_backfill_start_says_so_in_its_code() -> None:
@@ -114,13 +129,14 @@ def test_a_backfill_start_says_so_in_its_code() -> None:
 @PROPERTY
 @given(snapshots())
 def test_no_planner_reason_lacks_a_code(snapshot: Snapshot) -> None:
-    _check(plan(snapshot, NOW))
+    _check(plan(snapshot, NOW), snapshot)
 
 
-def test_a_prefixed_reason_keeps_the_prefix_code_and_the_code_survives_json() -> None:
+def test_a_joined_reason_has_the_code_of_what_follows_and_it_survives_json() -> None:
     prefix = Reason.of("Preempted ({0})", RunRef("a", "w"), code=C.PREEMPTED_WAITING)
     joined = prefix.then(Reason("Next to run", code=C.HEAD_WAITS))
-    assert joined.code is C.PREEMPTED_WAITING
+    assert joined.code is C.HEAD_WAITS  # what follows the prefix; ``paused`` tells the prefix
+    assert prefix.then(Reason("plain")).code is C.PREEMPTED_WAITING
     assert Reason("Started:").then(Reason("x", code=C.BACKFILLED)).code is C.BACKFILLED
     assert Reason.from_json(joined.to_json()) == joined
     assert Reason.from_json(Reason("plain").to_json()).code is C.MESSAGE
