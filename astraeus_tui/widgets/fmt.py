@@ -14,7 +14,7 @@ from rich.text import Text
 Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
 
 ACTIVE_STATES = ("Running", "Starting", "Stopping")
-QUOTA_PREFIXES = ("Waits for namespace quota", "Waits for more than the namespace's quota")
+QUOTA_CODES = ("QUOTA_WAIT", "QUOTA_OVER")  # a run's reason_code while over its quota
 BLOCKS = " ▏▎▍▌▋▊▉█"
 DAY = 86400
 
@@ -109,18 +109,19 @@ def bar(fraction: float | None, width: int, style: str = "green") -> Text:
 
 
 def over_quota(run: Run) -> bool:
-    reason = run.get("reason") or ""
-    return run.get("state") == "Queued" and reason.startswith(QUOTA_PREFIXES)
+    """Waits for its namespace's quota, and only for it (a paused run waits to run again)."""
+    queued = run.get("state") == "Queued" and not run.get("paused")
+    return queued and run.get("reason_code") in QUOTA_CODES
 
 
-def head_message(reason: str | None) -> str:
-    """The head's own sentence, without a `Preempted …; waiting to run again.` prefix."""
-    text = reason or ""
-    for marker in ("Next to run", "Preempting ", "Starting: "):
-        at = text.find(marker)
-        if at > 0:
-            return text[at:]
-    return text
+def head_message(run: Run) -> str:
+    """The head's own sentence, without the `Preempted …; waiting to run again.` prefix
+    the reason of a paused run starts with."""
+    text = run.get("reason") or ""
+    prefix = preempted_prefix(text) if run.get("paused") else ""
+    if not prefix:
+        return text
+    return text[len(prefix) :].lstrip(" ") or text
 
 
 def preempted_prefix(reason: str | None) -> str:

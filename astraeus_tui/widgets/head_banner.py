@@ -21,8 +21,8 @@ class HeadBanner(Widget):
     stop_left: reactive[float | None] = reactive(None)  # grace left of the victims, if any
 
     def when(self, head: Run) -> Text:
-        message = head_message(head.get("reason"))
-        if self.stop_left is not None and message.startswith(("Preempting", "Starting")):
+        preempting = head.get("reason_code") in ("PREEMPTING", "STARTING")
+        if self.stop_left is not None and preempting:
             return Text(f"starts as victims stop · ≤ {self.stop_left:.0f} s", style="bold red")
         shadow = epoch(head.get("starts_by"))
         if shadow is None:
@@ -52,5 +52,5 @@ class HeadBanner(Widget):
             Text.assemble((head.get("name") or "?", "bold"), (about, "dim")),
             self.when(head),
         )
-        reason = Text(head_message(head.get("reason")), style="yellow")
+        reason = Text(head_message(head), style="yellow")
         return Group(title, reason)

@@ -8,15 +8,15 @@ messages (up to the screen, which hands the data down to the panels):
   unhandled one, so a burst of changes costs the screen one merge (Toolong's
   ``can_replace``);
 - ``/v1/gpus`` every 2 s, ``/v1/status`` and ``/v1/workspaces`` every 5 s;
-- for each run that starts, its events, to learn whether it was backfilled
-  (the run object does not say).
+- for each run that starts, whether it was backfilled: its run object's
+  ``backfilled``, as the stream last sent it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual import work
@@ -72,7 +72,7 @@ class LiveFeed(Widget):
         super().__init__()
         self.client, self.clock = client, clock
         self._batch = Batch()
-        self._lookups: dict[str, str | None] = {}
+        self._backfilled: dict[str, bool] = {}  # run id -> its run object's ``backfilled``
 
     def on_mount(self) -> None:
         self.follow_stream()
@@ -83,20 +83,16 @@ class LiveFeed(Widget):
     def idle(self) -> bool:
         """No change waits to be merged and no start waits to be looked up."""
         batch = self._batch
-        if self._lookups or batch.snapshot is not None or batch.upsert or batch.remove:
-            return False
-        return not any(
-            w.node is self and w.group == "starts" and w.is_running for w in self.workers
-        )
+        return batch.snapshot is None and not batch.upsert and not batch.remove
 
     def drain(self) -> Batch:
         batch, self._batch = self._batch, Batch()
         return batch
 
     def look_up_starts(self, runs: dict[str, str | None]) -> None:
-        """Find out, for these run ids (with their ``started_at``), whether they backfilled."""
-        self._lookups.update(runs)
-        self.check_starts()
+        """Say, for these run ids (with their ``started_at``), whether they backfilled."""
+        for rid, started_at in sorted(runs.items()):
+            self.post_message(self.Started(rid, started_at, self._backfilled.get(rid, False)))
 
     # ------------------------------------------------------------ workers
 
@@ -118,12 +114,21 @@ class LiveFeed(Widget):
         at = self.clock()
         if event == "snapshot":
             self._batch = Batch(snapshot=list(data.get("runs", [])), at=at)
+            self._backfilled.clear()
+            self._note_backfilled(self._batch.snapshot or ())
             self.post_message(self.Connection(True))
         elif event == "change":
             self._batch.add_change(data.get("upsert", []), data.get("remove", []), at)
+            self._note_backfilled(data.get("upsert", []))
+            for rid in data.get("remove", []):
+                self._backfilled.pop(rid, None)
         else:
             return
         self.post_message(self.RunsChanged())
+
+    def _note_backfilled(self, runs: Iterable[dict[str, Any]]) -> None:
+        for run in runs:
+            self._backfilled[run["id"]] = bool(run.get("backfilled"))
 
     @work(exclusive=True, group="gpus", exit_on_error=False)
     async def poll_gpus(self) -> None:
@@ -140,16 +145,3 @@ class LiveFeed(Widget):
                 workspaces = await self.client.workspaces()
                 self.post_message(self.Machine(status, workspaces))
             await asyncio.sleep(MACHINE_EVERY)
-
-    @work(exclusive=True, group="starts", exit_on_error=False)
-    async def check_starts(self) -> None:
-        while self._lookups:
-            rid = min(self._lookups)
-            started_at = self._lookups.pop(rid)
-            try:
-                events = await self.client.events(rid)
-            except Exception:
-                events = []
-            last = next((e for e in reversed(events) if e.get("kind") == "Started"), None)
-            backfilled = last is not None and str(last.get("message", "")).startswith("Backfill")
-            self.post_message(self.Started(rid, started_at, backfilled))
