@@ -161,7 +161,7 @@ class Daemon:
         else:
             self.executor_why = f"{executor.name}: given"
         self.executor = executor
-        remaps = executor.name == "docker" and bool(getattr(executor, "nvidia", False))
+        remaps = executor.capabilities.remaps_gpus
         self.settings = LoopSettings(
             machine=machine_for(self.config, self.inventory),
             workspaces=self.config.workspaces,

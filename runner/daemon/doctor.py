@@ -226,7 +226,7 @@ def check_docker(executor: str, connect: Connect = _connect_docker) -> tuple[Che
 def check_nvidia_runtime(docker: Any, inventory: Inventory) -> Check:
     if docker is None:
         return Check("nvidia runtime", "ok", "not needed: no Docker engine in use")
-    if getattr(docker, "nvidia", False):
+    if docker.nvidia:  # a connected DockerExecutor: it read the engine's runtimes
         return Check("nvidia runtime", "ok", "the engine has the nvidia runtime")
     fix = "install nvidia-container-toolkit; nvidia-ctk runtime configure --runtime=docker;"
     fix += " systemctl restart docker"

@@ -467,12 +467,12 @@ class Loop:
         for w in live:
             if w.state == "Stopping" and not w.killed:
                 self._signal(w, signal.SIGTERM)
-        follow = getattr(self.executor, "follow_logs", None)  # docker: resume the log copy
+        follow = self.executor.capabilities.copies_logs  # docker: resume the log copy
         for listed in self.executor.list_workers():
             if listed.handle in known:
                 w = known[listed.handle]
-                if follow is not None:  # to the file named by the run's id
-                    follow(listed.handle, self.log_path(w))
+                if follow:  # to the file named by the run's id
+                    self.executor.follow_logs(listed.handle, self.log_path(w))
                 continue
             status = self.executor.status(listed.handle)
             if status.state is WorkerState.RUNNING:

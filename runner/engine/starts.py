@@ -49,8 +49,7 @@ def crash_point(name: str) -> None:
 
 def executor_reachable(executor: Executor) -> bool:
     """False while the executor's engine does not answer (docker: the engine is down)."""
-    probe = getattr(executor, "reachable", None)
-    return True if probe is None else bool(probe())
+    return executor.reachable()
 
 
 @dataclass(frozen=True)

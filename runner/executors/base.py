@@ -4,6 +4,10 @@ An executor runs *workers*: one container (docker) or one supervised process
 group (process) per worker of a run's attempt. Executors never decide
 anything; ``runner/engine/loop.py`` tells them what to do and reads what they saw.
 Every call is synchronous and quick (no waiting for a worker to end).
+
+What an executor can do beyond starting and stopping is declared, never probed:
+each executor states its :class:`Capabilities` and answers :meth:`Executor.reachable`
+and :meth:`Executor.follow_logs`, and callers read those.
 """
 
 from __future__ import annotations
@@ -91,10 +95,38 @@ class ListedWorker:
     worker: int
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an executor can do, declared by each executor.
+
+    ``remaps_gpus``: a worker sees only its GPUs, numbered from 0 (Docker with the
+    NVIDIA runtime), so ``CUDA_VISIBLE_DEVICES`` must name them from 0, not by host index.
+    ``copies_logs``: the executor itself copies a worker's output to its log file, so a
+    worker adopted after a restart needs :meth:`Executor.follow_logs` to resume the copy
+    (the process executor's supervisor writes the log itself and outlives the daemon).
+    """
+
+    remaps_gpus: bool = False
+    copies_logs: bool = False
+
+
 class Executor(Protocol):
     """What the loop needs from an executor."""
 
     name: str
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def reachable(self) -> bool:
+        """False while the executor's engine does not answer (docker: the engine is down)."""
+        ...
+
+    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
+        """Resume copying an adopted worker's output to ``log_path``; False when it cannot.
+
+        Only an executor that declares ``copies_logs`` does anything here."""
+        ...
 
     def start(self, launch: WorkerLaunch) -> str:
         """Start the worker and return its handle. Raises ExecutorError."""

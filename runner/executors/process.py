@@ -57,6 +57,7 @@ from pathlib import Path
 from signal import SIGKILL
 
 from runner.executors.base import (
+    Capabilities,
     ExecutorError,
     ListedWorker,
     Mount,
@@ -88,10 +89,19 @@ class ProcessExecutor:
     """Workers as local processes, each worker's watched by a supervisor process of its own."""
 
     name = "process"
+    capabilities = Capabilities()  # host GPU numbers; the supervisor writes the log itself
 
     def __init__(self, state_dir: Path, start_timeout: float = 15.0) -> None:
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
+
+    def reachable(self) -> bool:
+        """Always: the processes run on this machine, with no engine between."""
+        return True
+
+    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
+        """Nothing to resume: a worker's supervisor writes its log, daemon or not."""
+        return False
 
     def start(self, launch: WorkerLaunch) -> str:
         """Start the worker; return once its command runs (or could not be executed)."""

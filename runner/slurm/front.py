@@ -27,10 +27,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.loop import Loop, LoopSettings
-from runner.executors.base import ExecutorError, ListedWorker, WorkerLaunch, WorkerStatus
+from runner.executors.base import (
+    Capabilities,
+    ExecutorError,
+    ListedWorker,
+    WorkerLaunch,
+    WorkerStatus,
+)
 from runner.model import Reason, Resources, RunSpec
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Head, Plan
@@ -60,6 +67,13 @@ class FrontExecutor:
     """Stands where an executor would: a front starts nothing on this machine."""
 
     name = "slurm"
+    capabilities = Capabilities()  # Slurm places the GPUs and writes the logs
+
+    def reachable(self) -> bool:
+        return True  # slurmctld away is the front's tick failing, not a worker's engine
+
+    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
+        return False
 
     def start(self, launch: WorkerLaunch) -> str:
         raise ExecutorError("a front for Slurm starts nothing itself")

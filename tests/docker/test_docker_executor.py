@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runner.executors.base import ExecutorError, ListedWorker, Mount, WorkerState
+from runner.executors.base import Capabilities, ExecutorError, ListedWorker, Mount, WorkerState
 from runner.executors.docker.executor import DockerExecutor
 from tests.docker.helpers import (
     SKIP_REASON,
@@ -45,6 +45,19 @@ def inspect(client: Any, handle: str) -> dict[str, Any]:
 def started(log_path: Path) -> bool:
     """Wait until the script has printed ``started`` (its trap is then set)."""
     return wait_until(lambda: "started" in read_log(log_path))
+
+
+# ---------------------------------------------------------------- capabilities
+
+
+def test_capabilities_follow_the_engines_runtimes(docker_client: Any) -> None:
+    """It copies the logs itself; GPUs are renumbered only with the NVIDIA runtime."""
+    nvidia = "nvidia" in (docker_client.info().get("Runtimes") or {})
+    detected = DockerExecutor(docker_client)
+    assert detected.capabilities == Capabilities(remaps_gpus=nvidia, copies_logs=True)
+    assert detected.reachable() is True
+    forced = DockerExecutor(docker_client, nvidia=True)
+    assert forced.capabilities == Capabilities(remaps_gpus=True, copies_logs=True)
 
 
 # ---------------------------------------------------------------- exit codes, env, logs

@@ -54,6 +54,7 @@ from requests.exceptions import RequestException
 from runner.executors.base import (
     LABEL_PREFIX,
     SCHEMA_VERSION,
+    Capabilities,
     ExecutorError,
     ListedWorker,
     WorkerLaunch,
@@ -401,6 +402,11 @@ class DockerExecutor:
         """
         client = _connect_client(timeout)
         return cls(client, nvidia=nvidia, instance=instance, quick=_quick_api(client))
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """GPUs renumbered from 0 with the NVIDIA runtime; the log copy is this daemon's."""
+        return Capabilities(remaps_gpus=self.nvidia, copies_logs=True)
 
     def _detect_nvidia(self) -> bool:
         with docker_errors("cannot read the engine's runtimes"):

@@ -1,0 +1,26 @@
+"""Every executor declares what it can do; nothing is probed with getattr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.executors.base import Capabilities, Executor
+from runner.executors.process import ProcessExecutor
+from runner.slurm.front import FrontExecutor
+
+
+def test_the_process_executor_declares_no_log_copy_and_host_gpu_numbers(tmp_path: Path) -> None:
+    executor: Executor = ProcessExecutor(tmp_path / "workers")
+    assert executor.capabilities == Capabilities(remaps_gpus=False, copies_logs=False)
+    assert executor.reachable() is True
+    log = tmp_path / "log"
+    assert executor.follow_logs("astraeus-none-1-0", log) is False
+    assert not log.exists()
+
+
+def test_the_slurm_front_declares_nothing_to_copy_or_renumber(tmp_path: Path) -> None:
+    executor: Executor = FrontExecutor()
+    assert executor.capabilities == Capabilities()
+    assert executor.reachable() is True
+    assert executor.follow_logs("slurm-12", tmp_path / "log") is False
+    assert executor.list_workers() == []
