@@ -23,15 +23,15 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.docker.executor import (
-    DockerExecutor,
+from runner.executors.docker.containers import (
     container_kwargs,
-    describe,
     listed_worker,
     log_bounds,
-    split_timestamp,
     status_from_state,
 )
+from runner.executors.docker.errors import describe
+from runner.executors.docker.executor import DockerExecutor
+from runner.executors.docker.logs import split_timestamp
 
 
 def launch(**fields: Any) -> WorkerLaunch:

@@ -1,25 +1,5 @@
 """The Docker executor: one container per worker, started through the docker SDK.
 
-Security (docs/architecture.md, "Security"): the daemon holds the Docker socket,
-so every container is built here, never from caller-supplied options. Containers
-run as the submitter's ``uid:gid`` with ``no-new-privileges``, every capability
-dropped, no privileged mode, no host namespaces, no devices but the GPUs the
-planner gave the worker, and only the drives the loop resolved (bind mounts).
-Images are never pulled: a missing image is an error the user fixes with
-``docker pull``.
-
-Logs: a daemon thread per worker follows ``docker logs --follow --timestamps``
-and appends the output (timestamps stripped) to the worker's log file. After
-each write the file's mtime is set to the Docker timestamp of the last line
-written, so a restarted daemon that adopts the container resumes with
-:meth:`DockerExecutor.follow_logs`: it asks Docker for the lines since that
-mtime and skips any at or before it. Nothing is lost or repeated, except
-output written in the instant between a write and the mtime update when the
-daemon dies there. The log path is also kept in the ``io.astraeus.log`` label, and its
-bounds (``log_limit``, ``log_reserve``: :mod:`runner.executors.logcap`) in
-``io.astraeus.log-limit`` and ``io.astraeus.log-reserve``.
-A container is named by its run's id (``io.astraeus.run-uid``), not by the run's name.
-
 The engine may stop and start under the daemon (an upgrade, ``systemctl restart
 docker``). Calls the loop makes every tick (inspect, kill) give up after
 QUICK_TIMEOUT s; a call that gets no answer at all marks the engine down, and
@@ -38,22 +18,17 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import docker
-from docker.errors import APIError, DockerException, NotFound
+from docker.errors import APIError, NotFound
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import RequestException
 
 from runner.executors.base import (
-    LABEL_PREFIX,
-    SCHEMA_VERSION,
     Capabilities,
     ExecutorError,
     ListedWorker,
@@ -61,19 +36,30 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.logcap import CappedLog
+from runner.executors.docker.containers import (
+    LABEL_INSTANCE,
+    LABEL_LOG,
+    LABEL_SCHEMA,
+    container_kwargs,
+    listed_worker,
+    log_bounds,
+    status_from_state,
+)
+from runner.executors.docker.errors import (
+    _DOCKER_ERRORS,
+    _is_not_running,
+    _raise,
+    describe,
+    docker_errors,
+)
+from runner.executors.docker.logs import (
+    _LogFollower,
+    _make_log_folder,
+    _resume_point,
+    split_timestamp,
+)
 
 log = logging.getLogger(__name__)
-
-LABEL_RUN = f"{LABEL_PREFIX}.run"
-LABEL_RUN_UID = f"{LABEL_PREFIX}.run-uid"
-LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"
-LABEL_WORKER = f"{LABEL_PREFIX}.worker"
-LABEL_SCHEMA = f"{LABEL_PREFIX}.schema"
-LABEL_LOG = f"{LABEL_PREFIX}.log"
-LABEL_INSTANCE = f"{LABEL_PREFIX}.instance"
-LABEL_LOG_LIMIT = f"{LABEL_PREFIX}.log-limit"
-LABEL_LOG_RESERVE = f"{LABEL_PREFIX}.log-reserve"
 
 DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
 CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
@@ -84,278 +70,7 @@ STOPPED_OUTSIDE = (
     "was lost: something other than Astraeus stopped its container (the Docker engine's "
     "shutdown or restart, or docker stop/kill)"
 )
-DEFAULT_SHM = 8 << 30  # /dev/shm for data loaders; capped by the memory limit
 LOG_DRAIN_SECONDS = 5.0  # cleanup waits this long for the last log lines
-
-_DOCKER_ERRORS = (DockerException, RequestException)
-_TIMESTAMP = re.compile(
-    rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?",
-)
-_RUNNING_STATES = frozenset({"running", "paused", "restarting"})
-
-
-# ---------------------------------------------------------------- pure helpers
-
-
-def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
-    """The keyword arguments of ``client.containers.create`` for ``launch``.
-
-    Pure: no daemon needed. ``nvidia`` says the engine has the NVIDIA runtime,
-    so GPUs are handed over as a device request; without it only the
-    environment names them (a machine without GPUs, or simulated ones).
-    """
-    if launch.image is None:
-        raise ExecutorError(f"run {launch.run} has no image: the docker executor needs one")
-    kwargs: dict[str, Any] = {
-        "image": launch.image,
-        "name": launch.key,
-        "labels": worker_labels(launch),
-        "environment": gpu_environment(launch, nvidia),
-        "mounts": [
-            docker.types.Mount(m.target, m.source, type="bind", read_only=m.read_only)
-            for m in launch.mounts
-        ],
-        "user": f"{launch.uid}:{launch.gid}",
-        "security_opt": ["no-new-privileges"],
-        "cap_drop": ["ALL"],
-        "privileged": False,
-        "auto_remove": False,
-        "detach": True,
-    }
-    if launch.argv:
-        kwargs["entrypoint"] = [launch.argv[0]]
-        kwargs["command"] = list(launch.argv[1:])
-    if launch.log_limit > 0:  # Docker's own copy, under /var/lib/docker, bounded too
-        kwargs["log_config"] = engine_log_config(launch.log_limit)
-    return kwargs | resource_kwargs(launch, nvidia)
-
-
-ENGINE_LOG_FLOOR = 128 << 20  # bytes per file of the engine's own copy, at least
-
-
-def engine_log_config(limit: int) -> docker.types.LogConfig:
-    """The engine keeps at most two files of ``limit`` (at least 128 MiB) each: json-file
-    rotates. More than the daemon's copy in ASTRAEUS_HOME/logs keeps, so that copy (which
-    marks its cuts) sees every line of a burst while it catches up."""
-    size = f"{max(limit, ENGINE_LOG_FLOOR) // 1024}k"
-    return docker.types.LogConfig(type="json-file", config={"max-size": size, "max-file": "2"})
-
-
-def resource_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
-    """GPUs (a device request with the NVIDIA runtime), CPU and memory limits, /dev/shm."""
-    kwargs: dict[str, Any] = {
-        "shm_size": min(DEFAULT_SHM, launch.memory) if launch.memory > 0 else DEFAULT_SHM,
-    }
-    if nvidia and launch.gpus:
-        kwargs["device_requests"] = [
-            docker.types.DeviceRequest(
-                driver="nvidia",
-                device_ids=[str(i) for i in launch.gpus],
-                capabilities=[["gpu"]],
-            )
-        ]
-    if launch.cpu_milli > 0:
-        kwargs["nano_cpus"] = launch.cpu_milli * 1_000_000
-    if launch.memory > 0:
-        kwargs["mem_limit"] = launch.memory
-        kwargs["memswap_limit"] = launch.memory  # no swap beyond the limit
-    return kwargs
-
-
-def worker_labels(launch: WorkerLaunch) -> dict[str, str]:
-    return {
-        LABEL_RUN: launch.run,
-        LABEL_RUN_UID: launch.run_uid,
-        LABEL_ATTEMPT: str(launch.attempt),
-        LABEL_WORKER: str(launch.worker),
-        LABEL_SCHEMA: SCHEMA_VERSION,
-        LABEL_LOG: str(launch.log_path),
-        LABEL_INSTANCE: launch.instance,
-        LABEL_LOG_LIMIT: str(launch.log_limit),
-        LABEL_LOG_RESERVE: str(launch.log_reserve),
-    }
-
-
-def log_bounds(labels: dict[str, Any]) -> tuple[int, int]:
-    """(log_limit, log_reserve) from a container's labels; 0 for one it lacks."""
-
-    def number(key: str) -> int:
-        value = str(labels.get(key) or "0")
-        return int(value) if value.isdigit() else 0
-
-    return number(LABEL_LOG_LIMIT), number(LABEL_LOG_RESERVE)
-
-
-def gpu_environment(launch: WorkerLaunch, nvidia: bool) -> dict[str, str]:
-    """``launch.env`` with the GPU variables the executor is responsible for.
-
-    ``NVIDIA_VISIBLE_DEVICES`` is always overwritten (``void`` without GPUs): an
-    image or a spec saying ``all`` must not reach GPUs the planner did not give.
-    With the NVIDIA runtime the container sees only its GPUs, renumbered from 0,
-    so ``CUDA_VISIBLE_DEVICES`` is overwritten with those numbers; without it,
-    ``CUDA_VISIBLE_DEVICES`` names the host indices unless already set.
-    """
-    env = dict(launch.env)
-    env["NVIDIA_VISIBLE_DEVICES"] = ",".join(str(i) for i in launch.gpus) or "void"
-    if nvidia:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(launch.gpus)))
-    else:
-        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in launch.gpus))
-    return env
-
-
-def status_from_state(state: dict[str, Any]) -> WorkerStatus:
-    """Map Docker's ``State`` object (from inspect) to a WorkerStatus."""
-    status = str(state.get("Status") or "")
-    if state.get("Running") or status in _RUNNING_STATES:
-        return WorkerStatus(WorkerState.RUNNING)
-    if status == "created":
-        return WorkerStatus(WorkerState.EXITED, None, "container was created but never started")
-    exit_code = state.get("ExitCode")
-    error: str | None = None
-    if state.get("OOMKilled"):
-        error = "out of memory"
-    elif state.get("Error"):
-        error = one_line(str(state["Error"]))
-    elif status == "dead":
-        error = "container is dead"
-    return WorkerStatus(
-        WorkerState.EXITED, int(exit_code) if exit_code is not None else None, error
-    )
-
-
-def listed_worker(summary: dict[str, Any]) -> ListedWorker | None:
-    """A ListedWorker from a container summary (``GET /containers/json``); None if not ours."""
-    labels = summary.get("Labels") or {}
-    names = summary.get("Names") or []
-    try:
-        return ListedWorker(
-            handle=str(names[0]).lstrip("/") if names else str(summary["Id"]),
-            run=str(labels[LABEL_RUN]),
-            attempt=int(labels[LABEL_ATTEMPT]),
-            worker=int(labels[LABEL_WORKER]),
-        )
-    except (KeyError, ValueError):
-        return None
-
-
-def split_timestamp(chunk: bytes) -> tuple[int | None, bytes]:
-    """Split a ``docker logs --timestamps`` frame into (unix time in ns, payload)."""
-    match = _TIMESTAMP.match(chunk)
-    if match is None:
-        return None, chunk
-    base, fraction, zone = (g.decode() if g else "" for g in match.groups())
-    zone = "+00:00" if zone == "Z" else zone
-    try:
-        seconds = int(datetime.fromisoformat(base + zone).timestamp())
-    except ValueError:
-        return None, chunk
-    return seconds * 1_000_000_000 + int(fraction.ljust(9, "0")), chunk[match.end() :]
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def describe(err: BaseException) -> str:
-    """One line saying what Docker answered."""
-    explanation = getattr(err, "explanation", None)
-    if isinstance(explanation, bytes):
-        explanation = explanation.decode(errors="replace")
-    return one_line(str(explanation or err)) or type(err).__name__
-
-
-def _raise(what: str, err: BaseException) -> NoReturn:
-    raise ExecutorError(f"docker: {what}: {describe(err)}") from err
-
-
-@contextlib.contextmanager
-def docker_errors(what: str) -> Iterator[None]:
-    """Turn any Docker or connection error into a one-line ExecutorError."""
-    try:
-        yield
-    except _DOCKER_ERRORS as err:
-        _raise(what, err)
-
-
-def _is_not_running(err: Any) -> bool:
-    return getattr(err, "status_code", None) == 409 or "is not running" in describe(err)
-
-
-# ---------------------------------------------------------------- log following
-
-
-class _LogFollower:
-    """A daemon thread appending one container's output to its log file.
-
-    The thread never raises: a removed container, a stopped engine or
-    :meth:`stop` just end the stream.
-    """
-
-    def __init__(
-        self, api: Any, handle: str, log_path: Path, since_ns: int | None, bounds: tuple[int, int]
-    ) -> None:
-        self._api = api
-        self.handle = handle
-        self.log_path = log_path
-        self.bounds = bounds  # (log_limit, log_reserve)
-        self._since_ns = since_ns
-        self._stream: Any = None
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name=f"logs-{handle}", daemon=True)
-
-    def stop(self) -> None:
-        """Stop following (the container is not touched)."""
-        self._stopped.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            with contextlib.suppress(Exception):  # closing a dying socket may fail any way
-                stream.close()
-
-    def _run(self) -> None:
-        since_ns = self._since_ns
-        since = max(since_ns / 1e9 - 1.0, 1.0) if since_ns else None
-        try:
-            stream = self._api.logs(
-                self.handle, stream=True, follow=True, timestamps=True, since=since
-            )
-            with self._lock:
-                self._stream = stream
-            if self._stopped.is_set():
-                stream.close()
-                return
-            out = CappedLog(self.log_path, *self.bounds)
-            try:
-                for chunk in stream:
-                    if self._stopped.is_set():
-                        break
-                    _append(out, chunk, since_ns)
-            finally:
-                out.close()
-        except OSError as err:
-            log.warning("cannot write the log of %s to %s: %s", self.handle, self.log_path, err)
-        except Exception as err:  # a daemon thread must end quietly, whatever happened
-            log.debug("log stream of %s ended: %s", self.handle, describe(err))
-
-
-def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> None:
-    ts_ns, payload = split_timestamp(chunk)
-    if since_ns is not None and ts_ns is not None and ts_ns <= since_ns:
-        return  # already in the file before a restart
-    out.write(payload)
-    if ts_ns is not None:
-        os.utime(out.fileno(), ns=(ts_ns, ts_ns))
-
-
-def _resume_point(log_path: Path) -> int | None:
-    """The Docker timestamp of the last line in ``log_path`` (its mtime), if any."""
-    try:
-        stat = log_path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_mtime_ns if stat.st_size > 0 else None
 
 
 # ---------------------------------------------------------------- the executor
@@ -683,15 +398,6 @@ class DockerExecutor:
         self.drain_logs(key, LOG_DRAIN_SECONDS)
         with docker_errors(f"cannot remove the leftover container {key}"):
             self._api.remove_container(key, v=True, force=True)
-
-
-def _make_log_folder(handle: str, log_path: Path) -> None:
-    if str(log_path) == os.devnull:
-        return
-    try:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ExecutorError(f"cannot create the log folder of {handle}: {err}") from err
 
 
 def _docker_time(ns: int) -> str:
