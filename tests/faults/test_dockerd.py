@@ -31,7 +31,7 @@ from typing import Any
 import docker
 import pytest
 
-from runner.executors.docker.executor import QUICK_TIMEOUT
+from runner.executors.docker.engine import QUICK_TIMEOUT
 from tests.docker.helpers import IMAGE, engine_client
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import DaemonProcess, document, pids_alive, wait_for

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import docker
 from docker.errors import APIError, NotFound
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import RequestException
@@ -45,6 +44,12 @@ from runner.executors.docker.containers import (
     log_bounds,
     status_from_state,
 )
+from runner.executors.docker.engine import (
+    DEFAULT_TIMEOUT,
+    QUICK_TIMEOUT,
+    _connect_client,
+    _quick_api,
+)
 from runner.executors.docker.errors import (
     _DOCKER_ERRORS,
     _is_not_running,
@@ -61,9 +66,6 @@ from runner.executors.docker.logs import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 10.0  # seconds the engine has to answer when connecting
-CALL_TIMEOUT = 60.0  # seconds for each later API call (log streams have none)
-QUICK_TIMEOUT = 10.0  # seconds for the loop's inspect and kill: a hung engine must not hold it
 PROBE_TIMEOUT = 2.0  # seconds a ping of an engine that was down may take
 PROBE_EVERY = 1.0  # seconds between pings of an engine that was down
 STOPPED_OUTSIDE = (
@@ -403,22 +405,3 @@ class DockerExecutor:
 def _docker_time(ns: int) -> str:
     """A time for the engine's ``since``/``until``: seconds.nanoseconds."""
     return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
-
-
-def _quick_api(client: Any) -> Any:
-    """A second connection to the same engine whose calls give up after QUICK_TIMEOUT s."""
-    try:
-        return docker.from_env(timeout=QUICK_TIMEOUT, version=client.api.api_version).api
-    except _DOCKER_ERRORS:
-        return client.api
-
-
-def _connect_client(timeout: float) -> Any:
-    """A docker client that has answered a ping within ``timeout`` s, or ExecutorError."""
-    try:
-        client = docker.from_env(timeout=timeout, max_pool_size=64)
-        client.ping()
-    except _DOCKER_ERRORS as err:
-        raise ExecutorError(f"Docker engine not reachable: {describe(err)}") from err
-    client.api.timeout = max(timeout, CALL_TIMEOUT)  # read by every later request
-    return client
