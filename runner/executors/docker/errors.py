@@ -11,7 +11,7 @@ from requests.exceptions import RequestException
 
 from runner.executors.base import ExecutorError
 
-_DOCKER_ERRORS = (DockerException, RequestException)
+DOCKER_ERRORS = (DockerException, RequestException)
 
 
 def one_line(text: str) -> str:
@@ -26,7 +26,7 @@ def describe(err: BaseException) -> str:
     return one_line(str(explanation or err)) or type(err).__name__
 
 
-def _raise(what: str, err: BaseException) -> NoReturn:
+def raise_error(what: str, err: BaseException) -> NoReturn:
     raise ExecutorError(f"docker: {what}: {describe(err)}") from err
 
 
@@ -35,9 +35,9 @@ def docker_errors(what: str) -> Iterator[None]:
     """Turn any Docker or connection error into a one-line ExecutorError."""
     try:
         yield
-    except _DOCKER_ERRORS as err:
-        _raise(what, err)
+    except DOCKER_ERRORS as err:
+        raise_error(what, err)
 
 
-def _is_not_running(err: Any) -> bool:
+def is_not_running(err: Any) -> bool:
     return getattr(err, "status_code", None) == 409 or "is not running" in describe(err)

@@ -1,5 +1,8 @@
 """The Docker executor: one container per worker, started through the docker SDK.
 
+What a container is made of is in :mod:`runner.executors.docker.containers`, the copy
+of its output to the worker's log in :mod:`runner.executors.docker.logs`.
+
 The engine may stop and start under the daemon (an upgrade, ``systemctl restart
 docker``). Calls the loop makes every tick (inspect, kill) give up after
 QUICK_TIMEOUT s; a call that gets no answer at all marks the engine down, and
@@ -47,20 +50,20 @@ from runner.executors.docker.containers import (
 from runner.executors.docker.engine import (
     DEFAULT_TIMEOUT,
     QUICK_TIMEOUT,
-    _connect_client,
-    _quick_api,
+    connect_client,
+    quick_api,
 )
 from runner.executors.docker.errors import (
-    _DOCKER_ERRORS,
-    _is_not_running,
-    _raise,
+    DOCKER_ERRORS,
     describe,
     docker_errors,
+    is_not_running,
+    raise_error,
 )
 from runner.executors.docker.logs import (
-    _LogFollower,
-    _make_log_folder,
-    _resume_point,
+    LogFollower,
+    make_log_folder,
+    resume_point,
     split_timestamp,
 )
 
@@ -73,9 +76,6 @@ STOPPED_OUTSIDE = (
     "shutdown or restart, or docker stop/kill)"
 )
 LOG_DRAIN_SECONDS = 5.0  # cleanup waits this long for the last log lines
-
-
-# ---------------------------------------------------------------- the executor
 
 
 class DockerExecutor:
@@ -93,13 +93,13 @@ class DockerExecutor:
     ) -> None:
         self.instance = instance  # only this daemon's containers are listed
         if client is None:
-            client = _connect_client(DEFAULT_TIMEOUT)
-            quick = _quick_api(client)
+            client = connect_client(DEFAULT_TIMEOUT)
+            quick = quick_api(client)
         self._client: Any = client
         self._api: Any = self._client.api
         self._quick: Any = quick if quick is not None else self._api  # inspect, kill, ping
         self.nvidia: bool = self._detect_nvidia() if nvidia is None else nvidia
-        self._followers: dict[str, _LogFollower] = {}
+        self._followers: dict[str, LogFollower] = {}
         self._lock = threading.Lock()
         self._last_answer = time.time()  # the engine's health, for reachable()
         self._down_since: float | None = None  # the last answer before it stopped answering
@@ -117,8 +117,8 @@ class DockerExecutor:
         ExecutorError if it does not answer within ``timeout`` seconds; later
         calls wait up to CALL_TIMEOUT (or ``timeout`` if longer).
         """
-        client = _connect_client(timeout)
-        return cls(client, nvidia=nvidia, instance=instance, quick=_quick_api(client))
+        client = connect_client(timeout)
+        return cls(client, nvidia=nvidia, instance=instance, quick=quick_api(client))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -144,15 +144,15 @@ class DockerExecutor:
         kwargs = container_kwargs(launch, self.nvidia)
         self._check_image(kwargs["image"])
         self._clear_leftover(launch.key)
-        _make_log_folder(launch.key, launch.log_path)  # before anything runs
+        make_log_folder(launch.key, launch.log_path)  # before anything runs
         with docker_errors(f"cannot create container {launch.key}"):
             container = self._client.containers.create(**kwargs)
         try:
             container.start()
-        except _DOCKER_ERRORS as err:
-            with contextlib.suppress(*_DOCKER_ERRORS):
+        except DOCKER_ERRORS as err:
+            with contextlib.suppress(*DOCKER_ERRORS):
                 container.remove(force=True)
-            _raise(f"cannot start container {launch.key}", err)
+            raise_error(f"cannot start container {launch.key}", err)
         self._follow(launch.key, launch.log_path, None, (launch.log_limit, launch.log_reserve))
         return launch.key
 
@@ -163,11 +163,11 @@ class DockerExecutor:
         except NotFound:
             return
         except APIError as err:
-            if not _is_not_running(err):
-                _raise(f"cannot signal container {handle}", err)
+            if not is_not_running(err):
+                raise_error(f"cannot signal container {handle}", err)
         except RequestException as err:
             self._no_answer(err)
-            _raise(f"cannot signal container {handle}", err)
+            raise_error(f"cannot signal container {handle}", err)
 
     def status(self, handle: str) -> WorkerStatus:
         """The container's state; one ended by something else is MISSING (a lost worker)."""
@@ -191,7 +191,7 @@ class DockerExecutor:
         self._next_probe = now + PROBE_EVERY
         try:
             answer = self._quick.get(f"{self._quick.base_url}/_ping", timeout=PROBE_TIMEOUT)
-        except _DOCKER_ERRORS as err:
+        except DOCKER_ERRORS as err:
             self._no_answer(err)
             return False
         if answer.status_code != 200:
@@ -219,8 +219,8 @@ class DockerExecutor:
             self._api.remove_container(handle, v=True, force=False)
         except NotFound:
             return
-        except _DOCKER_ERRORS as err:
-            _raise(f"cannot remove container {handle}", err)
+        except DOCKER_ERRORS as err:
+            raise_error(f"cannot remove container {handle}", err)
 
     # -- logs
 
@@ -236,15 +236,15 @@ class DockerExecutor:
             attrs = self._api.inspect_container(handle)
         except NotFound:
             return False
-        except _DOCKER_ERRORS as err:
-            _raise(f"cannot inspect container {handle}", err)
+        except DOCKER_ERRORS as err:
+            raise_error(f"cannot inspect container {handle}", err)
         labels = (attrs.get("Config") or {}).get("Labels") or {}
         if log_path is None:
             label = labels.get(LABEL_LOG)
             if not label:
                 return False
             log_path = Path(label)
-        return self._follow(handle, log_path, _resume_point(log_path), log_bounds(labels))
+        return self._follow(handle, log_path, resume_point(log_path), log_bounds(labels))
 
     def drain_logs(self, handle: str, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the log follower of ``handle`` to finish.
@@ -280,7 +280,7 @@ class DockerExecutor:
     def close(self) -> None:
         """Stop every log follower and close the client; containers keep running."""
         self.stop_following()
-        with contextlib.suppress(*_DOCKER_ERRORS):
+        with contextlib.suppress(*DOCKER_ERRORS):
             self._client.close()
 
     def _follow(
@@ -292,8 +292,8 @@ class DockerExecutor:
             current = self._followers.get(handle)
             if current is not None and current.thread.is_alive():
                 return True
-            _make_log_folder(handle, log_path)
-            follower = _LogFollower(self._api, handle, log_path, since_ns, bounds)
+            make_log_folder(handle, log_path)
+            follower = LogFollower(self._api, handle, log_path, since_ns, bounds)
             self._followers[handle] = follower
             follower.thread.start()
         return True
@@ -306,9 +306,9 @@ class DockerExecutor:
             attrs = self._quick.inspect_container(handle)
         except NotFound:
             return None
-        except _DOCKER_ERRORS as err:
+        except DOCKER_ERRORS as err:
             self._no_answer(err)
-            _raise(f"cannot inspect container {handle}", err)
+            raise_error(f"cannot inspect container {handle}", err)
         self._answered()
         state: dict[str, Any] = attrs.get("State") or {}
         return state
@@ -372,7 +372,7 @@ class DockerExecutor:
             answer = self._quick.get(
                 f"{self._quick.base_url}/events", params=params, timeout=QUICK_TIMEOUT
             )
-        except _DOCKER_ERRORS:
+        except DOCKER_ERRORS:
             return False
         return answer.status_code == 200 and bool(answer.text.strip())
 
@@ -384,8 +384,8 @@ class DockerExecutor:
         except NotFound as err:  # ImageNotFound is a NotFound
             msg = f"image {image} is not on this machine (docker pull it first)"
             raise ExecutorError(msg) from err
-        except _DOCKER_ERRORS as err:
-            _raise(f"cannot inspect image {image}", err)
+        except DOCKER_ERRORS as err:
+            raise_error(f"cannot inspect image {image}", err)
 
     def _clear_leftover(self, key: str) -> None:
         """Remove an exited container that holds ``key``; refuse a live one."""
@@ -393,8 +393,8 @@ class DockerExecutor:
             attrs = self._api.inspect_container(key)
         except NotFound:
             return
-        except _DOCKER_ERRORS as err:
-            _raise(f"cannot inspect container {key}", err)
+        except DOCKER_ERRORS as err:
+            raise_error(f"cannot inspect container {key}", err)
         if status_from_state(attrs.get("State") or {}).state is WorkerState.RUNNING:
             raise ExecutorError(f"a container named {key} is already running")
         self.drain_logs(key, LOG_DRAIN_SECONDS)

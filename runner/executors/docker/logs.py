@@ -52,7 +52,7 @@ def split_timestamp(chunk: bytes) -> tuple[int | None, bytes]:
 # ---------------------------------------------------------------- log following
 
 
-class _LogFollower:
+class LogFollower:
     """A daemon thread appending one container's output to its log file.
 
     The thread never raises: a removed container, a stopped engine or
@@ -116,7 +116,7 @@ def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> None:
         os.utime(out.fileno(), ns=(ts_ns, ts_ns))
 
 
-def _resume_point(log_path: Path) -> int | None:
+def resume_point(log_path: Path) -> int | None:
     """The Docker timestamp of the last line in ``log_path`` (its mtime), if any."""
     try:
         stat = log_path.stat()
@@ -125,7 +125,7 @@ def _resume_point(log_path: Path) -> int | None:
     return stat.st_mtime_ns if stat.st_size > 0 else None
 
 
-def _make_log_folder(handle: str, log_path: Path) -> None:
+def make_log_folder(handle: str, log_path: Path) -> None:
     if str(log_path) == os.devnull:
         return
     try:
