@@ -65,7 +65,8 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.supervise import (
+from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
+from runner.executors.workerfiles import (
     EXIT,
     LAUNCH,
     META,
@@ -74,7 +75,6 @@ from runner.executors.supervise import (
     read_json,
     write_json_atomic,
 )
-from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NO_BWRAP = (

@@ -44,30 +44,30 @@ import ctypes
 import dataclasses
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.executors.logcap import CappedLog
-from runner.executors.sandbox import PlacementError, program_exists, sandbox_args
+from runner.executors.member import as_member
+from runner.executors.sandbox import program_exists, sandbox_args
 from runner.executors.tree import descendants, kill_descendants, proc_stat
+from runner.executors.workerfiles import (
+    LAUNCH,
+    META,
+    Job,
+    _reserve_exit,
+    _write_exit,
+    write_json_atomic,
+)
 
-META = "meta.json"
-PLACE_TIMEOUT = 5.0  # seconds the member's child may take to place the drives
-EXIT = "exit.json"
-LAUNCH = "launch.json"
-SUPERVISOR_LOG = "supervisor.log"
-EXIT_RESERVED = ".exit.reserved"  # the room for exit.json, taken when the worker starts
-EXIT_ROOM = 4096
 RELAY_CHUNK = 1 << 16
 RELAY_WAIT = 10.0  # seconds the exit waits for the last output (a writer it may not kill)
 
@@ -77,62 +77,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-# -- shared with the executor -------------------------------------------------------------
-
-
-def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The object in ``path``; None when it is absent or not a JSON object."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 # -- the supervisor -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """What ``launch.json`` asks for; built by the executor."""
-
-    run: str
-    attempt: int
-    worker: int
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    uid: int | None  # None: run as the supervisor's own user
-    gid: int | None
-    log_path: str
-    sandbox: list[str]  # bubblewrap (then its command line without "--info-fd", "--"); or []
-    drives: list[tuple[str, str, bool]]  # (host source, mount path, read-only)
-    log_limit: int = 0  # bytes; 0: none (see runner.executors.logcap)
-    log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
-
-    @classmethod
-    def load(cls, path: Path) -> Job:
-        data = read_json(path)
-        if data is None:
-            raise ValueError(f"{path} is missing or unreadable")
-        path.unlink()
-        data["drives"] = [tuple(d) for d in data.get("drives", [])]
-        return cls(**data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,78 +201,6 @@ def _place(job: Job) -> dict[str, object]:
     args, mapping = sandbox_args(job.sandbox[0], job.drives)
     path = job.env.get("PATH", "")
     return {"sandbox": args, "found": program_exists(job.argv[0], job.cwd, path, mapping)}
-
-
-def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``work()`` in a child that is the job's uid:gid with no supplementary groups.
-
-    Its answer comes back as JSON; a PlacementError's (or any error's) one line is raised
-    here as a PlacementError. The supervisor is single-threaded, so fork is safe.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_end)
-            _answer_as_member(job, work, write_end)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    data = _read_within(read_end, pid, PLACE_TIMEOUT)
-    try:
-        answer = json.loads(data)
-    except ValueError:
-        raise PlacementError("the drives could not be placed (no answer)") from None
-    if "ok" not in answer:
-        raise PlacementError(str(answer.get("error")))
-    ok: dict[str, Any] = answer["ok"]
-    return ok
-
-
-def _read_within(read_end: int, pid: int, timeout: float) -> bytes:
-    """The child's whole answer, or PlacementError once ``timeout`` s pass (a mount path on
-    a file system that does not answer, a member's own FUSE mount): the child is killed,
-    and the start fails instead of hanging."""
-    deadline, chunks = time.monotonic() + timeout, list[bytes]()
-    try:
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([read_end], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                os.waitpid(pid, 0)
-                return b"".join(chunks)
-            chunks.append(chunk)
-        os.kill(pid, signal.SIGKILL)
-        _reap_within(pid, 1.0)
-        raise PlacementError(
-            f"the drives could not be placed within {timeout:g} s: a mount path's file"
-            " system does not answer"
-        )
-    finally:
-        os.close(read_end)
-
-
-def _reap_within(pid: int, timeout: float) -> None:
-    """Reap a killed child, waiting at most ``timeout`` s (one stuck in the kernel stays a
-    zombie until the supervisor exits, rather than hold up the start)."""
-    deadline = time.monotonic() + timeout
-    while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: int) -> None:
-    try:
-        if job.uid is not None:
-            os.setgroups([])
-            os.setgid(job.gid if job.gid is not None else job.uid)
-            os.setuid(job.uid)
-        answer: dict[str, Any] = {"ok": work()}
-    except Exception as exc:
-        answer = {"error": " ".join(str(exc).split()) or type(exc).__name__}
-    with os.fdopen(write_end, "wb") as out:
-        out.write(json.dumps(answer).encode())
 
 
 def _relay_output(output: int, log: CappedLog | None) -> threading.Thread:
@@ -502,52 +375,6 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
         "started_at": time.time(),
     }
     write_json_atomic(folder / META, meta)
-
-
-def _reserve_exit(folder: Path) -> None:
-    """Take the room for ``exit.json`` now: a full disk later cannot lose the exit."""
-    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                 0o600)  # fmt: skip
-    try:
-        os.write(fd, b" " * EXIT_ROOM)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
-    """Write ``exit.json``, into the room taken at the start; retried until it is written.
-
-    The daemon sees the worker running while this supervisor lives and ``exit.json`` is
-    not there, so an exit is never lost, only learned late, if the disk refuses it.
-    """
-    error = error[:1000] if error else error
-    result = {"exit_code": code, "signal": signum, "finished_at": time.time(), "error": error}
-    delay = 0.1
-    while True:
-        try:
-            _fill_reserved(folder, json.dumps(result).encode())
-            return
-        except OSError as exc:
-            print(f"cannot write {EXIT} into its reserved room: {exc}", file=sys.stderr)
-        with contextlib.suppress(OSError):
-            write_json_atomic(folder / EXIT, result)
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 5.0)
-
-
-def _fill_reserved(folder: Path, data: bytes) -> None:
-    """Overwrite the reserved file in place (no new blocks, no new inode), then rename it."""
-    if len(data) > EXIT_ROOM:
-        raise OSError(f"{len(data)} bytes do not fit in {EXIT_ROOM}")
-    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_NOFOLLOW)
-    try:
-        os.pwrite(fd, data + b" " * (EXIT_ROOM - len(data)), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(folder / EXIT_RESERVED, folder / EXIT)
 
 
 if __name__ == "__main__":

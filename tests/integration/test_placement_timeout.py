@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from runner.executors.member import _read_within
 from runner.executors.sandbox import PlacementError
-from runner.executors.supervise import _read_within
 
 
 def _child(write: int, read: int, answer: bytes, delay: float) -> int:

@@ -24,8 +24,8 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.executors.process import NO_BWRAP, SUPERVISOR_GONE, ProcessExecutor
-from runner.executors.supervise import read_json
 from runner.executors.tree import proc_stat
+from runner.executors.workerfiles import read_json
 
 PY = sys.executable
 TIMEOUT = 20.0

@@ -1,0 +1,124 @@
+"""The files of a process worker's folder, written by the executor and its supervisor.
+
+``launch.json`` (a :class:`Job`), ``meta.json``, ``exit.json`` and its reserved room, and
+``supervisor.log``: see :mod:`runner.executors.process`. Only the standard library: the
+supervisor imports this module on its start path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+META = "meta.json"
+EXIT = "exit.json"
+LAUNCH = "launch.json"
+SUPERVISOR_LOG = "supervisor.log"
+EXIT_RESERVED = ".exit.reserved"  # the room for exit.json, taken when the worker starts
+EXIT_ROOM = 4096
+
+
+def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The object in ``path``; None when it is absent or not a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What ``launch.json`` asks for; built by the executor."""
+
+    run: str
+    attempt: int
+    worker: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    uid: int | None  # None: run as the supervisor's own user
+    gid: int | None
+    log_path: str
+    sandbox: list[str]  # bubblewrap (then its command line without "--info-fd", "--"); or []
+    drives: list[tuple[str, str, bool]]  # (host source, mount path, read-only)
+    log_limit: int = 0  # bytes; 0: none (see runner.executors.logcap)
+    log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
+
+    @classmethod
+    def load(cls, path: Path) -> Job:
+        data = read_json(path)
+        if data is None:
+            raise ValueError(f"{path} is missing or unreadable")
+        path.unlink()
+        data["drives"] = [tuple(d) for d in data.get("drives", [])]
+        return cls(**data)
+
+
+def _reserve_exit(folder: Path) -> None:
+    """Take the room for ``exit.json`` now: a full disk later cannot lose the exit."""
+    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                 0o600)  # fmt: skip
+    try:
+        os.write(fd, b" " * EXIT_ROOM)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
+    """Write ``exit.json``, into the room taken at the start; retried until it is written.
+
+    The daemon sees the worker running while this supervisor lives and ``exit.json`` is
+    not there, so an exit is never lost, only learned late, if the disk refuses it.
+    """
+    error = error[:1000] if error else error
+    result = {"exit_code": code, "signal": signum, "finished_at": time.time(), "error": error}
+    delay = 0.1
+    while True:
+        try:
+            _fill_reserved(folder, json.dumps(result).encode())
+            return
+        except OSError as exc:
+            print(f"cannot write {EXIT} into its reserved room: {exc}", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            write_json_atomic(folder / EXIT, result)
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+def _fill_reserved(folder: Path, data: bytes) -> None:
+    """Overwrite the reserved file in place (no new blocks, no new inode), then rename it."""
+    if len(data) > EXIT_ROOM:
+        raise OSError(f"{len(data)} bytes do not fit in {EXIT_ROOM}")
+    fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.pwrite(fd, data + b" " * (EXIT_ROOM - len(data)), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(folder / EXIT_RESERVED, folder / EXIT)
