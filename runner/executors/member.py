@@ -35,7 +35,7 @@ def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         finally:
             os._exit(0)
     os.close(write_end)
-    data = _read_within(read_end, pid, PLACE_TIMEOUT)
+    data = read_within(read_end, pid, PLACE_TIMEOUT)
     try:
         answer = json.loads(data)
     except ValueError:
@@ -46,7 +46,7 @@ def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return ok
 
 
-def _read_within(read_end: int, pid: int, timeout: float) -> bytes:
+def read_within(read_end: int, pid: int, timeout: float) -> bytes:
     """The child's whole answer, or PlacementError once ``timeout`` s pass (a mount path on
     a file system that does not answer, a member's own FUSE mount): the child is killed,
     and the start fails instead of hanging."""

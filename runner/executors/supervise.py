@@ -13,7 +13,7 @@ this module in a session of its own, so the worker outlives a daemon killed with
    worker), and spawns the command in a session and process group of its own, as the
    worker's uid:gid when asked, with no-new-privileges, dying if the supervisor dies.
    Drives are placed, and the program looked up, by a child that has dropped to the
-   worker's uid:gid first (:func:`as_member`), never as root; this happens before the
+   worker's uid:gid first (:mod:`runner.executors.member`), never as root; this happens before the
    supervisor starts any thread, so the fork is safe. The command's stdout and stderr
    are one pipe, which a thread of the supervisor copies into the log within
    ``log_limit`` and ``log_reserve`` (:mod:`runner.executors.logcap`): the command never
@@ -63,8 +63,8 @@ from runner.executors.workerfiles import (
     LAUNCH,
     META,
     Job,
-    _reserve_exit,
-    _write_exit,
+    reserve_exit,
+    write_exit,
     write_json_atomic,
 )
 
@@ -123,7 +123,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         signal.signal(stop, _ignore)  # a handler, not SIG_IGN: exec resets it
     try:
         _become_subreaper()
-        _reserve_exit(folder)
+        reserve_exit(folder)
         log = _open_log(job)
         job, missing = _placed(job)  # forks: before any thread of the supervisor starts
         output, into = os.pipe()
@@ -139,7 +139,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         return 1
     if isinstance(outcome, _NotRunning):
         relay.join(RELAY_WAIT)
-        _write_exit(folder, outcome.exit_code, None, outcome.error)
+        write_exit(folder, outcome.exit_code, None, outcome.error)
         _tell(ready, "ok")
         return 0
     abandoned = not _tell(ready, "ok")
@@ -148,7 +148,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
     code, signum = _wait_reaping(outcome.proc)
     _end_leftovers()
     relay.join(RELAY_WAIT)  # the last output is in the log before the exit is told
-    _write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
+    write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
     return 0
 
 

@@ -78,7 +78,7 @@ class Job:
         return cls(**data)
 
 
-def _reserve_exit(folder: Path) -> None:
+def reserve_exit(folder: Path) -> None:
     """Take the room for ``exit.json`` now: a full disk later cannot lose the exit."""
     fd = os.open(folder / EXIT_RESERVED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                  0o600)  # fmt: skip
@@ -89,7 +89,7 @@ def _reserve_exit(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
+def write_exit(folder: Path, code: int, signum: int | None, error: str | None) -> None:
     """Write ``exit.json``, into the room taken at the start; retried until it is written.
 
     The daemon sees the worker running while this supervisor lives and ``exit.json`` is

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from runner.executors.member import _read_within
+from runner.executors.member import read_within
 from runner.executors.sandbox import PlacementError
 
 
@@ -29,13 +29,13 @@ def _child(write: int, read: int, answer: bytes, delay: float) -> int:
 def test_a_child_that_answers_in_time_is_heard() -> None:
     read, write = os.pipe()
     pid = _child(write, read, b'{"ok": {}}', 0.1)
-    assert _read_within(read, pid, 5) == b'{"ok": {}}'
+    assert read_within(read, pid, 5) == b'{"ok": {}}'
 
 
 def test_a_child_that_hangs_is_killed_and_the_start_fails_in_one_line() -> None:
     read, write = os.pipe()
     pid = _child(write, read, b"late", 30)
     with pytest.raises(PlacementError, match=r"could not be placed within 0\.5 s"):
-        _read_within(read, pid, 0.5)
+        read_within(read, pid, 0.5)
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(pid, 0)
