@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tomli_w
 
+from runner.config.checks import _Table
 from runner.config.load import (
     CONFIG_ENV,
     HOME_ENV,
@@ -25,7 +26,6 @@ from runner.config.load import (
     ConfigError,
     _loads,
     _read,
-    _Table,
     parse_config,
 )
 
