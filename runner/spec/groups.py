@@ -29,12 +29,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from runner.model import RunSpec
-from runner.spec.parse import (
+from runner.spec.fields import (
     _ENV_KEY_RE,
     _NAME_RE,
     _NAME_RULE,
-    DOCUMENT,
-    SpecError,
     _child,
     _int_between,
     _list,
@@ -43,6 +41,10 @@ from runner.spec.parse import (
     _optional,
     _required,
     _string,
+)
+from runner.spec.parse import (
+    DOCUMENT,
+    SpecError,
     parse_spec,
     show_value,
     spec_to_dict,
