@@ -1,4 +1,4 @@
-"""Load and validate the machine's config TOML (``config_files.py`` writes it).
+"""Load and validate the machine's config TOML (:mod:`runner.config.files` writes it).
 
 Every problem raises :class:`ConfigError`, one line that names the file, the key
 and what is wrong: ``/etc/astraeus/config.toml: workspaces.vision.quota.gpus:
