@@ -21,6 +21,7 @@ from runner.config.load import load_config
 from runner.daemon.daemon import machine_for
 from runner.engine.loop import TICK, Loop, LoopSettings
 from runner.executors.base import (
+    Capabilities,
     ExecutorError,
     ListedWorker,
     WorkerLaunch,
@@ -84,6 +85,7 @@ class FakeExecutor:
     """Workers in memory: started running, they stay so until the test says otherwise."""
 
     name = "fake"
+    capabilities = Capabilities()
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
@@ -100,6 +102,9 @@ class FakeExecutor:
 
     def reachable(self) -> bool:
         return self.up
+
+    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
+        return False
 
     def start(self, launch: WorkerLaunch) -> str:
         self.on_start(launch)

@@ -1,11 +1,11 @@
 """What a worker's container is made of: its create arguments, name, labels, GPUs.
 
-Security: the daemon holds the Docker socket, so every container is built here, never
-from caller-supplied options. Containers run as the submitter's ``uid:gid`` with
-``no-new-privileges``, every capability dropped, no privileged mode, no host namespaces,
-no devices but the GPUs the planner gave the worker, and only the drives the loop
-resolved (bind mounts). Images are never pulled: a missing image is an error the user
-fixes with ``docker pull``.
+Security (docs/architecture.md, "Security"): the daemon holds the Docker socket, so
+every container is built here, never from caller-supplied options. Containers run as
+the submitter's ``uid:gid`` with ``no-new-privileges``, every capability dropped, no
+privileged mode, no host namespaces, no devices but the GPUs the planner gave the
+worker, and only the drives the loop resolved (bind mounts). Images are never pulled:
+a missing image is an error the user fixes with ``docker pull``.
 """
 
 from __future__ import annotations
