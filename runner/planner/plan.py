@@ -60,7 +60,6 @@ from runner.planner.messages import (
     format_utc,
     head_message,
     preempting_message,
-    quota_reached,
     quota_reason,
     too_large,
 )
@@ -315,9 +314,12 @@ class _Walk:
         if ask not in cache:
             quota = self.workspaces[workspace].quota
             used = self.usage.get(workspace, _NOTHING)
-            # room held by an in-quota preemption is not in ``used``: no words for it, still a wait
-            held = (Reason("", code=ReasonCode.QUOTA_WAIT), quota_reached(""))
-            cache[ask] = quota_reason(used, ask, quota) or held
+            # room held for an in-quota preemptor is not in ``used``, but it is taken: it
+            # reads as in use (what the quota allows less what is still free in it)
+            held = self.quota_room[workspace] - self.headroom[workspace]
+            found = quota_reason(used, ask, quota) or quota_reason(held, ask, quota)
+            assert found is not None, "a quota wait the quota allows"
+            cache[ask] = found
         return cache[ask]
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:

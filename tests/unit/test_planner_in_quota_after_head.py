@@ -113,3 +113,18 @@ def test_the_head_counts_on_the_end_of_an_in_quota_preemptor_before_it() -> None
     # urgent starts once s has stopped (the 30 s grace) and ends its hour and grace later
     assert p.head.shadow == NOW + 30 + HOUR + 30
     assert "short" not in {st.run for st in p.starts}  # it would end after that shadow
+
+
+def test_room_held_for_an_in_quota_preemptor_reads_as_in_use() -> None:
+    """The quota is 2 GPUs and its run holds 1; a 2-GPU run of the same workspace
+    preempts it (in quota), so the room it holds is taken: the next run of that
+    workspace waits for the quota, in words, not with an empty reason."""
+    own = running("r0", gpus=(4,), ws="vision")
+    big = waiting("w0", gpus=1, workers=2, ws="vision", priority=5, at=0)
+    small = waiting("w3", gpus=1, ws="vision", at=1)
+    p = plan(
+        snap(own, big, small, m=machine(gpus=8), workspaces=(workspace("vision", gpus=2),)), NOW
+    )
+    assert [v.unit_id for v in p.preemptions] == ["r0"]
+    assert "w3" in p.quota_waits
+    assert p.reasons["w3"].render() == "Waits for namespace quota: gpus 2 in use + 1 asked > 2"

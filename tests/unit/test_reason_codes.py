@@ -44,10 +44,7 @@ def _check(p: Plan, snapshot: Snapshot) -> None:
             assert text.startswith(prefix), (name, reason)
             if reason.code is not C.PREEMPTED_WAITING:
                 text = text.split("; waiting to run again. ", 1)[1]
-        # a quota wait for room an in-quota preemption holds has no words yet (empty)
-        assert text.startswith(WAIT_TEXT[reason.code]) or (
-            reason.code is C.QUOTA_WAIT and text == ""
-        ), (name, reason)
+        assert text.startswith(WAIT_TEXT[reason.code]), (name, reason)
     for start in p.starts:
         assert start.why.code is (C.BACKFILLED if start.backfill else C.FITS), start
     for name, reached in p.quota_reached.items():
