@@ -64,7 +64,7 @@ from runner.model import (
 )
 
 if TYPE_CHECKING:
-    from runner.slurm.settings import SlurmConfig
+    from runner.config.slurm import SlurmConfig
 
 STOP_GRACE_ENV = "ASTRAEUS_STOP_GRACE"
 HOME_ENV = "ASTRAEUS_HOME"
@@ -338,7 +338,7 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
     default = DEFAULT_WORKSPACE if DEFAULT_WORKSPACE in workspaces else next(iter(workspaces))
     slurm = None
     if machine.executor == "slurm" or "slurm" in top:
-        from runner.slurm.settings import SlurmConfigError, parse_slurm  # lazy: its own stack
+        from runner.config.slurm import SlurmConfigError, parse_slurm  # lazy: its own stack
 
         try:
             slurm = parse_slurm(top.get("slurm", {}))

@@ -30,6 +30,7 @@ Where Slurm differs from the single-host planner:
   nice.
 """
 
+from runner.config.slurm import SlurmSettings, SlurmTarget
 from runner.slurm.client import Finished, Runner, SlurmClient, run_command
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import (
@@ -42,8 +43,6 @@ from runner.slurm.jobs import (
 from runner.slurm.reasons import describe, head_of, job_ref, priority_of, run_state
 from runner.slurm.script import (
     BatchJob,
-    SlurmSettings,
-    SlurmTarget,
     build_batch,
     nice_for,
     pyxis_image,

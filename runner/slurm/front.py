@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from runner.config.slurm import SlurmConfig
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.loop import Loop, LoopSettings
 from runner.executors.base import (
@@ -47,7 +48,6 @@ from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.reasons import describe, priority_of
 from runner.slurm.script import build_batch, nice_for, partition_for, workspace_of_comment
-from runner.slurm.settings import SlurmConfig
 from runner.store.db import (
     FINISHED_STATES,
     LIVE_WORKER_STATES,

@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from runner.config.slurm import SlurmSettings
 from runner.model import MountMode, RunSpec
 from runner.slurm.errors import SlurmError
 
@@ -57,35 +57,6 @@ _PREEMPTION_GUARD = (
     'exit "$status"',
 )
 _BY_TASK = 'export ASTRAEUS_WORKER_INDEX="$SLURM_PROCID"; exec "$@"'
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmTarget:
-    """Where a workspace's jobs go; None leaves it to Slurm's defaults."""
-
-    partition: str | None = None
-    account: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmSettings:
-    """What the daemon knows of the cluster (from its config).
-
-    ``drives`` maps a drive's name to its path on the shared filesystem.
-    ``priority_partitions`` lists (lowest priority, partition): a run takes the
-    partition of the highest entry its priority reaches, over its workspace's.
-    ``privileged``: the submitter is root or a Slurm operator (negative nice).
-    """
-
-    workspaces: Mapping[str, SlurmTarget] = field(default_factory=dict)
-    default: SlurmTarget = SlurmTarget()
-    priority_partitions: tuple[tuple[int, str], ...] = ()
-    drives: Mapping[str, str] = field(default_factory=dict)
-    pyxis: bool = False
-    log_dir: str | None = None
-    workdir: str | None = None
-    requeue: bool = True
-    privileged: bool = False
 
 
 @dataclass(frozen=True, slots=True)

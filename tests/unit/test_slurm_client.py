@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from runner.config.slurm import SlurmSettings
 from runner.slurm import Finished, SlurmClient, SlurmError, build_batch
-from runner.slurm.script import SlurmSettings
 from tests.unit.test_slurm_jobs import IDS, RECORDED
 from tests.unit.test_slurm_script import run_spec
 

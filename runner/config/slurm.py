@@ -22,9 +22,38 @@ Raises the config's own error (one line naming the key) on anything wrong.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from runner.slurm.script import SlurmSettings, SlurmTarget
+
+@dataclass(frozen=True, slots=True)
+class SlurmTarget:
+    """Where a workspace's jobs go; None leaves it to Slurm's defaults."""
+
+    partition: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSettings:
+    """What the daemon knows of the cluster (from its config).
+
+    ``drives`` maps a drive's name to its path on the shared filesystem.
+    ``priority_partitions`` lists (lowest priority, partition): a run takes the
+    partition of the highest entry its priority reaches, over its workspace's.
+    ``privileged``: the submitter is root or a Slurm operator (negative nice).
+    """
+
+    workspaces: Mapping[str, SlurmTarget] = field(default_factory=dict)
+    default: SlurmTarget = SlurmTarget()
+    priority_partitions: tuple[tuple[int, str], ...] = ()
+    drives: Mapping[str, str] = field(default_factory=dict)
+    pyxis: bool = False
+    log_dir: str | None = None
+    workdir: str | None = None
+    requeue: bool = True
+    privileged: bool = False
+
 
 _KEYS = (
     "pyxis", "privileged", "log_dir", "workdir", "bin_dir", "partition", "account",
