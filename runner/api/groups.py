@@ -13,7 +13,7 @@ import asyncio
 
 from aiohttp import web
 
-from runner.api.machine import _api, _caller
+from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.streams import run_objects
 from runner.api.views import event_object, group_object
 from runner.service.runs import ServiceError
@@ -21,7 +21,7 @@ from runner.spec.groups import KINDS
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     kind = request.query.get("kind")
     if kind is not None and kind not in KINDS:
         raise ServiceError(400, "BAD_REQUEST", f"kind: must be one of {', '.join(KINDS)}")
@@ -33,15 +33,15 @@ async def list_groups(request: web.Request) -> web.Response:
 
 
 async def create_group(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
-    document = await _api().read_document(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
+    document = await read_document(request)
     group = await asyncio.to_thread(daemon.groups.create, document, caller)
     body = group_object(group, daemon.store.runs_of_group(group.name))
     return web.json_response(body, status=201)
 
 
 async def show_group(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     group = daemon.groups.get(request.match_info["name"], caller)
     runs = daemon.store.runs_of_group(group.name)
     body = group_object(group, runs)
@@ -52,9 +52,9 @@ async def show_group(request: web.Request) -> web.Response:
 
 
 async def patch_group(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
-    body = await _api().read_document(request)
+    body = await read_document(request)
     if not isinstance(body, dict) or len(body) != 1 or not {"replicas", "paused"} & set(body):
         raise ServiceError(422, "INVALID_SPEC", 'send {"replicas": N} or {"paused": true|false}')
     if "replicas" in body:
@@ -71,7 +71,7 @@ async def patch_group(request: web.Request) -> web.Response:
 
 
 async def delete_group(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
     outcomes = await asyncio.to_thread(daemon.groups.delete, name, caller)
     return web.json_response({"name": name, "runs": outcomes})

@@ -10,27 +10,17 @@ from typing import Any
 
 from aiohttp import web
 
+from runner.api.context import daemon_of, peer_caller
 from runner.config.files import update_config_file
 from runner.config.load import ConfigError
 from runner.gpus import foreign_processes, read_inventory
 from runner.model import ANONYMOUS_RUN, RESOURCE_NAMES, Quota, Resources, amounts
 from runner.planner.plan import dominant_share
-from runner.service.runs import Caller, ServiceError
-
-
-def _api() -> Any:
-    from runner.api import app as api  # lazy: api imports this module
-
-    return api
-
-
-def _caller(request: web.Request) -> Caller:
-    caller: Caller = _api().peer_caller(request)
-    return caller
+from runner.service.runs import ServiceError
 
 
 async def gpus(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
     if daemon.front is not None:  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
@@ -38,8 +28,8 @@ async def gpus(request: web.Request) -> web.Response:
     for w in daemon.store.live_workers():
         run = daemon.store.get_run(w.run)
         visible = run is not None and caller.viewer.sees(run.workspace)
-        for g in w.gpus:
-            holders[g] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
+        for index in w.gpus:
+            holders[index] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
                           "state": w.state}  # fmt: skip
     plan = daemon.loop.status.plan
     head = plan.head if plan is not None else None
@@ -72,7 +62,7 @@ def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
 
 
 async def workspaces(request: web.Request) -> web.Response:
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     mine = daemon.service.default_workspace_of(caller)
     used: dict[str, Resources] = {}
     for w in daemon.store.live_workers():
@@ -119,7 +109,7 @@ def _apply_change(doc: dict[str, Any], ws: str, body: dict[str, Any]) -> None:
 
 async def change_workspace(request: web.Request) -> web.Response:
     """Admins only: quota, max_priority, weight; written atomically, then reloaded."""
-    daemon, caller = request.app[_api().DAEMON], _caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     if not caller.admin:
         raise ServiceError(403, "FORBIDDEN", "only an admin may change a workspace")
     body = await request.json()
@@ -140,7 +130,7 @@ async def change_workspace(request: web.Request) -> web.Response:
 
 async def shutdown(request: web.Request) -> web.Response:
     """Stop the daemon (admins, or the user it runs as); running work goes on."""
-    caller = _caller(request)
+    caller = peer_caller(request)
     if not (caller.admin or caller.uid == os.getuid()):
         raise ServiceError(403, "FORBIDDEN", "only an admin may stop the daemon")
     asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)

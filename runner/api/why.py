@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.revocation import held_back, revoked
@@ -82,14 +83,8 @@ def estimate_json(estimate: Estimate | None, snapshot_ws: dict[str, str], caller
     return {"starts_by": iso(estimate.starts_by), "after": after}
 
 
-def _daemon_and_caller(request: web.Request) -> tuple[Daemon, Caller]:
-    from runner.api import app as api  # lazy: api imports this module
-
-    return request.app[api.DAEMON], api.peer_caller(request)
-
-
 async def why(request: web.Request) -> web.Response:
-    daemon, caller = _daemon_and_caller(request)
+    daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
     run = daemon.store.get_run(name)
     if run is None:
@@ -145,9 +140,7 @@ def _slurm_why(daemon: Daemon, name: str, state: str, caller: Caller) -> dict[st
 
 async def preview(request: web.Request) -> web.Response:
     """What a submit would do: position, start, victims, refusals. Writes nothing."""
-    daemon, caller = _daemon_and_caller(request)
-    from runner.api.app import read_document  # lazy: api imports this module
-
+    daemon, caller = daemon_of(request), peer_caller(request)
     spec, workspace = daemon.service.check(await read_document(request), caller)
     if daemon.store.get_run(spec.name) is not None:
         raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")

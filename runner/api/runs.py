@@ -1,0 +1,170 @@
+"""The API's runs: list, submit, show, change, delete, their logs, events and the stream."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
+from runner.api.streams import follow_events, follow_log, run_objects, sse
+from runner.api.views import event_object, event_visible, iso, run_object, worker_object
+from runner.api.why import ESTIMATES
+from runner.daemon.daemon import Daemon
+from runner.drives import latest_checkpoint
+from runner.service.runs import Caller, ServiceError
+from runner.store.db import RunRow
+
+
+def _seen_run(daemon: Daemon, name: str, caller: Caller) -> RunRow:
+    """The run whose details ``caller`` may read: 404 when there is none, 403 when it is
+    another workspace's (its details, events and logs are private)."""
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
+    return run
+
+
+def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    spec = daemon.loop.specs.get(run)
+    live = [w for w in daemon.store.workers_of(name)]
+    estimate = request.app[ESTIMATES].get(daemon).get(name) if run.state == "Queued" else None
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    return run_object(run, spec, caller.viewer, plan, live, now, estimate)
+
+
+# ------------------------------------------------------------------ runs
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    q = request.query
+    runs = daemon.store.runs(active_only=q.get("all") not in ("1", "true"))
+    if "workspace" in q:
+        runs = [r for r in runs if r.workspace == q["workspace"]]
+    if "group" in q:
+        runs = [r for r in runs if r.grp == q["group"]]
+    if "state" in q:
+        wanted = {s.strip().lower() for s in q["state"].split(",")}
+        runs = [r for r in runs if r.state.lower() in wanted]
+    objects = run_objects(daemon, runs, caller, request.app[ESTIMATES].get(daemon))
+    running = ("Running", "Stopping", "Starting")
+    objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
+    return web.json_response({"runs": objects})
+
+
+async def submit(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    document = await read_document(request)
+    run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
+    spec = daemon.loop.specs.get(run)
+    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    return web.json_response(run_object(run, spec, caller.viewer, plan, (), now), status=201)
+
+
+async def show_run(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    name = request.match_info["name"]
+    run = _seen_run(daemon, name, caller)
+    obj = _run_json(request, daemon, name, caller)
+    obj["spec"] = run.spec()
+    obj["workers_history"] = [
+        worker_object(w, caller.viewer) for w in daemon.store.workers_of(name)
+    ]
+    seen = [e for e in daemon.store.events(name) if event_visible(e, caller.viewer)]
+    obj["events"] = [event_object(e, caller.viewer) for e in seen]
+    found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)
+    obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
+    return web.json_response(obj)
+
+
+async def patch_run(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    body = await read_document(request)
+    priority = body.get("priority") if isinstance(body, dict) else None
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
+    name = request.match_info["name"]
+    await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
+    return web.json_response(_run_json(request, daemon, name, caller))
+
+
+async def delete_run(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    name = request.match_info["name"]
+    outcome = await asyncio.to_thread(daemon.service.delete, name, caller)
+    return web.json_response({"name": name, "outcome": outcome})
+
+
+async def run_logs(request: web.Request) -> web.StreamResponse:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    name = request.match_info["name"]
+    run = daemon.store.get_run(name)
+    if run is None:
+        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    if not caller.viewer.sees(run.workspace):
+        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: its logs are private")
+    follow = request.query.get("follow") in ("1", "true")
+    return await follow_log(request, daemon, run, follow)
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    run = request.query.get("run")
+    if run is not None:
+        _seen_run(daemon, run, caller)  # answers as the run's details do
+    after = int(request.query.get("after", "0") or 0)  # digits: see checked_input
+    follow = request.query.get("follow") in ("1", "true")
+    return await follow_events(request, daemon, caller, run, after, follow)
+
+
+async def status(request: web.Request) -> web.Response:
+    daemon, caller = daemon_of(request), peer_caller(request)
+    s, plan = daemon.loop.status, daemon.loop.status.plan
+    head = None
+    if plan is not None and plan.head is not None:
+        head = (
+            _run_json(request, daemon, plan.head.run, caller)
+            if daemon.store.get_run(plan.head.run)
+            else None
+        )
+        if head is not None:
+            head["held_gpus"] = list(plan.head.held_gpus)
+            head["preempting"] = plan.head.preempting
+    return web.json_response({
+        "executor": daemon.executor.name,
+        "executor_why": daemon.executor_why,
+        "gpus_source": daemon.inventory.source,
+        "simulated": daemon.inventory.simulated,
+        "stop_grace_seconds": daemon.settings.machine.stop_grace,
+        "ticks": s.ticks,
+        "last_plan_ms": round(s.last_plan_ms, 2),
+        "errors": s.errors,
+        "head": head,
+        "caller": {"user": caller.user, "admin": caller.admin,
+                   "workspaces": sorted(caller.workspaces)},
+    })  # fmt: skip
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    caller = peer_caller(request)
+    changes = request.app[CHANGES]
+    return await sse(request, changes, caller)
+
+
+def add_run_routes(app: web.Application) -> None:
+    app.router.add_get("/v1/runs", list_runs)
+    app.router.add_post("/v1/runs", submit)
+    app.router.add_get("/v1/runs/{name}", show_run)
+    app.router.add_patch("/v1/runs/{name}", patch_run)
+    app.router.add_delete("/v1/runs/{name}", delete_run)
+    app.router.add_get("/v1/runs/{name}/logs", run_logs)
+    app.router.add_get("/v1/events", events)
+    app.router.add_get("/v1/status", status)
+    app.router.add_get("/v1/stream", stream)
