@@ -26,9 +26,9 @@ async def list_groups(request: web.Request) -> web.Response:
     if kind is not None and kind not in KINDS:
         raise ServiceError(400, "BAD_REQUEST", f"kind: must be one of {', '.join(KINDS)}")
     groups = daemon.groups.visible(caller, kind)
-    store = daemon.store
+    service = daemon.service
     return web.json_response(
-        {"groups": [group_object(g, store.runs_of_group(g.name)) for g in groups]}
+        {"groups": [group_object(g, service.runs_of_group(g.name)) for g in groups]}
     )
 
 
@@ -36,17 +36,17 @@ async def create_group(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     document = await read_document(request)
     group = await asyncio.to_thread(daemon.groups.create, document, caller)
-    body = group_object(group, daemon.store.runs_of_group(group.name))
+    body = group_object(group, daemon.service.runs_of_group(group.name))
     return web.json_response(body, status=201)
 
 
 async def show_group(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     group = daemon.groups.get(request.match_info["name"], caller)
-    runs = daemon.store.runs_of_group(group.name)
+    runs = daemon.service.runs_of_group(group.name)
     body = group_object(group, runs)
     body["run_objects"] = run_objects(daemon, runs, caller, {})
-    events = daemon.store.events(grp=group.name)
+    events = daemon.service.group_events(group.name)
     body["events"] = [event_object(e, caller.viewer) for e in events]
     return web.json_response(body)
 
@@ -67,7 +67,7 @@ async def patch_group(request: web.Request) -> web.Response:
         if not isinstance(paused, bool):
             raise ServiceError(422, "INVALID_SPEC", "paused: must be true or false")
         group = await asyncio.to_thread(daemon.groups.set_paused, name, paused, caller)
-    return web.json_response(group_object(group, daemon.store.runs_of_group(name)))
+    return web.json_response(group_object(group, daemon.service.runs_of_group(name)))
 
 
 async def delete_group(request: web.Request) -> web.Response:

@@ -25,9 +25,7 @@ async def gpus(request: web.Request) -> web.Response:
     if daemon.front is not None:  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
-    for w in daemon.store.live_workers():
-        run = daemon.store.get_run(w.run)
-        visible = run is not None and caller.viewer.sees(run.workspace)
+    for w, visible in daemon.service.gpu_holders(caller):
         for index in w.gpus:
             holders[index] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
                           "state": w.state}  # fmt: skip
@@ -64,13 +62,8 @@ def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
 async def workspaces(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     mine = daemon.service.default_workspace_of(caller)
-    used: dict[str, Resources] = {}
-    for w in daemon.store.live_workers():
-        run = daemon.store.get_run(w.run)
-        if run is not None:
-            one = Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
-            used[run.workspace] = used.get(run.workspace, Resources()) + one
-    history = daemon.store.usage_by_workspace()
+    used = daemon.service.usage_now()
+    history = daemon.service.usage_history()
     rows = []
     for name, ws in sorted(daemon.config.workspaces.items()):
         u = used.get(name, Resources())

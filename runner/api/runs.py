@@ -9,31 +9,18 @@ from aiohttp import web
 
 from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
 from runner.api.streams import follow_events, follow_log, run_objects, sse
-from runner.api.views import event_object, event_visible, iso, run_object, worker_object
+from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
 from runner.daemon.daemon import Daemon
 from runner.drives import latest_checkpoint
+from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
-from runner.store.db import RunRow
-
-
-def _seen_run(daemon: Daemon, name: str, caller: Caller) -> RunRow:
-    """The run whose details ``caller`` may read: 404 when there is none, 403 when it is
-    another workspace's (its details, events and logs are private)."""
-    run = daemon.store.get_run(name)
-    if run is None:
-        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
-    if not caller.viewer.sees(run.workspace):
-        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
-    return run
 
 
 def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
-    run = daemon.store.get_run(name)
-    if run is None:
-        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    run = daemon.service.find_run(name)
     spec = daemon.loop.specs.get(run)
-    live = [w for w in daemon.store.workers_of(name)]
+    live = daemon.service.workers_of(name)
     estimate = request.app[ESTIMATES].get(daemon).get(name) if run.state == "Queued" else None
     plan, now = daemon.loop.status.plan, daemon.loop.clock()
     return run_object(run, spec, caller.viewer, plan, live, now, estimate)
@@ -45,14 +32,11 @@ def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -
 async def list_runs(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     q = request.query
-    runs = daemon.store.runs(active_only=q.get("all") not in ("1", "true"))
-    if "workspace" in q:
-        runs = [r for r in runs if r.workspace == q["workspace"]]
-    if "group" in q:
-        runs = [r for r in runs if r.grp == q["group"]]
-    if "state" in q:
-        wanted = {s.strip().lower() for s in q["state"].split(",")}
-        runs = [r for r in runs if r.state.lower() in wanted]
+    states = [s.strip() for s in q["state"].split(",")] if "state" in q else None
+    runs = daemon.service.list_runs(
+        caller, everything=q.get("all") in ("1", "true"), workspace=q.get("workspace"),
+        group=q.get("group"), states=states,
+    )  # fmt: skip
     objects = run_objects(daemon, runs, caller, request.app[ESTIMATES].get(daemon))
     running = ("Running", "Stopping", "Starting")
     objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
@@ -71,13 +55,12 @@ async def submit(request: web.Request) -> web.Response:
 async def show_run(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
-    run = _seen_run(daemon, name, caller)
+    run = daemon.service.get_run(caller, name)
     obj = _run_json(request, daemon, name, caller)
     obj["spec"] = run.spec()
-    obj["workers_history"] = [
-        worker_object(w, caller.viewer) for w in daemon.store.workers_of(name)
-    ]
-    seen = [e for e in daemon.store.events(name) if event_visible(e, caller.viewer)]
+    history = daemon.service.workers_history(caller, name)
+    obj["workers_history"] = [worker_object(w, caller.viewer) for w in history]
+    seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
@@ -105,11 +88,7 @@ async def delete_run(request: web.Request) -> web.Response:
 async def run_logs(request: web.Request) -> web.StreamResponse:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
-    run = daemon.store.get_run(name)
-    if run is None:
-        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
-    if not caller.viewer.sees(run.workspace):
-        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: its logs are private")
+    run = daemon.service.get_run(caller, name, LOGS_PRIVATE)
     follow = request.query.get("follow") in ("1", "true")
     return await follow_log(request, daemon, run, follow)
 
@@ -118,7 +97,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     daemon, caller = daemon_of(request), peer_caller(request)
     run = request.query.get("run")
     if run is not None:
-        _seen_run(daemon, run, caller)  # answers as the run's details do
+        daemon.service.get_run(caller, run)  # answers as the run's details do
     after = int(request.query.get("after", "0") or 0)  # digits: see checked_input
     follow = request.query.get("follow") in ("1", "true")
     return await follow_events(request, daemon, caller, run, after, follow)
@@ -131,7 +110,7 @@ async def status(request: web.Request) -> web.Response:
     if plan is not None and plan.head is not None:
         head = (
             _run_json(request, daemon, plan.head.run, caller)
-            if daemon.store.get_run(plan.head.run)
+            if daemon.service.run_now(plan.head.run)
             else None
         )
         if head is not None:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from runner.api.views import event_object, event_visible, run_id, run_object
+from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
 from runner.planner.estimates import Estimate
 from runner.service.runs import Caller
-from runner.store.db import FINISHED_STATES, RunRow, WorkerRow, is_run_uid
+from runner.store.db import FINISHED_STATES, RunRow, is_run_uid
 
 if TYPE_CHECKING:
     from runner.daemon.daemon import Daemon
@@ -28,9 +28,7 @@ def run_objects(
     daemon: Daemon, runs: list[RunRow], caller: Caller, estimates: Mapping[str, Estimate]
 ) -> list[dict[str, Any]]:
     """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
-    live: dict[str, list[WorkerRow]] = {}
-    for w in daemon.store.live_workers():
-        live.setdefault(w.run, []).append(w)
+    live = daemon.service.live_by_run()
     plan, now = daemon.loop.status.plan, daemon.loop.clock()
     return [
         run_object(
@@ -89,7 +87,7 @@ class Changes:
 
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""
-        runs = self.daemon.store.runs(active_only=True)
+        runs = self.daemon.service.list_runs(caller)
         objects = run_objects(self.daemon, runs, caller, self.estimates())
         return {r.name: o for r, o in zip(runs, objects, strict=True)}
 
@@ -159,17 +157,14 @@ async def follow_events(
 ) -> web.StreamResponse:
     """Events as NDJSON, one object a line; with ``follow`` it goes on until closed.
 
-    Only those the caller may see (runner.api.views.event_visible), followed or not."""
+    Only those the caller may see (runner.service.reads.event_visible), followed or not."""
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
     last = after
     try:
         while True:
-            rows = await asyncio.to_thread(daemon.store.events, run, after=last)
+            rows, last = await asyncio.to_thread(daemon.service.events_for, caller, run, last)
             for e in rows:
-                last = e.id
-                if not event_visible(e, caller.viewer):
-                    continue
                 line = json.dumps(event_object(e, caller.viewer)) + "\n"
                 await response.write(line.encode())
             if not follow:
@@ -272,7 +267,7 @@ async def follow_log(
             if chunk:
                 await response.write(chunk)
                 continue
-            row = daemon.store.get_run(run.name)
+            row = daemon.service.run_now(run.name)
             gone = row is None or row.run_uid != run.run_uid
             if not follow or gone or row is None or row.state in FINISHED_STATES:
                 break

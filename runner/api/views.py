@@ -173,14 +173,6 @@ def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
     return out
 
 
-def event_visible(e: EventRow, viewer: Viewer) -> bool:
-    """Whether ``viewer`` is shown the event at all: an event tells who submitted a run,
-    who changed it, its GPUs and how it ended, so a member reads only the events of its
-    own workspaces' runs and groups (admins: all). Not even anonymised: the queue
-    already shows that another workspace's run exists."""
-    return viewer.sees(e.workspace)
-
-
 def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
     visible = viewer.sees(e.workspace)
     return {

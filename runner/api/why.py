@@ -86,12 +86,8 @@ def estimate_json(estimate: Estimate | None, snapshot_ws: dict[str, str], caller
 async def why(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
-    run = daemon.store.get_run(name)
-    if run is None:
-        raise ServiceError(404, "NOT_FOUND", f"no run {name}")
-    if not caller.viewer.sees(run.workspace):
-        raise ServiceError(403, "FORBIDDEN", "a job in another namespace: details are private")
-    deps = check_dependencies([run], daemon.loop.specs.get, daemon.store.run_states)
+    run = daemon.service.get_run(caller, name)
+    deps = check_dependencies([run], daemon.loop.specs.get, daemon.service.run_states)
     waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
     if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
@@ -142,7 +138,7 @@ async def preview(request: web.Request) -> web.Response:
     """What a submit would do: position, start, victims, refusals. Writes nothing."""
     daemon, caller = daemon_of(request), peer_caller(request)
     spec, workspace = daemon.service.check(await read_document(request), caller)
-    if daemon.store.get_run(spec.name) is not None:
+    if daemon.service.run_now(spec.name) is not None:
         raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
     if daemon.front is not None:
         raise ServiceError(
@@ -151,7 +147,7 @@ async def preview(request: web.Request) -> web.Response:
             "but where the run would go only Slurm can say (sbatch --test-only)",
         )  # fmt: skip
     now = daemon.loop.clock()
-    states = daemon.store.run_states(spec.after)
+    states = daemon.service.run_states(spec.after)
     unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != "Succeeded"]
     if unmet:  # it would wait out of the order: nothing to place
         ref = RunRef(unmet[0], states[unmet[0]][1])

@@ -7,20 +7,17 @@ groups and workspaces) and either changes nothing and raises
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import grp
 import json
-import pwd
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from runner.config.load import Config
-from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
-from runner.model import Reason, ReasonCode, RunSpec, Viewer
+from runner.model import Reason, ReasonCode, RunSpec
+from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
+from runner.service.reads import Reads
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict
 from runner.spec.printable import check_spec
 from runner.store.db import (
@@ -34,74 +31,10 @@ from runner.store.db import (
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
 Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
+__all__ = ["LOCAL_IMAGE", "Caller", "Service", "ServiceError", "caller_for", "start_refusal"]
 
 
-class ServiceError(Exception):
-    """A refusal for the caller: HTTP status, the error code of docs/api.md, one line."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.status} {self.code}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Caller:
-    uid: int
-    gid: int
-    user: str
-    admin: bool
-    workspaces: frozenset[str]
-
-    @property
-    def viewer(self) -> Viewer:
-        return Viewer(None if self.admin else self.workspaces)
-
-    def may_act_on(self, workspace: str) -> bool:
-        return self.admin or workspace in self.workspaces
-
-
-def caller_for(uid: int, gid: int, config: Config) -> Caller:
-    """Who a uid is, for this config: a user name, admin or not, its workspaces."""
-    try:
-        entry = pwd.getpwuid(uid)
-        user, groups = entry.pw_name, _groups(entry.pw_name, entry.pw_gid)
-    except KeyError:
-        user, groups = str(uid), []
-    return Caller(uid, gid, user, config.is_admin(user, groups), config.workspaces_of(user))
-
-
-def start_refusal(config: Config, user: str, workspace: str) -> str | None:
-    """Why ``user``'s run in ``workspace`` may not start under ``config``; None: it may.
-
-    The rules of a submit (runner.engine.revocation): the workspace exists, and its owner is an
-    admin or one of its members.
-    """
-    if workspace not in config.workspaces:
-        return NO_WORKSPACE.format(workspace=workspace)
-    if workspace in config.workspaces_of(user):
-        return None
-    try:
-        groups = _groups(user, pwd.getpwnam(user).pw_gid)
-    except KeyError:
-        groups = []
-    if config.is_admin(user, groups):
-        return None
-    return NOT_A_MEMBER.format(workspace=workspace)
-
-
-def _groups(user: str, primary: int) -> list[str]:
-    names = [g.gr_name for g in grp.getgrall() if user in g.gr_mem]
-    with contextlib.suppress(KeyError):
-        names.append(grp.getgrgid(primary).gr_name)
-    return names
-
-
-class Service:
+class Service(Reads):
     def __init__(
         self,
         store: Store,
@@ -158,10 +91,7 @@ class Service:
                 )
 
     def _visible_run(self, name: str, caller: Caller) -> RunRow:
-        run = self.store.get_run(name)
-        if run is None:
-            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
-        return run
+        return self.find_run(name)
 
     def start_refusal(self, user: str, workspace: str) -> str | None:
         """Why ``user``'s run in ``workspace`` may not start now (the current config)."""

@@ -1,0 +1,138 @@
+"""What callers may read: every read of the API, each with its visibility rule applied here.
+
+A run of another workspace is listed (its object is anonymised when rendered,
+``runner/api/views.py``), but its details, events and logs are private: 403. An event
+is shown only to those who see its workspace. :class:`Reads` is a part of
+:class:`runner.service.runs.Service`, which holds the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runner.model import Resources, Viewer
+from runner.service.caller import Caller, ServiceError
+from runner.store.db import EventRow, RunRow, Store, WorkerRow
+
+DETAILS_PRIVATE = "a job in another namespace: details are private"
+LOGS_PRIVATE = "a job in another namespace: its logs are private"
+
+
+def event_visible(e: EventRow, viewer: Viewer) -> bool:
+    """Whether ``viewer`` is shown the event at all: an event tells who submitted a run,
+    who changed it, its GPUs and how it ended, so a member reads only the events of its
+    own workspaces' runs and groups (admins: all). Not even anonymised: the queue
+    already shows that another workspace's run exists."""
+    return viewer.sees(e.workspace)
+
+
+class Reads:
+    """The reads; the store is the service's."""
+
+    store: Store
+
+    # ------------------------------------------------------------------ runs
+
+    def find_run(self, name: str) -> RunRow:
+        """The run ``name``, whoever may see it (its object is rendered per viewer): 404
+        when there is none."""
+        run = self.store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        return run
+
+    def run_now(self, name: str) -> RunRow | None:
+        """The run ``name`` as the store has it now; None once it is forgotten."""
+        return self.store.get_run(name)
+
+    def get_run(self, caller: Caller, name: str, private: str = DETAILS_PRIVATE) -> RunRow:
+        """The run whose details ``caller`` may read: 404 when there is none, 403 when it is
+        another workspace's (its details, events and logs are private)."""
+        run = self.find_run(name)
+        if not caller.viewer.sees(run.workspace):
+            raise ServiceError(403, "FORBIDDEN", private)
+        return run
+
+    def list_runs(
+        self, caller: Caller, *, everything: bool = False, workspace: str | None = None,
+        group: str | None = None, states: Iterable[str] | None = None,
+    ) -> list[RunRow]:  # fmt: skip
+        """The runs in the queue (``everything``: finished ones too), filtered. Listed for
+        every caller: the views anonymise another workspace's (``caller`` for the rule)."""
+        runs = self.store.runs(active_only=not everything)
+        if workspace is not None:
+            runs = [r for r in runs if r.workspace == workspace]
+        if group is not None:
+            runs = [r for r in runs if r.grp == group]
+        if states is not None:
+            wanted = {s.lower() for s in states}
+            runs = [r for r in runs if r.state.lower() in wanted]
+        return runs
+
+    def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """Each named run's state and workspace (runs not known are left out)."""
+        return self.store.run_states(names)
+
+    # --------------------------------------------------------------- workers
+
+    def workers_of(self, name: str) -> list[WorkerRow]:
+        """Every worker row of the run, for its object (rendered per viewer)."""
+        return self.store.workers_of(name)
+
+    def workers_history(self, caller: Caller, name: str) -> list[WorkerRow]:
+        """Every worker of a run whose details ``caller`` may read (see get_run)."""
+        return self.store.workers_of(self.get_run(caller, name).name)
+
+    def live_by_run(self) -> dict[str, list[WorkerRow]]:
+        """The live workers, by run."""
+        live: dict[str, list[WorkerRow]] = {}
+        for w in self.store.live_workers():
+            live.setdefault(w.run, []).append(w)
+        return live
+
+    def gpu_holders(self, caller: Caller) -> list[tuple[WorkerRow, bool]]:
+        """Each live worker, and whether ``caller`` may see whose it is."""
+        holders = []
+        for w in self.store.live_workers():
+            run = self.store.get_run(w.run)
+            holders.append((w, run is not None and caller.viewer.sees(run.workspace)))
+        return holders
+
+    def usage_now(self) -> dict[str, Resources]:
+        """What each workspace's live workers hold now."""
+        used: dict[str, Resources] = {}
+        for w in self.store.live_workers():
+            run = self.store.get_run(w.run)
+            if run is not None:
+                one = Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
+                used[run.workspace] = used.get(run.workspace, Resources()) + one
+        return used
+
+    def usage_history(self) -> dict[str, tuple[float, float]]:
+        """GPU and CPU seconds used so far, by workspace (forgotten runs' too)."""
+        return self.store.usage_by_workspace()
+
+    # ---------------------------------------------------------------- events
+
+    def events_for(
+        self, caller: Caller, run: str | None = None, after: int = 0
+    ) -> tuple[list[EventRow], int]:
+        """The events after id ``after`` (of ``run`` only, if named) that ``caller`` is
+        shown, and the last id read, seen or not: where a follower goes on.
+
+        The run itself is not looked up: its events go on being readable while it is
+        followed (see get_run for who may ask)."""
+        rows = self.store.events(run, after=after)
+        last = rows[-1].id if rows else after
+        return [e for e in rows if event_visible(e, caller.viewer)], last
+
+    # ---------------------------------------------------------------- groups
+
+    def runs_of_group(self, name: str) -> list[RunRow]:
+        """The runs of the group ``name`` (a group the caller was allowed to read)."""
+        return self.store.runs_of_group(name)
+
+    def group_events(self, name: str) -> list[EventRow]:
+        """The group's own events (a group the caller was allowed to read: all of them are
+        of its workspace)."""
+        return self.store.events(grp=name)
