@@ -10,8 +10,8 @@ from aiohttp import web
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
-from runner.engine.revocation import held_back, revoked
-from runner.engine.snapshot import build_snapshot
+from runner.engine.revocation import revoked
+from runner.engine.snapshot import snapshot_now as build_snapshot_now
 from runner.model import ANONYMOUS_RUN, Reason, RunRef
 from runner.planner.estimates import MAX_STEPS, Estimate, estimate_starts
 from runner.planner.plan import Snapshot, WaitingRun, plan
@@ -27,16 +27,10 @@ ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
 
 
 def snapshot_now(daemon: Daemon) -> Snapshot:
-    """The planner's view of the store right now (as the loop builds it)."""
-    runs = daemon.store.runs(active_only=True)
-    specs = daemon.loop.specs
-    for run in runs:
-        specs.get(run)
-    deps = check_dependencies(runs, specs.get, daemon.store.run_states)
-    runs = held_back(deps.plannable(runs), revoked(runs, daemon.settings.authorise))
-    independent = {r.name: daemon.store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
-    live = daemon.store.live_workers()
-    return build_snapshot(daemon.settings, runs, live, specs, independent, daemon.loop.clock.now())
+    """The planner's view of the store right now (the loop's own builder)."""
+    return build_snapshot_now(
+        daemon.store, daemon.settings, daemon.loop.specs, daemon.loop.clock.now()
+    )
 
 
 def estimate_steps(daemon: Daemon) -> int:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
-from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.dependencies import Dependencies
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
-from runner.engine.revocation import Authorise, held_back, revoked
-from runner.engine.snapshot import SpecCache, build_snapshot, unit_id
+from runner.engine.revocation import Authorise
+from runner.engine.snapshot import SpecCache, build_snapshot, plannable, unit_id
 from runner.engine.starts import StartContext, crash_point, executor_reachable, launch_for
 from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
@@ -343,19 +343,12 @@ class Loop:
 
     def plan_and_apply(self, now: float) -> None:
         t0 = time.perf_counter()
-        runs = self.store.runs(active_only=True)
+        found = plannable(self.store, self.settings, self.specs)
         live = self.store.live_workers()
-        for run in runs:
-            self.specs.get(run)
-        deps = check_dependencies(runs, self.specs.get, self.store.run_states)
+        deps, held, active, runs = found.deps, found.held, found.active, found.runs
         if deps.failing or deps.met:
-            self.settle_dependencies(deps, runs, now)
-        active = runs
-        held = revoked(runs, self.settings.authorise)  # no longer allowed: they wait
-        runs = held_back(deps.plannable(runs), held)
-        independent = {
-            r.name: self.store.workers_of(r.name) for r in runs if not self.specs.gang(r.name)
-        }
+            self.settle_dependencies(deps, active, now)
+        independent = found.independent
         snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
         if self._withdraw(snapshot.waiting, active, live, now):  # the victims run on: again
             live = self.store.live_workers()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from runner.clock import Now
-from runner.model import Resources, RunSpec
+from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.revocation import held_back, revoked
+from runner.model import Reason, Resources, RunSpec
 from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
 from runner.spec.parse import parse_spec
-from runner.store.db import LIVE_WORKER_STATES, RunRow, WorkerRow, latest_workers
+from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
 
 if TYPE_CHECKING:
     from runner.engine.loop import LoopSettings
@@ -156,3 +159,34 @@ def build_snapshot(
         tuple(_units(by_name, live, specs, now)),
         tuple(_waiting(runs, live, specs, workers_of or {})),
     )
+
+
+@dataclass(frozen=True)
+class Plannable:
+    """The store's active runs, sorted for the planner (the loop's snapshot phase)."""
+
+    active: list[RunRow]  # every active run
+    deps: Dependencies  # who waits for or fails on a dependency, and whose were met
+    held: dict[str, Reason]  # queued runs their owner may no longer run, with why they wait
+    runs: list[RunRow]  # the runs the planner sees: active, neither waiting nor held
+    independent: dict[str, list[WorkerRow]]  # every worker row of each non-gang run of runs
+
+
+def plannable(store: Store, settings: LoopSettings, specs: SpecCache) -> Plannable:
+    """What the planner is given of the store's runs now (their specs parsed into ``specs``)."""
+    active = store.runs(active_only=True)
+    for run in active:
+        specs.get(run)
+    deps = check_dependencies(active, specs.get, store.run_states)
+    held = revoked(active, settings.authorise)
+    runs = held_back(deps.plannable(active), held)
+    independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
+    return Plannable(active, deps, held, runs, independent)
+
+
+def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Snapshot:
+    """The planner's view of the store right now, as the loop builds it (the API's
+    explanations and estimates plan on it)."""
+    found = plannable(store, settings, specs)
+    live = store.live_workers()
+    return build_snapshot(settings, found.runs, live, specs, found.independent, now)
