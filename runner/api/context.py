@@ -161,8 +161,3 @@ async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
 def daemon_of(request: web.Request) -> Daemon:
     """The daemon this request's app serves."""
     return request.app[DAEMON]
-
-
-def is_slurm_front(daemon: Daemon) -> bool:
-    """Whether the daemon is a front for Slurm (which plans, runs and numbers the GPUs)."""
-    return daemon.front is not None

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from runner.api.backend import is_slurm_front
 from runner.api.context import daemon_of, peer_caller
 from runner.config.files import update_config_file
 from runner.config.load import ConfigError
@@ -22,7 +23,7 @@ from runner.service.runs import ServiceError
 async def gpus(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
-    if daemon.front is not None:  # the cluster's GPUs, as Slurm numbers them
+    if is_slurm_front(daemon):  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
     for w, visible in daemon.service.gpu_holders(caller):
@@ -40,7 +41,7 @@ async def gpus(request: web.Request) -> web.Response:
     for g in inventory.gpus:
         rows.append({
             "index": g.index, "uuid": g.uuid, "name": g.name, "simulated": g.simulated,
-            "remote": daemon.front is not None,  # on the cluster's nodes: no readings here
+            "remote": is_slurm_front(daemon),  # on the cluster's nodes: no readings here
             "memory_total": g.memory_total, "memory_used": g.memory_used,
             "utilization": g.utilization, "temperature": g.temperature,
             "holder": holders.get(g.index),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from runner.api.backend import slurm_front
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
 from runner.planner.estimates import Estimate
@@ -176,8 +177,9 @@ async def follow_events(
 
 
 def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
-    if daemon.front is not None:  # Slurm writes each job's output to the shared log folder
-        shared = daemon.front.config.settings.log_dir
+    front = slurm_front(daemon)
+    if front is not None:  # Slurm writes each job's output to the shared log folder
+        shared = front.config.settings.log_dir
         stem = run.run_uid if is_run_uid(run.run_uid) else run.name  # as runner/slurm/front.py
         path = Path(shared) / f"{stem}.log" if shared else None
         return [path] if path is not None and path.is_file() else []

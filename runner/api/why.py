@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from runner.api.backend import is_slurm_front, slurm_front
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
@@ -20,6 +21,7 @@ from runner.service.runs import Caller, ServiceError
 
 if TYPE_CHECKING:
     from runner.daemon.daemon import Daemon
+    from runner.slurm.front import SlurmFront
 
 ESTIMATE_EVERY = 5.0  # seconds an estimate is reused
 ESTIMATE_GAP = 0.5  # seconds: not recomputed more often than this
@@ -52,8 +54,9 @@ class Estimates:
         """The estimates; ``require`` names a run that must be in them (just submitted).
 
         A front for Slurm gives Slurm's own (``squeue --start``)."""
-        if daemon.front is not None:
-            return daemon.front.estimates()
+        front = slurm_front(daemon)
+        if front is not None:
+            return front.estimates()
         age = time.monotonic() - self._at
         replanned = daemon.loop.status.last_plan_at != self._plan_at
         missing = require is not None and require not in self._values
@@ -90,8 +93,9 @@ async def why(request: web.Request) -> web.Response:
                       "never the head."],
             "levers": [], "estimate": None,
         })  # fmt: skip
-    if daemon.front is not None:  # Slurm decides: its reason and estimate, no levers
-        return web.json_response(_slurm_why(daemon, name, run.state, caller))
+    front = slurm_front(daemon)
+    if front is not None:  # Slurm decides: its reason and estimate, no levers
+        return web.json_response(_slurm_why(front, name, run.state, caller))
     snapshot, now = snapshot_now(daemon), daemon.loop.clock()
     workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
     cap = workspace.max_priority if workspace is not None else 0
@@ -109,9 +113,8 @@ async def why(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-def _slurm_why(daemon: Daemon, name: str, state: str, caller: Caller) -> dict[str, Any]:
-    assert daemon.front is not None
-    plan = daemon.front.status.plan
+def _slurm_why(front: SlurmFront, name: str, state: str, caller: Caller) -> dict[str, Any]:
+    plan = front.status.plan
     if state != "Queued" or plan is None:
         return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
                 "levers": [], "estimate": None}  # fmt: skip
@@ -120,7 +123,7 @@ def _slurm_why(daemon: Daemon, name: str, state: str, caller: Caller) -> dict[st
     chain = [f"Position {position} of {len(plan.order)} in Slurm's order (its priority)."]
     if position is None:
         chain = ["Not in Slurm's queue yet."]
-    estimate = daemon.front.estimates().get(name)
+    estimate = front.estimates().get(name)
     return {
         "run": name, "reason": reason, "chain": chain,
         "levers": ["Slurm plans this queue: levers are computed by the built-in planner only."],
@@ -134,7 +137,7 @@ async def preview(request: web.Request) -> web.Response:
     spec, workspace = daemon.service.check(await read_document(request), caller)
     if daemon.service.run_now(spec.name) is not None:
         raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
-    if daemon.front is not None:
+    if is_slurm_front(daemon):
         raise ServiceError(
             501, "NOT_AVAILABLE",
             "this daemon is a front for Slurm, which plans the queue: the checks passed, "
