@@ -6,7 +6,7 @@ Run by hand from the repository root:
     .venv/bin/python bench/chaos.py restarts --runs 1 --restart-limit 1000
 
 ``storm``: kill -9 the daemon at that many random points of a submit/start/preempt storm
-(and at the test hooks of runner/engine/starts.py's crash_point); then check that every
+(and at the test hooks of runner/engine/crash.py's crash_point); then check that every
 acknowledged submit exists, nothing started twice or ran twice at once, no GPU was held
 twice, running work was adopted. tests/faults/test_crash_storm.py runs 55 kill points.
 

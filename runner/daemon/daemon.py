@@ -19,7 +19,8 @@ from runner.clock import Clock
 from runner.config.files import ensure_config
 from runner.config.load import Config, ConfigError, load_config
 from runner.engine.groups import GroupControl
-from runner.engine.loop import Loop, LoopSettings
+from runner.engine.loop import Loop
+from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
 from runner.planner.plan import Machine

@@ -11,21 +11,22 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
+from runner.engine.crash import crash_point
 from runner.engine.dependencies import Dependencies
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
-from runner.engine.revocation import Authorise
+from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache, build_snapshot, plannable, unit_id
-from runner.engine.starts import StartContext, crash_point, executor_reachable, launch_for
+from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
-from runner.model import Reason, ReasonCode, RunRef, Workspace
-from runner.planner.plan import Machine, Plan, WaitingRun, plan
+from runner.model import Reason, ReasonCode, RunRef
+from runner.planner.plan import Plan, WaitingRun, plan
 from runner.store.db import RunRow, Store, WorkerRow
 
 _LIMIT, _PREEMPTED = ReasonCode.TIME_LIMIT, ReasonCode.PREEMPTED
@@ -36,22 +37,6 @@ PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
 PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change
 TICK = 0.5  # seconds between observations of running work
 KILL_AGAIN = 2.0  # seconds after the grace: a SIGKILL that did not end a worker is sent again
-
-
-@dataclass
-class LoopSettings:
-    machine: Machine
-    workspaces: Mapping[str, Workspace]
-    drives: Mapping[str, Path]  # drive name -> host path
-    logs_dir: Path
-    executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
-    instance: str = ""  # names this daemon's workers apart from another daemon's
-    finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
-    log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
-    log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
-    authorise: Authorise | None = (
-        None  # may a run's owner still start it (runner.engine.revocation)
-    )
 
 
 @dataclass

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from runner.clock import Now
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.revocation import held_back, revoked
+from runner.engine.settings import LoopSettings
 from runner.model import Reason, Resources, RunSpec
 from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
 from runner.spec.parse import parse_spec
 from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
-
-if TYPE_CHECKING:
-    from runner.engine.loop import LoopSettings
 
 
 class SpecCache:

@@ -6,45 +6,18 @@ import logging
 import os
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from runner.clock import Now
+from runner.engine.crash import crash_point
 from runner.engine.retention import prune_attempt_logs
+from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import MountMode, Reason, RunSpec
 from runner.planner.plan import Start
 from runner.store.db import RunRow, Store
 
-if TYPE_CHECKING:
-    from runner.engine.loop import LoopSettings
-
 log = logging.getLogger("astraeus.loop")
-
-CRASH_AT = "ASTRAEUS_TEST_CRASH_AT"
-_crash_hits: dict[str, int] = {}
-
-
-def crash_point(name: str) -> None:
-    """A test hook: the daemon dies here, as with kill -9, when ``ASTRAEUS_TEST_CRASH_AT`` says so.
-
-    ``ASTRAEUS_TEST_CRASH_AT=<point>[:N]`` makes the daemon exit at once with status 137
-    (``os._exit``: nothing cleaned up, no transaction finished) the Nth time (default: the
-    first) it reaches ``<point>``. Unset, as always outside tests, it does nothing. Points:
-    ``after-executor-start`` (a worker runs; its row does not say so yet: here, in
-    launch_for), ``after-stop-recorded`` (Stopping written, SIGTERM not sent) and
-    ``after-kill-recorded`` (the SIGKILL written, not sent: both in runner/engine/loop.py).
-    tests/faults/ and bench/chaos.py use them.
-    """
-    wanted = os.environ.get(CRASH_AT)
-    if not wanted:
-        return
-    point, _, count = wanted.partition(":")
-    if point != name:
-        return
-    _crash_hits[name] = hits = _crash_hits.get(name, 0) + 1
-    if hits >= int(count or "1"):
-        os._exit(137)
 
 
 def executor_reachable(executor: Executor) -> bool:

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from runner.config.slurm import SlurmConfig
 from runner.engine.dependencies import Dependencies, check_dependencies
-from runner.engine.loop import Loop, LoopSettings
+from runner.engine.loop import Loop
+from runner.engine.settings import LoopSettings
 from runner.executors.base import (
     Capabilities,
     ExecutorError,

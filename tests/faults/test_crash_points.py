@@ -1,4 +1,4 @@
-"""The daemon dies at the worst moments (test hooks, see runner/engine/starts.py's crash_point):
+"""The daemon dies at the worst moments (test hooks, see runner/engine/crash.py's crash_point):
 after it started a worker and before it wrote so, between Stopping and SIGTERM, between
 the SIGKILL's record and the signal, and inside the process executor's start. Restarted,
 it adopts what runs, never starts it twice, and sends the signals it owed.

@@ -1,0 +1,29 @@
+"""What the engine's loop is told at its start: the machine, workspaces, drives, logs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.engine.revocation import Authorise
+from runner.model import Workspace
+from runner.planner.plan import Machine
+
+__all__ = ["LoopSettings"]
+
+
+@dataclass
+class LoopSettings:
+    machine: Machine
+    workspaces: Mapping[str, Workspace]
+    drives: Mapping[str, Path]  # drive name -> host path
+    logs_dir: Path
+    executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
+    instance: str = ""  # names this daemon's workers apart from another daemon's
+    finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
+    log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
+    log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
+    authorise: Authorise | None = (
+        None  # may a run's owner still start it (runner.engine.revocation)
+    )
