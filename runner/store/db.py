@@ -11,192 +11,53 @@ opened at import.
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.model import Reason, ReasonCode, RunRef, event_code
-from runner.spec.templates import run_document
+from runner.model import Reason
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
-
-SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: runs, workers, events, usage
-    """
-    CREATE TABLE runs (
-        name TEXT PRIMARY KEY,
-        workspace TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        uid INTEGER NOT NULL,
-        gid INTEGER NOT NULL,
-        spec TEXT NOT NULL,
-        priority INTEGER NOT NULL,
-        state TEXT NOT NULL,
-        reason TEXT,
-        submitted_at REAL NOT NULL,
-        started_at REAL,
-        finished_at REAL,
-        exit_code INTEGER,
-        restarts INTEGER NOT NULL DEFAULT 0,
-        preemptions INTEGER NOT NULL DEFAULT 0,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        preempted_by TEXT,
-        stop_request TEXT,
-        quota_noted INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE INDEX runs_state ON runs(state);
-    CREATE TABLE workers (
-        id INTEGER PRIMARY KEY,
-        run TEXT NOT NULL REFERENCES runs(name) ON DELETE CASCADE,
-        attempt INTEGER NOT NULL,
-        worker INTEGER NOT NULL,
-        state TEXT NOT NULL,
-        handle TEXT,
-        gpus TEXT NOT NULL,
-        cpu_milli INTEGER NOT NULL,
-        memory INTEGER NOT NULL,
-        started_at REAL NOT NULL,
-        stop_reason TEXT,
-        stop_deadline REAL,
-        stopping_for TEXT,
-        killed INTEGER NOT NULL DEFAULT 0,
-        exit_code INTEGER,
-        error TEXT,
-        finished_at REAL,
-        UNIQUE (run, attempt, worker)
-    );
-    CREATE INDEX workers_live ON workers(state);
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
-        run TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        time REAL NOT NULL,
-        kind TEXT NOT NULL,
-        message TEXT NOT NULL
-    );
-    CREATE INDEX events_run ON events(run, id);
-    CREATE TABLE usage (
-        run TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        gpu_seconds REAL NOT NULL DEFAULT 0,
-        cpu_seconds REAL NOT NULL DEFAULT 0,
-        PRIMARY KEY (run, workspace)
-    );
-    """,
-    # 2: groups of runs made from one template (sweeps, replica groups, schedules)
-    """
-    CREATE TABLE groups (
-        name TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        uid INTEGER NOT NULL,
-        gid INTEGER NOT NULL,
-        spec TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        replicas INTEGER NOT NULL DEFAULT 0,
-        paused INTEGER NOT NULL DEFAULT 0,
-        next_at REAL,
-        last_fired_at REAL
-    );
-    ALTER TABLE runs ADD COLUMN grp TEXT;
-    ALTER TABLE runs ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX runs_grp ON runs(grp);
-    ALTER TABLE events ADD COLUMN grp TEXT;
-    CREATE INDEX events_grp ON events(grp, id);
-    """,
-    # 3: a run's dependencies, once all succeeded, are not looked at again
-    """
-    ALTER TABLE runs ADD COLUMN deps_met INTEGER NOT NULL DEFAULT 0;
-    """,
-    # 4: every run has an immutable unique id (its files on disk are named by it); the
-    # files of forgotten runs wait in ``forgotten`` to be removed; usage is kept per run
-    # id, so a name used again never merges with the usage of the run it had before
-    """
-    ALTER TABLE runs ADD COLUMN run_uid TEXT;
-    UPDATE runs SET run_uid = printf('%012x', CAST(submitted_at * 1000 AS INTEGER))
-        || lower(hex(randomblob(10)));
-    CREATE UNIQUE INDEX runs_run_uid ON runs(run_uid);
-    CREATE INDEX runs_finished ON runs(finished_at);
-    CREATE TABLE forgotten (
-        run_uid TEXT PRIMARY KEY,
-        handles TEXT NOT NULL,
-        time REAL NOT NULL
-    );
-    CREATE TABLE usage_by_run (
-        run_uid TEXT PRIMARY KEY,
-        run TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        gpu_seconds REAL NOT NULL DEFAULT 0,
-        cpu_seconds REAL NOT NULL DEFAULT 0
-    );
-    INSERT INTO usage_by_run (run_uid, run, workspace, gpu_seconds, cpu_seconds)
-        SELECT COALESCE(r.run_uid, lower(hex(randomblob(16)))), u.run, u.workspace,
-               u.gpu_seconds, u.cpu_seconds
-        FROM usage u LEFT JOIN runs r ON r.name = u.run AND r.workspace = u.workspace;
-    DROP TABLE usage;
-    ALTER TABLE usage_by_run RENAME TO usage;
-    CREATE INDEX usage_workspace ON usage(workspace);
-    """,
-    # 5: monotonic readings of a worker's start and stop deadline, and the boot they count
-    # from (runner/clock.py): time limits and graces are measured on them, not on the wall
-    """
-    ALTER TABLE workers ADD COLUMN started_mono REAL;
-    ALTER TABLE workers ADD COLUMN stop_deadline_mono REAL;
-    ALTER TABLE workers ADD COLUMN boot_id TEXT;
-    """,
-    # 6: a group's run template stored once; its runs keep only their own part
-    # (runner/spec/templates.py). AUTOINCREMENT: an id is never used twice (it is cached).
-    """
-    CREATE TABLE templates (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        spec TEXT NOT NULL
-    );
-    ALTER TABLE runs ADD COLUMN template INTEGER REFERENCES templates(id);
-    CREATE INDEX runs_template ON runs(template);
-    ALTER TABLE groups ADD COLUMN template INTEGER REFERENCES templates(id);
-    """,
-    # 7: the executor that started each worker ("docker", "process"); NULL on older rows
-    """
-    ALTER TABLE workers ADD COLUMN executor TEXT;
-    """,
-    # 8: each event's code (runner.model.ReasonCode), older rows' from their kind; whether
-    # each run's latest attempt was started by backfill, older runs' from their last start
-    """
-    ALTER TABLE runs ADD COLUMN backfilled INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE events ADD COLUMN code TEXT NOT NULL DEFAULT 'LEGACY';
-    UPDATE events SET code = CASE kind
-        WHEN 'Started' THEN CASE WHEN json_extract(message, '$.template') LIKE 'Backfilled%'
-                                 THEN 'BACKFILLED' ELSE 'STARTED' END
-        WHEN 'Submitted' THEN 'SUBMITTED' WHEN 'Priority' THEN 'PRIORITY_CHANGED'
-        WHEN 'QuotaReached' THEN 'QUOTA_REACHED' WHEN 'Preempting' THEN 'PREEMPTING'
-        WHEN 'Preempted' THEN 'PREEMPTED' WHEN 'PreemptionWithdrawn' THEN 'PREEMPTION_WITHDRAWN'
-        WHEN 'TimeLimit' THEN 'TIME_LIMIT' WHEN 'Restarting' THEN 'RESTARTING'
-        WHEN 'Requeued' THEN 'REQUEUED' WHEN 'StartFailed' THEN 'START_FAILED'
-        WHEN 'Killed' THEN 'KILLED' WHEN 'Deleting' THEN 'DELETING'
-        WHEN 'Succeeded' THEN 'SUCCEEDED' WHEN 'Failed' THEN 'FAILED'
-        WHEN 'Cancelled' THEN 'CANCELLED' WHEN 'Slurm' THEN 'SLURM'
-        WHEN 'Created' THEN 'CREATED' WHEN 'Scaled' THEN 'SCALED' WHEN 'Fired' THEN 'FIRED'
-        WHEN 'Skipped' THEN 'SKIPPED' WHEN 'Refused' THEN 'REFUSED'
-        WHEN 'Paused' THEN 'PAUSED' WHEN 'Resumed' THEN 'RESUMED'
-        ELSE 'LEGACY' END;
-    UPDATE runs SET backfilled = 1 WHERE (
-        SELECT e.code FROM events e WHERE e.run = runs.name AND e.grp IS NULL
-        AND e.kind = 'Started' ORDER BY e.id DESC LIMIT 1) = 'BACKFILLED';
-    """,
+from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
+from runner.store.rows import (
+    _WORKERS,
+    ACTIVE_STATES,
+    FINISHED_STATES,
+    LIVE_WORKER_STATES,
+    EventRow,
+    RunRow,
+    WorkerRow,
+    _ref_json,
+    _run,
+    _worker,
+    is_run_uid,
+    latest_workers,
+    new_run_uid,
+    reason_json,
 )
 
-ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
-FINISHED_STATES = ("Succeeded", "Failed", "Cancelled")
-LIVE_WORKER_STATES = ("Starting", "Running", "Stopping")
+__all__ = [
+    "ACTIVE_STATES",
+    "FINISHED_STATES",
+    "LIVE_WORKER_STATES",
+    "MIGRATIONS",
+    "SCHEMA_APPLICATION_ID",
+    "DiskFull",
+    "EventRow",
+    "NameInUse",
+    "RunRow",
+    "Store",
+    "StoreError",
+    "WorkerRow",
+    "is_run_uid",
+    "latest_workers",
+    "new_run_uid",
+    "reason_json",
+]
 
 
 class StoreError(Exception):
@@ -212,144 +73,6 @@ class DiskFull(StoreError):
 
 class NameInUse(Exception):
     pass
-
-
-def new_run_uid(now: float | None = None) -> str:
-    """A run's immutable id: 32 hex digits, the submit time in ms first (ids sort by it)."""
-    ms = int((time.time() if now is None else now) * 1000)
-    return f"{ms:012x}{secrets.token_hex(10)}"
-
-
-def is_run_uid(text: str) -> bool:
-    """Whether ``text`` has the shape of a run's id (a safe file name, nothing else)."""
-    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    name: str
-    workspace: str
-    owner: str
-    uid: int
-    gid: int
-    spec_text: str  # the run spec as JSON; parsed only when needed (see spec())
-    priority: int
-    state: str
-    reason: Reason | None
-    submitted_at: float
-    started_at: float | None
-    finished_at: float | None
-    exit_code: int | None
-    restarts: int
-    preemptions: int
-    attempts: int
-    preempted_by: RunRef | None
-    stop_request: str | None
-    quota_noted: bool
-    grp: str | None = None  # the sweep, replica group or schedule that made it
-    streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
-    deps_met: bool = False  # every run of spec.after has succeeded (checked no more)
-    run_uid: str = ""  # immutable, unique, from the submit: names the run's files on disk
-    # a group's run: spec_text is only its part, the rest is this template's (templates.py)
-    template: int | None = None
-    template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
-    backfilled: bool = False  # its latest attempt was started by backfill, behind the head
-
-    def spec(self) -> dict[str, Any]:
-        """The run's whole spec document."""
-        value: dict[str, Any] = json.loads(self.spec_text)
-        return value if self.template_doc is None else run_document(self.template_doc, value)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRow:
-    id: int
-    run: str
-    attempt: int
-    worker: int
-    state: str
-    handle: str | None
-    gpus: tuple[int, ...]
-    cpu_milli: int
-    memory: int
-    started_at: float
-    stop_reason: str | None
-    stop_deadline: float | None
-    stopping_for: RunRef | None
-    killed: bool
-    exit_code: int | None
-    error: str | None
-    finished_at: float | None
-    run_uid: str = ""  # the run's id (see RunRow.run_uid): names the worker's handle
-    started_mono: float | None = None  # CLOCK_MONOTONIC at the start, on boot ``boot_id``
-    stop_deadline_mono: float | None = None  # and at the SIGKILL time, while it stops
-    boot_id: str | None = None
-    executor: str | None = None  # who started it; None: a row from before migration 7
-
-
-def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
-    """Each worker index's row of its latest attempt."""
-    latest: dict[int, WorkerRow] = {}
-    for w in workers:
-        if w.worker not in latest or w.attempt > latest[w.worker].attempt:
-            latest[w.worker] = w
-    return latest
-
-
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    id: int
-    run: str
-    workspace: str
-    time: float
-    kind: str
-    message: Reason
-    grp: str | None = None  # set on a group's own events (``run`` is then the group's name)
-    code: ReasonCode = ReasonCode.MESSAGE  # what the event says, for code to decide on
-
-
-def _ref_json(ref: RunRef | None) -> str | None:
-    return None if ref is None else json.dumps([ref.name, ref.workspace])
-
-
-def _ref(text: str | None) -> RunRef | None:
-    if text is None:
-        return None
-    name, workspace = json.loads(text)
-    return RunRef(str(name), str(workspace))
-
-
-def _reason(text: str | None) -> Reason | None:
-    return None if text is None else Reason.from_json(json.loads(text))
-
-
-def reason_json(reason: Reason | None) -> str | None:
-    return None if reason is None else json.dumps(reason.to_json())
-
-
-def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
-    return RunRow(
-        row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
-        row["spec"], row["priority"], row["state"], _reason(row["reason"]),
-        row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
-        row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
-        row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
-        bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
-        bool(row["backfilled"]),
-    )  # fmt: skip
-
-
-_WORKERS = "SELECT w.*, r.run_uid AS run_uid FROM workers w LEFT JOIN runs r ON r.name = w.run"
-
-
-def _worker(row: sqlite3.Row) -> WorkerRow:
-    return WorkerRow(
-        row["id"], row["run"], row["attempt"], row["worker"], row["state"], row["handle"],
-        tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
-        row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
-        row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
-        row["started_mono"], row["stop_deadline_mono"], row["boot_id"], row["executor"],
-    )  # fmt: skip
 
 
 class Store(GroupTables, ForgetTables):

@@ -1,0 +1,147 @@
+"""The state database's schema: one migration per version, applied in order at open."""
+
+from __future__ import annotations
+
+SCHEMA_APPLICATION_ID = 0x41535452  # "ASTR": refuses to open a foreign database
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs, workers, events, usage
+    """
+    CREATE TABLE runs (
+        name TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        exit_code INTEGER,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        preemptions INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        preempted_by TEXT,
+        stop_request TEXT,
+        quota_noted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_state ON runs(state);
+    CREATE TABLE workers (
+        id INTEGER PRIMARY KEY,
+        run TEXT NOT NULL REFERENCES runs(name) ON DELETE CASCADE,
+        attempt INTEGER NOT NULL,
+        worker INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        handle TEXT,
+        gpus TEXT NOT NULL,
+        cpu_milli INTEGER NOT NULL,
+        memory INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        stop_reason TEXT,
+        stop_deadline REAL,
+        stopping_for TEXT,
+        killed INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        error TEXT,
+        finished_at REAL,
+        UNIQUE (run, attempt, worker)
+    );
+    CREATE INDEX workers_live ON workers(state);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        time REAL NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX events_run ON events(run, id);
+    CREATE TABLE usage (
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        cpu_seconds REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (run, workspace)
+    );
+    """,
+    # 2: groups of runs made from one template (sweeps, replica groups, schedules)
+    """
+    CREATE TABLE groups (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        replicas INTEGER NOT NULL DEFAULT 0,
+        paused INTEGER NOT NULL DEFAULT 0,
+        next_at REAL,
+        last_fired_at REAL
+    );
+    ALTER TABLE runs ADD COLUMN grp TEXT;
+    ALTER TABLE runs ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX runs_grp ON runs(grp);
+    ALTER TABLE events ADD COLUMN grp TEXT;
+    CREATE INDEX events_grp ON events(grp, id);
+    """,
+    # 3: a run's dependencies, once all succeeded, are not looked at again
+    """
+    ALTER TABLE runs ADD COLUMN deps_met INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 4: every run has an immutable unique id (its files on disk are named by it); the
+    # files of forgotten runs wait in ``forgotten`` to be removed; usage is kept per run
+    # id, so a name used again never merges with the usage of the run it had before
+    """
+    ALTER TABLE runs ADD COLUMN run_uid TEXT;
+    UPDATE runs SET run_uid = printf('%012x', CAST(submitted_at * 1000 AS INTEGER))
+        || lower(hex(randomblob(10)));
+    CREATE UNIQUE INDEX runs_run_uid ON runs(run_uid);
+    CREATE INDEX runs_finished ON runs(finished_at);
+    CREATE TABLE forgotten (
+        run_uid TEXT PRIMARY KEY,
+        handles TEXT NOT NULL,
+        time REAL NOT NULL
+    );
+    CREATE TABLE usage_by_run (
+        run_uid TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        cpu_seconds REAL NOT NULL DEFAULT 0
+    );
+    INSERT INTO usage_by_run (run_uid, run, workspace, gpu_seconds, cpu_seconds)
+        SELECT COALESCE(r.run_uid, lower(hex(randomblob(16)))), u.run, u.workspace,
+               u.gpu_seconds, u.cpu_seconds
+        FROM usage u LEFT JOIN runs r ON r.name = u.run AND r.workspace = u.workspace;
+    DROP TABLE usage;
+    ALTER TABLE usage_by_run RENAME TO usage;
+    CREATE INDEX usage_workspace ON usage(workspace);
+    """,
+    # 5: monotonic readings of a worker's start and stop deadline, and the boot they count
+    # from (runner/clock.py): time limits and graces are measured on them, not on the wall
+    """
+    ALTER TABLE workers ADD COLUMN started_mono REAL;
+    ALTER TABLE workers ADD COLUMN stop_deadline_mono REAL;
+    ALTER TABLE workers ADD COLUMN boot_id TEXT;
+    """,
+    # 6: a group's run template stored once; its runs keep only their own part
+    # (runner/spec/templates.py). AUTOINCREMENT: an id is never used twice (it is cached).
+    """
+    CREATE TABLE templates (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        spec TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN template INTEGER REFERENCES templates(id);
+    CREATE INDEX runs_template ON runs(template);
+    ALTER TABLE groups ADD COLUMN template INTEGER REFERENCES templates(id);
+    """,
+    # 7: the executor that started each worker ("docker", "process"); NULL on older rows
+    """
+    ALTER TABLE workers ADD COLUMN executor TEXT;
+    """,
+)

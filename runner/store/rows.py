@@ -1,0 +1,152 @@
+"""The store's rows as typed values, and their encoding to and from SQLite's columns."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.model import Reason, RunRef
+from runner.spec.templates import run_document
+
+ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
+FINISHED_STATES = ("Succeeded", "Failed", "Cancelled")
+LIVE_WORKER_STATES = ("Starting", "Running", "Stopping")
+
+
+def new_run_uid(now: float | None = None) -> str:
+    """A run's immutable id: 32 hex digits, the submit time in ms first (ids sort by it)."""
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"{ms:012x}{secrets.token_hex(10)}"
+
+
+def is_run_uid(text: str) -> bool:
+    """Whether ``text`` has the shape of a run's id (a safe file name, nothing else)."""
+    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    name: str
+    workspace: str
+    owner: str
+    uid: int
+    gid: int
+    spec_text: str  # the run spec as JSON; parsed only when needed (see spec())
+    priority: int
+    state: str
+    reason: Reason | None
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    restarts: int
+    preemptions: int
+    attempts: int
+    preempted_by: RunRef | None
+    stop_request: str | None
+    quota_noted: bool
+    grp: str | None = None  # the sweep, replica group or schedule that made it
+    streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
+    deps_met: bool = False  # every run of spec.after has succeeded (checked no more)
+    run_uid: str = ""  # immutable, unique, from the submit: names the run's files on disk
+    # a group's run: spec_text is only its part, the rest is this template's (templates.py)
+    template: int | None = None
+    template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def spec(self) -> dict[str, Any]:
+        """The run's whole spec document."""
+        value: dict[str, Any] = json.loads(self.spec_text)
+        return value if self.template_doc is None else run_document(self.template_doc, value)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    id: int
+    run: str
+    attempt: int
+    worker: int
+    state: str
+    handle: str | None
+    gpus: tuple[int, ...]
+    cpu_milli: int
+    memory: int
+    started_at: float
+    stop_reason: str | None
+    stop_deadline: float | None
+    stopping_for: RunRef | None
+    killed: bool
+    exit_code: int | None
+    error: str | None
+    finished_at: float | None
+    run_uid: str = ""  # the run's id (see RunRow.run_uid): names the worker's handle
+    started_mono: float | None = None  # CLOCK_MONOTONIC at the start, on boot ``boot_id``
+    stop_deadline_mono: float | None = None  # and at the SIGKILL time, while it stops
+    boot_id: str | None = None
+    executor: str | None = None  # who started it; None: a row from before migration 7
+
+
+def latest_workers(workers: list[WorkerRow]) -> dict[int, WorkerRow]:
+    """Each worker index's row of its latest attempt."""
+    latest: dict[int, WorkerRow] = {}
+    for w in workers:
+        if w.worker not in latest or w.attempt > latest[w.worker].attempt:
+            latest[w.worker] = w
+    return latest
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    id: int
+    run: str
+    workspace: str
+    time: float
+    kind: str
+    message: Reason
+    grp: str | None = None  # set on a group's own events (``run`` is then the group's name)
+
+
+def _ref_json(ref: RunRef | None) -> str | None:
+    return None if ref is None else json.dumps([ref.name, ref.workspace])
+
+
+def _ref(text: str | None) -> RunRef | None:
+    if text is None:
+        return None
+    name, workspace = json.loads(text)
+    return RunRef(str(name), str(workspace))
+
+
+def _reason(text: str | None) -> Reason | None:
+    return None if text is None else Reason.from_json(json.loads(text))
+
+
+def reason_json(reason: Reason | None) -> str | None:
+    return None if reason is None else json.dumps(reason.to_json())
+
+
+def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
+    return RunRow(
+        row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
+        row["spec"], row["priority"], row["state"], _reason(row["reason"]),
+        row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
+        row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
+        row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
+        bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
+    )  # fmt: skip
+
+
+_WORKERS = "SELECT w.*, r.run_uid AS run_uid FROM workers w LEFT JOIN runs r ON r.name = w.run"
+
+
+def _worker(row: sqlite3.Row) -> WorkerRow:
+    return WorkerRow(
+        row["id"], row["run"], row["attempt"], row["worker"], row["state"], row["handle"],
+        tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
+        row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
+        row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
+        row["started_mono"], row["stop_deadline_mono"], row["boot_id"], row["executor"],
+    )  # fmt: skip
