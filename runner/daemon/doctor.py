@@ -13,7 +13,6 @@ import grp
 import os
 import shutil
 import socket
-import sqlite3
 import stat
 import subprocess
 from collections.abc import Callable, Mapping
@@ -26,6 +25,7 @@ from runner.config.load import Config, ConfigError, Drive, load_config
 from runner.engine.starts import drive_source
 from runner.executors.base import ExecutorError
 from runner.gpus import Inventory, read_inventory
+from runner.store.db import StoreError, read_only_run_count
 
 Status = Literal["ok", "warn", "fail"]
 CONFIG_ENV, SOCKET_ENV = "ASTRAEUS_CONFIG", "ASTRAEUS_SOCKET"
@@ -100,12 +100,8 @@ def check_state_db(home: Path) -> Check:
     if not db.exists():
         return Check("state.db", "warn", f"{db} does not exist yet (the first start makes it)")
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
-        try:
-            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
+        runs = read_only_run_count(db)
+    except StoreError as e:
         fix = "restore it from a backup or move it away; the daemon refuses a foreign state.db"
         return Check("state.db", "fail", f"{db} cannot be read: {e}", fix)
     st, home_st = db.stat(), home.stat()

@@ -10,7 +10,6 @@ stops later runs with the same message a submit would get, in the group's events
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 
 from runner.model import Reason, RunRef
@@ -29,6 +28,7 @@ from runner.spec.groups import (
 from runner.spec.templates import run_part
 from runner.store.db import ACTIVE_STATES, FINISHED_STATES, NameInUse, RunRow, Store
 from runner.store.groups import GroupRow
+from runner.store.tx import Tx
 
 log = logging.getLogger("astraeus.groups")
 
@@ -80,7 +80,7 @@ class GroupControl:
             stored = (group.template, self.store.template_doc(group.template), run_part(name))
         return self.service.new_row(spec, workspace, owner, time.time(), group.name, stored), None
 
-    def _room(self, tx: sqlite3.Connection, group: GroupRow) -> str | None:
+    def _room(self, tx: Tx, group: GroupRow) -> str | None:
         """Why the owner may not have one more unfinished run now (max_submit_per_user)."""
         owner = caller_for(group.uid, group.gid, self.service.config)
         try:
@@ -88,6 +88,10 @@ class GroupControl:
         except ServiceError as e:
             return str(e)
         return None
+
+    def _still_there(self, tx: Tx, group: GroupRow) -> bool:
+        """The group still exists, as read (a delete may have come between read and write)."""
+        return self.store.group_created_at(tx, group.name) == group.created_at
 
     # ------------------------------------------------------------ schedules
 
@@ -107,11 +111,9 @@ class GroupControl:
         row, refusal = self._checked(group, name)
         try:
             with self.store.transaction() as tx:
-                if not _still_there(tx, group):
+                if not self._still_there(tx, group):
                     return  # deleted meanwhile: it fires no more
-                self.store.update_group(
-                    tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
-                )
+                self.store.schedule_fired(tx, group.name, next_fire(spec.cron, now), now)
                 if previous and spec.policy == "skip":
                     row = None
                 elif row is not None:
@@ -125,9 +127,7 @@ class GroupControl:
         except NameInUse:
             kind, cause = "Refused", "name in use"
             with self.store.transaction() as tx:
-                self.store.update_group(
-                    tx, group.name, next_at=next_fire(spec.cron, now), last_fired_at=now
-                )
+                self.store.schedule_fired(tx, group.name, next_fire(spec.cron, now), now)
                 text = Reason.of(
                     "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
                 )
@@ -135,7 +135,7 @@ class GroupControl:
         self._last_cause[group.name] = cause
 
     def _submit_fired(
-        self, tx: sqlite3.Connection, group: GroupRow, spec: GroupSpec, row: RunRow,
+        self, tx: Tx, group: GroupRow, spec: GroupSpec, row: RunRow,
         previous: list[RunRow],
     ) -> None:  # fmt: skip
         ref, by_schedule = RunRef(row.name, group.workspace), RunRef(group.name, group.workspace)
@@ -165,7 +165,7 @@ class GroupControl:
         extra = [r for r in extra if r.stop_request != "delete"]
         if extra:
             with self.store.transaction() as tx:
-                if _still_there(tx, group):
+                if self._still_there(tx, group):
                     for r in extra:
                         by = Reason.of(f"Scaled down ({{0}} to {group.replicas})",
                                        RunRef(group.name, group.workspace))  # fmt: skip
@@ -191,7 +191,7 @@ class GroupControl:
             return False
         try:
             with self.store.transaction() as tx:
-                if not _still_there(tx, group):
+                if not self._still_there(tx, group):
                     return False
                 refusal = self._room(tx, group)
                 if refusal is None:
@@ -226,15 +226,13 @@ class GroupControl:
             return False
         text = _restarted(run, streak)
         with self.store.transaction() as tx:
-            if not _still_there(tx, group):
+            if not self._still_there(tx, group):
                 return False
             refusal = self._room(tx, group)
             if refusal is None:
-                self.store.update_run(
-                    tx, run.name, state="Queued", reason=Reason("Waiting for the scheduler"),
-                    started_at=None, finished_at=None, exit_code=None, restarts=0,
-                    stop_request=None, preempted_by=None, quota_noted=0, streak=streak,
-                    priority=fresh.priority,  # the template's, checked against the cap now
+                self.store.restart_replica(
+                    tx, run.name, Reason("Waiting for the scheduler"), streak,
+                    fresh.priority,  # the template's, checked against the cap now
                 )  # fmt: skip
                 self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
         if refusal is not None:
@@ -272,12 +270,6 @@ def _firing(
         olds = tuple(RunRef(r.name, r.workspace) for r in previous)
         return "Fired", Reason.of("Submitted {0} in place of {1}", ref, olds), None
     return "Fired", Reason.of("Submitted {0}", ref), None
-
-
-def _still_there(tx: sqlite3.Connection, group: GroupRow) -> bool:
-    """The group still exists, as read (a delete may have come between read and write)."""
-    row = tx.execute("SELECT created_at FROM groups WHERE name = ?", (group.name,)).fetchone()
-    return row is not None and row[0] == group.created_at
 
 
 def _literal(text: str | None) -> str:

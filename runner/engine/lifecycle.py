@@ -16,12 +16,12 @@ run's state follows (docs/scheduling.md, "A run's life"):
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from runner.model import Reason, RunRef, RunSpec
 from runner.planner.plan import PREEMPTED_WAITING
 from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+from runner.store.tx import Tx
 
 STOPS_THAT_CANCEL = ("delete", "timelimit", "failed", "restart", "never-started")
 
@@ -35,7 +35,7 @@ class _Batch:
     handles: list[str]
 
 
-def _classify(store: Store, tx: sqlite3.Connection, ended: list[WorkerRow]) -> _Batch:
+def _classify(store: Store, tx: Tx, ended: list[WorkerRow]) -> _Batch:
     batch = _Batch([], None, [])
     for w in ended:
         if w.stop_reason == "preempt":  # the attempt is Cancelled, then queued again
@@ -48,7 +48,7 @@ def _classify(store: Store, tx: sqlite3.Connection, ended: list[WorkerRow]) -> _
         else:
             state = "Failed"
             batch.failures.append(w)
-        store.update_worker(tx, w.id, state=state)
+        store.settle_worker(tx, w.id, state)
         if w.handle:
             batch.handles.append(w.handle)
     return batch
@@ -61,7 +61,7 @@ def _describe(w: WorkerRow) -> str:
 
 
 def _on_failures(
-    store: Store, tx: sqlite3.Connection, run: RunRow, spec: RunSpec, failures: list[WorkerRow],
+    store: Store, tx: Tx, run: RunRow, spec: RunSpec, failures: list[WorkerRow],
     now: float,
 ) -> str | None:  # fmt: skip
     """Spend the restart budget; returns the run's new stop request, if any."""
@@ -71,21 +71,20 @@ def _on_failures(
     restarts = run.restarts + 1
     if restarts > spec.restart_limit:
         text = f"Failed: {what}; the restart budget ({spec.restart_limit}) is spent"
-        store.update_run(tx, run.name, stop_request="failed", reason=Reason(text, private=True),
-                         exit_code=failures[0].exit_code)  # fmt: skip
+        store.request_stop(tx, run.name, "failed", Reason(text, private=True),
+                           exit_code=failures[0].exit_code)  # fmt: skip
         store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now)
         return "failed"
     text = f"Restarting: {what} (restart {restarts} of {spec.restart_limit})"
     gang = spec.gang and spec.workers > 1
     request = "restart" if gang else run.stop_request
-    store.update_run(tx, run.name, restarts=restarts, stop_request=request,
-                     reason=Reason(text, private=True))  # fmt: skip
+    store.request_stop(tx, run.name, request, Reason(text, private=True), restarts=restarts)
     store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
     return request
 
 
 def _restart_partial_gang(
-    store: Store, tx: sqlite3.Connection, run: RunRow, ended: list[WorkerRow], now: float
+    store: Store, tx: Tx, run: RunRow, ended: list[WorkerRow], now: float
 ) -> str | None:
     missing = [w.worker for w in ended if w.stop_reason == "never-started"]
     if not missing:
@@ -94,43 +93,38 @@ def _restart_partial_gang(
         f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
         " the gang starts again whole, no restart spent"
     )
-    store.update_run(tx, run.name, stop_request="restart", reason=Reason(text))
+    store.request_stop(tx, run.name, "restart", Reason(text))
     store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
     return "restart"
 
 
 def _finish(
-    store: Store, tx: sqlite3.Connection, run: RunRow, spec: RunSpec, request: str | None,
+    store: Store, tx: Tx, run: RunRow, spec: RunSpec, request: str | None,
     preempted_for: RunRef | None, latest: dict[int, WorkerRow], now: float,
 ) -> None:  # fmt: skip
     """Nothing of the run lives any more: decide its state."""
     name, ws = run.name, run.workspace
     if request == "delete":
-        store.update_run(tx, name, state="Cancelled", finished_at=now, reason=Reason("Deleted"))
+        store.finish_run(tx, name, "Cancelled", now, Reason("Deleted"))
         store.add_event(tx, name, ws, "Cancelled", Reason("Deleted: stopped and cancelled"), now)
     elif request == "timelimit":
-        store.update_run(tx, name, state="Failed", finished_at=now,
-                         reason=Reason("Time limit reached"))  # fmt: skip
+        store.finish_run(tx, name, "Failed", now, Reason("Time limit reached"))
         store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
     elif request == "failed":
-        store.update_run(tx, name, state="Failed", finished_at=now)
+        store.finish_run(tx, name, "Failed", now)
     elif len(latest) == spec.workers and all(w.state == "Done" for w in latest.values()):
-        store.update_run(tx, name, state="Succeeded", finished_at=now, exit_code=0, reason=None)
+        store.finish_run(tx, name, "Succeeded", now, None, exit_code=0)
         store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"), now)
     elif preempted_for is not None:
         _requeue_preempted(store, tx, run, preempted_for, now)
-        store.update_run(tx, name, state="Queued")
+        store.requeue(tx, name)
     else:
-        store.update_run(tx, name, state="Queued", stop_request=None)
+        store.requeue(tx, name, clear_request=True)
 
 
-def _requeue_preempted(
-    store: Store, tx: sqlite3.Connection, run: RunRow, head: RunRef, now: float
-) -> None:
-    store.update_run(
-        tx, run.name, preempted_by=head, preemptions=run.preemptions + 1,
-        reason=Reason.of(PREEMPTED_WAITING, head),
-    )  # fmt: skip
+def _requeue_preempted(store: Store, tx: Tx, run: RunRow, head: RunRef, now: float) -> None:
+    reason = Reason.of(PREEMPTED_WAITING, head)
+    store.note_preempted(tx, run.name, head, run.preemptions + 1, reason)
     message = Reason.of("Preempted by {0}; queued again", head)
     store.add_event(tx, run.name, run.workspace, "Requeued", message, now)
 
@@ -159,5 +153,5 @@ def settle_run(
         elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):
             _requeue_preempted(store, tx, run, batch.preempted_for, now)
             state = "Stopping" if all(w.state == "Stopping" for w in live) else "Running"
-            store.update_run(tx, run.name, state=state)
+            store.set_run_state(tx, run.name, state)
     return batch.handles

@@ -158,10 +158,8 @@ class Loop:
     def _mark_running(self, w: WorkerRow) -> None:
         with self.store.transaction() as tx:
             handle = worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
-            self.store.update_worker(tx, w.id, state="Running", handle=handle)
-            tx.execute(
-                "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (w.run,)
-            )
+            self.store.set_worker_running(tx, w.id, handle=handle)
+            self.store.run_started(tx, w.run)
 
     def _record_end(
         self, w: WorkerRow, state: WorkerState, code: int | None, error: str | None, now: float
@@ -178,10 +176,9 @@ class Loop:
         run = self.store.get_run(w.run)
         with self.store.transaction() as tx:
             ended = "Exited" if state is WorkerState.EXITED else "Lost"
-            self.store.update_worker(
-                tx, w.id, state=ended, exit_code=code, error=error, finished_at=now,
-                stop_reason=stop_reason,
-            )  # fmt: skip
+            self.store.end_worker(
+                tx, w.id, ended, now, exit_code=code, error=error, stop_reason=stop_reason
+            )
             if run is not None:
                 seconds = max(0.0, self.now.elapsed(w.started_at, w.started_mono, w.boot_id))
                 cpu = seconds * w.cpu_milli / 1000
@@ -209,7 +206,7 @@ class Loop:
                 if run.stop_request == "delete":
                     with self.store.transaction() as tx:
                         reason = Reason("Deleted: stopping", code=ReasonCode.DELETING)
-                        self.store.update_run(tx, run.name, state="Stopping", reason=reason)
+                        self.store.set_run_state(tx, run.name, "Stopping", reason)
                 self.stop_workers(run.name, running, run.stop_request, None, now)
                 changed = True
             elif limit is not None and any(
@@ -247,9 +244,13 @@ class Loop:
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
         with self.store.transaction() as tx:
-            self.store.update_run(tx, run, stop_request="timelimit", state="Stopping",
-                                  reason=Reason("Time limit reached: stopping",
-                                                code=_LIMIT))  # fmt: skip
+            self.store.request_stop(
+                tx,
+                run,
+                "timelimit",
+                Reason("Time limit reached: stopping", code=_LIMIT),
+                stopping=True,
+            )
             row = self.store.get_run(run)
             ws = row.workspace if row else ""
             self.store.add_event(
@@ -265,10 +266,9 @@ class Loop:
         with self.store.transaction() as tx:
             for w in workers:
                 started = t.mono - t.elapsed(w.started_at, w.started_mono, w.boot_id)
-                self.store.update_worker(
-                    tx, w.id, state="Stopping", stop_reason=why, stop_deadline=now + grace,
-                    stopping_for=for_run, stop_deadline_mono=t.mono + grace,
-                    started_mono=started, boot_id=t.boot,
+                self.store.stop_worker(
+                    tx, w.id, why, now + grace, for_run=for_run, deadline_mono=t.mono + grace,
+                    started_mono=started, boot=t.boot,
                 )  # fmt: skip
         crash_point("after-stop-recorded")
         for w in workers:
@@ -277,7 +277,7 @@ class Loop:
     def _sigkill(self, w: WorkerRow, now: float) -> None:
         grace = self.settings.machine.stop_grace
         with self.store.transaction() as tx:
-            self.store.update_worker(tx, w.id, killed=1)
+            self.store.mark_killed(tx, w.id)
             run = self.store.get_run(w.run)
             message = Reason(
                 f"Sent SIGKILL to worker {w.worker}: the program did not exit within the "
@@ -371,9 +371,9 @@ class Loop:
         by_name = {r.name: r for r in runs}
         with self.store.transaction() as tx:
             for name in deps.met:
-                self.store.update_run(tx, name, deps_met=1)
+                self.store.mark_deps_met(tx, name)
             for name, reason in deps.failing.items():
-                self.store.update_run(tx, name, state="Failed", finished_at=now, reason=reason)
+                self.store.finish_run(tx, name, "Failed", now, reason)
                 self.store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
 
     def _apply_reasons(
@@ -391,12 +391,12 @@ class Loop:
             return
         with self.store.transaction() as tx:
             for name, reason in changes.items():
-                self.store.update_run(tx, name, reason=reason)
+                self.store.set_reason(tx, name, reason)
             for name in quota_first:  # from the check itself: its reason may name a preemptor
                 reached = result.quota_reached[name]
                 run = by_name[name]
                 self.store.add_event(tx, name, run.workspace, "QuotaReached", reached, now)
-                self.store.update_run(tx, name, quota_noted=1)
+                self.store.note_quota(tx, name)
 
     def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:
         preemptors = list(dict.fromkeys(p.for_run for p in result.preemptions))
@@ -420,8 +420,8 @@ class Loop:
                         f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head,
                         code=_PREEMPTED,
                     )  # fmt: skip
-                self.store.update_run(tx, p.run, state="Running" if others else "Stopping",
-                                      reason=reason)  # fmt: skip
+                state = "Running" if others else "Stopping"
+                self.store.set_run_state(tx, p.run, state, reason)
                 grace = self.settings.machine.stop_grace
                 text = Reason.of(
                     f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "

@@ -137,22 +137,16 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
     """Write the decision: worker rows in Starting. None if the run changed meanwhile."""
     store = ctx.store
     with store.transaction() as tx:
-        row = tx.execute(
-            "SELECT state, stop_request, attempts FROM runs WHERE name = ?", (start.run,)
-        ).fetchone()
-        if row is None or row["stop_request"] is not None or row["state"] not in (
-            "Queued", "Running"
-        ):  # fmt: skip
+        row = store.claimable(tx, start.run)
+        if row is None or row.stop_request is not None or row.state not in ("Queued", "Running"):
             return None
-        attempt = row["attempts"] + 1
+        attempt = row.attempts + 1
         run = store.get_run(start.run)
         assert run is not None
         spec = ctx.specs.get(run)
         worker = spec.worker_resources()
-        state = "Starting" if row["state"] == "Queued" else row["state"]
-        store.update_run(tx, start.run, attempts=attempt, state=state, started_at=now,
-                         reason=None, preempted_by=None,
-                         backfilled=int(start.backfill))  # fmt: skip
+        state = "Starting" if row.state == "Queued" else row.state
+        store.claim_start(tx, start.run, attempt, state, now, backfilled=start.backfill)
         mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
         for index, gpus in zip(start.workers, start.gpus, strict=True):
             store.insert_worker(
@@ -202,13 +196,8 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
             continue
         crash_point("after-executor-start")
         with ctx.store.transaction() as tx:
-            tx.execute(
-                "UPDATE workers SET state='Running', handle=? WHERE run=? AND attempt=?"
-                " AND worker=? AND state='Starting'",
-                (handle, run.name, attempt, index),
-            )
-            tx.execute("UPDATE runs SET state='Running' WHERE name=? AND state='Starting'",
-                       (run.name,))  # fmt: skip
+            ctx.store.worker_started(tx, run.name, attempt, index, handle)
+            ctx.store.run_started(tx, run.name)
 
 
 def _start_failed(
@@ -217,10 +206,6 @@ def _start_failed(
     log.warning("could not start %s worker %d: %s", run.name, index, error)
     text = Reason(f"Could not start worker {index}: {error}", private=True)
     with ctx.store.transaction() as tx:
-        tx.execute(
-            "UPDATE workers SET state='Exited', error=?, finished_at=? WHERE run=? AND attempt=?"
-            " AND worker=? AND state='Starting'",
-            (error, now, run.name, attempt, index),
-        )
-        ctx.store.update_run(tx, run.name, stop_request="failed", reason=text)
+        ctx.store.worker_start_failed(tx, run.name, attempt, index, error, now)
+        ctx.store.request_stop(tx, run.name, "failed", text)
         ctx.store.add_event(tx, run.name, run.workspace, "StartFailed", text, now)

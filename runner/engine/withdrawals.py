@@ -79,7 +79,7 @@ def record_withdrawal(store: Store, w: Withdrawal, live: list[WorkerRow], now: f
     others = [x for x in live if x.run == w.run.name and x.state == "Stopping" and x.id not in ids]
     with store.transaction() as tx:
         for x in w.workers:  # the deadline stays: an exit within it is still the stop's
-            store.update_worker(tx, x.id, state="Running", stop_reason=WITHDRAWN)
+            store.set_worker_running(tx, x.id, stop_reason=WITHDRAWN)
         if not others:
-            store.update_run(tx, w.run.name, state="Running", reason=None)
+            store.set_run_state(tx, w.run.name, "Running", None)
         store.add_event(tx, w.run.name, w.run.workspace, "PreemptionWithdrawn", w.why, now)

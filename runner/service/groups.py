@@ -134,7 +134,7 @@ class GroupService:
             template = parse_group(group.document(), stored=True).template
             self.service.check_priority(group.workspace, template.priority)
         with self.store.transaction() as tx:
-            self.store.update_group(tx, name, replicas=replicas)
+            self.store.set_replicas(tx, name, replicas)
             text = f"Scaled from {group.replicas} to {replicas} by {caller.user}"
             self.store.add_event(tx, name, group.workspace, "Scaled", Reason(text), None, name)
         self.service.poke()
@@ -148,7 +148,7 @@ class GroupService:
         now = time.time() if now is None else now
         cron = str(group.document()["cron"])
         with self.store.transaction() as tx:
-            self.store.update_group(tx, name, paused=int(paused), next_at=next_fire(cron, now))
+            self.store.set_paused(tx, name, paused, next_fire(cron, now))
             kind, text = ("Paused", "Paused") if paused else ("Resumed", "Resumed")
             self.store.add_event(
                 tx, name, group.workspace, kind, Reason(f"{text} by {caller.user}"), now, name
@@ -172,7 +172,7 @@ class GroupService:
                                    RunRef(name, group.workspace))  # fmt: skip
                     outcome = self.service.delete_in(tx, run.name, run.workspace, by)
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            tx.execute("UPDATE runs SET grp = NULL WHERE grp = ?", (name,))  # the name is free
+            self.store.release_group_runs(tx, name)  # the name is free
             self.store.delete_group_row(tx, name)
         self.service.poke()
         return outcomes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,12 +21,12 @@ from runner.spec.parse import SpecError, parse_spec, spec_to_dict
 from runner.spec.printable import check_spec
 from runner.store.db import (
     FINISHED_STATES,
-    LIVE_WORKER_STATES,
     NameInUse,
     RunRow,
     Store,
     new_run_uid,
 )
+from runner.store.tx import Tx
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
 Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
@@ -182,7 +181,7 @@ class Service(Reads):
             template=tid, template_doc=doc, run_uid=new_run_uid(now),
         )  # fmt: skip
 
-    def check_room(self, tx: sqlite3.Connection, owner: Caller, adding: int, what: str) -> None:
+    def check_room(self, tx: Tx, owner: Caller, adding: int, what: str) -> None:
         """``owner`` may have ``adding`` more unfinished runs (max_submit_per_user, admins
         too): 429 TOO_MANY_RUNS otherwise. Within the transaction that writes them."""
         limit = self.config.machine.max_submit_per_user
@@ -222,7 +221,7 @@ class Service(Reads):
             raise ServiceError(422, "INVALID_SPEC", "priority: must be between -1000 and 1000")
         self.check_priority(run.workspace, priority)
         with self.store.transaction() as tx:
-            self.store.update_run(tx, name, priority=priority)
+            self.store.set_priority(tx, name, priority)
             message = Reason(f"Priority changed from {run.priority} to {priority} by {caller.user}")
             self.store.add_event(tx, name, run.workspace, "Priority", message)
         self.poke()
@@ -245,26 +244,23 @@ class Service(Reads):
         self.poke()
         return outcome
 
-    def delete_in(self, tx: sqlite3.Connection, name: str, workspace: str, by: Reason) -> str:
+    def delete_in(self, tx: Tx, name: str, workspace: str, by: Reason) -> str:
         """Delete within ``tx`` (see delete); ``by`` opens the event's message.
 
         A run with a live worker is stopped, whatever its state says: a front for Slurm
         keeps a queued run's pending job as its worker, and that job must be cancelled.
         """
-        state = tx.execute("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
-        live = tx.execute(
-            f"SELECT 1 FROM workers WHERE run = ? AND state IN {LIVE_WORKER_STATES}", (name,)
-        ).fetchone()
+        state = self.store.run_state_in(tx, name)
+        live = self.store.has_live_worker(tx, name)
         if state in FINISHED_STATES and not live:
             self.store.delete_run_row(tx, name)
             return "forgotten"
         if state == "Queued" and not live:
-            self.store.update_run(tx, name, state="Cancelled", finished_at=time.time(),
-                                  reason=Reason("Deleted"), stop_request="delete")  # fmt: skip
+            self.store.cancel_queued(tx, name, time.time())
             message = Reason(by.template + " while queued", by.refs)
             self.store.add_event(tx, name, workspace, "Cancelled", message)
             return "cancelled"
-        self.store.update_run(tx, name, stop_request="delete")
+        self.store.request_stop(tx, name, "delete")
         message = Reason(by.template + ": stopping", by.refs)
         self.store.add_event(tx, name, workspace, "Deleting", message)
         return "stopping"

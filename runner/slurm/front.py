@@ -21,7 +21,6 @@ submitted (``--comment=astraeus:<workspace>``), or submits again if there is non
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -57,6 +56,7 @@ from runner.store.db import (
     WorkerRow,
     latest_workers,
 )
+from runner.store.tx import KEEP
 
 log = logging.getLogger("astraeus.slurm")
 FRONT_TICK = 1.0  # seconds between looks at Slurm's queue
@@ -194,7 +194,8 @@ class SlurmFront(Loop):
             waits = self._deps.waiting.get(run.name)
             if waits is not None:  # held here until its dependencies succeed
                 if run.reason != waits:
-                    self._update(run, {"reason": waits}, None, "", now)
+                    with self.store.transaction() as tx:
+                        self.store.set_reason(tx, run.name, waits)
                     return True
                 return False
             self._submit(run, now)
@@ -219,7 +220,7 @@ class SlurmFront(Loop):
         with self.store.transaction() as tx:  # written before sbatch: see the module's doc
             self.store.insert_worker(tx, run.name, attempt, 0, (), worker.cpu_milli,
                                      worker.memory, now)  # fmt: skip
-            self.store.update_run(tx, run.name, attempts=attempt)
+            self.store.set_attempts(tx, run.name, attempt)
         try:
             number = self.client.submit(batch)
         except SlurmError as e:
@@ -240,29 +241,22 @@ class SlurmFront(Loop):
         if tries == 1:
             text = Reason(f"sbatch failed ({error}); trying again")
             with self.store.transaction() as tx:
-                self.store.update_run(tx, run.name, reason=text)
+                self.store.set_reason(tx, run.name, text)
                 self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
 
     def _record_job(self, run: RunRow, attempt: int, number: int, now: float) -> None:
         with self.store.transaction() as tx:
-            tx.execute(
-                "UPDATE workers SET handle = ? WHERE run = ? AND attempt = ? AND worker = 0",
-                (f"{HANDLE}{number}", run.name, attempt),
-            )
+            self.store.set_job_handle(tx, run.name, attempt, f"{HANDLE}{number}")
             text = Reason(f"Submitted to Slurm as job {number}")
-            self.store.update_run(tx, run.name, reason=text)
+            self.store.set_reason(tx, run.name, text)
             self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
 
     def _fail_submit(self, run: RunRow, attempt: int | None, error: str, now: float) -> None:
         text = Reason(f"Failed: Slurm refused it: {error}")
         with self.store.transaction() as tx:
             if attempt is not None:  # the worker written for this sbatch
-                tx.execute(
-                    "UPDATE workers SET state = 'Failed', error = ?, finished_at = ?"
-                    " WHERE run = ? AND attempt = ? AND worker = 0",
-                    (error, now, run.name, attempt),
-                )
-            self.store.update_run(tx, run.name, state="Failed", finished_at=now, reason=text)
+                self.store.fail_job_worker(tx, run.name, attempt, error, now)
+            self.store.finish_run(tx, run.name, "Failed", now, text)
             self.store.add_event(tx, run.name, run.workspace, "Failed", text, now)
 
     def _adopt_or_forget(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
@@ -279,30 +273,21 @@ class SlurmFront(Loop):
         else:
             with self.store.transaction() as tx:
                 never = "never submitted (the daemon stopped first)"
-                self.store.update_worker(
-                    tx, worker.id, state="Cancelled", finished_at=now, error=never
-                )
+                self.store.end_worker(tx, worker.id, "Cancelled", now, error=never)
         return True
 
     def _carry(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
         """The job's news into the run and its worker row."""
         state = job.state
         if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING"):
-            fields: dict[str, object] = {}
-            if job.restarts > run.restarts:
-                fields["restarts"] = job.restarts
-                if worker.stop_reason == "preempt":  # seen in its grace: a preemption too
-                    fields["preemptions"] = run.preemptions + 1
-            if run.state not in ("Queued", *FINISHED_STATES):
-                fields["state"] = "Queued"
-            if fields:
-                self._update(run, fields, "Requeued" if "restarts" in fields else None,
-                             f"Requeued by Slurm (restart {job.restarts})", now)  # fmt: skip
+            restarted = job.restarts > run.restarts
+            queue = run.state not in ("Queued", *FINISHED_STATES)
+            if restarted or queue:
+                self._requeued(run, worker, job, queue, now)
             if worker.state != "Starting":
                 with self.store.transaction() as tx:
-                    self.store.update_worker(tx, worker.id, state="Starting", gpus="[]",
-                                             stop_reason=None, stop_deadline=None)  # fmt: skip
-            return bool(fields)
+                    self.store.worker_waits(tx, worker.id)
+            return restarted or queue
         if state in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"):
             return self._running(run, worker, job, now)
         return self._ended(run, worker, job, now)
@@ -315,10 +300,9 @@ class SlurmFront(Loop):
         if run.state == target and worker.state == "Running" and worker.gpus == gpus:
             return False
         with self.store.transaction() as tx:
-            self.store.update_worker(tx, worker.id, state="Running", gpus=json.dumps(list(gpus)))
+            self.store.set_worker_running(tx, worker.id, gpus=gpus)
             if run.state not in FINISHED_STATES and run.state != target:
-                self.store.update_run(tx, run.name, state=target, reason=None,
-                                      started_at=job.start or now)  # fmt: skip
+                self.store.set_run_state(tx, run.name, target, None, job.start or now)
                 if target == "Running":
                     shown = ",".join(map(str, gpus)) or "none"
                     text = Reason(
@@ -338,10 +322,9 @@ class SlurmFront(Loop):
             f"{job.partition} partition's grace ends)"
         )
         with self.store.transaction() as tx:
-            self.store.update_worker(tx, worker.id, state="Stopping", stop_reason="preempt",
-                                     stop_deadline=deadline)  # fmt: skip
+            self.store.stop_worker(tx, worker.id, "preempt", deadline)
             if run.state not in FINISHED_STATES:
-                self.store.update_run(tx, run.name, state="Stopping", reason=text)
+                self.store.set_run_state(tx, run.name, "Stopping", text)
                 self.store.add_event(tx, run.name, run.workspace, "Preempted", text, now)
         return True
 
@@ -357,21 +340,17 @@ class SlurmFront(Loop):
         spec = self.specs.get(run)
         code = job.exit_code
         with self.store.transaction() as tx:
-            self.store.update_worker(tx, worker.id, state="Exited", exit_code=code,
-                                     finished_at=job.end or now)  # fmt: skip
+            self.store.end_worker(tx, worker.id, "Exited", job.end or now, exit_code=code)
             if run.state in FINISHED_STATES:
                 return True
             if job.state == "COMPLETED":
-                self.store.update_run(tx, run.name, state="Succeeded", finished_at=job.end or now,
-                                      exit_code=0, reason=None)  # fmt: skip
+                self.store.finish_run(tx, run.name, "Succeeded", job.end or now, None, exit_code=0)
                 self.store.add_event(
                     tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now
                 )
             elif job.state == "CANCELLED" or run.stop_request == "delete":
                 why = "Deleted" if run.stop_request == "delete" else "Cancelled in Slurm"
-                self.store.update_run(
-                    tx, run.name, state="Cancelled", finished_at=now, reason=Reason(why)
-                )
+                self.store.finish_run(tx, run.name, "Cancelled", now, Reason(why))
                 self.store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
             elif job.state != "TIMEOUT" and run.restarts < spec.restart_limit:
                 restarts = run.restarts + 1
@@ -379,14 +358,14 @@ class SlurmFront(Loop):
                     f"Restarting: job {job.job_id} ended {job.state} (exit code {code}) "
                     f"(restart {restarts} of {spec.restart_limit})"
                 )
-                self.store.update_run(tx, run.name, state="Queued", restarts=restarts, reason=text)
+                self.store.requeue(tx, run.name, restarts=restarts, reason=text)
                 self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
             else:
                 reason = describe(job, list(self.jobs.values()), now) or Reason(
                     f"Slurm: {job.state}"
                 )
-                self.store.update_run(tx, run.name, state="Failed", finished_at=job.end or now,
-                                      exit_code=code, reason=reason)  # fmt: skip
+                self.store.finish_run(tx, run.name, "Failed", job.end or now, reason,
+                                      exit_code=code)  # fmt: skip
                 self.store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
         return True
 
@@ -394,21 +373,29 @@ class SlurmFront(Loop):
         """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
         deleted = run.stop_request == "delete"
         with self.store.transaction() as tx:
-            self.store.update_worker(tx, worker.id, state="Lost", finished_at=now,
-                                     error="Slurm no longer knows the job")  # fmt: skip
+            self.store.end_worker(tx, worker.id, "Lost", now,
+                                  error="Slurm no longer knows the job")  # fmt: skip
             if run.state not in FINISHED_STATES:
                 why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
                 state = "Cancelled" if deleted else "Failed"
-                self.store.update_run(tx, run.name, state=state, finished_at=now, reason=why)
+                self.store.finish_run(tx, run.name, state, now, why)
                 self.store.add_event(tx, run.name, run.workspace, state, why, now)
         return True
 
-    def _update(self, run: RunRow, fields: dict[str, object], kind: str | None, text: str,
-                now: float) -> None:  # fmt: skip
+    def _requeued(
+        self, run: RunRow, worker: WorkerRow, job: SlurmJob, queue: bool, now: float
+    ) -> None:
+        """Slurm queued the job again (``job.restarts`` counts it), or holds it pending."""
         with self.store.transaction() as tx:
-            self.store.update_run(tx, run.name, **fields)
-            if kind is not None:
-                self.store.add_event(tx, run.name, run.workspace, kind, Reason(text), now)
+            if job.restarts > run.restarts:
+                preempted = worker.stop_reason == "preempt"  # seen in its grace: a preemption too
+                preemptions = run.preemptions + 1 if preempted else KEEP
+                self.store.note_restarts(tx, run.name, job.restarts, preemptions)
+            if queue:
+                self.store.requeue(tx, run.name)
+            if job.restarts > run.restarts:
+                text = Reason(f"Requeued by Slurm (restart {job.restarts})")
+                self.store.add_event(tx, run.name, run.workspace, "Requeued", text, now)
 
     # ------------------------------------------------------------ requests
 
@@ -478,4 +465,4 @@ class SlurmFront(Loop):
         if changes:
             with self.store.transaction() as tx:
                 for name, reason in changes.items():
-                    self.store.update_run(tx, name, reason=reason)
+                    self.store.set_reason(tx, name, reason)

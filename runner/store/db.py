@@ -1,6 +1,9 @@
 """Durable state in SQLite: runs, workers (one row per attempt), events, usage.
 
-The only module that writes SQL (with ``runner/store/groups.py``, the groups' tables).
+Every SQL statement is in runner/store/: this module (the connection, its checks and
+transactions, the reads), writes.py (typed writes of runs and workers), groups.py and
+forget.py. Outside it, a transaction is a :class:`runner.store.tx.Tx`, handed back to
+the store's typed methods; no one else sees the connection.
 A write that acknowledges something to a user (a submit, a delete, a priority
 change) commits with ``synchronous=FULL`` before the caller answers. Every
 decision is written before it is acted on: a worker row is ``Starting`` before
@@ -17,9 +20,8 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from runner.model import Reason
+from runner.model import Reason, ReasonCode, event_code
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
 from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
@@ -31,7 +33,6 @@ from runner.store.rows import (
     EventRow,
     RunRow,
     WorkerRow,
-    _ref_json,
     _run,
     _worker,
     is_run_uid,
@@ -39,6 +40,8 @@ from runner.store.rows import (
     new_run_uid,
     reason_json,
 )
+from runner.store.tx import Tx
+from runner.store.writes import RunWrites, WorkerWrites
 
 __all__ = [
     "ACTIVE_STATES",
@@ -75,7 +78,7 @@ class NameInUse(Exception):
     pass
 
 
-class Store(GroupTables, ForgetTables):
+class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:
@@ -149,12 +152,12 @@ class Store(GroupTables, ForgetTables):
             with self.transaction() as tx:
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
-                        tx.execute(statement)
-                tx.execute(f"PRAGMA user_version = {number + 1}")
-                tx.execute(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
+                        tx._sql(statement)
+                tx._sql(f"PRAGMA user_version = {number + 1}")
+                tx._sql(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[Tx]:
         """BEGIN IMMEDIATE … COMMIT; rolled back on any exception (a failed COMMIT too).
 
         SQLite may have rolled back by itself (disk full): then there is nothing to roll
@@ -165,7 +168,7 @@ class Store(GroupTables, ForgetTables):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield conn
+                    yield Tx(conn)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -196,10 +199,10 @@ class Store(GroupTables, ForgetTables):
         with self.transaction() as tx:
             self.insert_run_in(tx, run, f"Submitted by {run.owner}")
 
-    def insert_run_in(self, tx: sqlite3.Connection, run: RunRow, message: str | Reason) -> None:
+    def insert_run_in(self, tx: Tx, run: RunRow, message: str | Reason) -> None:
         """Insert within ``tx``; NameInUse (the whole transaction rolls back) on a clash."""
         try:
-            tx.execute(
+            tx._sql(
                 "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
                 " reason, submitted_at, grp, run_uid, template)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -236,29 +239,20 @@ class Store(GroupTables, ForgetTables):
         )
         return [self._run_row(r) for r in self._connect().execute(sql)]
 
-    def update_run(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
-        for key in ("reason",):
-            if key in fields:
-                fields[key] = reason_json(fields[key])
-        if "preempted_by" in fields:
-            fields["preempted_by"] = _ref_json(fields["preempted_by"])
-        cols = ", ".join(f"{k} = ?" for k in fields)
-        tx.execute(f"UPDATE runs SET {cols} WHERE name = ?", (*fields.values(), name))
-
-    def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
+    def delete_run_row(self, tx: Tx, name: str) -> None:
         """Forget a run: its row, workers and events; its files are noted for the loop to
         remove (see runner/store/forget.py). Its usage stays."""
         self.note_forgotten(tx, name)
-        row = tx.execute("SELECT template FROM runs WHERE name = ?", (name,)).fetchone()
-        tx.execute("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
-        tx.execute("DELETE FROM runs WHERE name = ?", (name,))
+        row = tx._sql("SELECT template FROM runs WHERE name = ?", (name,)).fetchone()
+        tx._sql("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
+        tx._sql("DELETE FROM runs WHERE name = ?", (name,))
         if row is not None and row[0] is not None:
             self.drop_template_if_unused(tx, row[0])
 
-    def unfinished_runs_of(self, tx: sqlite3.Connection, uid: int) -> int:
+    def unfinished_runs_of(self, tx: Tx, uid: int) -> int:
         """How many runs of ``uid`` are not finished (Queued, Starting, Running, Stopping)."""
         sql = f"SELECT COUNT(*) FROM runs WHERE uid = ? AND state IN {ACTIVE_STATES}"
-        count: int = tx.execute(sql, (uid,)).fetchone()[0]
+        count: int = tx._sql(sql, (uid,)).fetchone()[0]
         return count
 
     def runs_of_group(self, grp: str) -> list[RunRow]:
@@ -279,11 +273,11 @@ class Store(GroupTables, ForgetTables):
     # ------------------------------------------------------------ workers
 
     def insert_worker(
-        self, tx: sqlite3.Connection, run: str, attempt: int, worker: int,
+        self, tx: Tx, run: str, attempt: int, worker: int,
         gpus: tuple[int, ...], cpu_milli: int, memory: int, now: float,
         mono: float | None = None, boot: str | None = None, executor: str | None = None,
     ) -> None:  # fmt: skip
-        tx.execute(
+        tx._sql(
             "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
             " started_at, started_mono, boot_id, executor)"
             " VALUES (?,?,?,'Starting',?,?,?,?,?,?,?)",
@@ -299,23 +293,17 @@ class Store(GroupTables, ForgetTables):
         sql = f"{_WORKERS} WHERE w.run = ? ORDER BY w.attempt, w.worker"
         return [_worker(r) for r in self._connect().execute(sql, (run,))]
 
-    def update_worker(self, tx: sqlite3.Connection, worker_id: int, **fields: Any) -> None:
-        if "stopping_for" in fields:
-            fields["stopping_for"] = _ref_json(fields["stopping_for"])
-        cols = ", ".join(f"{k} = ?" for k in fields)
-        tx.execute(f"UPDATE workers SET {cols} WHERE id = ?", (*fields.values(), worker_id))
-
     # ---------------------------------------------------- events and usage
 
     def add_event(
-        self, tx: sqlite3.Connection, run: str, workspace: str, kind: str, message: Reason,
+        self, tx: Tx, run: str, workspace: str, kind: str, message: Reason,
         now: float | None = None, grp: str | None = None, code: ReasonCode | None = None,
     ) -> None:  # fmt: skip
         """An event of a run; of a group when ``grp`` is given (``run`` then names the group).
 
         ``code``: what it says, by default the one of its kind (``event_code``)."""
         code = event_code(kind, message) if code is None else code
-        tx.execute(
+        tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,?,?,?,?)",
             (run, workspace, time.time() if now is None else now, kind, reason_json(message), grp,
@@ -339,9 +327,9 @@ class Store(GroupTables, ForgetTables):
             for r in rows
         ]  # fmt: skip
 
-    def add_usage(self, tx: sqlite3.Connection, run: RunRow, gpu_s: float, cpu_s: float) -> None:
+    def add_usage(self, tx: Tx, run: RunRow, gpu_s: float, cpu_s: float) -> None:
         """Add to the run's usage, kept by its id: it outlives the run being forgotten."""
-        tx.execute(
+        tx._sql(
             "INSERT INTO usage (run_uid, run, workspace, gpu_seconds, cpu_seconds)"
             " VALUES (?,?,?,?,?) ON CONFLICT (run_uid) DO UPDATE SET"
             " gpu_seconds = gpu_seconds + ?, cpu_seconds = cpu_seconds + ?",
@@ -353,3 +341,19 @@ class Store(GroupTables, ForgetTables):
             "SELECT workspace, SUM(gpu_seconds), SUM(cpu_seconds) FROM usage GROUP BY workspace"
         )
         return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def read_only_run_count(path: Path) -> int:
+    """How many runs the state database at ``path`` holds, read without writing to it.
+
+    StoreError, with SQLite's own message, when it cannot be read.
+    """
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+        try:
+            runs: int = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise StoreError(str(e)) from e
+    return runs

@@ -16,6 +16,8 @@ from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from runner.store.tx import Tx
+
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 _EXPIRED = (
     f"finished_at < ? AND state IN {FINISHED}"
@@ -37,17 +39,17 @@ class ForgetTables:
     def _connect(self) -> sqlite3.Connection:
         raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+    def transaction(self) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
-    def note_forgotten(self, tx: sqlite3.Connection, name: str) -> None:
+    def note_forgotten(self, tx: Tx, name: str) -> None:
         """Within the transaction that removes run ``name``: note what it leaves on disk."""
-        row = tx.execute("SELECT run_uid FROM runs WHERE name = ?", (name,)).fetchone()
+        row = tx._sql("SELECT run_uid FROM runs WHERE name = ?", (name,)).fetchone()
         if row is None or not row[0]:
             return
         sql = "SELECT DISTINCT handle FROM workers WHERE run = ? AND handle IS NOT NULL"
-        handles = sorted(str(h) for (h,) in tx.execute(sql, (name,)))
-        tx.execute(
+        handles = sorted(str(h) for (h,) in tx._sql(sql, (name,)))
+        tx._sql(
             "INSERT OR IGNORE INTO forgotten (run_uid, handles, time) VALUES (?,?,?)",
             (row[0], json.dumps(handles), time.time()),
         )
@@ -62,7 +64,7 @@ class ForgetTables:
 
     def files_removed(self, run_uid: str) -> None:
         with self.transaction() as tx:
-            tx.execute("DELETE FROM forgotten WHERE run_uid = ?", (run_uid,))
+            tx._sql("DELETE FROM forgotten WHERE run_uid = ?", (run_uid,))
 
     def run_uids(self) -> dict[str, str]:
         """Every run's id and name, and every forgotten run's id (name ``""``)."""
@@ -79,13 +81,13 @@ class ForgetTables:
         args = (before, json.dumps(sorted(keep)), limit)
         return [str(n) for (n,) in self._connect().execute(sql, args)]
 
-    def forget_if_expired(self, tx: sqlite3.Connection, name: str, before: float) -> bool:
+    def forget_if_expired(self, tx: Tx, name: str, before: float) -> bool:
         """Within ``tx``: forget run ``name`` if it is still one of expired_runs."""
         sql = f"SELECT 1 FROM runs r WHERE name = ? AND {_EXPIRED}"
-        if tx.execute(sql, (name, before, "[]")).fetchone() is None:
+        if tx._sql(sql, (name, before, "[]")).fetchone() is None:
             return False
         self.delete_run_row(tx, name)
         return True
 
-    def delete_run_row(self, tx: sqlite3.Connection, name: str) -> None:
+    def delete_run_row(self, tx: Tx, name: str) -> None:
         raise NotImplementedError

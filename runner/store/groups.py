@@ -12,6 +12,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from runner.store.tx import Tx
+
 
 @dataclass(frozen=True, slots=True)
 class GroupRow:
@@ -50,13 +52,13 @@ class GroupTables:
     def _connect(self) -> sqlite3.Connection:
         raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+    def transaction(self) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
-    def insert_group_in(self, tx: sqlite3.Connection, g: GroupRow) -> bool:
+    def insert_group_in(self, tx: Tx, g: GroupRow) -> bool:
         """False when a group of that name exists (nothing written)."""
         try:
-            tx.execute(
+            tx._sql(
                 "INSERT INTO groups (name, kind, workspace, owner, uid, gid, spec, created_at,"
                 " replicas, paused, next_at, template) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -78,22 +80,39 @@ class GroupTables:
             sql, args = sql + " WHERE kind = ?", [kind]
         return [_group(r) for r in self._connect().execute(sql + " ORDER BY created_at", args)]
 
-    def update_group(self, tx: sqlite3.Connection, name: str, **fields: Any) -> None:
-        cols = ", ".join(f"{k} = ?" for k in fields)
-        tx.execute(f"UPDATE groups SET {cols} WHERE name = ?", (*fields.values(), name))
+    def set_replicas(self, tx: Tx, name: str, replicas: int) -> None:
+        tx._sql("UPDATE groups SET replicas = ? WHERE name = ?", (replicas, name))
 
-    def delete_group_row(self, tx: sqlite3.Connection, name: str) -> None:
-        row = tx.execute("SELECT template FROM groups WHERE name = ?", (name,)).fetchone()
-        tx.execute("DELETE FROM events WHERE grp = ? AND run = grp", (name,))
-        tx.execute("DELETE FROM groups WHERE name = ?", (name,))
+    def set_paused(self, tx: Tx, name: str, paused: bool, next_at: float) -> None:
+        """A schedule paused or resumed; it fires next at ``next_at``."""
+        sql = "UPDATE groups SET paused = ?, next_at = ? WHERE name = ?"
+        tx._sql(sql, (int(paused), next_at, name))
+
+    def schedule_fired(self, tx: Tx, name: str, next_at: float, fired_at: float) -> None:
+        sql = "UPDATE groups SET next_at = ?, last_fired_at = ? WHERE name = ?"
+        tx._sql(sql, (next_at, fired_at, name))
+
+    def group_created_at(self, tx: Tx, name: str) -> float | None:
+        """Within ``tx``: when group ``name`` was made; None if there is none."""
+        row = tx._sql("SELECT created_at FROM groups WHERE name = ?", (name,)).fetchone()
+        return None if row is None else float(row[0])
+
+    def release_group_runs(self, tx: Tx, name: str) -> None:
+        """The group's runs belong to it no more (its name is free to be used again)."""
+        tx._sql("UPDATE runs SET grp = NULL WHERE grp = ?", (name,))
+
+    def delete_group_row(self, tx: Tx, name: str) -> None:
+        row = tx._sql("SELECT template FROM groups WHERE name = ?", (name,)).fetchone()
+        tx._sql("DELETE FROM events WHERE grp = ? AND run = grp", (name,))
+        tx._sql("DELETE FROM groups WHERE name = ?", (name,))
         if row is not None and row[0] is not None:
             self.drop_template_if_unused(tx, row[0])
 
     # ------------------------------------------------------------ templates
 
-    def insert_template(self, tx: sqlite3.Connection, document: dict[str, Any]) -> int:
+    def insert_template(self, tx: Tx, document: dict[str, Any]) -> int:
         """Store a run template (a run document) once; its id for the runs made from it."""
-        cursor = tx.execute("INSERT INTO templates (spec) VALUES (?)", (json.dumps(document),))
+        cursor = tx._sql("INSERT INTO templates (spec) VALUES (?)", (json.dumps(document),))
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
@@ -110,10 +129,10 @@ class GroupTables:
             doc = cache[template] = json.loads(row[0])
         return doc
 
-    def drop_template_if_unused(self, tx: sqlite3.Connection, template: int) -> None:
+    def drop_template_if_unused(self, tx: Tx, template: int) -> None:
         """Forget a template once neither a group nor a run refers to it (and its cached
         document: ids are never used again, so a rolled-back drop only costs a read)."""
-        gone = tx.execute(
+        gone = tx._sql(
             "DELETE FROM templates WHERE id = ? AND NOT EXISTS (SELECT 1 FROM runs WHERE"
             " template = ?) AND NOT EXISTS (SELECT 1 FROM groups WHERE template = ?)",
             (template, template, template),

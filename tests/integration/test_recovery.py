@@ -74,12 +74,12 @@ def test_auto_does_not_fall_back_to_processes_under_live_containers(
                  1.0, None, None, None, 0, 0, 0, None, None, False)  # fmt: skip
     store.insert_run(row)
     with store.transaction() as tx:
-        store.update_run(tx, "boxed", state="Running")
+        store.set_run_state(tx, "boxed", "Running")
     store.close()
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(DaemonError) as refused:
         Daemon(home)
     assert "1 run(s) live in containers (boxed): start Docker and try again" in str(refused.value)
     with store.transaction() as tx:  # once nothing lives in a container, processes are fine
-        store.update_run(tx, "boxed", state="Failed")
+        store.set_run_state(tx, "boxed", "Failed")
     assert Daemon(home).executor.name == "process"
