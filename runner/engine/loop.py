@@ -1,8 +1,8 @@
 """The daemon's tick: observe -> enforce -> settle -> snapshot -> plan -> apply.
 
-Only this module applies side effects (through the executor), and each is
-written to the store before it is acted on. Stopping never blocks: SIGTERM
-now, SIGKILL on a later tick once the stop grace has passed.
+Only the loop applies side effects (through the executor: here, in apply_plan.py
+and starts.py), and each is written to the store before it is acted on. Stopping
+never blocks: SIGTERM now, SIGKILL on a later tick once the stop grace has passed.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
+from runner.engine import apply_plan
 from runner.engine.crash import crash_point
 from runner.engine.dependencies import Dependencies
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.engine.settings import LoopSettings
-from runner.engine.snapshot import SpecCache, build_snapshot, plannable, unit_id
+from runner.engine.snapshot import SpecCache, build_snapshot, plannable
 from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
@@ -29,7 +30,7 @@ from runner.model import Reason, ReasonCode, RunRef
 from runner.planner.plan import Plan, WaitingRun, plan
 from runner.store.db import RunRow, Store, WorkerRow
 
-_LIMIT, _PREEMPTED = ReasonCode.TIME_LIMIT, ReasonCode.PREEMPTED
+_LIMIT = ReasonCode.TIME_LIMIT
 
 log = logging.getLogger("astraeus.loop")
 
@@ -343,8 +344,11 @@ class Loop:
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
-        self._apply_reasons(result, active, now, {**deps.waiting, **held})
-        self._apply_preemptions(result, live, now)
+        apply_plan.apply_reasons(self.store, result, active, now, {**deps.waiting, **held})
+        grace = self.settings.machine.stop_grace
+        apply_plan.apply_preemptions(
+            self.store, self.specs, grace, result, live, now, self.stop_workers
+        )
         ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
         for start in result.starts:
             launch_for(ctx, start, now)
@@ -366,70 +370,8 @@ class Loop:
         return done
 
     def settle_dependencies(self, deps: Dependencies, runs: list[RunRow], now: float) -> None:
-        """Runs whose dependency failed (or went away) can never start: they fail. Runs
-        whose dependencies all succeeded are marked, not to be held back again."""
-        by_name = {r.name: r for r in runs}
-        with self.store.transaction() as tx:
-            for name in deps.met:
-                self.store.mark_deps_met(tx, name)
-            for name, reason in deps.failing.items():
-                self.store.finish_run(tx, name, "Failed", now, reason)
-                self.store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
-
-    def _apply_reasons(
-        self, result: Plan, runs: list[RunRow], now: float, waiting: dict[str, Reason]
-    ) -> None:
-        by_name = {r.name: r for r in runs}
-        current = {**waiting, **result.reasons}
-        changes = {
-            name: reason
-            for name, reason in current.items()
-            if by_name[name].reason != reason  # the row, read now: others write reasons too
-        }
-        quota_first = [n for n in result.quota_waits if not by_name[n].quota_noted]
-        if not changes and not quota_first:
-            return
-        with self.store.transaction() as tx:
-            for name, reason in changes.items():
-                self.store.set_reason(tx, name, reason)
-            for name in quota_first:  # from the check itself: its reason may name a preemptor
-                reached = result.quota_reached[name]
-                run = by_name[name]
-                self.store.add_event(tx, name, run.workspace, "QuotaReached", reached, now)
-                self.store.note_quota(tx, name)
-
-    def _apply_preemptions(self, result: Plan, live: list[WorkerRow], now: float) -> None:
-        preemptors = list(dict.fromkeys(p.for_run for p in result.preemptions))
-        for head in preemptors:  # the head, and runs preempting their own workspace's work
-            with self.store.transaction() as tx:
-                message = result.reasons[head.name]
-                self.store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
-        stopped: set[int] = set()  # workers stopped by this plan so far (``live`` is older)
-        for p in result.preemptions:
-            head = p.for_run
-            gang = self.specs.gang(p.run)
-            unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
-            stopped.update(w.id for w in unit)
-            mine = [w for w in live if w.run == p.run]
-            others = [w for w in mine if w.state != "Stopping" and w.id not in stopped]
-            with self.store.transaction() as tx:
-                reason = Reason.of("Preempted by higher-priority work ({0})", head, code=_PREEMPTED)
-                if others:  # independent workers: the rest keep running
-                    n = len(mine)
-                    reason = Reason.of(
-                        f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head,
-                        code=_PREEMPTED,
-                    )  # fmt: skip
-                state = "Running" if others else "Stopping"
-                self.store.set_run_state(tx, p.run, state, reason)
-                grace = self.settings.machine.stop_grace
-                text = Reason.of(
-                    f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
-                    f"SIGKILL after {grace:g} s",
-                    head,
-                )
-                self.store.add_event(tx, p.run, p.workspace, "Preempted", text, now)
-            self.stop_workers(p.run, unit, "preempt", head, now)
+        """Fail the runs whose dependency failed, mark those whose all succeeded."""
+        apply_plan.settle_dependencies(self.store, deps, runs, now)
 
     # ------------------------------------------------------- reconcile
 
