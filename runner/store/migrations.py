@@ -144,4 +144,28 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE workers ADD COLUMN executor TEXT;
     """,
+    # 8: each event's code (runner.model.ReasonCode), older rows' from their kind; whether
+    # each run's latest attempt was started by backfill, older runs' from their last start
+    """
+    ALTER TABLE runs ADD COLUMN backfilled INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE events ADD COLUMN code TEXT NOT NULL DEFAULT 'LEGACY';
+    UPDATE events SET code = CASE kind
+        WHEN 'Started' THEN CASE WHEN json_extract(message, '$.template') LIKE 'Backfilled%'
+                                 THEN 'BACKFILLED' ELSE 'STARTED' END
+        WHEN 'Submitted' THEN 'SUBMITTED' WHEN 'Priority' THEN 'PRIORITY_CHANGED'
+        WHEN 'QuotaReached' THEN 'QUOTA_REACHED' WHEN 'Preempting' THEN 'PREEMPTING'
+        WHEN 'Preempted' THEN 'PREEMPTED' WHEN 'PreemptionWithdrawn' THEN 'PREEMPTION_WITHDRAWN'
+        WHEN 'TimeLimit' THEN 'TIME_LIMIT' WHEN 'Restarting' THEN 'RESTARTING'
+        WHEN 'Requeued' THEN 'REQUEUED' WHEN 'StartFailed' THEN 'START_FAILED'
+        WHEN 'Killed' THEN 'KILLED' WHEN 'Deleting' THEN 'DELETING'
+        WHEN 'Succeeded' THEN 'SUCCEEDED' WHEN 'Failed' THEN 'FAILED'
+        WHEN 'Cancelled' THEN 'CANCELLED' WHEN 'Slurm' THEN 'SLURM'
+        WHEN 'Created' THEN 'CREATED' WHEN 'Scaled' THEN 'SCALED' WHEN 'Fired' THEN 'FIRED'
+        WHEN 'Skipped' THEN 'SKIPPED' WHEN 'Refused' THEN 'REFUSED'
+        WHEN 'Paused' THEN 'PAUSED' WHEN 'Resumed' THEN 'RESUMED'
+        ELSE 'LEGACY' END;
+    UPDATE runs SET backfilled = 1 WHERE (
+        SELECT e.code FROM events e WHERE e.run = runs.name AND e.grp IS NULL
+        AND e.kind = 'Started' ORDER BY e.id DESC LIMIT 1) = 'BACKFILLED';
+    """,
 )

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.model import Reason, RunRef
+from runner.model import Reason, ReasonCode, RunRef
 from runner.spec.templates import run_document
 
 ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
@@ -56,6 +56,7 @@ class RunRow:
     # a group's run: spec_text is only its part, the rest is this template's (templates.py)
     template: int | None = None
     template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    backfilled: bool = False  # its latest attempt was started by backfill, behind the head
 
     def spec(self) -> dict[str, Any]:
         """The run's whole spec document."""
@@ -107,6 +108,7 @@ class EventRow:
     kind: str
     message: Reason
     grp: str | None = None  # set on a group's own events (``run`` is then the group's name)
+    code: ReasonCode = ReasonCode.MESSAGE  # what the event says, for code to decide on
 
 
 def _ref_json(ref: RunRef | None) -> str | None:
@@ -136,6 +138,7 @@ def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
         bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
+        bool(row["backfilled"]),
     )  # fmt: skip
 
 
