@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, before typer loads
-    from astraeus_tui.cli.fast import fast_ls
+    from astraeus_tui.cli.fast import dispatch
 
-    if (code := fast_ls(sys.argv[1:])) is not None:
+    if (code := dispatch(sys.argv[1:])) is not None:
         sys.exit(code)
 
 import typer

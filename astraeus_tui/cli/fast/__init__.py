@@ -1,40 +1,34 @@
-"""`astra ls` without loading typer: people run it often and want it instant.
+"""The commands people run often, without loading typer, rich or click.
 
-Only the plain forms are handled here (the same options as the typer command);
-anything else (``--help``, a typo) falls through to the full CLI.
+`astra ls`, `run`, `submit`, `show`, `priority`, `delete` and `wait` are parsed
+here when their arguments have a shape this package fully understands (the same
+options as the typer commands, nothing else); anything else (``--help``, an
+unknown option, a typo, a form it does not know) returns None and goes to the
+typer app unchanged, so every output and error stays the typer command's. Set
+``ASTRAEUS_CLI_FAST=0`` to send every call to typer (the tests compare both).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
+import os
+from collections.abc import Callable
+
+Command = Callable[[list[str]], "int | None"]
 
 
-def fast_ls(argv: list[str]) -> int | None:
-    """Run `ls` if ``argv`` is a plain `ls` call; None to let typer handle it."""
-    if not argv or argv[0] != "ls" or any(a in ("--help", "-h") for a in argv):
+def _commands() -> dict[str, Command]:
+    from astraeus_tui.cli.fast import ls, runs
+
+    return {"ls": ls.fast_ls, "run": runs.fast_run, "submit": runs.fast_submit,
+            "show": runs.fast_show, "priority": runs.fast_priority,
+            "delete": runs.fast_delete, "wait": runs.fast_wait}  # fmt: skip
+
+
+def dispatch(argv: list[str]) -> int | None:
+    """The exit code of a command handled here, or None to let typer handle ``argv``."""
+    if not argv or os.environ.get("ASTRAEUS_CLI_FAST") == "0":
         return None
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    parser.add_argument("--all", "-a", dest="all_runs", action="store_true")
-    parser.add_argument("--workspace")
-    parser.add_argument("--state")
-    parser.add_argument("--json", dest="as_json", action="store_true")
-    parser.add_argument("--wide", "-w", action="store_true")
-    try:
-        args, rest = parser.parse_known_args(argv[1:])
-    except argparse.ArgumentError:
-        return None
-    if rest:
-        return None
-    from astraeus_tui.cli.tables import show_runs
-    from astraeus_tui.client import ApiError, Client
-
-    try:
-        runs = Client().runs(all=args.all_runs, workspace=args.workspace, state=args.state)
-    except ApiError as e:
-        from astraeus_tui.text import shown
-
-        print(shown(e), file=sys.stderr)
-        return 1
-    show_runs(runs, args.as_json, args.wide)
-    return 0
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return None  # shell completion is click's
+    command = _commands().get(argv[0])
+    return None if command is None else command(argv[1:])

@@ -1,0 +1,66 @@
+"""A strict little option parser: it accepts only what click would read the same way.
+
+``parse`` returns None for anything it is not sure of (an unknown option, ``-h``,
+combined short flags, an option's value that looks like an option, a flag given a
+value), and the caller then hands the whole command to typer.
+"""
+
+from __future__ import annotations
+
+FLAG, VALUE, MULTI = "flag", "value", "multi"
+
+
+class Parsed:
+    """Options by destination, positional arguments, and what follows ``--`` (if given)."""
+
+    def __init__(self) -> None:  # not a dataclass: dataclasses imports inspect, slow
+        self.options: dict[str, object] = {}
+        self.positional: list[str] = []
+        self.rest: list[str] | None = None
+
+
+def parse(argv: list[str], spec: dict[str, tuple[str, str]]) -> Parsed | None:
+    """``spec`` maps each option (``--json``, ``-a``) to (destination, FLAG|VALUE|MULTI)."""
+    out = Parsed()
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if token == "--":
+            out.rest = argv[i:]
+            return out
+        if not token.startswith("-") or token == "-":
+            out.positional.append(token)
+            continue
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        if name not in spec:
+            return None
+        dest, kind = spec[name]
+        if kind == FLAG:
+            if eq:
+                return None
+            out.options[dest] = True
+            continue
+        if eq:
+            value = inline
+        elif i < len(argv) and not argv[i].startswith("-"):
+            value, i = argv[i], i + 1
+        else:
+            return None  # no value, or one click might read otherwise
+        if kind == MULTI:
+            listed = out.options.setdefault(dest, [])
+            assert isinstance(listed, list)
+            listed.append(value)
+        else:
+            out.options[dest] = value
+    return out
+
+
+def text(parsed: Parsed, dest: str) -> str | None:
+    value = parsed.options.get(dest)
+    return value if isinstance(value, str) else None
+
+
+def texts(parsed: Parsed, dest: str) -> list[str] | None:
+    value = parsed.options.get(dest)
+    return [str(v) for v in value] if isinstance(value, list) else None

@@ -1,0 +1,36 @@
+"""`astra ls` without typer: the plain forms, the same options as the typer command."""
+
+from __future__ import annotations
+
+import sys
+
+from astraeus_tui.cli.fast.args import FLAG, VALUE, parse, text
+
+OPTIONS = {
+    "--all": ("all_runs", FLAG), "-a": ("all_runs", FLAG), "--workspace": ("workspace", VALUE),
+    "--state": ("state", VALUE), "--json": ("as_json", FLAG), "--wide": ("wide", FLAG),
+    "-w": ("wide", FLAG),
+}  # fmt: skip
+
+
+def fast_ls(argv: list[str]) -> int | None:
+    """Run `ls` if ``argv`` (after ``ls``) is a plain call; None to let typer handle it."""
+    parsed = parse(argv, OPTIONS)
+    if parsed is None or parsed.positional or parsed.rest is not None:
+        return None
+    from astraeus_tui.cli.tables import show_runs
+    from astraeus_tui.client import ApiError, Client
+
+    try:
+        runs = Client().runs(
+            all=bool(parsed.options.get("all_runs")),
+            workspace=text(parsed, "workspace"),
+            state=text(parsed, "state"),
+        )
+    except ApiError as e:
+        from astraeus_tui.text import shown
+
+        print(shown(e), file=sys.stderr)
+        return 1
+    show_runs(runs, bool(parsed.options.get("as_json")), bool(parsed.options.get("wide")))
+    return 0

@@ -1,0 +1,196 @@
+"""`run`, `submit`, `show`, `priority`, `delete` and `wait` without typer.
+
+Each mirrors its typer twin in cli/runs.py line for line (same requests, same
+text, same exit codes); a shape it does not handle returns None before it has
+done anything, and typer takes the call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
+from astraeus_tui.client import ApiError, Client
+from astraeus_tui.text import shown
+
+T = TypeVar("T")
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+JSON = {"--json": ("as_json", FLAG)}
+
+
+class Failed(Exception):
+    """The one line on stderr and the exit code of a command that failed (typer's ``fail``)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def echo(line: str, err: bool = False) -> None:
+    (sys.stderr if err else sys.stdout).write(shown(line) + "\n")
+
+
+def call(fn: Callable[[Client], T]) -> T:
+    try:
+        return fn(Client())
+    except ApiError as e:
+        raise Failed(str(e)) from None
+
+
+def finish(work: Callable[[], int]) -> int:
+    """Run ``work``; a refusal is one line on stderr and its exit code."""
+    try:
+        return work()
+    except Failed as e:
+        echo(str(e), err=True)
+        return e.code
+
+
+def print_json(data: object) -> None:
+    from astraeus_tui.cli.tables import print_json as dump
+
+    dump(data)
+
+
+def _one_name(argv: list[str], spec: dict[str, tuple[str, str]]) -> tuple[str, bool] | None:
+    """The run's name and ``--json`` of ``CMD NAME [--json]``, or None."""
+    parsed = parse(argv, spec)
+    if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
+        return None
+    return parsed.positional[0], bool(parsed.options.get("as_json"))
+
+
+def fast_show(argv: list[str]) -> int | None:
+    if (got := _one_name(argv, JSON)) is None:
+        return None
+    name, as_json = got
+
+    def work() -> int:
+        run = call(lambda c: c.show(name))
+        if as_json:
+            print_json(run)
+        else:
+            from astraeus_tui.cli.fast.show import show_lines
+
+            for line in show_lines(run):
+                echo(line)
+        return 0
+
+    return finish(work)
+
+
+def fast_priority(argv: list[str]) -> int | None:
+    """``priority NAME VALUE``; a negative VALUE is the value, as typer reads it."""
+    if len(argv) != 2 or argv[0].startswith("-"):
+        return None
+    name, raw = argv
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(raw)
+
+    def work() -> int:
+        run = call(lambda c: c.set_priority(name, value))
+        echo(f"{run['name']}: priority {run['priority']}")
+        return 0
+
+    return finish(work)
+
+
+def fast_delete(argv: list[str]) -> int | None:
+    if (got := _one_name(argv, {})) is None:
+        return None
+    name = got[0]
+
+    def work() -> int:
+        result = call(lambda c: c.delete(name))
+        echo(f"{name}: {result['outcome']}")
+        return 0
+
+    return finish(work)
+
+
+def fast_wait(argv: list[str]) -> int | None:
+    parsed = parse(argv, {"--timeout": ("timeout", VALUE)})
+    if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
+        return None
+    raw = text(parsed, "timeout")
+    try:
+        timeout = None if raw is None else float(raw)
+    except ValueError:
+        return None
+    return finish(lambda: _wait(parsed.positional[0], timeout))
+
+
+def _wait(name: str, timeout: float | None) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
+    while True:
+        run = call(lambda c: c.show(name))
+        if run["state"] in FINISHED:
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            raise Failed(f"{name}: still {run['state']} after {timeout:g} s", 124)
+        time.sleep(interval)
+    echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    if run["state"] == "Succeeded":
+        return 0
+    code = run.get("exit_code")
+    return code if isinstance(code, int) and code > 0 else 1
+
+
+def fast_run(argv: list[str]) -> int | None:
+    from astraeus_tui.cli.fast.document import RUN_OPTIONS, run_document
+
+    parsed = parse(argv, RUN_OPTIONS)
+    if parsed is None or parsed.positional or not parsed.rest:
+        return None  # the command must follow --, every option before it
+    document = run_document(parsed)
+    if document is None:
+        return None
+    as_json = bool(parsed.options.get("as_json"))
+
+    def work() -> int:
+        created = call(lambda c: c.submit(document))
+        if as_json:
+            print_json(created)
+        else:
+            echo(f"Submitted run {created['name']}")
+        return 0
+
+    return finish(work)
+
+
+def fast_submit(argv: list[str]) -> int | None:
+    """``submit FILE [--after RUN]... [--json]`` of a spec that is not a sweep."""
+    parsed = parse(argv, {**JSON, "--after": ("after", MULTI)})
+    if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
+        return None
+    from astraeus_tui.cli.fast.document import is_plain_spec, spec_document
+
+    file = parsed.positional[0]
+    stdin = sys.stdin.read() if file == "-" else None
+    if not is_plain_spec(file, stdin):
+        if stdin is not None:
+            import io
+
+            sys.stdin = io.StringIO(stdin)  # typer's submit reads it again
+        return None
+    after, as_json = texts(parsed, "after"), bool(parsed.options.get("as_json"))
+
+    def work() -> int:
+        document = spec_document(file, stdin)
+        if after:
+            document["spec"]["after"] = after
+        run: dict[str, Any] = call(lambda c: c.submit(document))
+        if as_json:
+            print_json(run)
+        else:
+            echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+        return 0
+
+    return finish(work)

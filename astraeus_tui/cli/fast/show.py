@@ -1,0 +1,51 @@
+"""What `astra show NAME` prints, line for line as cli/runs.py's ``show`` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
+          "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
+          "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
+
+
+def show_lines(run: dict[str, Any]) -> list[str]:
+    lines = [run["paused"]] if run.get("paused") else []
+    for key in FIELDS:
+        value = run.get(key)
+        if value not in (None, [], ""):
+            lines.append(f"{key + ':':<20}{value}")
+    if command := command_line(run.get("spec")):
+        lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
+    lines += worker_lines(run.get("workers_history") or [])
+    for e in run.get("events", [])[-15:]:
+        lines.append(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+    return lines
+
+
+def worker_lines(history: list[dict[str, Any]], limit: int = 16) -> list[str]:
+    """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``;
+    a worker stopping for a preemption says for whom (``Stopping (preempted by urgent)``)."""
+    lines = []
+    for w in history[-limit:]:
+        why = w.get("error") or w.get("stop_reason") or ""
+        if why == "preempt" and w.get("stopping_for"):
+            why = f"preempted by {w['stopping_for']}"
+        if w.get("killed"):
+            why = f"{why}, SIGKILL".lstrip(", ")
+        tail = f" ({why})" if why else ""
+        lines.append(
+            f"  attempt {w.get('attempt')} worker {w.get('worker')}  {w.get('state')}{tail}"
+        )
+    return lines
+
+
+def command_line(spec: object, limit: int = 300) -> str:
+    """The run's command and arguments as a shell would take them, cut at ``limit``."""
+    import shlex
+
+    task = spec.get("spec", {}).get("task_template", {}) if isinstance(spec, dict) else {}
+    argv = [task["command"]] if task.get("command") else []
+    argv += task.get("args") or []
+    line = shlex.join(str(a) for a in argv)
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,154 @@
+"""The fast commands (astraeus_tui/cli/fast/) against their typer twins on one daemon.
+
+Each case runs the same arguments twice: once as `astra` runs them (the fast path,
+with ``-X importtime`` to see that typer, rich and click stay unloaded) and once
+with ``ASTRAEUS_CLI_FAST=0`` (typer's path); stdout, stderr and the exit code must
+be the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+
+Start = Callable[..., Served]
+HEAVY = ("typer", "rich", "click")
+SPEC = """[metadata]
+name = "{name}"
+[spec]
+priority = -3
+[spec.task_template]
+command = "sleep"
+args = ["60"]
+"""
+
+
+def _astra(d: Served, args: tuple[str, ...], fast: bool, input: str | None = None,
+           ) -> tuple[subprocess.CompletedProcess[str], set[str]]:  # fmt: skip
+    """One `astra` call and the top-level packages it imported."""
+    env = d.env if fast else {**d.env, "ASTRAEUS_CLI_FAST": "0"}
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "astraeus_tui.cli.main",
+                          *args], env=env, input=input, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    lines = out.stderr.splitlines(keepends=True)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in lines
+                if line.startswith("import time:")}  # fmt: skip
+    out.stderr = "".join(line for line in lines if not line.startswith("import time:"))
+    return out, imported
+
+
+def same(d: Served, *args: str, input: str | None = None, rename: str = "",
+         via_typer: bool = False) -> str:  # fmt: skip
+    """Run ``args`` on both paths; they must agree byte for byte. ``rename``: a run name
+    the typer call spells with ``-typer`` after it (two runs cannot share one). Returns
+    the fast call's stdout."""
+    fast, imported = _astra(d, args, True, input)
+    assert ("typer" in imported) if via_typer else not imported & set(HEAVY), args
+    twin = tuple(a + "-typer" if rename and a == rename else a for a in args)
+    quoted = f'"{rename}"'
+    twin_input = input.replace(quoted, f'"{rename}-typer"') if rename and input else input
+    slow, imported = _astra(d, twin, False, twin_input)
+    assert "typer" in imported
+    if rename and "--json" in args and fast.returncode == 0:  # two runs: compare shapes
+        got, want = json.loads(fast.stdout), json.loads(slow.stdout)
+        assert list(got) == list(want) and f"{got['name']}-typer" == want["name"]
+        fast.stdout = slow.stdout = ""
+    twin_out = slow.stdout.replace(rename + "-typer", rename) if rename else slow.stdout
+    assert (fast.stdout, fast.stderr, fast.returncode) == (
+        twin_out,
+        slow.stderr,
+        slow.returncode,
+    ), args
+    return fast.stdout or "{}"
+
+
+@pytest.fixture
+def d(served: Start) -> Served:
+    daemon = served(gpus=1)
+    ok = daemon.astra("run", "--name", "done", "--", sys.executable, "-c", "print('hi')")
+    assert ok.returncode == 0, ok.stderr
+    assert daemon.astra("wait", "done").returncode == 0
+    assert daemon.astra("run", "--name", "busy", "--gpus", "1", "--", "sleep", "60").returncode == 0
+    assert daemon.astra("run", "--name", "queued", "--gpus", "1", "--", "true").returncode == 0
+    wait_for(lambda: daemon.json("show", "busy")["state"] == "Running", 20, "busy running")
+    return daemon
+
+
+def test_reads_and_their_refusals(d: Served) -> None:
+    assert same(d, "show", "done").startswith("name:")
+    same(d, "show", "busy")
+    assert json.loads(same(d, "show", "done", "--json"))["name"] == "done"
+    for args in (("show", "nope"), ("delete", "nope"), ("priority", "nope", "1"),
+                 ("priority", "queued", "5"), ("priority", "queued", "-4"),
+                 ("wait", "done"), ("wait", "busy", "--timeout", "0.2"),
+                 ("wait", "nope"), ("show", "done", "--json")):  # fmt: skip
+        same(d, *args)
+
+
+def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> None:
+    same(d, "run", "--name", "made", "--gpus", "1", "--cpus", "2", "--memory", "1GiB",
+         "--time-limit", "1h30m", "--priority=-2", "--env", "A=1", "--env=B=x=y",
+         "--workers", "1", "--after", "done", "--", "sleep", "5", rename="made")  # fmt: skip
+    same(d, "run", "--name", "js", "--json", "--", "true", rename="js")
+    same(d, "submit", "-", input=SPEC.format(name="sub"), rename="sub")
+    same(d, "submit", "-", "--json", "--after", "done", input=SPEC.format(name="sj"), rename="sj")
+    fast, typer = d.json("show", "made"), d.json("show", "made-typer")
+    for run in (fast, typer):
+        run["spec"]["metadata"].pop("name")
+    assert fast["spec"] == typer["spec"]
+    assert d.json("show", "sj")["spec"]["spec"] == d.json("show", "sj-typer")["spec"]["spec"]
+
+
+def test_run_and_submit_refusals(d: Served) -> None:
+    for args in (["run", "--name", "Bad_Name", "--", "true"],
+                 ["run", "--name", "x", "--priority", "1001", "--", "true"],
+                 ["run", "--name", "x", "--drive", "d:/data", "--", "true"],
+                 ["run", "--name", "x", "--memory", "lots", "--", "true"],
+                 ["run", "--name", "done", "--", "true"],
+                 ["submit", "/nonexistent.json"]):  # fmt: skip
+        same(d, *args)
+    same(d, "submit", "-", input=SPEC.format(name="Bad_Name"))
+    same(d, "submit", "-", input="{not json", via_typer=True)  # the stdin is read once
+
+
+def test_delete(d: Served) -> None:
+    assert d.astra("run", "--name", "gone", "--", "sleep", "60").returncode == 0
+    assert d.astra("run", "--name", "gone-typer", "--", "sleep", "60").returncode == 0
+    assert same(d, "delete", "gone", rename="gone").strip() == "gone: stopping"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "--help"),
+        ("show",),
+        ("run", "--name", "done", "true"),
+        ("run", "--gpus", "-1", "--", "true"),
+        ("run", "--name", "x", "--time-limit", "1-00:00:00", "--bogus", "--", "true"),
+        ("wait", "done", "--timeout", "soon"),
+        ("ls", "--wor", "x"),
+        ("ls", "-aw"),
+        ("priority", "done"),
+        ("submit", "--dry-run", "x.json"),
+        ("delet", "done"),
+    ],
+)
+def test_other_shapes_go_to_typer(d: Served, args: tuple[str, ...]) -> None:
+    for _ in range(3):  # ls shows ages: a second may tick between the two calls
+        fast, imported = _astra(d, args, True)
+        assert "typer" in imported
+        slow, _ = _astra(d, args, False)
+        if args[0] != "ls" or fast.stdout == slow.stdout:
+            break
+    assert (fast.stdout, fast.stderr, fast.returncode) == (
+        slow.stdout,
+        slow.stderr,
+        slow.returncode,
+    )
