@@ -35,7 +35,23 @@ def print_runs(runs: list[dict[str, Any]], wide: bool = False) -> None:
     """The queue as `astra ls` shows it: one line a run, the reason cut with `…` to fit.
 
     With ``wide`` the whole reason is shown (it may wrap); `show` and `why` always have it.
+    Laid out here as Rich lays out its table (same widths, same cuts, same bytes when not
+    on a terminal) without importing Rich; the rare layouts it does not know go to Rich.
     """
+    from astraeus_tui.cli.plain import layout, run_cells
+
+    now = time.time()
+    rows = [run_cells(r, now) for r in runs]
+    lines = layout(rows, wide)
+    if lines is None:
+        print_runs_rich(runs, wide)
+        return
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def print_runs_rich(runs: list[dict[str, Any]], wide: bool = False) -> None:
+    """The queue drawn by Rich: the cases ``print_runs`` does not lay out itself (a reason
+    that must wrap, wide characters, a terminal narrower than the fixed columns)."""
     from rich.console import Console
     from rich.table import Table
 

@@ -1,0 +1,132 @@
+"""The `astra ls` table without Rich: column widths from the data, colour only on a terminal.
+
+``layout`` gives the same lines Rich's ``Table(box=None, pad_edge=False)`` prints for
+the queue's columns (two spaces between columns, ``#``/PRIO/GPUS/AGE/START right-aligned,
+NAME cut at 22 and WS at 10 with ``…``, REASON shrunk to fit the width and cut with
+``…``), or None for what it does not lay out itself: a character that is not one
+cell wide, a terminal narrower than the fixed columns, a wide reason that would wrap.
+The header is bold only on a terminal, and never with ``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any
+
+from astraeus_tui.text import shown
+
+HEADER = ("#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON")
+RIGHT = (True, False, False, True, False, True, True, True, False)
+MAX = (None, 22, 10, None, None, None, None, None, None)
+RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
+DAY = 86400
+
+
+def _age(iso: str | None, now: float) -> str:
+    from astraeus_tui.cli.tables import age
+
+    return age(iso, datetime.fromtimestamp(now, UTC))
+
+
+def start_label(run: dict[str, Any], now: float) -> str:
+    """widgets/fmt.py's ``start_label`` (the dashboard's START column), without Rich."""
+    if run.get("state") != "Queued":
+        return ""
+    iso = run.get("starts_by")
+    if not iso:
+        return "?"
+    at = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    at = math.ceil(at / 60) * 60
+    clock = datetime.fromtimestamp(at, UTC).strftime("%H:%M")  # at is on the minute already
+    if at // DAY == now // DAY:
+        return clock
+    return datetime.fromtimestamp(at, UTC).strftime("%m-%d ") + clock
+
+
+def run_cells(r: dict[str, Any], now: float) -> list[str]:
+    """One run's cells, escaped as the table shows them."""
+    held = ",".join(str(g) for g in r["gpus"])
+    gpus = held if held else str(r["gpus_requested"])
+    waiting = r["state"] == "Queued"
+    mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
+    cells = (mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
+             _age(r["submitted_at"], now), start_label(r, now), r["reason"] or "")  # fmt: skip
+    return [shown(c) for c in cells]
+
+
+def _one_cell_each(text: str) -> bool:
+    """Every character one cell wide (as Rich counts them): no wide or combining ones."""
+    if text.isascii():
+        return True
+    for c in text:
+        o = ord(c)
+        if o < 0x1100 or 0x2010 <= o <= 0x2027 or 0x2190 <= o <= 0x21FF or 0x25A0 <= o <= 0x25FF:
+            if unicodedata.category(c) in ("Mn", "Me", "Cf"):
+                return False
+            continue
+        return False
+    return True
+
+
+def terminal_width() -> int:
+    """The width Rich's Console takes: ``COLUMNS``, else the first std stream's terminal."""
+    columns = os.environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        return int(columns)
+    if sys.stdout.isatty() and os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+        return 80
+    for fd in (0, 1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 80
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 80
+
+
+def _widths(rows: list[list[str]], total: int) -> list[int] | None:
+    """Each column's width with its padding (one space each side, none at the edges)."""
+    pads = [1] + [2] * (len(HEADER) - 2) + [1]
+    widths = []
+    for i, header in enumerate(HEADER):
+        width = max([len(header), *(len(row[i]) for row in rows)]) + pads[i]
+        cap = MAX[i]
+        widths.append(min(width, total, cap + pads[i]) if cap else min(width, total))
+    excess = sum(widths) - total
+    if excess > 0:  # only REASON shrinks; Rich's last resort (all columns) is Rich's
+        if excess > widths[-1] - 2:
+            return None
+        widths[-1] -= excess
+    return widths
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
+    total = terminal_width()
+    if total < 1 or any(k in os.environ for k in RICH_ENV):
+        return None
+    if not all(_one_cell_each(c) for row in rows for c in row):
+        return None
+    widths = _widths(rows, total)
+    if widths is None:
+        return None
+    if wide and any(len(row[-1]) > widths[-1] - 1 for row in rows):
+        return None  # a whole reason that must wrap: Rich folds it
+    inner = [w - (1 if i in (0, len(widths) - 1) else 2) for i, w in enumerate(widths)]
+    bold = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def line(cells: tuple[str, ...] | list[str], header: bool = False) -> str:
+        parts = [_cell(c, inner[i], RIGHT[i]) for i, c in enumerate(cells)]
+        if header and bold:
+            parts = [f"\x1b[1m{p}\x1b[0m" for p in parts]
+        return "  ".join(parts)
+
+    return [line(HEADER, header=True), *(line(row) for row in rows)]

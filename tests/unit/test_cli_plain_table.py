@@ -1,0 +1,70 @@
+"""`astra ls`'s own table (cli/plain.py) prints the very bytes Rich's table printed."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from astraeus_tui.cli import plain
+from astraeus_tui.cli.tables import print_runs, print_runs_rich
+
+WORDS = ["Waits", "for", "2", "GPUs", "behind", "big-run", "(head", "of", "the", "queue)", "…",
+         "→", "quota:", "namespace", "[bold]x[/bold]", "\x1b[2J", "a" * 40]  # fmt: skip
+
+
+def _run(rng: random.Random, i: int) -> dict[str, object]:
+    state = rng.choice(["Queued", "Queued", "Running", "Failed", "Succeeded"])
+    return {
+        "name": rng.choice(["r", "train-resnet-50", "n" * rng.randint(1, 40)]) + str(i),
+        "workspace": rng.choice(["default", "vision", "a-very-long-workspace"]),
+        "priority": rng.randint(-1000, 1000), "state": state,
+        "gpus": rng.sample(range(8), rng.randint(0, 3)) if state == "Running" else [],
+        "gpus_requested": rng.randint(0, 8), "head": i == 0 and state == "Queued",
+        "position": rng.choice([None, i + 1]),
+        "submitted_at": rng.choice([None, "2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]),
+        "starts_by": rng.choice([None, "2026-01-01T10:00:30Z", "2099-03-04T05:06:07Z"]),
+        "reason": " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 30))) or None,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("columns", ["200", "80", "60", "120"])
+@pytest.mark.parametrize("seed", range(12))
+def test_same_bytes_as_rich(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                            columns: str, seed: int) -> None:  # fmt: skip
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    rng = random.Random(seed)
+    runs = [_run(rng, i) for i in range(rng.randint(1, 30))]
+    for wide in (False, True):
+        rows = [plain.run_cells(r, 0) for r in runs]
+        laid_out = plain.layout(rows, wide)
+        print_runs(runs, wide)
+        ours = capsys.readouterr().out
+        print_runs_rich(runs, wide)
+        assert ours == capsys.readouterr().out
+        if not wide and int(columns) >= 120:
+            assert laid_out is not None  # laid out here, not handed to Rich
+
+
+def test_what_it_does_not_lay_out_goes_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    row = ["", "r", "default", "0", "Queued", "1", "1s", "?", "Waits"]
+    assert plain.layout([row], False) is not None
+    assert plain.layout([[*row[:-1], "名前"]], False) is None  # two cells a character
+    assert plain.layout([[*row[:-1], "e\u0301"]], False) is None  # a combining accent
+    assert plain.layout([[*row[:-1], "x " * 60]], True) is None  # wide: it would wrap
+    monkeypatch.setenv("COLUMNS", "30")
+    assert plain.layout([row], False) is None  # narrower than the fixed columns
+
+
+def test_bold_header_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    row = ["", "r", "default", "0", "Queued", "1", "1s", "?", "Waits"]
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    lines = plain.layout([row], False)
+    assert lines is not None and lines[0].startswith("\x1b[1m#\x1b[0m")
+    monkeypatch.setenv("NO_COLOR", "1")
+    lines = plain.layout([row], False)
+    assert lines is not None and "\x1b" not in lines[0]
