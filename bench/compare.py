@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 GFLOW_VENV = Path("/tmp/astraeus-bench-gflow")
-CONFIG = '[machine]\nexecutor = "process"\ngpus = 8\n'
+CONFIG = '[machine]\nexecutor = "process"\ngpus = 8\nmax_submit_per_user = 100000\n'
 MEASURES = ("ls", "ls_big", "submits_per_s", "first_line_ms", "help_ms", "rss_mb")
 LABELS = {
     "ls": "ls with {waiting} waiting (ms)",
