@@ -26,9 +26,18 @@ RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS
 DAY = 86400
 
 
-def _age(iso: str | None, now: float) -> str:
-    from astraeus_tui.cli.tables import age
+def age(iso: str | None, now: datetime | None = None) -> str:
+    if not iso:
+        return "-"
+    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
 
+
+def _age(iso: str | None, now: float) -> str:
     return age(iso, datetime.fromtimestamp(now, UTC))
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
+
+from astraeus_tui.cli.plain import age
+
+__all__ = ["age", "print_json", "print_json_line", "print_runs", "print_runs_rich", "show_runs"]
 
 
 def print_json(data: object) -> None:
@@ -18,17 +21,6 @@ def print_json_line(data: object) -> None:
     """One compact JSON object on one line (NDJSON), flushed for a reader downstream."""
     sys.stdout.write(json.dumps(data, default=str, separators=(",", ":")) + "\n")
     sys.stdout.flush()
-
-
-def age(iso: str | None, now: datetime | None = None) -> str:
-    if not iso:
-        return "-"
-    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 def print_runs(runs: list[dict[str, Any]], wide: bool = False) -> None:

@@ -125,7 +125,7 @@ def is_plain_spec(file: str, text: str | None) -> bool:
 
 def spec_document(file: str, text: str | None) -> dict[str, Any]:
     """cli/common.py's ``spec_document``: the daemon's own checks, its own messages."""
-    from astraeus_tui.cli.fast.runs import Failed
+    from astraeus_tui.cli.fast.out import Failed
     from runner.spec.documents import load_spec_file, load_spec_text
     from runner.spec.parse import SpecError, spec_to_dict
     from runner.spec.printable import check_spec

@@ -10,50 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
-from astraeus_tui.client import ApiError, Client
-from astraeus_tui.text import shown
+from astraeus_tui.cli.fast.out import Failed, call, echo, finish, print_json
 
-T = TypeVar("T")
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 JSON = {"--json": ("as_json", FLAG)}
-
-
-class Failed(Exception):
-    """The one line on stderr and the exit code of a command that failed (typer's ``fail``)."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def echo(line: str, err: bool = False) -> None:
-    (sys.stderr if err else sys.stdout).write(shown(line) + "\n")
-
-
-def call(fn: Callable[[Client], T]) -> T:
-    try:
-        return fn(Client())
-    except ApiError as e:
-        raise Failed(str(e)) from None
-
-
-def finish(work: Callable[[], int]) -> int:
-    """Run ``work``; a refusal is one line on stderr and its exit code."""
-    try:
-        return work()
-    except Failed as e:
-        echo(str(e), err=True)
-        return e.code
-
-
-def print_json(data: object) -> None:
-    from astraeus_tui.cli.tables import print_json as dump
-
-    dump(data)
 
 
 def _one_name(argv: list[str], spec: dict[str, tuple[str, str]]) -> tuple[str, bool] | None:
