@@ -9,8 +9,10 @@ be the same bytes.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -174,3 +176,30 @@ def test_ls(d: Served, args: tuple[str, ...]) -> None:
         except AssertionError:
             if attempt == 2:
                 raise
+
+
+def test_ctrl_c_in_wait_ends_it_as_typer_does(d: Served) -> None:
+    outcomes = []
+    for fast in (True, False):
+        env = d.env if fast else {**d.env, "ASTRAEUS_CLI_FAST": "0"}
+        proc = subprocess.Popen([sys.executable, "-m", "astraeus_tui.cli.main", "wait", "busy"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        wait_for(lambda: d.json("show", "busy")["state"] == "Running", 5, "busy")
+        time.sleep(3)  # past the imports: waiting on the daemon
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        outcomes.append((out, err, proc.returncode))
+    assert outcomes[0] == outcomes[1] == ("", "", 130)
+
+
+def test_a_reader_that_goes_away_ends_ls_as_typer_does(d: Served) -> None:
+    outcomes = []
+    for fast in ("1", "0"):
+        proc = subprocess.Popen([sys.executable, "-m", "astraeus_tui.cli.main", "ls"],
+                                env={**d.env, "ASTRAEUS_CLI_FAST": fast}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # gone before the table is written
+        outcomes.append((proc.stderr.read(), proc.wait(30)))
+    assert outcomes[0] == outcomes[1] == (b"", 1)

@@ -10,8 +10,11 @@ typer app unchanged, so every output and error stays the typer command's. Set
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Callable
+from typing import Any
 
 Command = Callable[[list[str]], "int | None"]
 
@@ -31,4 +34,28 @@ def dispatch(argv: list[str]) -> int | None:
     if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
         return None  # shell completion is click's
     command = _commands().get(argv[0])
-    return None if command is None else command(argv[1:])
+    if command is None:
+        return None
+    try:
+        return command(argv[1:])
+    except KeyboardInterrupt:  # as typer ends it: silently, 130
+        return 130
+    except OSError as e:
+        if e.errno != 32:  # EPIPE: the reader went away (`astra ls | head`)
+            raise
+        sys.stdout, sys.stderr = _Quiet(sys.stdout), _Quiet(sys.stderr)
+        return 1
+
+
+class _Quiet:
+    """A stream whose final flush into a closed pipe says nothing (click does the same)."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            self.wrapped.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
