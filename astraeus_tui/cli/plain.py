@@ -10,7 +10,6 @@ The header is bold only on a terminal, and never with ``NO_COLOR``.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import unicodedata
@@ -18,12 +17,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from astraeus_tui.text import shown
+from astraeus_tui.when import start_label
 
 HEADER = ("#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON")
 RIGHT = (True, False, False, True, False, True, True, True, False)
 MAX = (None, 22, 10, None, None, None, None, None, None)
 RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
-DAY = 86400
 
 
 def age(iso: str | None, now: datetime | None = None) -> str:
@@ -39,21 +38,6 @@ def age(iso: str | None, now: datetime | None = None) -> str:
 
 def _age(iso: str | None, now: float) -> str:
     return age(iso, datetime.fromtimestamp(now, UTC))
-
-
-def start_label(run: dict[str, Any], now: float) -> str:
-    """widgets/fmt.py's ``start_label`` (the dashboard's START column), without Rich."""
-    if run.get("state") != "Queued":
-        return ""
-    iso = run.get("starts_by")
-    if not iso:
-        return "?"
-    at = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    at = math.ceil(at / 60) * 60
-    clock = datetime.fromtimestamp(at, UTC).strftime("%H:%M")  # at is on the minute already
-    if at // DAY == now // DAY:
-        return clock
-    return datetime.fromtimestamp(at, UTC).strftime("%m-%d ") + clock
 
 
 def run_cells(r: dict[str, Any], now: float) -> list[str]:

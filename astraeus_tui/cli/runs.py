@@ -21,6 +21,7 @@ from astraeus_tui.cli.common import (
     parse_duration,
     spec_document,
 )
+from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.cli.tables import print_json, print_json_line, show_runs
 from astraeus_tui.client import ApiError, Client
 
@@ -196,49 +197,8 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(run)
         return
-    if run.get("paused"):
-        echo(run["paused"])
-    fields = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
-              "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
-              "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
-    for key in fields:
-        value = run.get(key)
-        if value not in (None, [], ""):
-            echo(f"{key + ':':<20}{value}")
-    if command := _command_line(run.get("spec")):
-        echo(f"{'command:':<20}{command}")  # a script's newlines shown as \n
-    for line in _worker_lines(run.get("workers_history") or []):
+    for line in show_lines(run):
         echo(line)
-    for e in run.get("events", [])[-15:]:
-        echo(f"  {e['time']}  {e['kind']:<12} {e['message']}")
-
-
-def _worker_lines(history: list[dict[str, Any]], limit: int = 16) -> list[str]:
-    """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``;
-    a worker stopping for a preemption says for whom (``Stopping (preempted by urgent)``)."""
-    lines = []
-    for w in history[-limit:]:
-        why = w.get("error") or w.get("stop_reason") or ""
-        if why == "preempt" and w.get("stopping_for"):
-            why = f"preempted by {w['stopping_for']}"
-        if w.get("killed"):
-            why = f"{why}, SIGKILL".lstrip(", ")
-        tail = f" ({why})" if why else ""
-        lines.append(
-            f"  attempt {w.get('attempt')} worker {w.get('worker')}  {w.get('state')}{tail}"
-        )
-    return lines
-
-
-def _command_line(spec: object, limit: int = 300) -> str:
-    """The run's command and arguments as a shell would take them, cut at ``limit``."""
-    import shlex
-
-    task = spec.get("spec", {}).get("task_template", {}) if isinstance(spec, dict) else {}
-    argv = [task["command"]] if task.get("command") else []
-    argv += task.get("args") or []
-    line = shlex.join(str(a) for a in argv)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def priority(name: RunArg, value: Annotated[int, typer.Argument(help="The new priority.")]) -> None:

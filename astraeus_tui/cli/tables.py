@@ -48,7 +48,7 @@ def print_runs_rich(runs: list[dict[str, Any]], wide: bool = False) -> None:
     from rich.table import Table
 
     from astraeus_tui.text import plain
-    from astraeus_tui.widgets.fmt import start_label  # the dashboard's START column too
+    from astraeus_tui.when import start_label  # the dashboard's START column too
 
     now = time.time()
     table = Table(box=None, pad_edge=False, header_style="bold")

@@ -28,7 +28,8 @@ from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.text import plain
-from astraeus_tui.widgets.fmt import Run, compact, epoch, gib, utc_clock, when
+from astraeus_tui.when import epoch, utc_clock
+from astraeus_tui.widgets.fmt import Run, compact, gib, when
 
 SHOW_EVERY = 2.0
 HISTORY = ("Try", "Wkr", "State", "GPUs", "Started", "Ended", "Exit", "Why")

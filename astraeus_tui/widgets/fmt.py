@@ -5,51 +5,17 @@ Not a widget: pure functions from values to strings or ``rich.text.Text``.
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
+
+from astraeus_tui.when import epoch, utc_clock
 
 Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
 
 ACTIVE_STATES = ("Running", "Starting", "Stopping")
 QUOTA_CODES = ("QUOTA_WAIT", "QUOTA_OVER")  # a run's reason_code while over its quota
 BLOCKS = " ▏▎▍▌▋▊▉█"
-DAY = 86400
-
-
-def epoch(iso: str | None) -> float | None:
-    """ISO 8601 (``2026-10-01T12:00:00Z``) to seconds since the epoch."""
-    if not iso:
-        return None
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-def utc_clock(t: float, seconds: bool = True) -> str:
-    """``14:03:07``; without seconds rounded *up* to the minute, as the planner says it."""
-    if not seconds:
-        t = math.ceil(t / 60) * 60
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S" if seconds else "%H:%M")
-
-
-def start_label(run: Run, now: float) -> str:
-    """When a waiting run starts at the latest, as the queue's tables say it.
-
-    ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
-    as the planner says it), ``?`` when there is no estimate (work without a time
-    limit is in the way), and nothing for a run that does not wait.
-    """
-    if run.get("state") != "Queued":
-        return ""
-    at = epoch(run.get("starts_by"))
-    if at is None:
-        return "?"
-    at = math.ceil(at / 60) * 60
-    clock = utc_clock(at, seconds=False)
-    if at // DAY == now // DAY:
-        return clock
-    return datetime.fromtimestamp(at, UTC).strftime("%m-%d ") + clock
 
 
 def span(seconds: float) -> str:

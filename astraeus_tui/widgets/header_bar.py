@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from astraeus_tui.when import utc_clock
 from astraeus_tui.widgets import css_beside
-from astraeus_tui.widgets.fmt import utc_clock
 
 
 class HeaderBar(Widget):

@@ -23,7 +23,7 @@ from astraeus_tui.screens.detail import RunDetailScreen
 from astraeus_tui.screens.dialogs import ConfirmScreen, PriorityScreen
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.screens.submit import SubmitScreen
-from astraeus_tui.widgets.fmt import start_label
+from astraeus_tui.when import start_label
 from astraeus_tui.widgets.queue_table import QueueTable
 from tests.integration.harness import sleeper, spec
 from tests.integration.served import Served

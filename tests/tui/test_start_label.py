@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from astraeus_tui.widgets.fmt import start_label
+from astraeus_tui.when import start_label
 
 NOW = datetime(2026, 10, 1, 12, 0, 21, tzinfo=UTC).timestamp()
 

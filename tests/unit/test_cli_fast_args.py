@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse
-from astraeus_tui.cli.fast.document import duration
 
 SPEC = {"--json": ("as_json", FLAG), "-a": ("all", FLAG), "--name": ("name", VALUE),
         "--env": ("env", MULTI)}  # fmt: skip
@@ -36,8 +35,3 @@ def test_options_values_positionals_and_the_rest() -> None:
 )
 def test_anything_unsure_is_refused(argv: list[str]) -> None:
     assert parse(argv, SPEC) is None
-
-
-def test_duration_plain_forms_only() -> None:
-    assert [duration(t) for t in ("90", "2h", "1h30m", " 10M ", "0.5s")] == [90, 7200, 5400, 600, 0]
-    assert [duration(t) for t in ("1-00:00:00", "soon", "0s", "")] == [None, None, None, None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astraeus_tui.cli.runs import _worker_lines
+from astraeus_tui.cli.fast.show import worker_lines as _worker_lines
 
 
 def test_each_worker_says_its_state_and_whom_its_preemption_is_for() -> None:

@@ -21,47 +21,6 @@ RUN_OPTIONS = {
     "--workspace": ("workspace", VALUE), "--drive": ("drive", MULTI), "--env": ("env", MULTI),
     "--workers": ("workers", VALUE), "--after": ("after", MULTI), "--json": ("as_json", FLAG),
 }  # fmt: skip
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-
-
-def duration(raw: str) -> int | None:
-    """The plain forms of cli/common.py's ``parse_duration`` (``90``, ``2h``, ``1h30m``);
-    None for the rest (Slurm's forms, mistakes), which typer's parser answers."""
-    value = raw.strip().lower()
-    if value.isdigit():
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    if re.fullmatch(r"(\d+(?:\.\d+)?[smhdw])+", value):
-        total = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
-        if total > 0:
-            return int(total)
-    return None
-
-
-def _drive(raw: str) -> dict[str, str] | None:
-    parts = raw.split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
-        return None
-    mode = "ReadOnly" if len(parts) == 3 and parts[2] == "ro" else "ReadWrite"
-    return {"name": parts[0], "mount_path": parts[1], "mode": mode}
-
-
-def _env(pairs: list[str]) -> dict[str, str] | None:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            return None
-        env[key] = value
-    return env
-
-
-def _default_name(command: str) -> str:
-    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
-    return f"{base}-{os.urandom(2).hex()}"  # secrets.token_hex(2), without importing secrets
 
 
 def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
@@ -73,33 +32,35 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
         return None
 
 
+def _default_name(command: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
+    return f"{base}-{os.urandom(2).hex()}"  # secrets.token_hex(2), without importing secrets
+
+
 def run_document(p: Parsed) -> dict[str, Any] | None:
+    """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
+    from runner.durations import parse_duration
+    from runner.spec.build import FieldError, drive_ref, env_vars
+    from runner.spec.build import run_document as build
+
     command = p.rest or []
-    numbers, env = _numbers(p), _env(texts(p, "env") or [])
-    drives = [_drive(d) for d in texts(p, "drive") or []]
-    if numbers is None or env is None or None in drives:
+    if (numbers := _numbers(p)) is None:
         return None
     gpus, cpus, priority, workers = numbers
     image = text(p, "image")
     image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
-    resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
-    if (memory := text(p, "memory")) is not None:
-        resources["memory_bytes"] = memory
-    task: dict[str, Any] = {
-        **({"image": image} if image else {}), "command": command[0], "args": command[1:],
-        "requested_resources": resources, "env": env, "datavolume_refs": drives,
-    }  # fmt: skip
-    if (limit := text(p, "time_limit")) is not None:
-        if (seconds := duration(limit)) is None:
-            return None
-        task["time_limit_seconds"] = seconds
-    meta = {"name": text(p, "name") or _default_name(command[0])}
-    if workspace := text(p, "workspace"):
-        meta["workspace"] = workspace
-    body: dict[str, Any] = {"priority": priority, "workers": workers, "task_template": task}
-    if after := texts(p, "after"):
-        body["after"] = after
-    return {"metadata": meta, "spec": body}
+    limit = text(p, "time_limit")
+    try:
+        return build(
+            text(p, "name") or _default_name(command[0]), command, image=image, gpus=gpus,
+            cpus=cpus, memory=text(p, "memory"), env=env_vars(texts(p, "env") or []),
+            drives=[drive_ref(d) for d in texts(p, "drive") or []],
+            time_limit_seconds=None if limit is None else parse_duration(limit),
+            priority=priority, workspace=text(p, "workspace"), workers=workers,
+            after=texts(p, "after") or (),
+        )  # fmt: skip
+    except (FieldError, ValueError):
+        return None  # typer's parser says what is wrong, in its words
 
 
 def is_plain_spec(file: str, text: str | None) -> bool:
