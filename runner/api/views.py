@@ -1,4 +1,4 @@
-"""The JSON objects of docs/api.md, rendered for one viewer.
+"""The JSON objects of docs/api.md, rendered for one viewer through runner/schema.py.
 
 Another workspace's run is never named to a member: its name reads
 ``a job in another namespace`` and its owner is hidden; its events are not shown.
@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from runner.model import ANONYMOUS_RUN, RunSpec, Viewer
+import msgspec
+
+from runner import schema
+from runner.model import ANONYMOUS_RUN, RunSpec, RunState, Viewer
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.store.db import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
@@ -47,59 +50,83 @@ def run_object(
     now: float | None = None,
     estimate: Estimate | None = None,
 ) -> dict[str, Any]:
-    """One run as ``--json`` prints it and the API returns it.
+    """One run as ``--json`` prints it and the API returns it (``run_view``'s JSON)."""
+    obj: dict[str, Any] = msgspec.to_builtins(
+        run_view(run, spec, viewer, plan, live, now, estimate)
+    )
+    return obj
 
-    ``starts_by``: the head's shadow time, else the estimate when there is one."""
+
+def run_view(
+    run: RunRow,
+    spec: RunSpec,
+    viewer: Viewer,
+    plan: Plan | None,
+    live: Iterable[WorkerRow] = (),
+    now: float | None = None,
+    estimate: Estimate | None = None,
+) -> schema.Run:
+    """One run for ``viewer``. ``starts_by``: the head's shadow time, else the estimate
+    when there is one."""
     visible = viewer.sees(run.workspace)
     live = [w for w in live if w.state in LIVE_WORKER_STATES]
-    head = plan.head if plan is not None else None
-    is_head = head is not None and head.run == run.name
-    starts_by = iso(head.shadow) if is_head and head is not None else None
-    if starts_by is None and estimate is not None and run.state == "Queued":
-        starts_by = iso(estimate.starts_by)
     stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
     grace_left = deadline = None
     if stopping:
         deadline = max(w.stop_deadline or 0 for w in stopping)
         grace_left = None if now is None else max(0.0, deadline - now)
     request = spec.worker_resources()
-    return {
-        "id": run_id(run.name, run.workspace, viewer),
-        "uid": run.run_uid if visible else None,  # immutable; not the owner's Unix uid
-        "name": run.name if visible else ANONYMOUS_RUN,
-        "visible": visible,
-        "workspace": run.workspace,
-        "owner": run.owner if visible else None,
-        "priority": run.priority,
-        "state": run.state,
-        "reason": _reason(run, viewer, visible),
-        "reason_code": None if run.reason is None else run.reason.code.value,
-        "backfilled": run.backfilled,
-        "paused": PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
-        "gpus": sorted(g for w in live for g in w.gpus),
-        "gpus_requested": request.gpus * spec.workers,
-        "cpu_cores_requested": request.cpu_milli * spec.workers / 1000,
-        "memory_requested": request.memory * spec.workers,
-        "workers": spec.workers,
-        "workers_live": len(live),
-        "gang": spec.gang,
-        "restarts": run.restarts,
-        "restart_limit": spec.restart_limit,
-        "preemptions": run.preemptions,
-        "submitted_at": iso(run.submitted_at),
-        "started_at": iso(run.started_at),
-        "finished_at": iso(run.finished_at),
-        "exit_code": run.exit_code,
-        "time_limit_seconds": spec.task.time_limit_seconds,
-        "starts_by": starts_by,
-        "head": is_head,
-        "position": _position(plan, run.name),
-        "stop_grace_left_seconds": grace_left,
-        "stop_deadline": iso(deadline),
-        "stopping_for": _stopping_for(stopping, viewer),
-        "group": run.grp if visible else None,
-        "after": list(spec.after) if visible else [],
-    }
+    return schema.Run(
+        id=run_id(run.name, run.workspace, viewer),
+        uid=run.run_uid if visible else None,  # immutable; not the owner's Unix uid
+        name=run.name if visible else ANONYMOUS_RUN,
+        visible=visible,
+        workspace=run.workspace,
+        owner=run.owner if visible else None,
+        priority=run.priority,
+        state=RunState(run.state),
+        reason=_reason(run, viewer, visible),
+        reason_code=None if run.reason is None else run.reason.code.value,
+        backfilled=run.backfilled,
+        paused=PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
+        gpus=sorted(g for w in live for g in w.gpus),
+        gpus_requested=request.gpus * spec.workers,
+        cpu_cores_requested=request.cpu_milli * spec.workers / 1000,
+        memory_requested=request.memory * spec.workers,
+        workers=spec.workers,
+        workers_live=len(live),
+        gang=spec.gang,
+        restarts=run.restarts,
+        restart_limit=spec.restart_limit,
+        preemptions=run.preemptions,
+        submitted_at=iso(run.submitted_at),
+        started_at=iso(run.started_at),
+        finished_at=iso(run.finished_at),
+        exit_code=run.exit_code,
+        time_limit_seconds=spec.task.time_limit_seconds,
+        starts_by=_starts_by(run, plan, estimate),
+        head=_is_head(plan, run.name),
+        position=_position(plan, run.name),
+        stop_grace_left_seconds=grace_left,
+        stop_deadline=iso(deadline),
+        stopping_for=_stopping_for(stopping, viewer),
+        group=run.grp if visible else None,
+        after=list(spec.after) if visible else [],
+    )
+
+
+def _is_head(plan: Plan | None, name: str) -> bool:
+    return plan is not None and plan.head is not None and plan.head.run == name
+
+
+def _starts_by(run: RunRow, plan: Plan | None, estimate: Estimate | None) -> str | None:
+    if plan is not None and plan.head is not None and plan.head.run == run.name:
+        starts_by = iso(plan.head.shadow)
+        if starts_by is not None:
+            return starts_by
+    if estimate is not None and run.state == "Queued":
+        return iso(estimate.starts_by)
+    return None
 
 
 def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:
@@ -122,24 +149,36 @@ def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:
 
 
 def worker_object(w: WorkerRow, viewer: Viewer) -> dict[str, Any]:
+    """One worker of one attempt (``worker_view``'s JSON)."""
+    obj: dict[str, Any] = msgspec.to_builtins(worker_view(w, viewer))
+    return obj
+
+
+def worker_view(w: WorkerRow, viewer: Viewer) -> schema.Worker:
     """One worker of one attempt; whom a preemption stopped it for, named only to its members."""
-    return {
-        "attempt": w.attempt,
-        "worker": w.worker,
-        "state": w.state,
-        "gpus": list(w.gpus),
-        "started_at": iso(w.started_at),
-        "finished_at": iso(w.finished_at),
-        "exit_code": w.exit_code,
-        "error": w.error,
-        "stop_reason": w.stop_reason,
-        "stopping_for": _stopping_for([w], viewer),
-        "killed": w.killed,
-    }
+    return schema.Worker(
+        attempt=w.attempt,
+        worker=w.worker,
+        state=w.state,
+        gpus=list(w.gpus),
+        started_at=iso(w.started_at),
+        finished_at=iso(w.finished_at),
+        exit_code=w.exit_code,
+        error=w.error,
+        stop_reason=w.stop_reason,
+        stopping_for=_stopping_for([w], viewer),
+        killed=w.killed,
+    )
 
 
 def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
-    """A sweep, replica group or schedule as ``--json`` prints it (its runs counted by state).
+    """A sweep, replica group or schedule as ``--json`` prints it (``group_view``'s JSON)."""
+    obj: dict[str, Any] = msgspec.to_builtins(group_view(g, runs))
+    return obj
+
+
+def group_view(g: GroupRow, runs: Iterable[RunRow]) -> schema.Group:
+    """A sweep, replica group or schedule, its runs counted by state.
 
     Only members (and admins) are shown groups: nothing here is anonymised."""
     doc = g.document()
@@ -149,39 +188,36 @@ def group_object(g: GroupRow, runs: Iterable[RunRow]) -> dict[str, Any]:
     for r in runs:
         counts[r.state] = counts.get(r.state, 0) + 1
         names.append(r.name)
-    out: dict[str, Any] = {
-        "name": g.name,
-        "kind": g.kind,
-        "workspace": g.workspace,
-        "owner": g.owner,
-        "created_at": iso(g.created_at),
-        "priority": template.get("priority", 0),
-        "runs": names,
-        "states": counts,
-    }
+    group = schema.Group(
+        name=g.name, kind=g.kind, workspace=g.workspace, owner=g.owner,
+        created_at=iso(g.created_at), priority=template.get("priority", 0), runs=names,
+        states=counts,
+    )  # fmt: skip
     if g.kind == "sweep":
-        out["size"] = len(doc["list"])
-        out["params"] = doc["list"]
-    elif g.kind == "replicas":
-        out["replicas"] = g.replicas
-        out["running"] = counts.get("Running", 0)
-    else:
-        out.update({
-            "cron": doc["cron"], "policy": doc["policy"], "paused": g.paused,
-            "next_at": None if g.paused else iso(g.next_at), "last_fired_at": iso(g.last_fired_at),
-        })  # fmt: skip
-    return out
+        return msgspec.structs.replace(group, size=len(doc["list"]), params=doc["list"])
+    if g.kind == "replicas":
+        return msgspec.structs.replace(group, replicas=g.replicas, running=counts.get("Running", 0))
+    return msgspec.structs.replace(
+        group, cron=doc["cron"], policy=doc["policy"], paused=g.paused,
+        next_at=None if g.paused else iso(g.next_at), last_fired_at=iso(g.last_fired_at),
+    )  # fmt: skip
 
 
 def event_object(e: EventRow, viewer: Viewer) -> dict[str, Any]:
+    """One event as the event log sends it (``event_view``'s JSON)."""
+    obj: dict[str, Any] = msgspec.to_builtins(event_view(e, viewer))
+    return obj
+
+
+def event_view(e: EventRow, viewer: Viewer) -> schema.Event:
     visible = viewer.sees(e.workspace)
-    return {
-        "id": e.id,
-        "run": e.run if visible else ANONYMOUS_RUN,
-        "group": e.grp if visible else None,
-        "workspace": e.workspace,
-        "time": iso(e.time),
-        "kind": e.kind,
-        "message": e.message.render(viewer),
-        "code": e.code.value,
-    }
+    return schema.Event(
+        id=e.id,
+        run=e.run if visible else ANONYMOUS_RUN,
+        group=e.grp if visible else None,
+        workspace=e.workspace,
+        time=iso(e.time),
+        kind=e.kind,
+        message=e.message.render(viewer),
+        code=e.code.value,
+    )

@@ -1,0 +1,220 @@
+"""The wire objects of docs/api.md, one typed schema for the daemon and its clients.
+
+The daemon builds these (runner/api/views.py) and its clients decode into them
+(astraeus_tui/client.py). Field order is the JSON key order ``--json`` prints, so
+encoding a Struct gives the documented shape byte for byte; ``omit_defaults`` is off,
+so a null is sent as null. A field that exists only for some objects (a sweep's
+``size``, a schedule's ``cron``) is ``UNSET`` elsewhere and left out of the JSON.
+Unknown fields from a newer daemon are ignored when decoding.
+
+Cheap to import: msgspec, the standard library and runner.model only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from runner.model import RunState
+
+__all__ = [
+    "UNSET",
+    "Change",
+    "Checkpoint",
+    "Event",
+    "Gpu",
+    "GpuHolder",
+    "GpuList",
+    "Group",
+    "GroupDetail",
+    "GroupList",
+    "Run",
+    "RunDetail",
+    "RunList",
+    "Snapshot",
+    "UnsetType",
+    "Worker",
+]
+
+
+class _Wire(msgspec.Struct, frozen=True, omit_defaults=False):
+    """A wire object: immutable, its fields by name."""
+
+
+class Run(_Wire, frozen=True, kw_only=True):
+    """One run for one viewer: another workspace's run has ``visible`` false, its name
+    ``a job in another namespace`` and no owner, uid or group. ``reason`` is for people,
+    ``reason_code`` (a runner.model.ReasonCode value) for programs."""
+
+    id: str
+    uid: str | None = None
+    name: str
+    visible: bool = True
+    workspace: str
+    owner: str | None = None
+    priority: int = 0
+    state: RunState
+    reason: str | None = None
+    reason_code: str | None = None
+    backfilled: bool = False
+    paused: str | None = None
+    gpus: list[int] = []
+    gpus_requested: int = 0
+    cpu_cores_requested: float = 0.0
+    memory_requested: int = 0
+    workers: int = 1
+    workers_live: int = 0
+    gang: bool = True
+    restarts: int = 0
+    restart_limit: int = 0
+    preemptions: int = 0
+    submitted_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    time_limit_seconds: int | None = None
+    starts_by: str | None = None
+    head: bool = False
+    position: int | None = None
+    stop_grace_left_seconds: float | None = None
+    stop_deadline: str | None = None
+    stopping_for: str | None = None
+    group: str | None = None
+    after: list[str] = []
+
+
+class Worker(_Wire, frozen=True, kw_only=True):
+    """One worker of one attempt (``workers_history``)."""
+
+    attempt: int
+    worker: int
+    state: str
+    gpus: list[int] = []
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    stop_reason: str | None = None
+    stopping_for: str | None = None
+    killed: bool = False
+
+
+class Event(_Wire, frozen=True, kw_only=True):
+    """One line of the event log; ``code`` is a runner.model.ReasonCode value."""
+
+    id: int
+    run: str
+    group: str | None = None
+    workspace: str
+    time: str | None = None
+    kind: str
+    message: str
+    code: str = "MESSAGE"
+
+
+class Checkpoint(_Wire, frozen=True, kw_only=True):
+    """The newest file under ``<mount>/<run name>/`` on the run's read-write drives."""
+
+    path: str
+    drive: str
+    modified: str | None = None
+    size: int = 0
+
+
+class RunDetail(Run, frozen=True, kw_only=True):
+    """``GET /v1/runs/{name}``: the run object, its spec, workers, events and checkpoint."""
+
+    spec: dict[str, Any] = {}
+    workers_history: list[Worker] = []
+    events: list[Event] = []
+    checkpoint: Checkpoint | None = None
+
+
+class Group(_Wire, frozen=True, kw_only=True):
+    """A sweep (``size, params``), replica group (``replicas, running``) or schedule
+    (``cron, policy, paused, next_at, last_fired_at``); ``states`` counts its runs."""
+
+    name: str
+    kind: str
+    workspace: str
+    owner: str
+    created_at: str | None = None
+    priority: int = 0
+    runs: list[str] = []
+    states: dict[str, int] = {}
+    size: int | UnsetType = UNSET
+    params: list[dict[str, Any]] | UnsetType = UNSET
+    replicas: int | UnsetType = UNSET
+    running: int | UnsetType = UNSET
+    cron: str | UnsetType = UNSET
+    policy: str | UnsetType = UNSET
+    paused: bool | UnsetType = UNSET
+    next_at: str | UnsetType | None = UNSET
+    last_fired_at: str | UnsetType | None = UNSET
+
+
+class GroupDetail(Group, frozen=True, kw_only=True):
+    """``GET /v1/groups/{name}``: the group with its runs' objects and its events."""
+
+    run_objects: list[Run] = []
+    events: list[Event] = []
+
+
+class GpuHolder(_Wire, frozen=True, kw_only=True):
+    run: str
+    worker: int
+    state: str
+
+
+class Gpu(_Wire, frozen=True, kw_only=True):
+    """One GPU and who holds it; ``held_for``: the head it is kept for."""
+
+    index: int
+    uuid: str = ""
+    name: str = ""
+    simulated: bool = False
+    remote: bool = False
+    memory_total: int | None = None
+    memory_used: int | None = None
+    utilization: int | float | None = None
+    temperature: int | float | None = None
+    holder: GpuHolder | None = None
+    held_for: str | None = None
+    foreign_pids: list[int] = []
+
+
+class GpuList(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/gpus``."""
+
+    source: str = ""
+    simulated: bool = False
+    gpus: list[Gpu] = []
+
+
+class RunList(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/runs``."""
+
+    runs: list[Run]
+
+
+class GroupList(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/groups``."""
+
+    groups: list[Group]
+
+
+class Snapshot(_Wire, frozen=True, kw_only=True):
+    """The stream's first message: every active run."""
+
+    version: int
+    runs: list[Run]
+
+
+class Change(_Wire, frozen=True, kw_only=True):
+    """The stream's later messages: runs changed (by ``id``) and ids gone."""
+
+    version: int
+    upsert: list[Run] = []
+    remove: list[str] = []

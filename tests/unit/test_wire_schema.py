@@ -1,0 +1,180 @@
+"""The wire schema (runner/schema.py): the daemon's JSON through it stays byte for byte.
+
+``fixtures/views.json`` holds what runner/api/views.py rendered for the rows below
+before the schema existed (as aiohttp's ``json_response`` writes it); the rendering
+through the Structs must give the same bytes, and the client's decoding must read
+them back into the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from runner.model import Reason, ReasonCode, Resources, RunRef, Viewer
+from runner.planner.estimates import Estimate
+from runner.planner.types import Head, Plan
+from runner.spec.parse import parse_spec
+from runner.store.db import EventRow, RunRow, WorkerRow
+from runner.store.groups import GroupRow
+
+FIXTURE = Path(__file__).parent / "fixtures" / "views.json"
+T0 = 1_790_000_000.0
+ADMIN = Viewer(None)
+MEMBER = Viewer(frozenset({"vision"}))  # sees vision's runs, not nlp's
+
+
+def _spec(name: str, workers: int = 1, after: tuple[str, ...] = ()) -> dict[str, Any]:
+    task = {"image": "local", "command": "python", "args": ["train.py"],
+            "time_limit_seconds": 7200, "requested_resources": {"gpu_requests": {"count": 2},
+                "per_gpu": {"cpu_cores": 2, "memory_bytes": 1 << 32}}}  # fmt: skip
+    spec: dict[str, Any] = {"priority": 5, "workers": workers, "task_template": task}
+    if after:
+        spec["after"] = list(after)
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _run(name: str, workspace: str, state: str, **fields: Any) -> RunRow:
+    base: dict[str, Any] = dict(
+        name=name, workspace=workspace, owner="alice", uid=1000, gid=1000,
+        spec_text=json.dumps(_spec(name, fields.pop("workers", 1), fields.pop("after", ()))),
+        priority=5, state=state, reason=None, submitted_at=T0, started_at=None,
+        finished_at=None, exit_code=None, restarts=0, preemptions=0, attempts=0,
+        preempted_by=None, stop_request=None, quota_noted=False, run_uid="ab" * 16,
+    )  # fmt: skip
+    base.update(fields)
+    return RunRow(**base)
+
+
+def _worker(run: str, worker: int, state: str, **fields: Any) -> WorkerRow:
+    base: dict[str, Any] = dict(
+        id=worker + 1, run=run, attempt=1, worker=worker, state=state, handle="h",
+        gpus=(worker * 2, worker * 2 + 1), cpu_milli=4000, memory=8 << 30, started_at=T0 + 10,
+        stop_reason=None, stop_deadline=None, stopping_for=None, killed=False, exit_code=None,
+        error=None, finished_at=None,
+    )  # fmt: skip
+    base.update(fields)
+    return WorkerRow(**base)
+
+
+URGENT = RunRef("urgent", "vision")
+SECRET = RunRef("secret", "nlp")
+PLAN = Plan(
+    starts=(), preemptions=(), quota_waits=frozenset(), order=("head-run", "behind", "dep"),
+    head=Head("head-run", "vision", 5, T0 + 3600, Resources(2, 4000, 8 << 30, 1)),
+    reasons={},
+)  # fmt: skip
+
+
+def _runs() -> list[tuple[RunRow, list[WorkerRow], Estimate | None]]:
+    """A queue with every shape a run object takes: head, waiting with an estimate,
+    paused, stopping for a preemption, finished, private error, a group's run."""
+    waits = Reason.of("Queued behind {0}.", URGENT, code=ReasonCode.QUEUED_BEHIND)
+    stopping = [_worker("victim", 0, "Stopping", stop_reason="preempt", stop_deadline=T0 + 130,
+                        stopping_for=SECRET), _worker("victim", 1, "Running")]  # fmt: skip
+    return [
+        (_run("head-run", "vision", "Queued", reason=Reason.of(
+            "Next to run", code=ReasonCode.HEAD_WAITS)), [], None),
+        (_run("behind", "vision", "Queued", reason=waits), [], Estimate(T0 + 7200)),
+        (_run("dep", "vision", "Queued", after=("head-run",), grp="sweep-a"), [],
+         Estimate(None, ("head-run",))),
+        (_run("paused", "nlp", "Queued", preempted_by=URGENT, preemptions=1, reason=Reason.of(
+            "Preempted by {0}", URGENT, code=ReasonCode.PREEMPTED_WAITING)), [], None),
+        (_run("victim", "nlp", "Stopping", workers=2, started_at=T0 + 10, backfilled=True,
+              reason=Reason.of("Preempted for {0}", SECRET, code=ReasonCode.PREEMPTED)),
+         stopping, None),
+        (_run("done", "vision", "Succeeded", started_at=T0 + 10, finished_at=T0 + 99,
+              exit_code=0), [_worker("done", 0, "Done", exit_code=0, finished_at=T0 + 99)], None),
+        (_run("broke", "nlp", "Failed", exit_code=2, finished_at=T0 + 50, reason=Reason(
+            "cannot open /secret/path", (), True, ReasonCode.MESSAGE)), [], None),
+    ]  # fmt: skip
+
+
+def _groups() -> list[tuple[GroupRow, list[RunRow]]]:
+    template = {"metadata": {"name": "t"}, "spec": {"priority": 3}}
+    docs = [
+        ("sweep-a", "sweep", {"template": template, "list": [{"LR": 0.1}, {"LR": 0.01}]}),
+        ("eval", "replicas", {"template": template, "replicas": 2}),
+        ("nightly", "schedule", {"template": template, "cron": "0 3 * * *", "policy": "skip"}),
+    ]
+    runs = [_run("sweep-a-0", "vision", "Running"), _run("sweep-a-1", "vision", "Queued")]
+    return [
+        (GroupRow(name, kind, "vision", "alice", 1000, 1000, json.dumps(doc), T0, replicas=2,
+                  next_at=T0 + 60, last_fired_at=T0 - 60 if kind == "schedule" else None),
+         runs if kind != "schedule" else [])
+        for name, kind, doc in docs
+    ]  # fmt: skip
+
+
+def _events() -> list[EventRow]:
+    return [
+        EventRow(1, "behind", "vision", T0, "Submitted", Reason.of("Submitted by alice"),
+                 code=ReasonCode.SUBMITTED),
+        EventRow(2, "victim", "nlp", T0 + 5, "Preempted", Reason.of("Preempted for {0}", URGENT),
+                 code=ReasonCode.PREEMPTED),
+        EventRow(3, "nightly", "vision", T0 + 6, "Fired", Reason.of("Fired"), grp="nightly",
+                 code=ReasonCode.FIRED),
+    ]  # fmt: skip
+
+
+def rendered(views: Any = None) -> dict[str, str]:
+    """Each object as the daemon's aiohttp answer carries it (``json.dumps``), by name."""
+    if views is None:
+        from runner.api import views
+    views._SECRET = b"0" * 16  # the hidden runs' ids, made reproducible
+    out: dict[str, str] = {}
+    for viewer_name, viewer in (("admin", ADMIN), ("member", MEMBER)):
+        for run, live, estimate in _runs():
+            spec = parse_spec(run.spec(), stored=True)
+            obj = views.run_object(run, spec, viewer, PLAN, live, T0 + 100, estimate)
+            out[f"run {run.name} {viewer_name}"] = json.dumps(obj)
+            for w in live:
+                out[f"worker {run.name}/{w.worker} {viewer_name}"] = json.dumps(
+                    views.worker_object(w, viewer)
+                )
+        for e in _events():
+            out[f"event {e.id} {viewer_name}"] = json.dumps(views.event_object(e, viewer))
+    for g, runs in _groups():
+        out[f"group {g.name}"] = json.dumps(views.group_object(g, runs))
+    return out
+
+
+def test_the_daemon_renders_byte_for_byte_as_before() -> None:
+    expected: dict[str, str] = json.loads(FIXTURE.read_text())
+    assert rendered() == expected
+
+
+if __name__ == "__main__" and os.environ.get("WRITE_FIXTURE"):  # once, from the old views.py
+    import importlib
+
+    old = importlib.import_module(os.environ["WRITE_FIXTURE"])
+    FIXTURE.write_text(json.dumps(rendered(old), indent=1, sort_keys=True) + "\n")
+
+
+def test_the_client_decodes_and_re_encodes_the_same_bytes() -> None:
+    """What a client decodes it can print again as the daemon sent it (`--json`)."""
+    import msgspec
+
+    from runner import schema
+
+    types = {"run": schema.Run, "worker": schema.Worker, "event": schema.Event,
+             "group": schema.Group}  # fmt: skip
+    for key, text in json.loads(FIXTURE.read_text()).items():
+        decoded = msgspec.json.decode(text, type=types[key.split()[0]])
+        assert json.dumps(msgspec.to_builtins(decoded)) == text, key
+
+
+def test_a_newer_daemons_fields_are_ignored_and_a_wrong_type_is_refused() -> None:
+    import msgspec
+    import pytest
+
+    from runner import schema
+
+    text = json.loads(FIXTURE.read_text())["run behind admin"]
+    newer = json.loads(text) | {"some_new_field": [1, 2]}
+    run = msgspec.json.decode(json.dumps(newer), type=schema.Run)
+    assert (run.name, run.state, run.reason_code) == ("behind", "Queued", "QUEUED_BEHIND")
+    with pytest.raises(msgspec.ValidationError, match="priority"):
+        msgspec.json.decode(json.dumps(newer | {"priority": "high"}), type=schema.Run)
