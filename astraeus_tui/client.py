@@ -1,7 +1,10 @@
 """The one way to talk to the daemon: HTTP/JSON over its Unix socket.
 
-``Client`` is synchronous and uses only the standard library, so ``astra ls``
-starts fast; ``AsyncClient`` (aiohttp) serves the dashboard.
+``Client`` is synchronous and uses only the standard library and msgspec, so
+``astra ls`` starts fast; ``AsyncClient`` (aiohttp) serves the dashboard. Run, group,
+event and GPU objects come back as the typed Structs of runner/schema.py (a field a
+newer daemon adds is ignored); the other answers (status, workspaces, why, preview)
+as the JSON's dicts.
 """
 
 from __future__ import annotations
@@ -12,8 +15,25 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, urlencode
+
+import msgspec
+
+from runner.schema import (
+    Change,
+    Event,
+    GpuList,
+    Group,
+    GroupDetail,
+    GroupList,
+    Run,
+    RunDetail,
+    RunList,
+    Snapshot,
+)
+
+T = TypeVar("T")
 
 
 def default_socket() -> Path:
@@ -99,12 +119,32 @@ class Client:
         query: dict[str, Any] | None = None, raw: bytes | None = None,
         content_type: str = "application/json",
     ) -> Any:  # fmt: skip
+        return json.loads(
+            self.answer(method, path, body, query=query, raw=raw, content_type=content_type)
+            or b"null"
+        )
+
+    def answer(
+        self, method: str, path: str, body: object = None, *,
+        query: dict[str, Any] | None = None, raw: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> bytes:  # fmt: skip
+        """The answer's body as the daemon sent it."""
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         conn, response = self._open(method, _path(path, query), data, content_type)
         try:
-            return json.loads(response.read() or b"null")
+            return response.read()
         finally:
             conn.close()
+
+    def typed(
+        self, kind: type[T], method: str, path: str, body: object = None, *,
+        query: dict[str, Any] | None = None, raw: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> T:  # fmt: skip
+        """The answer decoded into ``kind`` (runner/schema.py)."""
+        data = self.answer(method, path, body, query=query, raw=raw, content_type=content_type)
+        return msgspec.json.decode(data, type=kind)
 
     def stream(self, path: str, query: dict[str, Any] | None = None) -> Iterator[bytes]:
         """The body as it arrives, line by line."""
@@ -117,23 +157,17 @@ class Client:
 
     # ------------------------------------------------------------ calls
 
-    def runs(self, **query: Any) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.request("GET", "/v1/runs", query=query)["runs"]
-        return result
+    def runs(self, **query: Any) -> list[Run]:
+        return self.typed(RunList, "GET", "/v1/runs", query=query).runs
 
-    def submit(self, document: object) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/v1/runs", document)
-        return result
+    def submit(self, document: object) -> Run:
+        return self.typed(Run, "POST", "/v1/runs", document)
 
-    def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "POST", "/v1/runs", raw=text.encode(), content_type=content_type
-        )
-        return result
+    def submit_text(self, text: str, content_type: str) -> Run:
+        return self.typed(Run, "POST", "/v1/runs", raw=text.encode(), content_type=content_type)
 
-    def show(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"/v1/runs/{quote(name)}")
-        return result
+    def show(self, name: str) -> RunDetail:
+        return self.typed(RunDetail, "GET", f"/v1/runs/{quote(name)}")
 
     def why(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"/v1/runs/{quote(name)}/why")
@@ -143,11 +177,8 @@ class Client:
         result: dict[str, Any] = self.request("POST", "/v1/preview", document)
         return result
 
-    def set_priority(self, name: str, priority: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority}
-        )
-        return result
+    def set_priority(self, name: str, priority: int) -> Run:
+        return self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority})
 
     def delete(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/v1/runs/{quote(name)}")
@@ -156,18 +187,18 @@ class Client:
     def logs(self, name: str, follow: bool = False, tail: int = 0) -> Iterator[bytes]:
         return self.stream(f"/v1/runs/{quote(name)}/logs", {"follow": follow, "tail": tail or None})
 
-    def events(self, run: str | None = None, follow: bool = False) -> Iterator[dict[str, Any]]:
+    def events(self, run: str | None = None, follow: bool = False) -> Iterator[Event]:
+        decoder = msgspec.json.Decoder(Event)
         for line in self.stream("/v1/events", {"run": run, "follow": follow}):
             if line.strip():
-                yield json.loads(line)
+                yield decoder.decode(line)
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")
         return result
 
-    def gpus(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/v1/gpus")
-        return result
+    def gpus(self) -> GpuList:
+        return self.typed(GpuList, "GET", "/v1/gpus")
 
     def workspaces(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.request("GET", "/v1/workspaces")["workspaces"]
@@ -181,27 +212,24 @@ class Client:
     def shutdown(self) -> None:
         self.request("POST", "/v1/shutdown", {})
 
-    def groups(self, kind: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.request("GET", "/v1/groups", query={"kind": kind})[
-            "groups"
-        ]
-        return result
+    def groups(self, kind: str | None = None) -> list[Group]:
+        return self.typed(GroupList, "GET", "/v1/groups", query={"kind": kind}).groups
 
-    def create_group(self, document: object) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/v1/groups", document)
-        return result
+    def create_group(self, document: object) -> Group:
+        return self.typed(Group, "POST", "/v1/groups", document)
 
-    def group(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"/v1/groups/{quote(name)}")
-        return result
+    def group(self, name: str) -> GroupDetail:
+        return self.typed(GroupDetail, "GET", f"/v1/groups/{quote(name)}")
 
-    def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("PATCH", f"/v1/groups/{quote(name)}", change)
-        return result
+    def change_group(self, name: str, change: dict[str, Any]) -> Group:
+        return self.typed(Group, "PATCH", f"/v1/groups/{quote(name)}", change)
 
     def delete_group(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/v1/groups/{quote(name)}")
         return result
+
+
+_STREAM: dict[str, type[Snapshot] | type[Change]] = {"snapshot": Snapshot, "change": Change}
 
 
 class AsyncClient:
@@ -229,6 +257,14 @@ class AsyncClient:
         self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
         content_type: str = "application/json", **query: Any,
     ) -> Any:  # fmt: skip
+        data = await self.answer(method, path, body, raw=raw, content_type=content_type, **query)
+        return json.loads(data or b"null")
+
+    async def answer(
+        self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
+        content_type: str = "application/json", **query: Any,
+    ) -> bytes:  # fmt: skip
+        """The answer's body as the daemon sent it."""
         session = await self._get_session()
         payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         headers = {"Content-Type": content_type} if payload is not None else {}
@@ -236,14 +272,20 @@ class AsyncClient:
             async with session.request(
                 method, "http://localhost" + _path(path, query), data=payload, headers=headers
             ) as response:
-                data = await response.read()
+                data: bytes = await response.read()
                 if response.status >= 400:
                     _raise_for(response.status, data)
-                return json.loads(data or b"null")
+                return data
         except OSError as e:
             raise ApiError(0, "NO_DAEMON", f"no daemon answers on {self.socket_path}: {e}") from e
 
-    async def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def typed(
+        self, kind: type[T], method: str, path: str, body: object = None, **query: Any
+    ) -> T:
+        """The answer decoded into ``kind`` (runner/schema.py)."""
+        return msgspec.json.decode(await self.answer(method, path, body, **query), type=kind)
+
+    async def changes(self) -> AsyncIterator[tuple[str, Snapshot | Change]]:
         """(event, data) from the daemon's SSE stream: a snapshot, then changes."""
         session = await self._get_session()
         async with session.get("http://localhost/v1/stream", timeout=None) as response:
@@ -254,8 +296,8 @@ class AsyncClient:
                 line = raw.decode().rstrip("\n")
                 if line.startswith("event: "):
                     event = line[7:]
-                elif line.startswith("data: "):
-                    yield event, json.loads(line[6:])
+                elif line.startswith("data: ") and event in _STREAM:
+                    yield event, msgspec.json.decode(line[6:], type=_STREAM[event])
 
     async def text(self, path: str, **query: Any) -> str:
         session = await self._get_session()
@@ -280,17 +322,15 @@ class AsyncClient:
         result: dict[str, Any] = await self.request("GET", "/v1/status")
         return result
 
-    async def gpus(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("GET", "/v1/gpus")
-        return result
+    async def gpus(self) -> GpuList:
+        return await self.typed(GpuList, "GET", "/v1/gpus")
 
     async def workspaces(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = (await self.request("GET", "/v1/workspaces"))["workspaces"]
         return result
 
-    async def show(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("GET", f"/v1/runs/{quote(name)}")
-        return result
+    async def show(self, name: str) -> RunDetail:
+        return await self.typed(RunDetail, "GET", f"/v1/runs/{quote(name)}")
 
     async def why(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("GET", f"/v1/runs/{quote(name)}/why")
@@ -300,45 +340,37 @@ class AsyncClient:
         result: dict[str, Any] = await self.request("POST", "/v1/preview", document)
         return result
 
-    async def submit(self, document: object) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("POST", "/v1/runs", document)
-        return result
+    async def submit(self, document: object) -> Run:
+        return await self.typed(Run, "POST", "/v1/runs", document)
 
-    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request(
-            "POST", "/v1/runs", raw=text.encode(), content_type=content_type
-        )
-        return result
+    async def submit_text(self, text: str, content_type: str) -> Run:
+        data = await self.answer("POST", "/v1/runs", raw=text.encode(), content_type=content_type)
+        return msgspec.json.decode(data, type=Run)
 
-    async def set_priority(self, name: str, priority: int) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request(
-            "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority}
-        )
-        return result
+    async def set_priority(self, name: str, priority: int) -> Run:
+        return await self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority})
 
     async def delete(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/runs/{quote(name)}")
         return result
 
-    async def events(self, run: str | None = None) -> list[dict[str, Any]]:
+    async def events(self, run: str | None = None) -> list[Event]:
         """The event log so far (of one run), oldest first."""
         text = await self.text("/v1/events", run=run)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        decoder = msgspec.json.Decoder(Event)
+        return [decoder.decode(line) for line in text.splitlines() if line.strip()]
 
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
         return self.lines(f"/v1/runs/{quote(name)}/logs", tail=tail or None, follow=follow)
 
-    async def groups(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = (await self.request("GET", "/v1/groups"))["groups"]
-        return result
+    async def groups(self) -> list[Group]:
+        return (await self.typed(GroupList, "GET", "/v1/groups")).groups
 
-    async def group(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("GET", f"/v1/groups/{quote(name)}")
-        return result
+    async def group(self, name: str) -> GroupDetail:
+        return await self.typed(GroupDetail, "GET", f"/v1/groups/{quote(name)}")
 
-    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("PATCH", f"/v1/groups/{quote(name)}", change)
-        return result
+    async def change_group(self, name: str, change: dict[str, Any]) -> Group:
+        return await self.typed(Group, "PATCH", f"/v1/groups/{quote(name)}", change)
 
     async def delete_group(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/groups/{quote(name)}")
@@ -349,20 +381,20 @@ class DashboardApi(Protocol):
     """What the dashboard needs of a daemon: ``AsyncClient``, or a test's fake."""
 
     async def close(self) -> None: ...
-    def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]: ...
+    def changes(self) -> AsyncIterator[tuple[str, Snapshot | Change]]: ...
     async def status(self) -> dict[str, Any]: ...
-    async def gpus(self) -> dict[str, Any]: ...
+    async def gpus(self) -> GpuList: ...
     async def workspaces(self) -> list[dict[str, Any]]: ...
-    async def show(self, name: str) -> dict[str, Any]: ...
+    async def show(self, name: str) -> RunDetail: ...
     async def why(self, name: str) -> dict[str, Any]: ...
     async def preview(self, document: object) -> dict[str, Any]: ...
-    async def submit(self, document: object) -> dict[str, Any]: ...
-    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]: ...
-    async def set_priority(self, name: str, priority: int) -> dict[str, Any]: ...
+    async def submit(self, document: object) -> Run: ...
+    async def submit_text(self, text: str, content_type: str) -> Run: ...
+    async def set_priority(self, name: str, priority: int) -> Run: ...
     async def delete(self, name: str) -> dict[str, Any]: ...
-    async def events(self, run: str | None = None) -> list[dict[str, Any]]: ...
+    async def events(self, run: str | None = None) -> list[Event]: ...
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]: ...
-    async def groups(self) -> list[dict[str, Any]]: ...
-    async def group(self, name: str) -> dict[str, Any]: ...
-    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]: ...
+    async def groups(self) -> list[Group]: ...
+    async def group(self, name: str) -> GroupDetail: ...
+    async def change_group(self, name: str, change: dict[str, Any]) -> Group: ...
     async def delete_group(self, name: str) -> dict[str, Any]: ...

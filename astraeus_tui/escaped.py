@@ -11,20 +11,32 @@ layout, so they are escaped too, tabs expanded first.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from enum import Enum
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from astraeus_tui.client import DashboardApi
 from astraeus_tui.text import shown
+from runner.schema import Change, Event, GpuList, Group, GroupDetail, Run, RunDetail, Snapshot
 
 _T = TypeVar("_T")
 
 
 def escape_all(value: _T) -> _T:
-    """``value`` (decoded JSON) with its strings, keys too, escaped; a ``spec`` kept."""
+    """``value`` (decoded JSON, or the Structs of runner/schema.py) with its strings, keys
+    too, escaped; a ``spec`` kept, and a state (an enum) as it is."""
     return cast(_T, _escaped(value))
 
 
 def _escaped(value: object) -> object:
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, msgspec.Struct):
+        fields = value.__struct_fields__
+        return msgspec.structs.replace(
+            value, **{f: _escaped(getattr(value, f)) for f in fields if f != "spec"}
+        )
     if isinstance(value, str):
         return shown(value)
     if isinstance(value, list):
@@ -43,7 +55,7 @@ class EscapedApi:
     async def close(self) -> None:
         await self.api.close()
 
-    async def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def changes(self) -> AsyncIterator[tuple[str, Snapshot | Change]]:
         async for event, data in self.api.changes():
             yield shown(event), escape_all(data)
 
@@ -55,13 +67,13 @@ class EscapedApi:
     async def status(self) -> dict[str, Any]:
         return escape_all(await self.api.status())
 
-    async def gpus(self) -> dict[str, Any]:
+    async def gpus(self) -> GpuList:
         return escape_all(await self.api.gpus())
 
     async def workspaces(self) -> list[dict[str, Any]]:
         return escape_all(await self.api.workspaces())
 
-    async def show(self, name: str) -> dict[str, Any]:
+    async def show(self, name: str) -> RunDetail:
         return escape_all(await self.api.show(name))
 
     async def why(self, name: str) -> dict[str, Any]:
@@ -70,28 +82,28 @@ class EscapedApi:
     async def preview(self, document: object) -> dict[str, Any]:
         return escape_all(await self.api.preview(document))
 
-    async def submit(self, document: object) -> dict[str, Any]:
+    async def submit(self, document: object) -> Run:
         return escape_all(await self.api.submit(document))
 
-    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
+    async def submit_text(self, text: str, content_type: str) -> Run:
         return escape_all(await self.api.submit_text(text, content_type))
 
-    async def set_priority(self, name: str, priority: int) -> dict[str, Any]:
+    async def set_priority(self, name: str, priority: int) -> Run:
         return escape_all(await self.api.set_priority(name, priority))
 
     async def delete(self, name: str) -> dict[str, Any]:
         return escape_all(await self.api.delete(name))
 
-    async def events(self, run: str | None = None) -> list[dict[str, Any]]:
+    async def events(self, run: str | None = None) -> list[Event]:
         return escape_all(await self.api.events(run))
 
-    async def groups(self) -> list[dict[str, Any]]:
+    async def groups(self) -> list[Group]:
         return escape_all(await self.api.groups())
 
-    async def group(self, name: str) -> dict[str, Any]:
+    async def group(self, name: str) -> GroupDetail:
         return escape_all(await self.api.group(name))
 
-    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+    async def change_group(self, name: str, change: dict[str, Any]) -> Group:
         return escape_all(await self.api.change_group(name, change))
 
     async def delete_group(self, name: str) -> dict[str, Any]:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from runner.schema import Group
 
 
-def describe(g: dict[str, Any]) -> str:
+def describe(g: Group) -> str:
     """``4 runs (2 running, 2 succeeded)``, ``2/3 running (…)``, ``0 3 * * * (skip), next …``."""
-    states = g.get("states") or {}
+    states = g.states or {}
     counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items())) or "no runs yet"
-    if g["kind"] == "sweep":
-        return f"{g['size']} runs ({counts})"
-    if g["kind"] == "replicas":
-        return f"{g['running']}/{g['replicas']} running ({counts})"
-    when = "paused" if g["paused"] else f"next {(g['next_at'] or '?').replace('T', ' ')}"
-    return f"{g['cron']} ({g['policy']}), {when}; {counts}"
+    if g.kind == "sweep":
+        return f"{g.size} runs ({counts})"
+    if g.kind == "replicas":
+        return f"{g.running}/{g.replicas} running ({counts})"
+    when = "paused" if g.paused else f"next {(g.next_at or '?').replace('T', ' ')}"
+    return f"{g.cron} ({g.policy}), {when}; {counts}"

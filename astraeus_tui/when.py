@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
+if TYPE_CHECKING:
+    from runner.schema import Run
 
 DAY = 86400
 
@@ -35,9 +36,9 @@ def start_label(run: Run, now: float) -> str:
     as the planner says it), ``?`` when there is no estimate (work without a time
     limit is in the way), and nothing for a run that does not wait.
     """
-    if run.get("state") != "Queued":
+    if run.state != "Queued":
         return ""
-    at = epoch(run.get("starts_by"))
+    at = epoch(run.starts_by)
     if at is None:
         return "?"
     at = math.ceil(at / 60) * 60

@@ -68,7 +68,7 @@ class Run(_Wire, frozen=True, kw_only=True):
     workers_live: int = 0
     gang: bool = True
     restarts: int = 0
-    restart_limit: int = 0
+    restart_limit: int = 10
     preemptions: int = 0
     submitted_at: str | None = None
     started_at: str | None = None
@@ -176,10 +176,10 @@ class Gpu(_Wire, frozen=True, kw_only=True):
     name: str = ""
     simulated: bool = False
     remote: bool = False
-    memory_total: int | None = None
-    memory_used: int | None = None
-    utilization: int | float | None = None
-    temperature: int | float | None = None
+    memory_total: int = 0
+    memory_used: int = 0
+    utilization: int | None = None  # percent
+    temperature: int | None = None  # °C
     holder: GpuHolder | None = None
     held_for: str | None = None
     foreign_pids: list[int] = []

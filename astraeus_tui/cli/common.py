@@ -70,4 +70,4 @@ def complete_run(incomplete: str) -> list[str]:
         runs = Client(timeout=2).runs(all=True)
     except (ApiError, OSError):
         return []
-    return [r["name"] for r in runs if r.get("visible") and r["name"].startswith(incomplete)]
+    return [r.name for r in runs if r.visible and r.name.startswith(incomplete)]

@@ -44,7 +44,7 @@ def create_group(document: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(group)
         return
-    echo(f"Created {group['kind']} {group['name']} ({group['workspace']}): {describe(group)}")
+    echo(f"Created {group.kind} {group.name} ({group.workspace}): {describe(group)}")
 
 
 def _ls(kind: str, as_json: bool) -> None:
@@ -56,7 +56,7 @@ def _ls(kind: str, as_json: bool) -> None:
         echo(f"No {kind} groups." if kind == "replicas" else f"No {kind}s.")
         return
     for g in groups:
-        echo(f"{g['name']:<24} {g['workspace']:<12} {describe(g)}")
+        echo(f"{g.name:<24} {g.workspace:<12} {describe(g)}")
 
 
 def _show(name: str, as_json: bool) -> None:
@@ -64,14 +64,12 @@ def _show(name: str, as_json: bool) -> None:
     if as_json:
         print_json(g)
         return
-    echo(
-        f"{g['kind']} {g['name']} ({g['workspace']}, owner {g['owner']}, priority {g['priority']})"
-    )
+    echo(f"{g.kind} {g.name} ({g.workspace}, owner {g.owner}, priority {g.priority})")
     echo(f"  {describe(g)}")
-    for r in g["run_objects"]:
-        echo(f"  {r['name']:<32} {r['state']:<10} {r['reason'] or ''}")
-    for e in g["events"][-10:]:
-        echo(f"  {e['time']}  {e['kind']:<10} {e['message']}")
+    for r in g.run_objects:
+        echo(f"  {r.name:<32} {r.state:<10} {r.reason or ''}")
+    for e in g.events[-10:]:
+        echo(f"  {e.time}  {e.kind:<10} {e.message}")
 
 
 def _delete(name: str) -> None:
@@ -171,7 +169,7 @@ def replicas_scale(
 ) -> None:
     """Change how many replicas run (scaling down stops the highest-numbered ones)."""
     g = call(lambda c: c.change_group(name, {"replicas": count}))
-    echo(f"{name}: {g['replicas']} replica(s)")
+    echo(f"{name}: {g.replicas} replica(s)")
 
 
 @replicas_app.command("ls")
@@ -242,7 +240,7 @@ def schedule_pause(name: NameArg) -> None:
 def schedule_resume(name: NameArg) -> None:
     """Fire again, from the next time on."""
     g = call(lambda c: c.change_group(name, {"paused": False}))
-    echo(f"{name}: resumed, next {g['next_at']}")
+    echo(f"{name}: resumed, next {g.next_at}")
 
 
 @schedule_app.command("delete")

@@ -10,6 +10,7 @@ from astraeus_tui.cli.common import JsonOption, call, console
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.text import plain
 from runner.model import format_size
+from runner.schema import Gpu
 
 
 def gpus(as_json: bool = JsonOption) -> None:
@@ -20,27 +21,27 @@ def gpus(as_json: bool = JsonOption) -> None:
         return
     from rich.table import Table
 
-    title = f"GPUs ({data['source']})"
+    title = f"GPUs ({data.source})"
     table = Table(title=title, box=None, header_style="bold", title_justify="left")
     for col in ("GPU", "NAME", "MEM", "UTIL", "TEMP", "RUN"):
         table.add_column(col, no_wrap=col != "RUN", overflow="fold")
-    for g in data["gpus"]:
+    for g in data.gpus:
         table.add_row(*(plain(c) for c in (
-            str(g["index"]), g["name"] + (" (simulated)" if g["simulated"] else ""),
-            f"{format_size(g['memory_used'])}/{format_size(g['memory_total'])}",
-            "-" if g["utilization"] is None else f"{g['utilization']}%",
-            "-" if g["temperature"] is None else f"{g['temperature']}C", _holder(g),
+            str(g.index), g.name + (" (simulated)" if g.simulated else ""),
+            f"{format_size(g.memory_used)}/{format_size(g.memory_total)}",
+            "-" if g.utilization is None else f"{g.utilization}%",
+            "-" if g.temperature is None else f"{g.temperature}C", _holder(g),
         )))  # fmt: skip
     console().print(table)
 
 
-def _holder(g: dict[str, Any]) -> str:
-    if g["holder"]:
-        return f"{g['holder']['run']} (worker {g['holder']['worker']})"
-    if g["held_for"]:
-        return f"held for {g['held_for']}"
-    if g["foreign_pids"]:
-        return "foreign process " + ",".join(str(p) for p in g["foreign_pids"])
+def _holder(g: Gpu) -> str:
+    if g.holder:
+        return f"{g.holder.run} (worker {g.holder.worker})"
+    if g.held_for:
+        return f"held for {g.held_for}"
+    if g.foreign_pids:
+        return "foreign process " + ",".join(str(p) for p in g.foreign_pids)
     return "free"
 
 

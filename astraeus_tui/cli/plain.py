@@ -14,10 +14,13 @@ import os
 import sys
 import unicodedata
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from astraeus_tui.text import shown
 from astraeus_tui.when import start_label
+
+if TYPE_CHECKING:
+    from runner.schema import Run
 
 HEADER = ("#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON")
 RIGHT = (True, False, False, True, False, True, True, True, False)
@@ -40,14 +43,14 @@ def _age(iso: str | None, now: float) -> str:
     return age(iso, datetime.fromtimestamp(now, UTC))
 
 
-def run_cells(r: dict[str, Any], now: float) -> list[str]:
+def run_cells(r: Run, now: float) -> list[str]:
     """One run's cells, escaped as the table shows them."""
-    held = ",".join(str(g) for g in r["gpus"])
-    gpus = held if held else str(r["gpus_requested"])
-    waiting = r["state"] == "Queued"
-    mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
-    cells = (mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-             _age(r["submitted_at"], now), start_label(r, now), r["reason"] or "")  # fmt: skip
+    held = ",".join(str(g) for g in r.gpus)
+    gpus = held if held else str(r.gpus_requested)
+    waiting = r.state == "Queued"
+    mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
+    cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
+             _age(r.submitted_at, now), start_label(r, now), r.reason or "")  # fmt: skip
     return [shown(c) for c in cells]
 
 

@@ -63,7 +63,7 @@ def submit(
     if as_json:
         print_json(run)
     else:
-        echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+        echo(f"Submitted run {run.name} ({run.workspace}, priority {run.priority})")
 
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
@@ -172,7 +172,7 @@ def run(
     if as_json:
         print_json(created)
     else:
-        echo(f"Submitted run {created['name']}")
+        echo(f"Submitted run {created.name}")
 
 
 def ls(
@@ -204,7 +204,7 @@ def show(name: RunArg, as_json: bool = JsonOption) -> None:
 def priority(name: RunArg, value: Annotated[int, typer.Argument(help="The new priority.")]) -> None:
     """Change a run's priority (up to its workspace's maximum)."""
     run = call(lambda c: c.set_priority(name, value))
-    echo(f"{run['name']}: priority {run['priority']}")
+    echo(f"{run.name}: priority {run.priority}")
 
 
 def delete(name: RunArg) -> None:
@@ -240,7 +240,7 @@ def events(
             if as_json:
                 print_json_line(e)  # NDJSON: one compact object a line
             else:
-                echo(f"{e['time']}  {e['run']:<24} {e['kind']:<12} {e['message']}")
+                echo(f"{e.time}  {e.run:<24} {e.kind:<12} {e.message}")
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
@@ -256,15 +256,15 @@ def wait(
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
     while True:
         run = call(lambda c: c.show(name))
-        if run["state"] in FINISHED:
+        if run.state in FINISHED:
             break
         if deadline is not None and time.monotonic() > deadline:
-            fail(f"{name}: still {run['state']} after {timeout:g} s", 124)
+            fail(f"{name}: still {run.state} after {timeout:g} s", 124)
         time.sleep(interval)
-    echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
-    if run["state"] == "Succeeded":
+    echo(f"{name}: {run.state}" + (f" ({run.reason})" if run.reason else ""))
+    if run.state == "Succeeded":
         raise typer.Exit(0)
-    code = run.get("exit_code")
+    code = run.exit_code
     raise typer.Exit(code if isinstance(code, int) and code > 0 else 1)
 
 

@@ -30,4 +30,4 @@ def sbatch(
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     run = call(lambda c: c.submit(spec_to_dict(spec)))
-    echo(f"Submitted batch job {run['name']}")
+    echo(f"Submitted batch job {run.name}")

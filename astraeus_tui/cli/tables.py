@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from runner.schema import Run
 
 from astraeus_tui.cli.plain import age
 
@@ -13,17 +18,20 @@ __all__ = ["age", "print_json", "print_json_line", "print_runs", "print_runs_ric
 
 
 def print_json(data: object) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
+    """``data`` (the client's Structs, or plain JSON values) as the daemon sent it, indented:
+    a Struct's fields keep the daemon's key order (runner/schema.py)."""
+    json.dump(msgspec.to_builtins(data), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 
 
 def print_json_line(data: object) -> None:
     """One compact JSON object on one line (NDJSON), flushed for a reader downstream."""
-    sys.stdout.write(json.dumps(data, default=str, separators=(",", ":")) + "\n")
+    line = json.dumps(msgspec.to_builtins(data), default=str, separators=(",", ":"))
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
-def print_runs(runs: list[dict[str, Any]], wide: bool = False) -> None:
+def print_runs(runs: list[Run], wide: bool = False) -> None:
     """The queue as `astra ls` shows it: one line a run, the reason cut with `…` to fit.
 
     With ``wide`` the whole reason is shown (it may wrap); `show` and `why` always have it.
@@ -41,12 +49,13 @@ def print_runs(runs: list[dict[str, Any]], wide: bool = False) -> None:
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 
-def print_runs_rich(runs: list[dict[str, Any]], wide: bool = False) -> None:
+def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     """The queue drawn by Rich: the cases ``print_runs`` does not lay out itself (a reason
     that must wrap, wide characters, a terminal narrower than the fixed columns)."""
     from rich.console import Console
     from rich.table import Table
 
+    from astraeus_tui.cli.plain import age
     from astraeus_tui.text import plain
     from astraeus_tui.when import start_label  # the dashboard's START column too
 
@@ -62,12 +71,12 @@ def print_runs_rich(runs: list[dict[str, Any]], wide: bool = False) -> None:
     table.add_column("START", justify="right", no_wrap=True)
     table.add_column("REASON", overflow="fold" if wide else "ellipsis", ratio=1)
     for r in runs:
-        held = ",".join(str(g) for g in r["gpus"])
-        gpus = held if held else str(r["gpus_requested"])
-        waiting = r["state"] == "Queued"
-        mark = "▶" if r["head"] else (str(r["position"]) if r["position"] and waiting else "")
-        cells = (mark, r["name"], r["workspace"], str(r["priority"]), r["state"], gpus,
-                 age(r["submitted_at"]), start_label(r, now), r["reason"] or "")  # fmt: skip
+        held = ",".join(str(g) for g in r.gpus)
+        gpus = held if held else str(r.gpus_requested)
+        waiting = r.state == "Queued"
+        mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
+        cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
+                 age(r.submitted_at), start_label(r, now), r.reason or "")  # fmt: skip
         *shown, reason = (plain(c) for c in cells)  # no markup, nothing unprintable
         if not wide:  # one line a run, as squeue: the cell shrinks, the text is cut with …
             reason.no_wrap, reason.overflow = True, "ellipsis"
@@ -75,7 +84,7 @@ def print_runs_rich(runs: list[dict[str, Any]], wide: bool = False) -> None:
     Console().print(table)
 
 
-def show_runs(runs: list[dict[str, Any]], as_json: bool, wide: bool = False) -> None:
+def show_runs(runs: list[Run], as_json: bool, wide: bool = False) -> None:
     if as_json:
         print_json(runs)
     elif runs:

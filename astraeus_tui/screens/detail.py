@@ -30,6 +30,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, utc_clock
 from astraeus_tui.widgets.fmt import Run, compact, gib, when
+from runner.schema import Checkpoint, Event, RunDetail, Worker
 
 SHOW_EVERY = 2.0
 HISTORY = ("Try", "Wkr", "State", "GPUs", "Started", "Ended", "Exit", "Why")
@@ -44,35 +45,35 @@ def _gpus(indices: list[int] | None) -> str:
     return ", ".join(map(str, indices)) if indices else "none"
 
 
-def _checkpoint(found: dict[str, Any] | None) -> str:
+def _checkpoint(found: Checkpoint | None) -> str:
     """The last checkpoint seen on the run's drive, or none."""
     if not found:
         return "none seen on its drives"
-    return f"{found['path']} · {gib(found.get('size') or 0)} · {_time(found.get('modified'))}"
+    return f"{found.path} · {gib(found.size or 0)} · {_time(found.modified)}"
 
 
-def facts(run: Run) -> Table:
+def facts(run: RunDetail) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
-    limit = run.get("time_limit_seconds")
+    limit = run.time_limit_seconds
     rows = (
-        ("workspace", f"{run.get('workspace')} (owner {run.get('owner') or '?'})"),
-        ("priority", str(run.get("priority"))),
-        ("state", str(run.get("state"))),
-        ("GPUs", f"{run.get('gpus_requested', 0)} asked · holds {_gpus(run.get('gpus'))}"),
-        ("CPU · memory", f"{run.get('cpu_cores_requested', 0):g} cores · "
-                         f"{gib(run.get('memory_requested') or 0)}"),
-        ("workers", f"{run.get('workers', 1)}{' (gang)' if run.get('gang') else ''}"),
+        ("workspace", f"{run.workspace} (owner {run.owner or '?'})"),
+        ("priority", str(run.priority)),
+        ("state", str(run.state)),
+        ("GPUs", f"{run.gpus_requested} asked · holds {_gpus(run.gpus)}"),
+        ("CPU · memory", f"{run.cpu_cores_requested:g} cores · "
+                         f"{gib(run.memory_requested or 0)}"),
+        ("workers", f"{run.workers}{' (gang)' if run.gang else ''}"),
         ("time limit", compact(limit) if limit else "none"),
-        ("restarts", f"{run.get('restarts', 0)} of {run.get('restart_limit', 10)}"),
-        ("preemptions", str(run.get("preemptions", 0))),
-        ("submitted", _time(run.get("submitted_at"))),
-        ("started", _time(run.get("started_at"))),
-        ("finished", _time(run.get("finished_at"))),
-        ("starts by", _time(run.get("starts_by"))),
-        ("exit code", "-" if run.get("exit_code") is None else str(run.get("exit_code"))),
-        ("checkpoint", _checkpoint(run.get("checkpoint"))),
+        ("restarts", f"{run.restarts} of {run.restart_limit}"),
+        ("preemptions", str(run.preemptions)),
+        ("submitted", _time(run.submitted_at)),
+        ("started", _time(run.started_at)),
+        ("finished", _time(run.finished_at)),
+        ("starts by", _time(run.starts_by)),
+        ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
+        ("checkpoint", _checkpoint(run.checkpoint)),
     )  # fmt: skip
     for key, value in rows:
         grid.add_row(key, value)
@@ -95,32 +96,30 @@ def why_text(answer: dict[str, Any]) -> Text:
     return text
 
 
-def events_text(events: list[dict[str, Any]]) -> Text:
+def events_text(events: list[Event]) -> Text:
     text = Text()
     for e in events[-100:]:
-        text.append(_time(e.get("time")) + " ", style="dim")
-        text.append(f"{e.get('kind', ''):<11} ", style="bold cyan")
-        text.append(str(e.get("message", "")) + "\n")
+        text.append(_time(e.time) + " ", style="dim")
+        text.append(f"{e.kind:<11} ", style="bold cyan")
+        text.append(str(e.message) + "\n")
     return text if events else Text("No events yet.", style="dim")
 
 
-def worker_why(w: dict[str, Any]) -> str:
+def worker_why(w: Worker) -> str:
     """Why a worker stopped or is stopping: ``preempted by urgent-fix (SIGKILL)``."""
-    why = w.get("error") or w.get("stop_reason") or ""
+    why = w.error or w.stop_reason or ""
     if why == "preempt":
-        by = w.get("stopping_for")
+        by = w.stopping_for
         why = f"preempted by {by}" if by else "preempted"
-    if w.get("killed"):
+    if w.killed:
         why = f"{why} (SIGKILL)".strip()
     return str(why)
 
 
 def _state_line(run: Run) -> str:
-    state = run.get("state")
+    state = run.state
     if state == "Running":
-        return (
-            f"Running since {_time(run.get('started_at'))} UTC on GPU(s) {_gpus(run.get('gpus'))}"
-        )
+        return f"Running since {_time(run.started_at)} UTC on GPU(s) {_gpus(run.gpus)}"
     return str(state or "")
 
 
@@ -134,7 +133,7 @@ class RunDetailScreen(Screen[None]):
     ]
 
     class Loaded(Message):
-        def __init__(self, run: Run, why: dict[str, Any] | None = None) -> None:
+        def __init__(self, run: RunDetail, why: dict[str, Any] | None = None) -> None:
             super().__init__()
             self.run, self.why = run, why
 
@@ -157,7 +156,7 @@ class RunDetailScreen(Screen[None]):
     ) -> None:
         super().__init__()
         self.client, self.clock, self.run_name, self.follow = client, clock, name, follow
-        self.run: Run | None = None
+        self.run: RunDetail | None = None
         self.pending: list[str] = []
         self.events_seen = 0
 
@@ -197,7 +196,7 @@ class RunDetailScreen(Screen[None]):
             try:
                 run = await self.client.show(self.run_name)
                 why = None
-                if run.get("state") == "Queued":
+                if run.state == "Queued":
                     try:
                         why = await self.client.why(self.run_name)
                     except ApiError as e:
@@ -232,32 +231,32 @@ class RunDetailScreen(Screen[None]):
     def on_run_detail_screen_loaded(self, message: Loaded) -> None:
         run = self.run = message.run
         title = Text.assemble(
-            ("Run ", "dim"), (str(run.get("name")), "bold"),
-            (f" · {run.get('workspace')} · priority {run.get('priority')} · ", "dim"),
-            (str(run.get("state")), "bold"),
+            ("Run ", "dim"), (str(run.name), "bold"),
+            (f" · {run.workspace} · priority {run.priority} · ", "dim"),
+            (str(run.state), "bold"),
         )  # fmt: skip
         self.query_one("#title", Static).update(title)
-        headline = Text(str(run.get("reason") or _state_line(run)), style="yellow")
-        if run.get("paused"):
-            headline = Text.assemble((str(run["paused"]), "bold magenta"), "  ", headline)
+        headline = Text(str(run.reason or _state_line(run)), style="yellow")
+        if run.paused:
+            headline = Text.assemble((str(run.paused), "bold magenta"), "  ", headline)
         self.query_one("#headline", Static).update(headline)
         self.query_one("#facts", Static).update(facts(run))
         why = self.query_one("#why", Static)
         why.display = message.why is not None
         if message.why is not None:
             why.update(why_text(message.why))
-        spec = json.dumps(run.get("spec") or {}, indent=2)
+        spec = json.dumps(run.spec or {}, indent=2)
         self.query_one("#spec", Static).update(
             Syntax(spec, "json", theme="ansi_dark", background_color="default", word_wrap=True)
         )
-        self._history(run.get("workers_history") or [])
-        events = run.get("events") or []
+        self._history(run.workers_history or [])
+        events = run.events or []
         self.query_one("#events", Static).update(events_text(events))
         if len(events) != self.events_seen:  # new events: show the latest
             self.events_seen = len(events)
             self.query_one("#events-box", VerticalScroll).scroll_end(animate=False)
 
-    def _history(self, workers: list[dict[str, Any]]) -> None:
+    def _history(self, workers: list[Worker]) -> None:
         table: DataTable[Text] = self.query_one("#history", DataTable)
         table.clear()  # a handful of rows: the queue's in-place merge is for thousands
         for w in workers:
@@ -266,13 +265,13 @@ class RunDetailScreen(Screen[None]):
                 *(
                     plain(c)
                     for c in (
-                        str(w.get("attempt")),
-                        str(w.get("worker")),
-                        str(w.get("state")),
-                        ",".join(map(str, w.get("gpus") or [])) or "-",
-                        _time(w.get("started_at")),
-                        _time(w.get("finished_at")),
-                        "-" if w.get("exit_code") is None else str(w.get("exit_code")),
+                        str(w.attempt),
+                        str(w.worker),
+                        str(w.state),
+                        ",".join(map(str, w.gpus or [])) or "-",
+                        _time(w.started_at),
+                        _time(w.finished_at),
+                        "-" if w.exit_code is None else str(w.exit_code),
                         why,
                     )
                 )

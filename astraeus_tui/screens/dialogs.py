@@ -54,9 +54,9 @@ class PriorityScreen(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         run = self.run
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Priority · {run['name']}"
-            yield Label(f"Now {run.get('priority', 0)}, in workspace {run.get('workspace')}.")
-            yield Input(str(run.get("priority", 0)), id="priority", type="integer")
+            box.border_title = f"Priority · {run.name}"
+            yield Label(f"Now {run.priority}, in workspace {run.workspace}.")
+            yield Input(str(run.priority), id="priority", type="integer")
             yield Static(priority_hint(self.limit), classes="hint")
             yield Static("", id="error", classes="error")
             with Horizontal(classes="buttons"):
@@ -77,7 +77,7 @@ class PriorityScreen(ModalScreen[int | None]):
         except ApiError:
             return  # the hint stays without the number; the daemon still checks
         for ws in workspaces:
-            if ws.get("name") == self.run.get("workspace"):
+            if ws.get("name") == self.run.workspace:
                 self.post_message(self.Limit(int(ws.get("max_priority", 0))))
 
     def on_priority_screen_limit(self, message: Limit) -> None:
@@ -115,14 +115,14 @@ class PriorityScreen(ModalScreen[int | None]):
     @work(exclusive=True, group="priority", exit_on_error=False)
     async def change(self, value: int) -> None:
         try:
-            await self.client.set_priority(self.run["name"], value)
+            await self.client.set_priority(self.run.name, value)
         except ApiError as e:
             self.post_message(self.Refused(str(e)))
             return
         self.post_message(self.Changed(value))
 
     def on_priority_screen_changed(self, message: Changed) -> None:
-        self.app.notify(f"{self.run['name']}: priority {message.priority}")
+        self.app.notify(f"{self.run.name}: priority {message.priority}")
         self.dismiss(message.priority)
 
     def on_priority_screen_refused(self, message: Refused) -> None:

@@ -23,6 +23,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.group_text import describe
 from astraeus_tui.screens.detail import events_text
 from astraeus_tui.text import plain
+from runner.schema import Group, GroupDetail, UnsetType
 
 REFRESH_EVERY = 2.0
 COLUMNS = ("Kind", "Name", "WS", "Prio", "State")
@@ -39,7 +40,7 @@ class GroupsScreen(Screen[None]):
     ]
 
     class Loaded(Message):
-        def __init__(self, groups: list[dict[str, Any]], shown: dict[str, Any] | None) -> None:
+        def __init__(self, groups: list[Group], shown: GroupDetail | None) -> None:
             super().__init__()
             self.groups, self.shown = groups, shown
 
@@ -49,7 +50,7 @@ class GroupsScreen(Screen[None]):
     def __init__(self, client: DashboardApi) -> None:
         super().__init__()
         self.client = client
-        self.groups: list[dict[str, Any]] = []
+        self.groups: list[Group] = []
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Sweeps, replica groups and schedules", style="bold"), id="title")
@@ -66,7 +67,7 @@ class GroupsScreen(Screen[None]):
         self.load()
 
     @property
-    def highlighted(self) -> dict[str, Any] | None:
+    def highlighted(self) -> Group | None:
         table: DataTable[Text] = self.query_one(DataTable)
         if not self.groups or table.cursor_row < 0 or table.cursor_row >= len(self.groups):
             return None
@@ -78,9 +79,9 @@ class GroupsScreen(Screen[None]):
             try:
                 groups = await self.client.groups()
                 current = self.highlighted
-                name = current["name"] if current else (groups[0]["name"] if groups else None)
+                name = current.name if current else (groups[0].name if groups else None)
                 shown = None
-                if name is not None and any(g["name"] == name for g in groups):
+                if name is not None and any(g.name == name for g in groups):
                     shown = await self.client.group(name)
                 self.post_message(self.Loaded(groups, shown))
             except ApiError as e:
@@ -93,7 +94,7 @@ class GroupsScreen(Screen[None]):
         self.groups = message.groups
         table.clear()  # tens of groups, not thousands: rebuilt each time
         for g in self.groups:
-            cells = (g["kind"], g["name"], g["workspace"], str(g["priority"]), describe(g))
+            cells = (g.kind, g.name, g.workspace, str(g.priority), describe(g))
             table.add_row(*(plain(c) for c in cells))  # a parameter's "[x]" is not markup
         if self.groups:
             table.move_cursor(row=min(max(row, 0), len(self.groups) - 1))
@@ -113,17 +114,17 @@ class GroupsScreen(Screen[None]):
 
     def action_scale(self, step: int) -> None:
         g = self.highlighted
-        if g is None or g["kind"] != "replicas":
+        if g is None or g.kind != "replicas" or isinstance(g.replicas, UnsetType):
             self.notify("Only a replica group scales.", severity="warning")
             return
-        self.change(g["name"], {"replicas": max(0, g["replicas"] + step)})
+        self.change(g.name, {"replicas": max(0, g.replicas + step)})
 
     def action_pause(self) -> None:
         g = self.highlighted
-        if g is None or g["kind"] != "schedule":
+        if g is None or g.kind != "schedule":
             self.notify("Only a schedule pauses.", severity="warning")
             return
-        self.change(g["name"], {"paused": not g["paused"]})
+        self.change(g.name, {"paused": not g.paused})
 
     def action_delete(self) -> None:
         from astraeus_tui.screens.dialogs import ConfirmScreen
@@ -134,13 +135,11 @@ class GroupsScreen(Screen[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.delete(g["name"])
+                self.delete(g.name)
 
-        detail = (
-            f"Its {len(g['runs'])} run(s) go with it: queued ones cancelled, live ones stopped."
-        )
+        detail = f"Its {len(g.runs)} run(s) go with it: queued ones cancelled, live ones stopped."
         self.app.push_screen(
-            ConfirmScreen(f"Delete {g['kind']} {g['name']}?", detail, "Delete"), confirmed
+            ConfirmScreen(f"Delete {g.kind} {g.name}?", detail, "Delete"), confirmed
         )
 
     @work(group="change", exit_on_error=False)
@@ -163,18 +162,16 @@ class GroupsScreen(Screen[None]):
         self.load()
 
 
-def group_text(g: dict[str, Any]) -> Text:
+def group_text(g: GroupDetail) -> Text:
     """The group's runs (state and reason) and then its own events."""
     text = Text()
-    text.append(f"{g['kind']} {g['name']}", style="bold")
-    text.append(
-        f" · {g['workspace']} · owner {g['owner']} · priority {g['priority']}\n", style="dim"
-    )
+    text.append(f"{g.kind} {g.name}", style="bold")
+    text.append(f" · {g.workspace} · owner {g.owner} · priority {g.priority}\n", style="dim")
     text.append(describe(g) + "\n\n")
-    for r in g.get("run_objects") or []:
-        text.append(f"{r['name']:<28} ", style="bold")
-        text.append(f"{r['state']:<10} ", style="cyan")
-        text.append(str(r.get("reason") or "") + "\n")
+    for r in g.run_objects or []:
+        text.append(f"{r.name:<28} ", style="bold")
+        text.append(f"{r.state:<10} ", style="cyan")
+        text.append(str(r.reason or "") + "\n")
     text.append("\n")
-    text.append_text(events_text(g.get("events") or []))
+    text.append_text(events_text(g.events or []))
     return text

@@ -123,11 +123,11 @@ class MainScreen(Screen[None]):
             self.show_queue(Diff(changed={message.run_id}))
 
     def on_live_feed_gpus(self, message: LiveFeed.Gpus) -> None:
-        rows = message.gpus.get("gpus") or []
+        rows = message.gpus.gpus or []
         self.gpus_seen = True
         self.query_one(GpuPanel).gpus = message.gpus
         self.query_one(HeaderBar).gpus = len(rows)
-        self.query_one(Timeline).free_gpus = sum(1 for g in rows if not g.get("holder"))
+        self.query_one(Timeline).free_gpus = sum(1 for g in rows if not g.holder)
 
     def on_live_feed_machine(self, message: LiveFeed.Machine) -> None:
         self.status, self.workspaces = message.status, message.workspaces
@@ -195,7 +195,7 @@ class MainScreen(Screen[None]):
     @on(DataTable.RowHighlighted)
     def _highlighted(self) -> None:
         run, line = self.selected(), self.query_one(ReasonLine)
-        line.backfilled = run is not None and run["id"] in self.model.backfilled
+        line.backfilled = run is not None and run.id in self.model.backfilled
         line.run = run
 
     @on(DataTable.RowSelected)
@@ -210,7 +210,7 @@ class MainScreen(Screen[None]):
         run = self.selected()
         if run is None:
             self.notify("No run is highlighted.", severity="warning")
-        elif not run.get("visible", True):
+        elif not run.visible:
             self.notify("A job in another namespace: its details are private.", severity="error")
             return None
         return run
@@ -269,8 +269,8 @@ class MainScreen(Screen[None]):
         head = self.model.head
         if head is None:
             self.notify("No run waits at the head of the queue.")
-        elif not self.query_one(QueueTable).select(head["id"]):
-            self.notify(f"The head, {head.get('name')}, is hidden by the filters.")
+        elif not self.query_one(QueueTable).select(head.id):
+            self.notify(f"The head, {head.name}, is hidden by the filters.")
 
     def action_panel(self) -> None:
         panels = self.query_one("#panels")
@@ -285,7 +285,7 @@ class MainScreen(Screen[None]):
 
         run = self._named_selection()
         if run is not None:
-            self.app.push_screen(RunDetailScreen(self.client, self.clock, run["name"], follow))
+            self.app.push_screen(RunDetailScreen(self.client, self.clock, run.name, follow))
 
     def action_logs(self) -> None:
         self.action_details(follow=True)
@@ -309,7 +309,7 @@ class MainScreen(Screen[None]):
 
         run = self._named_selection()
         if run is not None:
-            limit = self.max_priority(run.get("workspace"))
+            limit = self.max_priority(run.workspace)
             self.app.push_screen(PriorityScreen(self.client, run, limit))
 
     def action_delete(self) -> None:
@@ -318,11 +318,11 @@ class MainScreen(Screen[None]):
         run = self._named_selection()
         if run is None:
             return
-        name = run["name"]
-        live = run.get("state") in ("Running", "Starting", "Stopping")
+        name = run.name
+        live = run.state in ("Running", "Starting", "Stopping")
         grace = self.status.get("stop_grace_seconds", 30)
         detail = (
-            f"It is {run['state'].lower()}: SIGTERM now, SIGKILL after {grace:g} s."
+            f"It is {run.state.lower()}: SIGTERM now, SIGKILL after {grace:g} s."
             if live
             else "It is queued: it is cancelled at once."
         )

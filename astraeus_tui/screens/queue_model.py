@@ -38,8 +38,8 @@ class Batch:
 
     def add_change(self, upsert: Iterable[Run], remove: Iterable[str], at: float) -> None:
         for run in upsert:
-            self.upsert[run["id"]] = run
-            self.remove.discard(run["id"])
+            self.upsert[run.id] = run
+            self.remove.discard(run.id)
         for rid in remove:
             self.upsert.pop(rid, None)
             self.remove.add(rid)
@@ -86,7 +86,7 @@ class QueueModel:
     def apply(self, batch: Batch) -> Diff:
         diff = Diff()
         if batch.snapshot is not None:
-            fresh = {r["id"]: r for r in batch.snapshot}
+            fresh = {r.id: r for r in batch.snapshot}
             diff.removed = set(self.runs) - set(fresh)
             for rid in diff.removed:
                 self._forget(rid)
@@ -103,30 +103,30 @@ class QueueModel:
 
     def _upsert(self, runs: Iterable[Run], at: float, diff: Diff) -> None:
         for run in runs:
-            rid = run["id"]
+            rid = run.id
             old = self.runs.get(rid)
             if old == run:
                 continue
             (diff.changed if old is not None else diff.added).add(rid)
-            if old is not None and old.get("started_at") != run.get("started_at"):
+            if old is not None and old.started_at != run.started_at:
                 self.backfilled.discard(rid)  # a new attempt: not known to be backfilled yet
             self.runs[rid] = run
             self.received[rid] = at
-            if old is not None and all(old.get(k) == run.get(k) for k in CELL_KEYS):
+            if old is not None and all(getattr(old, k) == getattr(run, k) for k in CELL_KEYS):
                 self._marks_only.add(rid)  # only its mark may change: keep the other cells
             else:
                 self._cells.pop(rid, None)
             self._hay.pop(rid, None)
             self._keys[rid] = _order(run)
-            if run.get("state") in ACTIVE_STATES:
+            if run.state in ACTIVE_STATES:
                 self._active.add(rid)
             else:
                 self._active.discard(rid)
-            if run.get("state") == "Queued":
+            if run.state == "Queued":
                 self._queued.add(rid)
             else:
                 self._queued.discard(rid)
-            if run.get("head"):
+            if run.head:
                 self._head = rid
             elif self._head == rid:
                 self._head = None
@@ -153,10 +153,10 @@ class QueueModel:
 
     def active(self) -> list[Run]:
         runs = [self.runs[rid] for rid in self._active]
-        return sorted(runs, key=lambda r: (r.get("started_at") or "", r["id"]))
+        return sorted(runs, key=lambda r: (r.started_at or "", r.id))
 
     def victims(self) -> list[Run]:
-        return [r for r in self.active() if r.get("state") == "Stopping" and r.get("stopping_for")]
+        return [r for r in self.active() if r.state == "Stopping" and r.stopping_for]
 
     def waiting(self, n: int) -> list[Run]:
         """The first ``n`` queued runs, in the planner's order."""
@@ -172,8 +172,8 @@ class QueueModel:
         out: dict[str, str | None] = {}
         for rid in sorted(diff.added | diff.changed):
             run = self.runs[rid]
-            started = run.get("started_at")
-            live = run.get("state") in ("Starting", "Running") and run.get("visible", True)
+            started = run.started_at
+            live = run.state in ("Starting", "Running") and run.visible
             if live and self.checked.get(rid, "?") != started:
                 self.checked[rid] = out[rid] = started
         return out
@@ -181,7 +181,7 @@ class QueueModel:
     def mark_started(self, rid: str, started_at: str | None, backfilled: bool) -> bool:
         """Record how ``rid`` started; False when that start is no longer its latest."""
         run = self.runs.get(rid)
-        if run is None or run.get("started_at") != started_at:
+        if run is None or run.started_at != started_at:
             return False
         self._cells.pop(rid, None)
         if backfilled:
@@ -194,7 +194,7 @@ class QueueModel:
         found = self._hay.get(rid)
         if found is None:
             run = self.runs[rid]
-            words = (str(run.get(k) or "") for k in ("name", "workspace", "state", "reason"))
+            words = (str(getattr(run, k) or "") for k in ("name", "workspace", "state", "reason"))
             found = self._hay[rid] = " ".join(words).lower()
         return found
 
@@ -203,8 +203,8 @@ class QueueModel:
         ids: Iterable[str] = self.runs
         if f.workspace is not None or f.state is not None:
             ws, state, runs = f.workspace, f.state, self.runs
-            ids = [i for i in ids if (ws is None or runs[i].get("workspace") == ws)
-                   and (state is None or runs[i].get("state") == state)]  # fmt: skip
+            ids = [i for i in ids if (ws is None or runs[i].workspace == ws)
+                   and (state is None or runs[i].state == state)]  # fmt: skip
         if f.search:
             needle, hay = f.search.lower(), self.haystack
             ids = [i for i in ids if needle in hay(i)]
@@ -212,17 +212,17 @@ class QueueModel:
         sort = self.filters.sort
         runs, keys = self.runs, self._keys
         if sort == "priority":
-            ids.sort(key=lambda i: (-runs[i]["priority"], keys[i]))
+            ids.sort(key=lambda i: (-runs[i].priority, keys[i]))
         elif sort == "age":
-            ids.sort(key=lambda i: (runs[i].get("submitted_at") or "", i))
+            ids.sort(key=lambda i: (runs[i].submitted_at or "", i))
         elif sort in ("name", "workspace", "state"):
-            ids.sort(key=lambda i: (str(runs[i].get(sort) or ""), keys[i]))
+            ids.sort(key=lambda i: (str(getattr(runs[i], sort) or ""), keys[i]))
         else:
             ids.sort(key=keys.__getitem__)
         return ids
 
     def workspaces(self) -> list[str]:
-        return sorted({r.get("workspace") or "" for r in self.runs.values()})
+        return sorted({r.workspace or "" for r in self.runs.values()})
 
     # ------------------------------------------------------------ rows
 
@@ -245,19 +245,19 @@ class QueueModel:
     def _render(self, rid: str, now: float) -> tuple[Text, ...]:
         run = self.runs[rid]
         dim = "dim" if over_quota(run) else ""
-        held, asked = len(run.get("gpus") or []), run.get("gpus_requested", 0)
-        limit = run.get("time_limit_seconds")
+        held, asked = len(run.gpus or []), run.gpus_requested
+        limit = run.time_limit_seconds
         values = (
             self._mark(run),
-            Text(run.get("name") or rid, style="bold" if run.get("head") else ""),
-            Text(run.get("workspace") or ""),
-            Text(str(run.get("priority", 0)), justify="right"),
-            Text(run.get("state") or "", style=STATE_STYLE.get(run.get("state") or "", "")),
+            Text(run.name or rid, style="bold" if run.head else ""),
+            Text(run.workspace or ""),
+            Text(str(run.priority), justify="right"),
+            Text(run.state or "", style=STATE_STYLE.get(run.state or "", "")),
             Text(f"{asked}/{held}", justify="right"),
             Text(compact(limit) if limit else "none", justify="right"),
             self.age_cell(rid, now),
             self._start(run, now),
-            Text(run.get("reason") or "", style="" if dim else "grey70"),
+            Text(run.reason or "", style="" if dim else "grey70"),
         )
         if dim:
             for cell in values:
@@ -283,40 +283,40 @@ class QueueModel:
     def _start(self, run: Run, now: float) -> Text:
         """When a waiting run starts at the latest; ``?`` when no estimate exists."""
         label = start_label(run, now)
-        style = "bold yellow" if run.get("head") else "grey50" if label == "?" else ""
+        style = "bold yellow" if run.head else "grey50" if label == "?" else ""
         return Text(label, justify="right", style=style)
 
     def _mark(self, run: Run) -> Text:
-        position = run.get("position")
-        pos = "" if position is None or run.get("state") != "Queued" else str(position)
-        if run.get("head"):
+        position = run.position
+        pos = "" if position is None or run.state != "Queued" else str(position)
+        if run.head:
             return Text(f"▶{pos:>3}", style="bold yellow")
-        if run["id"] in self.backfilled and run.get("state") in ACTIVE_STATES:
+        if run.id in self.backfilled and run.state in ACTIVE_STATES:
             return Text("↪ bf", style="cyan")
-        if run.get("paused"):
+        if run.paused:
             return Text(f"⏸{pos:>3}", style="magenta")
-        if run.get("state") == "Stopping":
+        if run.state == "Stopping":
             return Text("■", style="red")
-        if run.get("state") in ACTIVE_STATES:
+        if run.state in ACTIVE_STATES:
             return Text("●", style="green")
         return Text(f"{pos:>4}", style="grey50")
 
 
 def _order(run: Run) -> tuple[int, int, str, str]:
     """Running work first (as the API lists it), then the planner's order."""
-    active = run.get("state") in ACTIVE_STATES
-    position = run.get("position")
+    active = run.state in ACTIVE_STATES
+    position = run.position
     return (
         0 if active else 1,
         FAR if position is None else position,
-        run.get("started_at") or run.get("submitted_at") or "",
-        run["id"],
+        run.started_at or run.submitted_at or "",
+        run.id,
     )
 
 
 def age(run: Run, now: float) -> str:
     """Minutes at least: the column is refreshed every AGE_EVERY seconds, not every second."""
-    submitted = epoch(run.get("submitted_at"))
+    submitted = epoch(run.submitted_at)
     if submitted is None:
         return "-"
     return "<1m" if now - submitted < 60 else compact(now - submitted)

@@ -311,7 +311,7 @@ class SubmitScreen(ModalScreen[str | None]):
             where = field or CODE_FIELDS.get(e.code) or field_for(e.message)
             self.post_message(self.Refused(where, str(e)))
             return
-        self.post_message(self.Submitted(str(run.get("name"))))
+        self.post_message(self.Submitted(str(run.name)))
 
     def on_submit_screen_submitted(self, message: Submitted) -> None:
         self.dismiss(message.name)

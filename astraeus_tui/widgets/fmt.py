@@ -10,8 +10,7 @@ from typing import Any
 from rich.text import Text
 
 from astraeus_tui.when import epoch, utc_clock
-
-Run = dict[str, Any]  # a run object as the API returns it (docs/api.md)
+from runner.schema import Run as Run  # a run object as the API returns it (docs/api.md)
 
 ACTIVE_STATES = ("Running", "Starting", "Stopping")
 QUOTA_CODES = ("QUOTA_WAIT", "QUOTA_OVER")  # a run's reason_code while over its quota
@@ -76,15 +75,15 @@ def bar(fraction: float | None, width: int, style: str = "green") -> Text:
 
 def over_quota(run: Run) -> bool:
     """Waits for its namespace's quota, and only for it (a paused run waits to run again)."""
-    queued = run.get("state") == "Queued" and not run.get("paused")
-    return queued and run.get("reason_code") in QUOTA_CODES
+    queued = run.state == "Queued" and not run.paused
+    return queued and run.reason_code in QUOTA_CODES
 
 
 def head_message(run: Run) -> str:
     """The head's own sentence, without the `Preempted …; waiting to run again.` prefix
     the reason of a paused run starts with."""
-    text = run.get("reason") or ""
-    prefix = preempted_prefix(text) if run.get("paused") else ""
+    text = run.reason or ""
+    prefix = preempted_prefix(text) if run.paused else ""
     if not prefix:
         return text
     return text[len(prefix) :].lstrip(" ") or text

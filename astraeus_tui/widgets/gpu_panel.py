@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -12,45 +10,46 @@ from textual.widget import Widget
 
 from astraeus_tui.widgets import css_beside
 from astraeus_tui.widgets.fmt import bar, gib
+from runner.schema import Gpu, GpuList
 
 UTIL_BAR = 6
 MEM_BAR = 5
 
 
-def holder(gpu: dict[str, Any]) -> Text:
-    held = gpu.get("holder")
+def holder(gpu: Gpu) -> Text:
+    held = gpu.holder
     if held:
-        state = held.get("state")
+        state = held.state
         style = {"Stopping": "red", "Starting": "cyan"}.get(state or "", "green")
-        text = Text(str(held.get("run")), style=style)
+        text = Text(str(held.run), style=style)
         if state in ("Stopping", "Starting"):
             text.append(f" ({state.lower()})", style="dim")
         return text
-    if gpu.get("foreign_pids"):
-        pids = ",".join(str(p) for p in gpu["foreign_pids"][:3])
+    if gpu.foreign_pids:
+        pids = ",".join(str(p) for p in gpu.foreign_pids[:3])
         return Text(f"foreign process (pid {pids})", style="bold red")
-    if gpu.get("held_for"):
-        return Text(f"held for {gpu['held_for']}", style="yellow")
+    if gpu.held_for:
+        return Text(f"held for {gpu.held_for}", style="yellow")
     return Text("free", style="dim green")
 
 
-def gpu_row(gpu: dict[str, Any]) -> tuple[Text, ...]:
+def gpu_row(gpu: Gpu) -> tuple[Text, ...]:
     """Index, utilisation, memory, temperature, holder; a simulated GPU has no readings."""
-    index = Text(str(gpu.get("index")), style="bold")
-    if gpu.get("remote"):  # a front for Slurm: the GPU is on a node, read by no one here
+    index = Text(str(gpu.index), style="bold")
+    if gpu.remote:  # a front for Slurm: the GPU is on a node, read by no one here
         util_text = Text("node", style="cyan")
         mem_text = Text("--", style="dim")
-    elif gpu.get("simulated"):
+    elif gpu.simulated:
         util_text = Text("sim", style="magenta")
-        mem_text = Text(gib(gpu.get("memory_total")), style="dim")
+        mem_text = Text(gib(gpu.memory_total), style="dim")
     else:
-        util = gpu.get("utilization")
-        used, total = gpu.get("memory_used"), gpu.get("memory_total")
+        util = gpu.utilization
+        used, total = gpu.memory_used, gpu.memory_total
         util_text = bar(None if util is None else util / 100, UTIL_BAR, "green")
         util_text.append(" --%" if util is None else f"{util:>3}%")
         mem_text = bar(used / total if used is not None and total else None, MEM_BAR, "blue")
         mem_text.append(f" {gib(used)}")
-    temp = gpu.get("temperature")
+    temp = gpu.temperature
     temp_text = Text("--" if temp is None else f"{temp}°", style="red" if (temp or 0) >= 80 else "")
     return index, util_text, mem_text, temp_text, holder(gpu)
 
@@ -58,17 +57,17 @@ def gpu_row(gpu: dict[str, Any]) -> tuple[Text, ...]:
 class GpuPanel(Widget):
     DEFAULT_CSS = css_beside(__file__)
 
-    gpus: reactive[dict[str, Any] | None] = reactive(None)
+    gpus: reactive[GpuList | None] = reactive(None)
 
-    def watch_gpus(self, gpus: dict[str, Any] | None) -> None:
-        rows = (gpus or {}).get("gpus") or []
-        source = str((gpus or {}).get("source") or "")
-        kind = "simulated" if (gpus or {}).get("simulated") else "NVML"
+    def watch_gpus(self, gpus: GpuList | None) -> None:
+        rows = gpus.gpus if gpus is not None else []
+        source = gpus.source if gpus is not None else ""
+        kind = "simulated" if gpus is not None and gpus.simulated else "NVML"
         kind = "Slurm" if source.startswith("slurm") else kind
         self.border_title = f"GPUs · {len(rows)} {kind}" if gpus else "GPUs"
 
     def render(self) -> RenderableType:
-        rows = (self.gpus or {}).get("gpus")
+        rows = self.gpus.gpus if self.gpus is not None else None
         if self.gpus is None:
             return Text("waiting for the daemon…", style="dim")
         if not rows:

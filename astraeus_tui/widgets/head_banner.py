@@ -22,10 +22,10 @@ class HeadBanner(Widget):
     stop_left: reactive[float | None] = reactive(None)  # grace left of the victims, if any
 
     def when(self, head: Run) -> Text:
-        preempting = head.get("reason_code") in ("PREEMPTING", "STARTING")
+        preempting = head.reason_code in ("PREEMPTING", "STARTING")
         if self.stop_left is not None and preempting:
             return Text(f"starts as victims stop · ≤ {self.stop_left:.0f} s", style="bold red")
-        shadow = epoch(head.get("starts_by"))
+        shadow = epoch(head.starts_by)
         if shadow is None:
             return Text("start time unknown", style="yellow")
         return Text.assemble(
@@ -46,11 +46,11 @@ class HeadBanner(Widget):
         title.add_column(no_wrap=True)
         title.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         title.add_column(justify="right", no_wrap=True)
-        gpus = head.get("gpus_requested", 0)
-        about = f"  {head.get('workspace')} · priority {head.get('priority')} · {gpus} GPU(s)"
+        gpus = head.gpus_requested
+        about = f"  {head.workspace} · priority {head.priority} · {gpus} GPU(s)"
         title.add_row(
             Text(" ▶ HEAD ", style="bold reverse yellow"),
-            Text.assemble((head.get("name") or "?", "bold"), (about, "dim")),
+            Text.assemble((head.name or "?", "bold"), (about, "dim")),
             self.when(head),
         )
         reason = Text(head_message(head), style="yellow")

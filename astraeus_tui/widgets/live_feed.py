@@ -25,6 +25,7 @@ from textual.widget import Widget
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.screens.queue_model import Batch
+from runner.schema import Change, GpuList, Run, Snapshot
 
 GPU_EVERY = 2.0
 MACHINE_EVERY = 5.0
@@ -41,7 +42,7 @@ class LiveFeed(Widget):
             return isinstance(message, LiveFeed.RunsChanged)
 
     class Gpus(Message):
-        def __init__(self, gpus: dict[str, Any]) -> None:
+        def __init__(self, gpus: GpuList) -> None:
             super().__init__()
             self.gpus = gpus
 
@@ -110,25 +111,25 @@ class LiveFeed(Widget):
             self.post_message(self.Connection(False, error))
             await asyncio.sleep(RETRY_EVERY)
 
-    def _take(self, event: str, data: dict[str, Any]) -> None:
+    def _take(self, event: str, data: Snapshot | Change) -> None:
         at = self.clock()
-        if event == "snapshot":
-            self._batch = Batch(snapshot=list(data.get("runs", [])), at=at)
+        if isinstance(data, Snapshot):
+            self._batch = Batch(snapshot=list(data.runs), at=at)
             self._backfilled.clear()
             self._note_backfilled(self._batch.snapshot or ())
             self.post_message(self.Connection(True))
-        elif event == "change":
-            self._batch.add_change(data.get("upsert", []), data.get("remove", []), at)
-            self._note_backfilled(data.get("upsert", []))
-            for rid in data.get("remove", []):
+        elif isinstance(data, Change):
+            self._batch.add_change(data.upsert, data.remove, at)
+            self._note_backfilled(data.upsert)
+            for rid in data.remove:
                 self._backfilled.pop(rid, None)
         else:
             return
         self.post_message(self.RunsChanged())
 
-    def _note_backfilled(self, runs: Iterable[dict[str, Any]]) -> None:
+    def _note_backfilled(self, runs: Iterable[Run]) -> None:
         for run in runs:
-            self._backfilled[run["id"]] = bool(run.get("backfilled"))
+            self._backfilled[run.id] = bool(run.backfilled)
 
     @work(exclusive=True, group="gpus", exit_on_error=False)
     async def poll_gpus(self) -> None:

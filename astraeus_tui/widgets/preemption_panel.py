@@ -35,11 +35,11 @@ class PreemptionPanel(Widget):
 
     def left(self, run: Run) -> float | None:
         """Seconds of grace left, counted down from when the daemon last said."""
-        told = run.get("stop_grace_left_seconds")
+        told = run.stop_grace_left_seconds
         if told is None:
             return None
         told = float(told)
-        elapsed = self.now - self.received.get(run["id"], self.now)
+        elapsed = self.now - self.received.get(run.id, self.now)
         return max(0.0, told - max(0.0, elapsed))
 
     def render(self) -> RenderableType:
@@ -53,11 +53,11 @@ class PreemptionPanel(Widget):
             left = self.left(run)
             total = max(self.grace, left or 0.0, 1.0)
             grid.add_row(
-                Text("■ " + str(run.get("name")), style="bold red"),
+                Text("■ " + str(run.name), style="bold red"),
                 Text.assemble(
-                    (f"{run.get('workspace')} · prio {run.get('priority')}", "dim"),
+                    (f"{run.workspace} · prio {run.priority}", "dim"),
                     ("  → making room for ", ""),
-                    (str(run.get("stopping_for")), "bold yellow"),
+                    (str(run.stopping_for), "bold yellow"),
                 ),
                 Text("stopping" if left is None else f"SIGKILL in {left:.0f} s", style="red"),
                 bar(None if left is None else left / total, width, "red"),

@@ -23,18 +23,18 @@ class ReasonLine(Widget):
         if run is None:
             return Text("")
         text = Text(overflow="ellipsis")
-        text.append(run.get("name") or "?", style="bold")
-        if run.get("paused"):
-            text.append(f"  {run['paused']}.", style="magenta")
-        return text.append("  " + (run.get("reason") or self.running(run)))
+        text.append(run.name or "?", style="bold")
+        if run.paused:
+            text.append(f"  {run.paused}.", style="magenta")
+        return text.append("  " + (run.reason or self.running(run)))
 
     def running(self, run: Run) -> str:
         """What a run without a reason is doing: since when, where, until when at most."""
-        state = str(run.get("state") or "")
-        started, limit = epoch(run.get("started_at")), run.get("time_limit_seconds")
+        state = str(run.state or "")
+        started, limit = epoch(run.started_at), run.time_limit_seconds
         if state != "Running" or started is None:
             return state
-        gpus = ",".join(map(str, run.get("gpus") or [])) or "no GPU"
+        gpus = ",".join(map(str, run.gpus or [])) or "no GPU"
         line = f"Running since {utc_clock(started)} UTC on GPU {gpus}"
         if limit:
             line += f"; its time limit ends it by {utc_clock(started + limit, seconds=False)} UTC"

@@ -62,18 +62,18 @@ class Timeline(Widget):
     def ends(self) -> list[tuple[Run, float | None]]:
         out = []
         for run in self.running:
-            started, limit = epoch(run.get("started_at")), run.get("time_limit_seconds")
+            started, limit = epoch(run.started_at), run.time_limit_seconds
             end = started + limit if started is not None and limit else None
-            if run.get("state") == "Stopping" and run.get("stop_grace_left_seconds") is not None:
-                end = self.now + float(run["stop_grace_left_seconds"])
+            if run.state == "Stopping" and run.stop_grace_left_seconds is not None:
+                end = self.now + float(run.stop_grace_left_seconds)
             out.append((run, end))
-        return sorted(out, key=lambda p: (p[1] is None, p[1] or 0.0, p[0]["id"]))
+        return sorted(out, key=lambda p: (p[1] is None, p[1] or 0.0, p[0].id))
 
     def render(self) -> RenderableType:
         width, height = self.content_region.width, self.content_region.height
         label_w = max(10, min(16, width // 3))
         chart_w = max(10, width - label_w - 1)
-        shadow = epoch((self.head or {}).get("starts_by"))
+        shadow = epoch(self.head.starts_by if self.head is not None else None)
         ends = self.ends()
         spans = [e - self.now for _, e in ends if e is not None]
         total = horizon(spans, None if shadow is None else max(0.0, shadow - self.now))
@@ -125,8 +125,8 @@ class Timeline(Widget):
         self, run: Run, end: float | None, label_w: int, chart_w: int,
         col: Callable[[float], int], mark: int | None, total: float,
     ) -> Text:  # fmt: skip
-        style = BAR_STYLE.get(run.get("state") or "", "green")
-        if run["id"] in self.backfilled and run.get("state") == "Running":
+        style = BAR_STYLE.get(run.state or "", "green")
+        if run.id in self.backfilled and run.state == "Running":
             style = "cyan"
         stop = chart_w - 1 if end is None else col(end)
         cells: list[Cell] = [("█", style)] * (stop + 1) + [("·", "grey30")] * (chart_w - stop - 1)
@@ -134,7 +134,7 @@ class Timeline(Widget):
             cells[-1] = ("»", style)
         if mark is not None:
             cells[mark] = ("┃", MARK)
-        name = str(run.get("name"))[:label_w].ljust(label_w)
+        name = str(run.name)[:label_w].ljust(label_w)
         return Text(name + " ", style="bold" if style != "green" else "").append_text(_join(cells))
 
     def _queued_row(
@@ -145,8 +145,8 @@ class Timeline(Widget):
         cells: list[Cell] = [("·", "grey30")] * chart_w
         if mark is not None:
             cells[mark] = ("┃", MARK)
-        at, when = epoch(run.get("starts_by")), start_label(run, self.now)
-        style = MARK if run.get("head") else "bold"
+        at, when = epoch(run.starts_by), start_label(run, self.now)
+        style = MARK if run.head else "bold"
         if at is None:
             _write(cells, 0, "? start not known", "grey50")
         else:
@@ -156,8 +156,8 @@ class Timeline(Widget):
                 _write(cells, x + 1, f" {when}", style)
             elif x >= len(when) + 1:  # or before it
                 _write(cells, x - len(when) - 1, f"{when} ", style)
-        name = str(run.get("name"))[:label_w].ljust(label_w)
-        return Text(name + " ", style="bold" if run.get("head") else "").append_text(_join(cells))
+        name = str(run.name)[:label_w].ljust(label_w)
+        return Text(name + " ", style="bold" if run.head else "").append_text(_join(cells))
 
     def _window_row(self, label_w: int, chart_w: int, mark: int) -> Text:
         """Free GPUs until the shadow time: what a run that ends by then may use."""

@@ -100,10 +100,10 @@ def test_a_stream_is_not_idle(quick: Served) -> None:
     client = Client(quick.socket, timeout=WAIT)
     client.submit(spec("before", ["true"], gpus=5))  # 5 GPUs of 2: it never starts
     events = client.events(follow=True)
-    assert next(events)["run"] == "before"
+    assert next(events).run == "before"
     assert until_closed(connect(quick)) == b""  # an idle connection's time has passed
     client.submit(spec("after", ["true"], gpus=5))
-    assert any(e["run"] == "after" for e in events)
+    assert any(e.run == "after" for e in events)
 
 
 # ------------------------------------------------- one user's connections

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -77,9 +78,9 @@ def follower(entry: pwd.struct_passwd, socket: Path, until: str) -> Callable[[],
             seen: list[Any] = []
             for e in Client(socket, timeout=120).events(follow=True):
                 seen.append(e)
-                if e["run"] == until:
+                if e.run == until:
                     break
-            os.write(write, json.dumps(seen).encode())
+            os.write(write, json.dumps(msgspec.to_builtins(seen)).encode())
         finally:
             os._exit(0)
     os.close(write)

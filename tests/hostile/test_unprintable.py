@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from astraeus_tui.cli.tables import print_runs
 from astraeus_tui.client import ApiError, Client
+from runner.schema import Run
 from tests.hostile.helpers import db_state
 from tests.integration.served import Served
 
@@ -89,7 +91,7 @@ def test_ls_prints_a_reason_escaped_and_not_as_markup(
     run = {"name": "r", "workspace": "vision", "priority": 0, "state": "Failed", "gpus": [],
            "gpus_requested": 0, "head": False, "position": None, "submitted_at": None,
            "reason": f"[bold red]Could not start[/bold red]: {HOSTILE}"}  # fmt: skip
-    print_runs([run])
+    print_runs([msgspec.convert(dict(run, id="r"), Run)])
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "[bold red]Could not start[/bold red]: \\x1b]0;pwned\\x07\\x1b[2J" in out

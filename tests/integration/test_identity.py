@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from astraeus_tui.client import ApiError, Client
@@ -66,7 +67,7 @@ def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any
             result = {"error": str(e)}
         except BaseException as e:
             result = {"error": f"{type(e).__name__}: {e}"}
-        os.write(write, json.dumps(result, default=str).encode())
+        os.write(write, json.dumps(msgspec.to_builtins(result), default=str).encode())
         os._exit(0)
     os.close(write)
     chunks = []

@@ -64,13 +64,13 @@ def test_a_sweep_of_1000_over_a_60_kib_template_keeps_the_template_once(
     size = state_size(lab.home)
     assert size < 20 * 1024 * 1024, f"state.db and its WAL take {size} bytes"
     shown = client.show("wide-737")
-    task = shown["spec"]["spec"]["task_template"]
+    task = shown.spec["spec"]["task_template"]
     assert task["args"] == ["737", "x" * 60_000]  # its own values, the template's rest
     assert task["env"]["I"] == task["env"]["ASTRAEUS_SWEEP_INDEX"] == "737"
-    assert shown["state"] == "Queued"
+    assert shown.state == "Queued"
     client.delete_group("wide")  # its runs are cancelled, kept: their spec with them
-    wait_for(lambda: client.show("wide-3")["state"] == "Cancelled")
-    assert client.show("wide-3")["spec"]["spec"]["task_template"]["args"][0] == "3"
+    wait_for(lambda: client.show("wide-3").state == "Cancelled")
+    assert client.show("wide-3").spec["spec"]["task_template"]["args"][0] == "3"
     for i in range(1000):
         client.delete(f"wide-{i}")  # forgotten: the template goes with the last one
     assert db_state(lab.home)["templates"] == []

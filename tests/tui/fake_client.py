@@ -4,7 +4,9 @@
 ``tests/tui/fixtures/`` (made by ``python -m tests.tui.record_fixtures``):
 the change stream gives the recorded snapshot, then the recorded changes, then
 waits. Writes (submit, priority, delete) are kept in ``calls`` and answered as
-the fixture says, or with a plain success.
+the fixture says, or with a plain success. Run, group, event and GPU objects are
+decoded through the daemon's schema (runner/schema.py) as the real client decodes
+them, so a fixture that no longer matches it fails here, loudly.
 """
 
 from __future__ import annotations
@@ -13,9 +15,15 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from astraeus_tui.client import ApiError
+from runner.model import RunState
+from runner.schema import Change, Event, GpuList, Group, GroupDetail, Run, RunDetail, Snapshot
+
+T = TypeVar("T")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -25,11 +33,37 @@ def load_fixture(name: str) -> dict[str, Any]:
     return data
 
 
+def typed(kind: type[T], data: object) -> T:
+    """``data`` (a fixture's JSON) as the client decodes it; a Struct passes as it is."""
+    return data if isinstance(data, kind) else msgspec.convert(data, kind)
+
+
+def as_runs(runs: Sequence[Run | dict[str, Any]]) -> list[Run]:
+    return [typed(Run, r) for r in runs]
+
+
+def _minimal(name: str) -> Run:
+    """A plain success's run object: only what the dashboard reads back of it."""
+    return Run(id=name, name=name, workspace="?", state=RunState.QUEUED)
+
+
 class FakeClient:
     def __init__(self, fixture: dict[str, Any] | str) -> None:
         self.data = load_fixture(fixture) if isinstance(fixture, str) else fixture
         self.calls: list[tuple[str, Any]] = []
-        self.changes_queue: asyncio.Queue[dict[str, Any]] | None = None
+        self.changes_queue: asyncio.Queue[Change] | None = None
+        self.snapshot = Snapshot(version=1, runs=as_runs(self.data["snapshot"]))
+        self.recorded = [typed(Change, c) for c in self.data.get("changes", [])]
+        self.details = {n: typed(RunDetail, r) for n, r in self.data.get("runs", {}).items()}
+        self.event_log = {
+            n: [typed(Event, e) for e in events]
+            for n, events in self.data.get("events", {}).items()
+        }
+        self.gpu_list = typed(GpuList, self.data["gpus"]) if "gpus" in self.data else GpuList()
+        self.group_list = [typed(Group, g) for g in self.data.get("groups", [])]
+        self.group_details = {
+            n: typed(GroupDetail, g) for n, g in self.data.get("group", {}).items()
+        }
 
     @property
     def now(self) -> float:
@@ -42,32 +76,33 @@ class FakeClient:
     async def close(self) -> None:
         pass
 
-    async def changes(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        yield "snapshot", {"version": 1, "runs": self.data["snapshot"]}
-        for change in self.data.get("changes", []):
+    async def changes(self) -> AsyncIterator[tuple[str, Snapshot | Change]]:
+        yield "snapshot", self.snapshot
+        for change in self.recorded:
             yield "change", change
         self.changes_queue = asyncio.Queue()
         while True:  # later changes, as a test pushes them
             yield "change", await self.changes_queue.get()
 
-    def push(self, upsert: list[dict[str, Any]], remove: Sequence[str] = ()) -> None:
+    def push(self, upsert: Sequence[Run | dict[str, Any]], remove: Sequence[str] = ()) -> None:
         assert self.changes_queue is not None, "the dashboard has not opened the stream yet"
-        self.changes_queue.put_nowait({"version": 0, "upsert": upsert, "remove": list(remove)})
+        self.changes_queue.put_nowait(
+            Change(version=0, upsert=as_runs(upsert), remove=list(remove))
+        )
 
     async def status(self) -> dict[str, Any]:
         return dict(self.data["status"])
 
-    async def gpus(self) -> dict[str, Any]:
-        return dict(self.data["gpus"])
+    async def gpus(self) -> GpuList:
+        return self.gpu_list
 
     async def workspaces(self) -> list[dict[str, Any]]:
         return list(self.data["workspaces"])
 
-    async def show(self, name: str) -> dict[str, Any]:
-        runs = self.data.get("runs", {})
-        if name not in runs:
+    async def show(self, name: str) -> RunDetail:
+        if name not in self.details:
             raise ApiError(404, "NOT_FOUND", f"no run {name}")
-        return dict(runs[name])
+        return self.details[name]
 
     async def why(self, name: str) -> dict[str, Any]:
         if name not in self.data.get("runs", {}):
@@ -78,9 +113,8 @@ class FakeClient:
         }  # fmt: skip
         return dict(answer)
 
-    async def events(self, run: str | None = None) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.data.get("events", {}).get(run or "", [])
-        return events
+    async def events(self, run: str | None = None) -> list[Event]:
+        return list(self.event_log.get(run or "", []))
 
     async def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
         for line in self.data.get("logs", {}).get(name, "").splitlines(keepends=True)[-tail:]:
@@ -88,16 +122,16 @@ class FakeClient:
         if follow:
             await asyncio.Event().wait()
 
-    async def _answer(self, call: str, arg: Any, default: dict[str, Any]) -> dict[str, Any]:
+    async def _answer(self, call: str, arg: Any, default: T) -> T:
         self.calls.append((call, arg))
         error = self.data.get("errors", {}).get(call)
         if error:
             raise ApiError(error["status"], error["code"], error["message"])
         return default
 
-    async def submit(self, document: object) -> dict[str, Any]:
+    async def submit(self, document: object) -> Run:
         name = document["metadata"]["name"] if isinstance(document, dict) else "?"
-        return await self._answer("submit", document, {"name": name})
+        return await self._answer("submit", document, _minimal(name))
 
     async def preview(self, document: object) -> dict[str, Any]:
         name = document["metadata"]["name"] if isinstance(document, dict) else "?"
@@ -108,24 +142,24 @@ class FakeClient:
         }  # fmt: skip
         return await self._answer("preview", document, self.data.get("preview") or default)
 
-    async def submit_text(self, text: str, content_type: str) -> dict[str, Any]:
-        return await self._answer("submit_text", text, {"name": "?"})
+    async def submit_text(self, text: str, content_type: str) -> Run:
+        return await self._answer("submit_text", text, _minimal("?"))
 
-    async def set_priority(self, name: str, priority: int) -> dict[str, Any]:
-        return await self._answer("set_priority", (name, priority), {"name": name})
+    async def set_priority(self, name: str, priority: int) -> Run:
+        return await self._answer("set_priority", (name, priority), _minimal(name))
 
     async def delete(self, name: str) -> dict[str, Any]:
         return await self._answer("delete", name, {"name": name, "outcome": "cancelled"})
 
-    async def groups(self) -> list[dict[str, Any]]:
-        return list(self.data.get("groups", []))
+    async def groups(self) -> list[Group]:
+        return list(self.group_list)
 
-    async def group(self, name: str) -> dict[str, Any]:
-        if name not in self.data.get("group", {}):
+    async def group(self, name: str) -> GroupDetail:
+        if name not in self.group_details:
             raise ApiError(404, "NOT_FOUND", f"no group {name}")
-        return dict(self.data["group"][name])
+        return self.group_details[name]
 
-    async def change_group(self, name: str, change: dict[str, Any]) -> dict[str, Any]:
+    async def change_group(self, name: str, change: dict[str, Any]) -> Group:
         return await self._answer("change_group", (name, change), await self.group(name))
 
     async def delete_group(self, name: str) -> dict[str, Any]:

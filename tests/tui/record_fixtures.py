@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from astraeus_tui.client import Client
 from runner.api.views import iso as iso_utc
 from runner.spec.groups import next_fire
@@ -92,8 +94,9 @@ class Shift:
 def record(client: Client, name: str, home: Path) -> None:
     at = time.time()
     runs = client.runs()
-    named = [r["name"] for r in runs if r.get("visible")]
-    data = {
+    named = [r.name for r in runs if r.visible]
+    groups = client.groups()
+    answers = {
         "now": at,
         "status": client.status(),
         "gpus": client.gpus(),
@@ -102,9 +105,10 @@ def record(client: Client, name: str, home: Path) -> None:
         "runs": {n: client.show(n) for n in named},
         "events": {n: list(client.events(n)) for n in named},
         "logs": {n: b"".join(client.logs(n, tail=200)).decode() for n in named},
-        "groups": client.groups(),
+        "groups": groups,
+        "group": {g.name: client.group(g.name) for g in groups},
     }
-    data["group"] = {g["name"]: client.group(g["name"]) for g in data["groups"]}
+    data: dict[str, Any] = msgspec.to_builtins(answers)  # the Structs as the daemon sent them
     shift = Shift(at)
     data = shift(data)
     data["now"] = at + shift.delta
@@ -117,7 +121,7 @@ def record(client: Client, name: str, home: Path) -> None:
 
 
 def state(client: Client, run: str) -> str:
-    return str(client.show(run)["state"])
+    return str(client.show(run).state)
 
 
 def play(client: Client, home: Path) -> None:
@@ -129,7 +133,7 @@ def play(client: Client, home: Path) -> None:
     client.submit(spec("pretrain-7b", slow_stop(0), gpus=3, limit=7200, workspace="vision"))
     client.submit(spec("sweep-lr", slow_stop(0), gpus=2, workspace="vision"))
     client.submit(spec("nlp-big", slow_stop(0), gpus=2, limit=3600, workspace="nlp"))
-    wait_for(lambda: client.show("pretrain-7b")["head"], 20, "a head")
+    wait_for(lambda: client.show("pretrain-7b").head, 20, "a head")
     time.sleep(0.5)
     record(client, "head", home)
     client.submit(spec("quick-test", slow_stop(0), gpus=1, limit=600, workspace="vision"))
@@ -164,7 +168,7 @@ def play_slurm(client: Client, home: Path) -> None:
     client.submit(spec("quick-eval", slow_stop(0), gpus=2, limit=60, workspace="vision"))
     client.submit(spec("sweep-lr", slow_stop(0), gpus=2, limit=600, workspace="vision"))
     wait_for(lambda: state(client, "quick-eval") == "Running", 60, "the backfill")
-    wait_for(lambda: client.show("finetune-70b")["head"], 60, "Slurm's head")
+    wait_for(lambda: client.show("finetune-70b").head, 60, "Slurm's head")
     time.sleep(2)
     record(client, "slurm", home)
     for name in ("pretrain-7b", "finetune-70b", "quick-eval", "sweep-lr"):

@@ -24,7 +24,7 @@ def test_the_demo_starts_its_daemon_and_leaves_nothing_behind() -> None:
         demo.start()
         assert demo.client.status()["simulated"]
         demo.client.submit(demo.fine_tune())
-        wait_for(lambda: demo.client.show("ft-lowprio")["state"] == "Running", 20, "the run")
+        wait_for(lambda: demo.client.show("ft-lowprio").state == "Running", 20, "the run")
         meta = next((demo.home / "workers").glob("*/meta.json"))
         wait_for(lambda: json.loads(meta.read_text()).get("child_pgid"), 10, "its process")
         pgid = json.loads(meta.read_text())["child_pgid"]

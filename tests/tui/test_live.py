@@ -16,7 +16,8 @@ from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.header_bar import HeaderBar
 from astraeus_tui.widgets.preemption_panel import PreemptionPanel
 from astraeus_tui.widgets.queue_table import QueueTable
-from tests.tui.fake_client import FakeClient
+from runner.schema import Gpu
+from tests.tui.fake_client import FakeClient, typed
 from tests.tui.helpers import main_screen, plain, until
 
 Scenario = Callable[[Pilot[Any], MainScreen, FakeClient], Coroutine[Any, Any, None]]
@@ -79,7 +80,7 @@ def test_the_grace_counts_down_with_the_clock() -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
         panel = screen.query_one(PreemptionPanel)
         assert panel.display
-        assert [v["name"] for v in panel.victims] == ["ft-lowprio"]
+        assert [v.name for v in panel.victims] == ["ft-lowprio"]
         left = panel.left(panel.victims[0])
         assert left is not None and 5 < left < 8
         clock.now += 3
@@ -124,12 +125,14 @@ def test_a_real_gpu_row_has_bars_and_readings() -> None:
     gpu = {"index": 3, "simulated": False, "utilization": 45, "temperature": 83,
            "memory_used": 40 * 1024**3, "memory_total": 80 * 1024**3,
            "holder": None, "held_for": None, "foreign_pids": [4242]}  # fmt: skip
-    index, util, memory, temp, holder = (t.plain for t in gpu_row(gpu))
+    index, util, memory, temp, holder = (t.plain for t in gpu_row(typed(Gpu, gpu)))
     assert (index, temp, holder) == ("3", "83°", "foreign process (pid 4242)")
     assert util == "██▋░░░ 45%"
     assert memory == "██▌░░ 40G"
-    assert gpu_row(dict(gpu, foreign_pids=[], held_for="big"))[4].plain == "held for big"
-    assert gpu_row(dict(gpu, foreign_pids=[]))[4].plain == "free"
+    assert gpu_row(typed(Gpu, dict(gpu, foreign_pids=[], held_for="big")))[4].plain == (
+        "held for big"
+    )
+    assert gpu_row(typed(Gpu, dict(gpu, foreign_pids=[])))[4].plain == "free"
 
 
 def test_a_reason_with_control_characters_is_drawn_escaped() -> None:

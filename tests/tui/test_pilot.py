@@ -93,7 +93,7 @@ def test_submit_from_the_form(served: Callable[..., Served]) -> None:
         await until(pilot, lambda: "from-form" in screen.model.runs, message="the new run")
         assert pilot.app.screen is screen
         run = client.show("from-form")
-        assert (run["gpus_requested"], run["time_limit_seconds"]) == (2, 3600)
+        assert (run.gpus_requested, run.time_limit_seconds) == (2, 3600)
         await until(pilot, lambda: screen.query_one(QueueTable).selected_key == "from-form")
 
     drive(served, scenario)
@@ -138,7 +138,7 @@ def test_submit_a_spec_file(served: Callable[..., Served], tmp_path: Path) -> No
         await until(pilot, lambda: not button.has_class("-active"), message="the button")
         await pilot.click("#submit-file")
         await until(pilot, lambda: "from-file" in screen.model.runs, message="the new run")
-        assert client.show("from-file")["priority"] == 3
+        assert client.show("from-file").priority == 3
 
     drive(served, scenario)
 
@@ -168,12 +168,12 @@ def test_reprioritise_and_the_403_as_the_daemon_says_it(served: Callable[..., Se
         error = dialog.query_one("#error", Static)
         expected = "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
         await until(pilot, lambda: text(error) == expected, message="the 403")
-        assert client.show("job")["priority"] == 0
+        assert client.show("job").priority == 0
         dialog.query_one(Input).value = "7"
         await pilot.press("enter")
         await until(pilot, lambda: pilot.app.screen is screen, message="the dialog to close")
-        await until(pilot, lambda: screen.model.runs["job"]["priority"] == 7, message="prio 7")
-        assert client.show("job")["priority"] == 7
+        await until(pilot, lambda: screen.model.runs["job"].priority == 7, message="prio 7")
+        assert client.show("job").priority == 7
 
     drive(served, scenario, spec("job", sleeper(), gpus=1, workspace="vision"))
 
@@ -185,13 +185,13 @@ def test_delete_asks_first(served: Callable[..., Served]) -> None:
         await screen_of(pilot, ConfirmScreen)
         await pilot.press("n")
         await until(pilot, lambda: pilot.app.screen is screen)
-        assert client.show("doomed")["state"] in ("Starting", "Running")
+        assert client.show("doomed").state in ("Starting", "Running")
         await pilot.press("d")
         await screen_of(pilot, ConfirmScreen)
         await pilot.press("y")
         await until(pilot, lambda: "doomed" not in screen.model.runs, message="the delete")
         assert "doomed" not in screen.query_one(QueueTable).rows
-        assert client.show("doomed")["state"] == "Cancelled"
+        assert client.show("doomed").state == "Cancelled"
 
     drive(served, scenario, spec("doomed", sleeper(), gpus=1))
 
@@ -239,9 +239,11 @@ def test_the_detail_screen_and_its_log(served: Callable[..., Served]) -> None:
 
 def test_a_paused_run_says_so(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("low")["state"] == "Running", message="low runs")
+        await until(pilot, lambda: client.show("low").state == "Running", message="low runs")
         client.submit(spec("urgent", sleeper(), gpus=4, priority=10, workspace="vision"))
-        await until(pilot, lambda: screen.model.runs.get("low", {}).get("paused"), message="pause")
+        await until(
+            pilot, lambda: getattr(screen.model.runs.get("low"), "paused", None), message="pause"
+        )
         await highlight(pilot, screen, "low")
         await pilot.press("enter")
         detail = await screen_of(pilot, RunDetailScreen)
@@ -256,8 +258,8 @@ def test_the_run_page_says_which_independent_worker_is_stopping(
     served: Callable[..., Served],
 ) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("pool")["state"] == "Running", message="pool runs")
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        await until(pilot, lambda: client.show("pool").state == "Running", message="pool runs")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
         client.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
         await highlight(pilot, screen, "pool")
         await pilot.press("enter")
@@ -272,7 +274,7 @@ def test_the_run_page_says_which_independent_worker_is_stopping(
         await until(pilot, lambda: workers() == stopping, message="one worker stopping")
         headline = text(detail.query_one("#headline", Static))
         assert headline == "1 of 2 workers stopping (preempted by urgent)"
-        assert client.show("pool")["state"] == "Running"
+        assert client.show("pool").state == "Running"
 
     pool = spec("pool", slow_stop(20), gpus=1, workers=2, gang=False, workspace="nlp")
     big = spec("big", sleeper(), gpus=2, priority=5, workspace="vision")
@@ -281,7 +283,7 @@ def test_the_run_page_says_which_independent_worker_is_stopping(
 
 def test_the_run_page_says_why_it_waits_and_what_would_help(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
         await highlight(pilot, screen, "waiter")
         await pilot.press("enter")
         detail = await screen_of(pilot, RunDetailScreen)
@@ -290,7 +292,7 @@ def test_the_run_page_says_why_it_waits_and_what_would_help(served: Callable[...
         await until(pilot, lambda: why.display and lever in text(why), message="the lever")
         shown = text(why)
         assert shown.startswith("Why it waits") and "Estimate: starts by " in shown
-        assert client.show("waiter")["state"] == "Queued"
+        assert client.show("waiter").state == "Queued"
 
     drive(served, scenario, spec("big", sleeper(), gpus=3, limit=600, workspace="vision"),
           spec("waiter", sleeper(), gpus=2, workspace="vision"))  # fmt: skip
@@ -298,7 +300,7 @@ def test_the_run_page_says_why_it_waits_and_what_would_help(served: Callable[...
 
 def test_preview_from_the_form_submits_nothing(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
         await pilot.press("n")
         form = await screen_of(pilot, SubmitScreen)
         form.query_one("#name", Input).value = "what-if"
@@ -317,7 +319,7 @@ def test_preview_from_the_form_submits_nothing(served: Callable[..., Served]) ->
         await until(pilot, lambda: text(error) == expected, message="the 403")
         assert not answer.display
         assert pilot.app.screen is form
-        assert [r["name"] for r in client.runs(all=True)] == ["big"]
+        assert [r.name for r in client.runs(all=True)] == ["big"]
 
     drive(served, scenario, spec("big", sleeper(), gpus=3, limit=600, workspace="vision"))
 
@@ -329,14 +331,14 @@ def start_cell(screen: MainScreen, name: str) -> str:
 
 def listed_start(client: Client, name: str) -> str:
     """The run's START as `astra ls` shows it, from the daemon's listing."""
-    run = next(r for r in client.runs() if r["name"] == name)
+    run = next(r for r in client.runs() if r.name == name)
     return start_label(run, time.time())
 
 
 def test_the_heads_start_is_its_shadow_time(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
-        await until(pilot, lambda: client.show("waiter")["head"], message="the head")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
+        await until(pilot, lambda: client.show("waiter").head, message="the head")
         expected = listed_start(client, "waiter")
         assert expected not in ("", "?")
         await until(pilot, lambda: start_cell(screen, "waiter") == expected, message=expected)
@@ -348,8 +350,8 @@ def test_the_heads_start_is_its_shadow_time(served: Callable[..., Served]) -> No
 
 def test_no_start_is_invented_when_running_work_has_no_limit(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
-        await until(pilot, lambda: client.show("waiter")["head"], message="the head")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
+        await until(pilot, lambda: client.show("waiter").head, message="the head")
         assert listed_start(client, "waiter") == "?"
         await until(pilot, lambda: start_cell(screen, "waiter") == "?", message="?")
 
@@ -359,8 +361,8 @@ def test_no_start_is_invented_when_running_work_has_no_limit(served: Callable[..
 
 def test_every_waiting_runs_start_is_the_daemons_estimate(served: Callable[..., Served]) -> None:
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
-        await until(pilot, lambda: client.show("big")["state"] == "Running", message="big runs")
-        await until(pilot, lambda: client.show("waiter")["head"], message="the head")
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
+        await until(pilot, lambda: client.show("waiter").head, message="the head")
         listed = lambda: {name: listed_start(client, name) for name in ("waiter", "next")}  # noqa: E731
         expected = await until(pilot, lambda: "?" not in listed().values() and listed(),
                                message="the estimates")  # fmt: skip

@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from astraeus_tui.when import start_label
+from runner.model import RunState
+from runner.schema import Run
 
 NOW = datetime(2026, 10, 1, 12, 0, 21, tzinfo=UTC).timestamp()
 
 
-def queued(starts_by: str | None, state: str = "Queued") -> dict[str, object]:
-    return {"state": state, "starts_by": starts_by}
+def queued(starts_by: str | None, state: str = "Queued") -> Run:
+    return Run(id="r", name="r", workspace="w", state=RunState(state), starts_by=starts_by)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from astraeus_tui.screens.queue_model import Batch, QueueModel
 from astraeus_tui.when import DAY, start_label
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.timeline import Timeline
-from tests.tui.fake_client import FakeClient, load_fixture
+from tests.tui.fake_client import FakeClient, as_runs, load_fixture
 from tests.tui.helpers import main_screen, plain, until
 from tests.tui.test_live import Clock, cell, replay
 
@@ -42,8 +42,8 @@ def test_the_start_column_shows_each_waiting_runs_estimate() -> None:
         table = screen.query_one(QueueTable)
         shown = {rid: cell(table, rid, "start") for rid in EXPECTED}
         assert shown == EXPECTED
-        for run in fake.data["snapshot"]:  # the same formatter as `astra ls`
-            assert shown[run["id"]] == start_label(run, fake.now)
+        for run in fake.snapshot.runs:  # the same formatter as `astra ls`
+            assert shown[run.id] == start_label(run, fake.now)
 
     replay("head", scenario)
 
@@ -116,11 +116,11 @@ def test_at_80_columns_the_timeline_counts_what_does_not_fit_and_explains_itself
 def test_the_model_lists_the_first_waiting_runs_in_the_planners_order() -> None:
     data = load_fixture("preemption")
     model = QueueModel()
-    model.apply(Batch(snapshot=data["snapshot"]))
-    assert [r["name"] for r in model.waiting(3)] == ["urgent-fix", "pretrain-7b", "sweep-lr"]
+    model.apply(Batch(snapshot=as_runs(data["snapshot"])))
+    assert [r.name for r in model.waiting(3)] == ["urgent-fix", "pretrain-7b", "sweep-lr"]
     assert model.queued == 4
     model.apply(Batch(remove={"urgent-fix"}))
-    assert [r["name"] for r in model.waiting(9)] == ["pretrain-7b", "sweep-lr", "nlp-big"]
+    assert [r.name for r in model.waiting(9)] == ["pretrain-7b", "sweep-lr", "nlp-big"]
     assert model.queued == 3
     now = data["now"]
     assert not model.new_day(now)  # the first look

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
 from astraeus_tui.cli.fast.out import Failed, call, echo, finish, print_json
@@ -58,7 +57,7 @@ def fast_priority(argv: list[str]) -> int | None:
 
     def work() -> int:
         run = call(lambda c: c.set_priority(name, value))
-        echo(f"{run['name']}: priority {run['priority']}")
+        echo(f"{run.name}: priority {run.priority}")
         return 0
 
     return finish(work)
@@ -94,15 +93,15 @@ def _wait(name: str, timeout: float | None) -> int:
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
     while True:
         run = call(lambda c: c.show(name))
-        if run["state"] in FINISHED:
+        if run.state in FINISHED:
             break
         if deadline is not None and time.monotonic() > deadline:
-            raise Failed(f"{name}: still {run['state']} after {timeout:g} s", 124)
+            raise Failed(f"{name}: still {run.state} after {timeout:g} s", 124)
         time.sleep(interval)
-    echo(f"{name}: {run['state']}" + (f" ({run['reason']})" if run["reason"] else ""))
-    if run["state"] == "Succeeded":
+    echo(f"{name}: {run.state}" + (f" ({run.reason})" if run.reason else ""))
+    if run.state == "Succeeded":
         return 0
-    code = run.get("exit_code")
+    code = run.exit_code
     return code if isinstance(code, int) and code > 0 else 1
 
 
@@ -122,7 +121,7 @@ def fast_run(argv: list[str]) -> int | None:
         if as_json:
             print_json(created)
         else:
-            echo(f"Submitted run {created['name']}")
+            echo(f"Submitted run {created.name}")
         return 0
 
     return finish(work)
@@ -149,11 +148,11 @@ def fast_submit(argv: list[str]) -> int | None:
         document = spec_document(file, stdin)
         if after:
             document["spec"]["after"] = after
-        run: dict[str, Any] = call(lambda c: c.submit(document))
+        run = call(lambda c: c.submit(document))
         if as_json:
             print_json(run)
         else:
-            echo(f"Submitted run {run['name']} ({run['workspace']}, priority {run['priority']})")
+            echo(f"Submitted run {run.name} ({run.workspace}, priority {run.priority})")
         return 0
 
     return finish(work)

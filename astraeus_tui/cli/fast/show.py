@@ -2,41 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.schema import RunDetail, Worker
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
           "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
           "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
 
 
-def show_lines(run: dict[str, Any]) -> list[str]:
-    lines = [run["paused"]] if run.get("paused") else []
+def show_lines(run: RunDetail) -> list[str]:
+    lines = [run.paused] if run.paused else []
     for key in FIELDS:
-        value = run.get(key)
+        value = getattr(run, key)
         if value not in (None, [], ""):
             lines.append(f"{key + ':':<20}{value}")
-    if command := command_line(run.get("spec")):
+    if command := command_line(run.spec):
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
-    lines += worker_lines(run.get("workers_history") or [])
-    for e in run.get("events", [])[-15:]:
-        lines.append(f"  {e['time']}  {e['kind']:<12} {e['message']}")
+    lines += worker_lines(run.workers_history or [])
+    for e in run.events[-15:]:
+        lines.append(f"  {e.time}  {e.kind:<12} {e.message}")
     return lines
 
 
-def worker_lines(history: list[dict[str, Any]], limit: int = 16) -> list[str]:
+def worker_lines(history: list[Worker], limit: int = 16) -> list[str]:
     """Each worker's state, latest attempts last: ``attempt 1 worker 0  Cancelled (preempt)``;
     a worker stopping for a preemption says for whom (``Stopping (preempted by urgent)``)."""
     lines = []
     for w in history[-limit:]:
-        why = w.get("error") or w.get("stop_reason") or ""
-        if why == "preempt" and w.get("stopping_for"):
-            why = f"preempted by {w['stopping_for']}"
-        if w.get("killed"):
+        why = w.error or w.stop_reason or ""
+        if why == "preempt" and w.stopping_for:
+            why = f"preempted by {w.stopping_for}"
+        if w.killed:
             why = f"{why}, SIGKILL".lstrip(", ")
         tail = f" ({why})" if why else ""
-        lines.append(
-            f"  attempt {w.get('attempt')} worker {w.get('worker')}  {w.get('state')}{tail}"
-        )
+        lines.append(f"  attempt {w.attempt} worker {w.worker}  {w.state}{tail}")
     return lines
 
 
