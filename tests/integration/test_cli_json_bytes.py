@@ -1,0 +1,47 @@
+"""`--json` prints what the daemon sent, byte for byte in its key order, though the client
+decodes every answer into the schema's Structs (runner/schema.py) and encodes them again."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+from astraeus_tui.client import Client
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+
+Start = Callable[..., Served]
+
+
+def _indented(raw: bytes) -> str:
+    return json.dumps(json.loads(raw), indent=2) + "\n"
+
+
+def test_json_output_is_the_daemons_json(served: Start) -> None:
+    d = served(gpus=1)
+    client = Client(d.socket, timeout=30)
+    assert d.astra("run", "--name", "one", "--", sys.executable, "-c", "print(1)").returncode == 0
+    assert d.astra("wait", "one").returncode == 0
+    client.submit(spec("big", ["true"], gpus=3))  # more than the machine has: it waits
+    wait_for(lambda: client.show("big").reason_code, message="a reason")
+    template = spec("nightly", ["true"], gpus=1)
+    client.create_group({"kind": "schedule", "cron": "0 3 * * *", "template": template})
+    pinned = {
+        ("ls", "--all"): ("/v1/runs", {"all": 1}),
+        ("show", "one"): ("/v1/runs/one", None),
+        ("show", "big"): ("/v1/runs/big", None),
+        ("gpus",): ("/v1/gpus", None),
+        ("schedule", "ls"): ("/v1/groups", {"kind": "schedule"}),
+        ("schedule", "show", "nightly"): ("/v1/groups/nightly", None),
+    }
+    for args, (path, query) in pinned.items():
+        raw = client.answer("GET", path, query=query)
+        if path in ("/v1/runs", "/v1/groups"):  # the CLI prints the list inside
+            raw = json.dumps(next(iter(json.loads(raw).values()))).encode()
+        out = d.astra(*args, "--json")
+        assert out.returncode == 0, (args, out.stderr)
+        assert out.stdout == _indented(raw), args
+    raw_events = client.answer("GET", "/v1/events", query={"run": "one"}).splitlines()
+    compact = [json.dumps(json.loads(e), separators=(",", ":")) for e in raw_events]
+    assert d.astra("events", "one", "--json").stdout.splitlines() == compact
