@@ -70,11 +70,7 @@ def run_view(
     when there is one."""
     visible = viewer.sees(run.workspace)
     live = [w for w in live if w.state in LIVE_WORKER_STATES]
-    stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
-    grace_left = deadline = None
-    if stopping:
-        deadline = max(w.stop_deadline or 0 for w in stopping)
-        grace_left = None if now is None else max(0.0, deadline - now)
+    stopping, grace_left, deadline = _stopping(live, now)
     request = spec.worker_resources()
     return schema.Run(
         id=run_id(run.name, run.workspace, viewer),
@@ -113,6 +109,17 @@ def run_view(
         group=run.grp if visible else None,
         after=list(spec.after) if visible else [],
     )
+
+
+def _stopping(
+    live: list[WorkerRow], now: float | None
+) -> tuple[list[WorkerRow], float | None, float | None]:
+    """The workers stopping with a deadline, the grace left to them and their deadline."""
+    stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
+    if not stopping:
+        return stopping, None, None
+    deadline = max(w.stop_deadline or 0 for w in stopping)
+    return stopping, None if now is None else max(0.0, deadline - now), deadline
 
 
 def _is_head(plan: Plan | None, name: str) -> bool:
