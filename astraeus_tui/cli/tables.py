@@ -55,7 +55,6 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from astraeus_tui.cli.plain import age
     from astraeus_tui.text import plain
     from astraeus_tui.when import start_label  # the dashboard's START column too
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 
 from astraeus_tui.cli import plain
 from astraeus_tui.cli.tables import print_runs, print_runs_rich
+from runner.schema import Run
 
 WORDS = ["Waits", "for", "2", "GPUs", "behind", "big-run", "(head", "of", "the", "queue)", "…",
          "→", "quota:", "namespace", "[bold]x[/bold]", "\x1b[2J", "a" * 40]  # fmt: skip
 
 
-def _run(rng: random.Random, i: int) -> dict[str, object]:
+def _run(rng: random.Random, i: int) -> Run:
     state = rng.choice(["Queued", "Queued", "Running", "Failed", "Succeeded"])
-    return {
+    return msgspec.convert({
+        "id": str(i),
         "name": rng.choice(["r", "train-resnet-50", "n" * rng.randint(1, 40)]) + str(i),
         "workspace": rng.choice(["default", "vision", "a-very-long-workspace"]),
         "priority": rng.randint(-1000, 1000), "state": state,
@@ -25,7 +28,7 @@ def _run(rng: random.Random, i: int) -> dict[str, object]:
         "submitted_at": rng.choice([None, "2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]),
         "starts_by": rng.choice([None, "2026-01-01T10:00:30Z", "2099-03-04T05:06:07Z"]),
         "reason": " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 30))) or None,
-    }  # fmt: skip
+    }, Run)  # fmt: skip
 
 
 @pytest.mark.parametrize("columns", ["200", "80", "60", "120"])
