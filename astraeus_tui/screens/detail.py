@@ -27,9 +27,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.fmt import Run, compact, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, utc_clock
-from astraeus_tui.widgets.fmt import Run, compact, gib, when
 from runner.schema import Checkpoint, Event, RunDetail, Worker
 
 SHOW_EVERY = 2.0

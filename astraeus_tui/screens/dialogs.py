@@ -13,8 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.fmt import Run
 from astraeus_tui.text import plain
-from astraeus_tui.widgets.fmt import Run
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 

@@ -20,9 +20,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
-from astraeus_tui.screens.queue_model import AGE_EVERY, SORTS, STATES, Diff, QueueModel
+from astraeus_tui.fmt import Run
+from astraeus_tui.queue_model import AGE_EVERY, SORTS, STATES, Diff, QueueModel
 from astraeus_tui.widgets.filter_bar import FilterBar
-from astraeus_tui.widgets.fmt import Run
 from astraeus_tui.widgets.gpu_panel import GpuPanel
 from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.header_bar import HeaderBar

@@ -25,8 +25,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.fmt import when
 from astraeus_tui.screens.dialogs import priority_hint
-from astraeus_tui.widgets.fmt import when
 from runner.spec.build import FieldError, drive_list, run_document, time_limit
 
 InputType = Literal["integer", "number", "text"]

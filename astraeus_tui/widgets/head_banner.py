@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from astraeus_tui.fmt import Run, countdown, head_message
 from astraeus_tui.when import epoch, utc_clock
 from astraeus_tui.widgets import css_beside
-from astraeus_tui.widgets.fmt import Run, countdown, head_message
 
 
 class HeadBanner(Widget):

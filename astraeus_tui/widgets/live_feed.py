@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from astraeus_tui.client import ApiError, DashboardApi
-from astraeus_tui.screens.queue_model import Batch
+from astraeus_tui.queue_model import Batch
 from runner.schema import Change, GpuList, Run, Snapshot
 
 GPU_EVERY = 2.0

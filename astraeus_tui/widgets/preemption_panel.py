@@ -8,8 +8,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from astraeus_tui.fmt import Run, bar
 from astraeus_tui.widgets import css_beside
-from astraeus_tui.widgets.fmt import Run, bar
 
 GRACE_BAR = 20
 

@@ -19,9 +19,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from astraeus_tui.fmt import Run, compact
 from astraeus_tui.when import epoch, start_label, utc_clock
 from astraeus_tui.widgets import css_beside
-from astraeus_tui.widgets.fmt import Run, compact
 
 NICE = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
 BAR_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red"}

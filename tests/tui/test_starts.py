@@ -13,8 +13,8 @@ from textual.pilot import Pilot
 from textual.widgets.data_table import RowKey
 
 from astraeus_tui.app import AstraeusApp
+from astraeus_tui.queue_model import Batch, QueueModel
 from astraeus_tui.screens.main import MainScreen
-from astraeus_tui.screens.queue_model import Batch, QueueModel
 from astraeus_tui.when import DAY, start_label
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.timeline import Timeline

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from astraeus_tui.fmt import ACTIVE_STATES, Run, compact, over_quota
 from astraeus_tui.when import DAY, epoch, start_label
-from astraeus_tui.widgets.fmt import ACTIVE_STATES, Run, compact, over_quota
 
 SORTS = ("order", "priority", "age", "name", "workspace", "state")
 STATES = ("Queued", "Starting", "Running", "Stopping")
