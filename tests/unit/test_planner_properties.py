@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB, Quota, Resources, Workspace, amounts
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan
-from tests.unit.planner_builders import NOW, machine
+from tests.unit.planner_builders import NOW, machine, running, snap, waiting, workspace
 
 WORKSPACES = ("a", "b", "c")
 LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0, 7200.0]))
@@ -125,17 +127,40 @@ def _in_quota_preemptors(snapshot: Snapshot, p: Plan) -> set[str]:
     return {n for n in names if n != head and (p.reason(n) or "").startswith(texts)}
 
 
+def _own_stopping(snapshot: Snapshot, name: str) -> list[RunningUnit]:
+    """The units already stopping for in-quota preemptor ``name`` that are its room: of
+    its own workspace and of strictly lower priority, as its victims are. A unit of
+    another workspace stopping for it (stopped while it was the head, before its
+    workspace went over its quota) is not: in-quota preemption takes only its own
+    workspace's work, so that unit's room is free once it has stopped, for the head as
+    for any run."""
+    run = _by_name(snapshot)[name]
+    return [
+        u
+        for u in snapshot.running
+        if u.stopping_for == name and u.workspace == run.workspace and u.priority < run.priority
+    ]
+
+
+def _freed_for(snapshot: Snapshot, p: Plan, name: str) -> Resources:
+    """The room an in-quota preemptor's victims and own stopping units give it."""
+    stops = {v.unit_id for v in p.preemptions if v.for_run.name == name}
+    stops |= {u.unit_id for u in _own_stopping(snapshot, name)}
+    freed = Resources()
+    for unit in snapshot.running:
+        if unit.unit_id in stops:
+            freed = freed + unit.resources
+    return freed
+
+
 def _as_running(snapshot: Snapshot, p: Plan, name: str) -> RunningUnit:
     """A preemptor as the head sees it: holding what it asks and all its victims'
     room from when they have stopped, until its limit (and the grace) ends it."""
     run = _by_name(snapshot)[name]
     stops = {v.unit_id for v in p.preemptions if v.for_run.name == name}
-    freed = Resources()
-    for unit in snapshot.running:
-        if unit.unit_id in stops or unit.stopping_for == name:
-            freed = freed + unit.resources
+    freed = _freed_for(snapshot, p, name)
     held = Resources(*map(max, amounts(run.ask()), amounts(freed)))  # all its victims' room
-    deadlines = [u.stop_deadline or 0.0 for u in snapshot.running if u.stopping_for == name]
+    deadlines = [u.stop_deadline or 0.0 for u in _own_stopping(snapshot, name)]
     grace = snapshot.machine.stop_grace
     start_by = max([NOW + grace, *deadlines]) if stops or deadlines else NOW
     assert p.head is not None
@@ -146,6 +171,13 @@ def _as_running(snapshot: Snapshot, p: Plan, name: str) -> RunningUnit:
 @PROPERTY
 @given(snapshots())
 def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
+    check_nothing_started_delays_the_head(snapshot)
+
+
+def check_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
+    """Planned alone with what the plan started and the in-quota preemptors hold, the
+    head comes out as the head, with the same shadow (no later, with preemptors behind
+    it: their victims' ends are replaced by their own)."""
     p = plan(snapshot, NOW)
     if p.head is None or p.head.preempting:
         return
@@ -153,7 +185,7 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
     # work stopped for an in-quota preemption is the preemptor's room, not the head's
     preemptors = _in_quota_preemptors(snapshot, p)
     gone = {v.unit_id for v in p.preemptions if v.for_run.name in preemptors}
-    gone |= {u.unit_id for u in snapshot.running if u.stopping_for in preemptors}
+    gone |= {u.unit_id for n in preemptors for u in _own_stopping(snapshot, n)}
     after = {n for n in preemptors if p.positions[n] > p.positions[p.head.run]}
     held = tuple(_as_running(snapshot, p, n) for n in sorted(preemptors))
     as_running = tuple(
@@ -186,6 +218,13 @@ def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
 @PROPERTY
 @given(snapshots())
 def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
+    check_victims_are_strictly_lower_and_minimal(snapshot)
+
+
+def check_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
+    """Victims are of strictly lower priority, not already stopping; an in-quota
+    preemptor's are of its own workspace; the head's are minimal: drop any one and its
+    need no longer fits in the room it had when it was chosen."""
     p = plan(snapshot, NOW)
     units = {u.unit_id: u for u in snapshot.running}
     runs = _by_name(snapshot)
@@ -215,6 +254,42 @@ def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
     assert need.fits_in(room + freed)
     for v in victims:
         assert not need.fits_in(room + freed - v.resources)
+
+
+# Counterexamples Hypothesis found, minimised. In each, workspace b's quota is full of
+# its own b0, so its more urgent run preempts b0 (in quota), and "big" is the head.
+B0 = running("b0", gpus=(0,), ws="b")
+FOUND = [
+    # x (another workspace's) is still stopping for urgent, stopped when urgent was the
+    # head: it is not urgent's room, the head counts on it at its stop deadline
+    pytest.param(
+        check_nothing_started_delays_the_head,
+        (
+            running("x", gpus=(1, 2, 3, 4, 5, 6), ws="a", stop_deadline=10, stopping_for="urgent"),
+            waiting("urgent", cpus=1, ws="b", priority=1),
+            waiting("big", gpus=4, ws="a", at=1),
+        ),
+        0,
+        ["b0"],
+        NOW + 10,
+        id="another-workspace-stopping-for-an-in-quota-preemptor",
+    ),
+]
+
+
+@pytest.mark.parametrize(("check", "runs", "quota", "victims", "shadow"), FOUND)
+def test_found_counterexamples(
+    check: Callable[[Snapshot], None],
+    runs: tuple[RunningUnit | WaitingRun, ...],
+    quota: int,
+    victims: list[str],
+    shadow: float,
+) -> None:
+    snapshot = snap(B0, *runs, workspaces=(workspace("b", gpus=quota),))
+    p = plan(snapshot, NOW)
+    assert p.head is not None and p.head.run == "big" and p.head.shadow == shadow
+    assert [v.unit_id for v in p.preemptions] == victims
+    check(snapshot)
 
 
 @PROPERTY
