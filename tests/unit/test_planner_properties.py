@@ -215,6 +215,28 @@ def check_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
         assert p2.head.shadow is not None and p2.head.shadow <= p.head.shadow
 
 
+def _room_for_the_head(snapshot: Snapshot, p: Plan) -> Resources:
+    """The room the head was chosen in: free room and stopping units' room, less what
+    started before it. An in-quota preemptor ordered before it holds what it takes
+    beyond its victims' and own stopping units' room, and those units are its own
+    room (``_own_stopping``): neither is the head's."""
+    assert p.head is not None
+    runs, at = _by_name(snapshot), p.positions[p.head.run]
+    ahead = {n for n in _in_quota_preemptors(snapshot, p) if p.positions[n] < at}
+    claimed = {u.unit_id for n in ahead for u in _own_stopping(snapshot, n)}
+    room = _free(snapshot)
+    for unit in snapshot.running:
+        if unit.stopping and unit.unit_id not in claimed:
+            room = room + unit.resources
+    for s in p.starts:
+        if not s.backfill:  # started ahead of the head, before it was chosen
+            room = room - runs[s.run].ask()
+    for name in ahead:
+        taken = runs[name].ask() - _freed_for(snapshot, p, name)
+        room = room - Resources(*(max(0, x) for x in amounts(taken)))
+    return room
+
+
 @PROPERTY
 @given(snapshots())
 def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
@@ -240,13 +262,7 @@ def check_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
         return
     assert p.head is not None
     assert all(v.priority < p.head.priority and not v.stopping for v in victims)
-    room = _free(snapshot)
-    for unit in snapshot.running:
-        if unit.stopping:
-            room = room + unit.resources
-    for s in p.starts:
-        if not s.backfill:  # started ahead of the head, before it was chosen
-            room = room - runs[s.run].ask()
+    room = _room_for_the_head(snapshot, p)
     freed = Resources()
     for v in victims:
         freed = freed + v.resources
@@ -273,6 +289,19 @@ FOUND = [
         ["b0"],
         NOW + 10,
         id="another-workspace-stopping-for-an-in-quota-preemptor",
+    ),
+    # urgent, ordered first, holds 1 of the 3 free GPUs beyond b0's: the head's 3 need lo
+    pytest.param(
+        check_victims_are_strictly_lower_and_minimal,
+        (
+            running("lo", gpus=(1, 2, 3, 4), ws="a", priority=-1),
+            waiting("urgent", gpus=2, ws="b", priority=1),
+            waiting("big", gpus=3, ws="a", at=1),
+        ),
+        2,
+        ["b0", "lo"],
+        NOW + 30,
+        id="room-held-for-an-in-quota-preemptor-before-the-head",
     ),
 ]
 
