@@ -10,7 +10,6 @@ from typing import Any
 
 from aiohttp import web
 
-from runner.api.backend import is_slurm_front
 from runner.api.context import daemon_of, peer_caller
 from runner.config.files import update_config_file
 from runner.config.load import ConfigError
@@ -23,14 +22,15 @@ from runner.service.runs import ServiceError
 async def gpus(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
-    if is_slurm_front(daemon):  # the cluster's GPUs, as Slurm numbers them
+    local = daemon.backend.capabilities.local_gpus
+    if not local:  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
     for w, visible in daemon.service.gpu_holders(caller):
         for index in w.gpus:
             holders[index] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
                           "state": w.state}  # fmt: skip
-    plan = daemon.loop.status.plan
+    plan = daemon.backend.status.plan
     head = plan.head if plan is not None else None
     held = set(head.held_gpus) if head is not None else set()
     head_name = None
@@ -41,7 +41,7 @@ async def gpus(request: web.Request) -> web.Response:
     for g in inventory.gpus:
         rows.append({
             "index": g.index, "uuid": g.uuid, "name": g.name, "simulated": g.simulated,
-            "remote": is_slurm_front(daemon),  # on the cluster's nodes: no readings here
+            "remote": not local,  # on the cluster's nodes: no readings here
             "memory_total": g.memory_total, "memory_used": g.memory_used,
             "utilization": g.utilization, "temperature": g.temperature,
             "holder": holders.get(g.index),

@@ -19,10 +19,10 @@ from runner.service.runs import Caller, ServiceError
 
 def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
     run = daemon.service.find_run(name)
-    spec = daemon.loop.specs.get(run)
+    spec = daemon.backend.specs.get(run)
     live = daemon.service.workers_of(name)
     estimate = request.app[ESTIMATES].get(daemon).get(name) if run.state == "Queued" else None
-    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return run_object(run, spec, caller.viewer, plan, live, now, estimate)
 
 
@@ -47,8 +47,8 @@ async def submit(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     document = await read_document(request)
     run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
-    spec = daemon.loop.specs.get(run)
-    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    spec = daemon.backend.specs.get(run)
+    plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return web.json_response(run_object(run, spec, caller.viewer, plan, (), now), status=201)
 
 
@@ -62,7 +62,7 @@ async def show_run(request: web.Request) -> web.Response:
     obj["workers_history"] = [worker_object(w, caller.viewer) for w in history]
     seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
-    found = latest_checkpoint(daemon.loop.specs.get(run), daemon.settings.drives, name)
+    found = latest_checkpoint(daemon.backend.specs.get(run), daemon.settings.drives, name)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     return web.json_response(obj)
 
@@ -105,7 +105,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def status(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
-    s, plan = daemon.loop.status, daemon.loop.status.plan
+    s, plan = daemon.backend.status, daemon.backend.status.plan
     head = None
     if plan is not None and plan.head is not None:
         head = (
@@ -117,7 +117,7 @@ async def status(request: web.Request) -> web.Response:
             head["held_gpus"] = list(plan.head.held_gpus)
             head["preempting"] = plan.head.preempting
     return web.json_response({
-        "executor": daemon.executor.name,
+        "executor": daemon.backend.capabilities.executor,
         "executor_why": daemon.executor_why,
         "gpus_source": daemon.inventory.source,
         "simulated": daemon.inventory.simulated,

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from runner.api.backend import slurm_front
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
 from runner.planner.estimates import Estimate
 from runner.service.runs import Caller
-from runner.store.db import FINISHED_STATES, RunRow, is_run_uid
+from runner.store.db import FINISHED_STATES, RunRow
 
 if TYPE_CHECKING:
     from runner.daemon.daemon import Daemon
@@ -30,11 +29,11 @@ def run_objects(
 ) -> list[dict[str, Any]]:
     """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
     live = daemon.service.live_by_run()
-    plan, now = daemon.loop.status.plan, daemon.loop.clock()
+    plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return [
         run_object(
             r,
-            daemon.loop.specs.get(r),
+            daemon.backend.specs.get(r),
             caller.viewer,
             plan,
             live.get(r.name, ()),
@@ -64,7 +63,7 @@ class Changes:
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.daemon.loop.on_change = self.notify_threadsafe
+        self.daemon.backend.watch(self.notify_threadsafe)
 
     def close(self) -> None:
         """The daemon stops: every stream ends now, not at its next keep-alive."""
@@ -177,20 +176,7 @@ async def follow_events(
 
 
 def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
-    front = slurm_front(daemon)
-    if front is not None:  # Slurm writes each job's output to the shared log folder
-        shared = front.config.settings.log_dir
-        stem = run.run_uid if is_run_uid(run.run_uid) else run.name  # as runner/slurm/front.py
-        path = Path(shared) / f"{stem}.log" if shared else None
-        return [path] if path is not None and path.is_file() else []
-    if not is_run_uid(run.run_uid):
-        return []
-    folder = daemon.home / "logs" / run.run_uid  # by id: never an earlier run's of that name
-
-    def key(p: Path) -> tuple[int, ...]:
-        return tuple(int(x) if x.isdigit() else 0 for x in p.stem.split("-"))
-
-    return sorted(folder.glob("*.log"), key=key) if folder.is_dir() else []
+    return daemon.backend.log_files(run)  # by the run's id: never an earlier run's of that name
 
 
 LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in memory

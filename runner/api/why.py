@@ -7,38 +7,30 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from runner.api.backend import is_slurm_front, slurm_front
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
 from runner.model import ANONYMOUS_RUN, Reason, RunRef
-from runner.planner.estimates import MAX_STEPS, Estimate, estimate_starts
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import as_json, explain
 from runner.service.runs import Caller, ServiceError
 
 if TYPE_CHECKING:
     from runner.daemon.daemon import Daemon
-    from runner.slurm.front import SlurmFront
+    from runner.engine.backend import Backend
 
 ESTIMATE_EVERY = 5.0  # seconds an estimate is reused
 ESTIMATE_GAP = 0.5  # seconds: not recomputed more often than this
-ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
 
 
 def snapshot_now(daemon: Daemon) -> Snapshot:
     """The planner's view of the store right now (the loop's own builder)."""
     return build_snapshot_now(
-        daemon.store, daemon.settings, daemon.loop.specs, daemon.loop.clock.now()
+        daemon.store, daemon.settings, daemon.backend.specs, daemon.backend.clock.now()
     )
-
-
-def estimate_steps(daemon: Daemon) -> int:
-    """How many planning cycles fit in the estimate's time budget, at the last cycle's cost."""
-    per_plan = max(daemon.loop.status.last_plan_ms, 0.5)
-    return int(min(MAX_STEPS, max(5, ESTIMATE_BUDGET_MS / per_plan)))
 
 
 class Estimates:
@@ -53,17 +45,16 @@ class Estimates:
     def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
         """The estimates; ``require`` names a run that must be in them (just submitted).
 
-        A front for Slurm gives Slurm's own (``squeue --start``)."""
-        front = slurm_front(daemon)
-        if front is not None:
-            return front.estimates()
+        A back end that does not plan here gives its own (Slurm's ``squeue --start``)."""
+        backend = daemon.backend
+        if not backend.capabilities.plans_locally:
+            return backend.estimates()
         age = time.monotonic() - self._at
-        replanned = daemon.loop.status.last_plan_at != self._plan_at
+        replanned = backend.status.last_plan_at != self._plan_at
         missing = require is not None and require not in self._values
         if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
-            self._plan_at = daemon.loop.status.last_plan_at
-            steps = estimate_steps(daemon)
-            self._values = estimate_starts(snapshot_now(daemon), daemon.loop.clock(), steps)
+            self._plan_at = backend.status.last_plan_at
+            self._values = backend.estimates()
             self._at = time.monotonic()
         return self._values
 
@@ -84,7 +75,7 @@ async def why(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
     run = daemon.service.get_run(caller, name)
-    deps = check_dependencies([run], daemon.loop.specs.get, daemon.service.run_states)
+    deps = check_dependencies([run], daemon.backend.specs.get, daemon.service.run_states)
     waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
     if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
@@ -93,10 +84,9 @@ async def why(request: web.Request) -> web.Response:
                       "never the head."],
             "levers": [], "estimate": None,
         })  # fmt: skip
-    front = slurm_front(daemon)
-    if front is not None:  # Slurm decides: its reason and estimate, no levers
-        return web.json_response(_slurm_why(front, name, run.state, caller))
-    snapshot, now = snapshot_now(daemon), daemon.loop.clock()
+    if not daemon.backend.capabilities.plans_locally:  # Slurm decides: its reason, no levers
+        return web.json_response(_slurm_why(daemon.backend, name, run.state, caller))
+    snapshot, now = snapshot_now(daemon), daemon.backend.clock()
     workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
     cap = workspace.max_priority if workspace is not None else 0
     answer = explain(snapshot, now, name, caller.viewer, cap)
@@ -113,7 +103,7 @@ async def why(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-def _slurm_why(front: SlurmFront, name: str, state: str, caller: Caller) -> dict[str, Any]:
+def _slurm_why(front: Backend, name: str, state: str, caller: Caller) -> dict[str, Any]:
     plan = front.status.plan
     if state != "Queued" or plan is None:
         return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
@@ -137,13 +127,13 @@ async def preview(request: web.Request) -> web.Response:
     spec, workspace = daemon.service.check(await read_document(request), caller)
     if daemon.service.run_now(spec.name) is not None:
         raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
-    if is_slurm_front(daemon):
+    if not daemon.backend.capabilities.plans_locally:
         raise ServiceError(
             501, "NOT_AVAILABLE",
             "this daemon is a front for Slurm, which plans the queue: the checks passed, "
             "but where the run would go only Slurm can say (sbatch --test-only)",
         )  # fmt: skip
-    now = daemon.loop.clock()
+    now = daemon.backend.clock()
     states = daemon.service.run_states(spec.after)
     unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != "Succeeded"]
     if unmet:  # it would wait out of the order: nothing to place
@@ -168,7 +158,8 @@ async def preview(request: web.Request) -> web.Response:
     start = next((s for s in result.starts if s.run == spec.name), None)
     victims = sorted({p.run if caller.viewer.sees(p.workspace) else ANONYMOUS_RUN
                       for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
-    estimate = estimate_starts(snapshot, now, estimate_steps(daemon)).get(spec.name)
+    steps = estimate_steps(daemon.backend.status.last_plan_ms)
+    estimate = estimate_starts(snapshot, now, steps).get(spec.name)
     return web.json_response({
         "name": spec.name, "workspace": workspace, "priority": spec.priority,
         "position": result.order.index(spec.name) + 1, "queue_length": len(result.order),

@@ -1,4 +1,4 @@
-"""The daemon: config, state, GPUs and an executor, with the loop in a thread.
+"""The daemon: config, state, GPUs and a back end (runner/engine/backend.py) in a thread.
 
 ``Daemon(home).start()`` is the in-process handle tests use; ``astra serve``
 runs it in the foreground with the API on the socket.
@@ -11,25 +11,25 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from runner.clock import Clock
 from runner.config.files import ensure_config
 from runner.config.load import Config, ConfigError, load_config
+from runner.config.slurm import SlurmConfig
+from runner.engine.backend import Backend
 from runner.engine.groups import GroupControl
 from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
+from runner.model import RunSpec
 from runner.planner.plan import Machine
 from runner.service.groups import GroupService
-from runner.service.runs import LOCAL_IMAGE, Service
+from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.store.db import RunRow, Store
-
-if TYPE_CHECKING:
-    from runner.slurm.front import SlurmFront
 
 log = logging.getLogger("astraeus.daemon")
 
@@ -129,6 +129,9 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
 
 
 class Daemon:
+    """Built whole by its constructor: the store, the service, then the back end (the
+    engine's loop, or a front for Slurm by the config), each handed what it needs."""
+
     def __init__(
         self, home: Path, executor: Executor | None = None, clock: Clock | None = None
     ) -> None:
@@ -147,10 +150,8 @@ class Daemon:
         except ValueError as e:  # a bad ASTRAEUS_SIM_GPUS
             raise DaemonError(str(e)) from e
         slurm = self.config.slurm if self.config.machine.executor == "slurm" else None
+        self.executor: Executor | None = None
         if slurm is not None:
-            from runner.slurm.front import FrontExecutor  # lazy: only a front needs it
-
-            executor = FrontExecutor()
             source = "slurm: the cluster's GPUs, as squeue reports them"
             self.inventory = replace(self.inventory, source=source, simulated=False)
             self.executor_why = 'slurm: a front for the Slurm cluster (executor = "slurm")'
@@ -158,39 +159,54 @@ class Daemon:
             choice = pick_executor(self.config, home)
             if choice.executor.name == "process":
                 _refuse_to_orphan_containers(self.store, choice.why)
-            executor, self.executor_why = choice.executor, choice.why
+            self.executor, self.executor_why = choice.executor, choice.why
         else:
-            self.executor_why = f"{executor.name}: given"
-        self.executor = executor
-        remaps = executor.capabilities.remaps_gpus
-        self.settings = LoopSettings(
+            self.executor, self.executor_why = executor, f"{executor.name}: given"
+        self.settings = self._settings()
+        name = self.executor.name if self.executor is not None else "slurm"
+        self.service = Service(self.store, self.config, self._poke, name, self._check_spec)
+        self.groups = GroupService(self.service)
+        self.backend: Backend = self._backend(slurm, GroupControl(self.service).tick, clock)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _settings(self) -> LoopSettings:
+        remaps = self.executor is not None and self.executor.capabilities.remaps_gpus
+        return LoopSettings(
             machine=machine_for(self.config, self.inventory),
             workspaces=self.config.workspaces,
             drives={name: d.path for name, d in self.config.drives.items()},
-            logs_dir=home / "logs",
+            logs_dir=self.home / "logs",
             executor_remaps_gpus=remaps,
-            instance=instance_id(home),
+            instance=instance_id(self.home),
             finished_retention=self.config.machine.finished_retention,
             log_limit=self.config.machine.log_limit,
             log_reserve=self.config.machine.log_reserve,
+            authorise=self._start_refusal,
         )
-        self.front: SlurmFront | None = None
-        self.loop: Loop
-        if slurm is not None:
-            from runner.slurm.front import SlurmFront
 
-            self.front = SlurmFront(self.store, self.settings, slurm)
-            self.loop = self.front
-        else:
-            self.loop = Loop(self.store, executor, self.settings, clock)
-        self.service = Service(self.store, self.config, self.loop.poke, executor.name)
-        self.settings.authorise = self.service.start_refusal  # reads the current config
-        if self.front is not None:
-            self.service.backend_check = self.front.check_spec
-        self.groups = GroupService(self.service)
-        self.loop.groups = GroupControl(self.service).tick
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    def _backend(
+        self, slurm: SlurmConfig | None, groups: Callable[[float], bool], clock: Clock | None
+    ) -> Backend:
+        """The loop on this machine's executor; or, for a Slurm cluster, a front for it."""
+        if slurm is not None:
+            from runner.slurm.front import SlurmFront  # lazy: only a front needs it
+
+            return SlurmFront(self.store, slurm, self.settings.machine.stop_grace, groups=groups)
+        assert self.executor is not None
+        return Loop(self.store, self.executor, self.settings, clock, groups)
+
+    def _poke(self) -> None:
+        """The service's "something changed": the back end looks again at once."""
+        self.backend.poke()
+
+    def _check_spec(self, spec: RunSpec, workspace: str) -> str | None:
+        """Why the back end cannot run ``spec``, asked by the service at submit."""
+        return self.backend.check_spec(spec, workspace)
+
+    def _start_refusal(self, user: str, workspace: str) -> str | None:
+        """Why ``user``'s run in ``workspace`` may not start now (the current config)."""
+        return start_refusal(self.config, user, workspace)
 
     def apply_config(self, config: Config) -> None:
         """A changed config (admin commands): workspaces and drives take effect now."""
@@ -199,12 +215,12 @@ class Daemon:
         self.settings.workspaces = config.workspaces
         self.settings.drives = {name: d.path for name, d in config.drives.items()}
         self.settings.finished_retention = config.machine.finished_retention
-        self.loop.poke()
+        self.backend.poke()
 
     def start(self) -> Daemon:
         log.info("executor %s; GPUs: %s", self.executor_why, self.inventory.source)
         self._thread = threading.Thread(
-            target=self.loop.run_forever, args=(self._stop,), name="astraeus-loop", daemon=True
+            target=self.backend.run_forever, args=(self._stop,), name="astraeus-loop", daemon=True
         )
         self._thread.start()
         return self
@@ -212,6 +228,6 @@ class Daemon:
     def stop(self) -> None:
         """Stop the loop; running work goes on and is adopted at the next start."""
         self._stop.set()
-        self.loop.wake.set()
+        self.backend.poke()  # wakes it from its wait
         if self._thread is not None:
             self._thread.join(timeout=10)

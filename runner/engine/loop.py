@@ -12,23 +12,24 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
 from runner.engine import apply_plan
+from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.crash import crash_point
-from runner.engine.dependencies import Dependencies
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.engine.settings import LoopSettings
-from runner.engine.snapshot import SpecCache, build_snapshot, plannable
+from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
 from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
-from runner.model import Reason, ReasonCode, RunRef
-from runner.planner.plan import Plan, WaitingRun, plan
-from runner.store.db import RunRow, Store, WorkerRow
+from runner.executors.logcap import worker_logs
+from runner.model import Reason, ReasonCode, RunRef, RunSpec
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
+from runner.planner.plan import WaitingRun, plan
+from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
 _LIMIT = ReasonCode.TIME_LIMIT
 
@@ -40,28 +41,21 @@ TICK = 0.5  # seconds between observations of running work
 KILL_AGAIN = 2.0  # seconds after the grace: a SIGKILL that did not end a worker is sent again
 
 
-@dataclass
-class LoopStatus:
-    """What the API shows about the loop itself."""
-
-    ticks: int = 0
-    last_plan_at: float | None = None
-    last_plan_ms: float = 0.0
-    plan: Plan | None = None
-    errors: list[str] = field(default_factory=list)
-
-
 class Loop:
+    """The built-in back end (runner/engine/backend.py): plans here, runs on an executor."""
+
     def __init__(
         self,
         store: Store,
         executor: Executor,
         settings: LoopSettings,
         clock: Clock | Callable[[], float] | None = None,
+        groups: Callable[[float], bool] | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
         self.settings = settings
+        self.capabilities = BackendCapabilities("local", executor.name, True, True)
         self.clock = Clock() if clock is None else as_clock(clock)  # calling it reads the wall
         self.now: Now = self.clock.now()  # this tick's readings of both clocks
         self._planned_mono: float | None = None  # when it last planned, on the monotonic clock
@@ -71,8 +65,8 @@ class Loop:
         self._dirty = True
         self._engine_down = False
         self._next_retention = 0.0
-        self.on_change: Callable[[], None] = lambda: None
-        self.groups: Callable[[float], bool] = lambda now: False  # schedules and replicas
+        self._on_change: Callable[[], None] = lambda: None
+        self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
 
     def key(self, w: WorkerRow) -> str:
         """The worker's executor handle, also when the daemon died before recording it."""
@@ -109,6 +103,22 @@ class Loop:
         self._dirty = True
         self.wake.set()
 
+    def watch(self, notify: Callable[[], None]) -> None:
+        self._on_change = notify
+
+    def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
+        return None  # what the service checks is all this machine needs
+
+    def estimates(self) -> dict[str, Estimate]:
+        """The planner replayed forward, within the time budget at the last plan's cost."""
+        snapshot = snapshot_now(self.store, self.settings, self.specs, self.clock.now())
+        return estimate_starts(snapshot, self.clock(), estimate_steps(self.status.last_plan_ms))
+
+    def log_files(self, run: RunRow) -> list[Path]:
+        """Its workers' logs, by the run's id (never an earlier run's of that name)."""
+        ok = is_run_uid(run.run_uid)
+        return worker_logs(self.settings.logs_dir / run.run_uid) if ok else []
+
     def tick(self) -> None:
         """One round; the wall clock is only written down, intervals are monotonic."""
         self.now = self.clock.now()
@@ -138,7 +148,7 @@ class Loop:
             self.plan_and_apply(now)
             changed = True
         if changed:
-            self.on_change()
+            self._on_change()
 
     # ------------------------------------------------------ 1. observe
 
@@ -333,7 +343,7 @@ class Loop:
         live = self.store.live_workers()
         deps, held, active, runs = found.deps, found.held, found.active, found.runs
         if deps.failing or deps.met:
-            self.settle_dependencies(deps, active, now)
+            apply_plan.settle_dependencies(self.store, deps, active, now)  # fail, or mark met
         independent = found.independent
         snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
         if self._withdraw(snapshot.waiting, active, live, now):  # the victims run on: again
@@ -368,10 +378,6 @@ class Loop:
             record_withdrawal(self.store, w, live, now)
             done = True
         return done
-
-    def settle_dependencies(self, deps: Dependencies, runs: list[RunRow], now: float) -> None:
-        """Fail the runs whose dependency failed, mark those whose all succeeded."""
-        apply_plan.settle_dependencies(self.store, deps, runs, now)
 
     # ------------------------------------------------------- reconcile
 

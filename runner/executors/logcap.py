@@ -216,3 +216,12 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def worker_logs(folder: Path) -> list[Path]:
+    """The logs in a run's folder (``<attempt>-<worker>.log``), by attempt, then worker."""
+
+    def key(p: Path) -> tuple[int, ...]:
+        return tuple(int(x) if x.isdigit() else 0 for x in p.stem.split("-"))
+
+    return sorted(folder.glob("*.log"), key=key) if folder.is_dir() else []

@@ -17,6 +17,13 @@ from runner.model import Resources
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
 
 MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
+ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
+
+
+def estimate_steps(last_plan_ms: float) -> int:
+    """How many planning cycles fit in the estimate's time budget, at the last cycle's cost."""
+    per_plan = max(last_plan_ms, 0.5)
+    return int(min(MAX_STEPS, max(5, ESTIMATE_BUDGET_MS / per_plan)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,13 +40,13 @@ class Service(Reads):
         config: Config,
         poke: Callable[[], None] = lambda: None,
         executor: str = "process",
+        backend_check: Callable[[RunSpec, str], str | None] = lambda spec, workspace: None,
     ) -> None:
         self.store = store
         self.config = config
         self.poke = poke
         self.executor = executor
-        # a front for Slurm: would its cluster take the run? (raises ServiceError if not)
-        self.backend_check: Callable[[RunSpec, str], None] = lambda spec, workspace: None
+        self.backend_check = backend_check  # why the back end cannot run a spec, or None
 
     # --------------------------------------------------------------- checks
 
@@ -132,8 +132,10 @@ class Service(Reads):
                 " or set [machine] default_image",
             )  # fmt: skip
         # the back end judges the run as it will be stored: with the image filled in
-        self.backend_check(dataclasses.replace(spec, task=dataclasses.replace(
+        refusal = self.backend_check(dataclasses.replace(spec, task=dataclasses.replace(
             spec.task, image=image)), workspace)  # fmt: skip
+        if refusal is not None:
+            raise ServiceError(422, "INVALID_SPEC", refusal)
         return workspace
 
     def default_image(self, workspace: str | None = None) -> str:

@@ -24,36 +24,32 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from runner.clock import Clock, as_clock
 from runner.config.slurm import SlurmConfig
+from runner.engine.apply_plan import settle_dependencies
+from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
-from runner.engine.loop import Loop
-from runner.engine.settings import LoopSettings
-from runner.executors.base import (
-    Capabilities,
-    ExecutorError,
-    ListedWorker,
-    WorkerLaunch,
-    WorkerStatus,
-)
-from runner.model import Reason, Resources, RunSpec
+from runner.engine.snapshot import SpecCache
+from runner.model import Reason, RunSpec
 from runner.planner.estimates import Estimate
-from runner.planner.plan import Head, Plan
-from runner.service.runs import ServiceError
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
-from runner.slurm.jobs import SlurmJob, start_estimate
-from runner.slurm.reasons import describe, priority_of
-from runner.slurm.script import build_batch, nice_for, partition_for, workspace_of_comment
+from runner.slurm.jobs import SlurmJob
+from runner.slurm.reasons import describe
+from runner.slurm.requests import Requests
+from runner.slurm.script import build_batch, workspace_of_comment
+from runner.slurm.view import slurm_plan
 from runner.store.db import (
     FINISHED_STATES,
     LIVE_WORKER_STATES,
     RunRow,
     Store,
     WorkerRow,
+    is_run_uid,
     latest_workers,
 )
 from runner.store.tx import KEEP
@@ -64,62 +60,48 @@ SUBMIT_TRIES = 5  # sbatch failures in a row before a run fails (an outage passe
 HANDLE = "slurm:"
 
 
-class FrontExecutor:
-    """Stands where an executor would: a front starts nothing on this machine."""
-
-    name = "slurm"
-    capabilities = Capabilities()  # Slurm places the GPUs and writes the logs
-
-    def reachable(self) -> bool:
-        return True  # slurmctld away is the front's tick failing, not a worker's engine
-
-    def follow_logs(self, handle: str, log_path: Path | None = None) -> bool:
-        return False
-
-    def start(self, launch: WorkerLaunch) -> str:
-        raise ExecutorError("a front for Slurm starts nothing itself")
-
-    def signal(self, handle: str, signum: int) -> None:
-        raise ExecutorError("a front for Slurm signals through scancel")
-
-    def status(self, handle: str) -> WorkerStatus:
-        raise ExecutorError("a front for Slurm reads squeue")
-
-    def list_workers(self) -> list[ListedWorker]:
-        return []
-
-    def cleanup(self, handle: str) -> None:
-        pass
-
-
 def job_id(worker: WorkerRow) -> int | None:
     handle = worker.handle or ""
     tail = handle.removeprefix(HANDLE)
     return int(tail) if handle.startswith(HANDLE) and tail.isdigit() else None
 
 
-class SlurmFront(Loop):
+class SlurmFront:
+    """A back end (runner/engine/backend.py) whose work Slurm plans and runs: nothing
+    starts on this machine, so it has no executor and no planner of its own."""
+
+    capabilities = BackendCapabilities("slurm", "slurm", local_gpus=False, plans_locally=False)
+
     def __init__(
         self,
         store: Store,
-        settings: LoopSettings,
         config: SlurmConfig,
+        stop_grace: float,
         client: SlurmClient | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | Callable[[], float] = time.time,
+        groups: Callable[[float], bool] | None = None,
     ) -> None:
-        super().__init__(store, FrontExecutor(), settings, clock)
+        self.store = store
         self.config = config
+        self.stop_grace = stop_grace  # a partition's grace when Slurm will not say it
         self.client = client or SlurmClient(bin_dir=config.bin_dir)
+        self.clock = as_clock(clock)
+        self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
+        self.status = LoopStatus()
+        self.specs = SpecCache()
         self.jobs: dict[int, SlurmJob] = {}
+        self.requests = Requests(store, self.client, config.settings)
+        self._wake = threading.Event()
+        self._on_change: Callable[[], None] = lambda: None
         self._estimates: dict[str, Estimate] = {}
-        self._nice_refused: dict[str, int] = {}
         self._deps = Dependencies()
         self._graces: dict[str, float] = {}
         self._failures: dict[str, int] = {}  # run -> sbatch failures in a row
 
-    # ------------------------------------------------------------ running
+    # ------------------------------------------------------------ the seam
 
     def run_forever(self, stop: threading.Event) -> None:
+        """Nothing to adopt on this machine first: Slurm keeps the jobs."""
         last_error = ""
         while not stop.is_set():
             try:
@@ -131,22 +113,33 @@ class SlurmFront(Loop):
                     log.warning("tick failed: %s", text)
                 last_error = text
                 self.status.errors = [*self.status.errors[-9:], text]
-            if self.wake.wait(FRONT_TICK):
-                self.wake.clear()
+            if self._wake.wait(FRONT_TICK):
+                self._wake.clear()
 
-    def reconcile(self) -> None:
-        """Nothing to adopt on this machine: Slurm keeps the jobs."""
+    def poke(self) -> None:
+        self._wake.set()
 
-    def check_spec(self, spec: RunSpec, workspace: str) -> None:
+    def watch(self, notify: Callable[[], None]) -> None:
+        self._on_change = notify
+
+    def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
         """What sbatch would refuse for the cluster's settings, refused at submit instead."""
         try:
             build_batch(spec, self.config.settings, workspace=workspace)
         except SlurmError as e:
-            raise ServiceError(422, "INVALID_SPEC", f"Slurm cannot run it: {e}") from None
+            return f"Slurm cannot run it: {e}"
+        return None
 
     def estimates(self) -> dict[str, Estimate]:
         """Slurm's start estimates (``squeue --start``) for the runs it has pending."""
         return dict(self._estimates)
+
+    def log_files(self, run: RunRow) -> list[Path]:
+        """Slurm writes each job's output to the shared log folder, named as _submit names it."""
+        shared = self.config.settings.log_dir
+        stem = run.run_uid if is_run_uid(run.run_uid) else run.name
+        path = Path(shared) / f"{stem}.log" if shared else None
+        return [path] if path is not None and path.is_file() else []
 
     def tick(self) -> None:
         now = self.clock()
@@ -157,7 +150,7 @@ class SlurmFront(Loop):
         watched = self._watched()
         self._deps = check_dependencies(watched, self.specs.get, self.store.run_states)
         if self._deps.failing or self._deps.met:
-            self.settle_dependencies(self._deps, watched, now)
+            settle_dependencies(self.store, self._deps, watched, now)
             watched, changed = self._watched(), True  # failed ones must not be submitted
         for run in watched:
             changed |= self._follow(run, now)
@@ -167,7 +160,7 @@ class SlurmFront(Loop):
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
         if changed:
-            self.on_change()
+            self._on_change()
 
     def _watched(self) -> list[RunRow]:
         """Active runs, and finished ones whose job still lives (deleted while queued)."""
@@ -333,7 +326,7 @@ class SlurmFront(Loop):
             try:
                 self._graces[partition] = float(self.client.partition_grace(partition))
             except SlurmError:
-                return self.settings.machine.stop_grace
+                return self.stop_grace
         return self._graces[partition]
 
     def _ended(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
@@ -403,62 +396,18 @@ class SlurmFront(Loop):
         worker = self._latest(run)
         number = job_id(worker) if worker is not None else None
         job = self.jobs.get(number) if number is not None else None
-        if job is None or job.state not in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING"):
-            return False
-        if run.stop_request == "delete":
-            try:
-                self.client.cancel(job.job_id)
-            except SlurmError as e:
-                log.warning("scancel %s: %s", job.job_id, e)
-            return False
-        if priority_of(job) != run.priority and self._nice_refused.get(run.name) != run.priority:
-            try:
-                nice = nice_for(run.priority, privileged=self.config.settings.privileged)
-            except SlurmError as e:  # not allowed here: said once
-                self._nice_refused[run.name] = run.priority
-                text = Reason(f"Slurm kept its priority: {e}")
-                with self.store.transaction() as tx:
-                    self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
-                return True
-            try:
-                self.client.set_nice(job.job_id, nice)
-            except SlurmError as e:  # slurmctld away, or it refused: tried again next tick
-                log.warning("scontrol update nice for %s: %s", job.job_id, e)
-        wanted = partition_for(run.priority, self.config.settings, run.workspace)
-        if job.pending and wanted and wanted not in job.partition.split(","):
-            try:  # a priority that reaches another tier moves a pending job there
-                self.client.set_partition(job.job_id, wanted)
-            except SlurmError as e:
-                log.warning("scontrol update partition for %s: %s", job.job_id, e)
-        return False
+        return self.requests.carry(run, job, now)
 
     # ------------------------------------------------------------ the view
 
     def _plan(self, now: float) -> None:
         """Slurm's order and head, in the shape the API shows the built-in planner's."""
-        queue = list(self.jobs.values())
-        pending = sorted((j for j in queue if j.pending), key=lambda j: (-j.priority, j.job_id))
         runs = {r.name: r for r in self.store.runs(active_only=True)}
-        ours = [j for j in pending if j.name in runs]
-        reasons: dict[str, Reason] = {}
-        for job in ours:
-            reason = describe(job, queue, now)
-            if reason is not None:
-                reasons[job.name] = reason
-        self._write_reasons(reasons, runs)
-        heads = [j for j in ours if j.reason == "Resources"]
-        head = None
-        if heads:
-            top = heads[0]
-            run = runs[top.name]
-            head = Head(
-                top.name, run.workspace, priority_of(top), start_estimate(top, now), Resources()
-            )
-        starts = {j.name: start_estimate(j, now) for j in ours}
-        self._estimates = {name: Estimate(t) for name, t in starts.items() if t is not None}
-        self.status.plan = Plan((), (), head, reasons, frozenset(), tuple(j.name for j in ours))
+        plan, self._estimates = slurm_plan(self.jobs, runs, now)
+        self._write_reasons(plan.reasons, runs)
+        self.status.plan = plan
 
-    def _write_reasons(self, reasons: dict[str, Reason], runs: dict[str, RunRow]) -> None:
+    def _write_reasons(self, reasons: Mapping[str, Reason], runs: dict[str, RunRow]) -> None:
         changes = {
             n: r for n, r in reasons.items() if runs[n].reason != r and runs[n].state == "Queued"
         }

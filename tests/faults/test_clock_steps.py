@@ -71,7 +71,7 @@ def make_daemon(tmp_path: Path, clock: SteppedClock) -> Iterator[Make]:
 
 def ticks_pass(h: Harness, count: int = 3) -> None:
     """Wait until the loop has gone round ``count`` more times (each one enforces)."""
-    loop = h.daemon.loop
+    loop = h.daemon.backend
     target = loop.status.ticks + count
     wait_for(lambda: loop.status.ticks >= target, message=f"{count} more ticks")
 

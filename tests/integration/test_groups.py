@@ -172,7 +172,7 @@ def test_a_sweep_makes_runs_in_order_each_preempted_alone(h: Harness) -> None:
     h.wait_state("sw-1", "Running")
     assert h.state("sw-2") == "Queued" and h.state("sw-3") == "Queued"
     wait_for(lambda: "A=1 B=y I=1" in h.log("sw-1"), 10)
-    assert h.daemon.loop.specs.get(h.run("sw-3")).task.args[-1] == "2-y"
+    assert h.daemon.backend.specs.get(h.run("sw-3")).task.args[-1] == "2-y"
     h.submit(spec("hot", sleeper(), gpus=1, priority=5, workspace="vision"))
     h.wait_state("hot", "Running")
     running = [n for n in runs_of(h, "sw") if h.state(n) == "Running"]
@@ -196,8 +196,8 @@ def test_a_dependency_chain_runs_in_order(h: Harness) -> None:
     h.submit(c)
     wait_for(lambda: h.reason("b") == "Waits for a to succeed", 10)
     assert h.reason("c") == "Waits for b to succeed"
-    assert h.daemon.loop.status.plan is not None
-    assert "b" not in h.daemon.loop.status.plan.positions  # not in the order: never the head
+    assert h.daemon.backend.status.plan is not None
+    assert "b" not in h.daemon.backend.status.plan.positions  # not in the order: never the head
     for name in ("a", "b", "c"):
         h.wait_state(name, "Succeeded", timeout=20)
     a, b_row, c_row = h.run("a"), h.run("b"), h.run("c")

@@ -82,8 +82,8 @@ def test_retention_off_keeps_finished_runs(make_daemon: Callable[..., Harness]) 
     h.wait_state("kept", "Succeeded")
     h.submit(spec("probe", quick("y", 0)))  # the loop goes on after "kept" finished
     h.wait_state("probe", "Succeeded")
-    later = h.daemon.loop.clock() + 10**8
-    assert forget_expired(h.daemon.store, h.daemon.loop.specs, None, later) == 0
+    later = h.daemon.backend.clock() + 10**8
+    assert forget_expired(h.daemon.store, h.daemon.backend.specs, None, later) == 0
     assert h.state("kept") == "Succeeded"
 
 
@@ -151,9 +151,9 @@ def test_the_loop_keeps_no_spec_of_a_forgotten_run(make_daemon: Callable[..., Ha
     h = make_daemon()
     h.submit(spec("once", ["true"]))
     h.wait_state("once", "Succeeded")
-    assert "once" in h.daemon.loop.specs
+    assert "once" in h.daemon.backend.specs
     h.daemon.service.delete("once", h.root)
-    wait_for(lambda: "once" not in h.daemon.loop.specs, 15, "its spec to be dropped")
+    wait_for(lambda: "once" not in h.daemon.backend.specs, 15, "its spec to be dropped")
 
 
 def test_a_run_that_restarts_again_and_again_keeps_its_newest_attempts_logs(

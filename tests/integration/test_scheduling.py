@@ -105,8 +105,8 @@ def test_quota_waits_and_records_the_event_once(make_daemon: Make) -> None:
         "Waits for more than the namespace's quota allows at all (gpus 6 > 4): "
         "raise the quota or ask for less."
     )
-    h.daemon.loop.poke()
-    wait_for(lambda: h.daemon.loop.status.ticks > 5)
+    h.daemon.backend.poke()
+    wait_for(lambda: h.daemon.backend.status.ticks > 5)
     quota_events = [e for e in h.events("v-2") if e.startswith("Quota reached")]
     assert quota_events == ["Quota reached: gpus 3 in use + 2 asked > 4"]
 

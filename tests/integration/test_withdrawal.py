@@ -68,8 +68,8 @@ def grace_over(h: Harness) -> None:
     """Wait past the grace the victim's SIGTERM started, and a few ticks more."""
     deadline = max(w.stop_deadline_mono or 0.0 for w in workers(h, "victim"))
     wait_for(lambda: time.monotonic() > deadline + KILL_AGAIN, message="the grace over")
-    ticks = h.daemon.loop.status.ticks + 3
-    wait_for(lambda: h.daemon.loop.status.ticks >= ticks, message="three more ticks")
+    ticks = h.daemon.backend.status.ticks + 3
+    wait_for(lambda: h.daemon.backend.status.ticks >= ticks, message="three more ticks")
 
 
 def assert_kept_running(h: Harness, before: list[WorkerRow]) -> None:

@@ -29,7 +29,7 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.gpus import read_inventory
-from runner.service.runs import Service, caller_for
+from runner.service.runs import Service, caller_for, start_refusal
 from runner.store.db import RunRow, Store, WorkerRow
 from tests.integration.harness import spec, write_config
 
@@ -176,10 +176,10 @@ class Engine:
             logs_dir=home / "logs",
             executor_remaps_gpus=remaps_gpus,
             instance="unit",
+            authorise=lambda user, workspace: start_refusal(self.config, user, workspace),
         )
         self.loop = Loop(self.store, self.executor, self.settings, self.clock)
         self.service = Service(self.store, self.config, self.loop.poke, "process")
-        self.settings.authorise = self.service.start_refusal
         self.root = caller_for(0, 0, self.config)
         self.loop.reconcile()  # as run_forever does before its first tick
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.config.slurm import SlurmConfig, SlurmSettings
+from runner.engine.backend import Backend, BackendCapabilities
 from runner.executors.base import Capabilities, Executor
 from runner.executors.process import ProcessExecutor
-from runner.slurm.front import FrontExecutor
+from runner.slurm.front import SlurmFront
+from runner.store.db import Store
 
 
 def test_the_process_executor_declares_no_log_copy_and_host_gpu_numbers(tmp_path: Path) -> None:
@@ -19,8 +22,10 @@ def test_the_process_executor_declares_no_log_copy_and_host_gpu_numbers(tmp_path
 
 
 def test_the_slurm_front_declares_nothing_to_copy_or_renumber(tmp_path: Path) -> None:
-    executor: Executor = FrontExecutor()
-    assert executor.capabilities == Capabilities()
-    assert executor.reachable() is True
-    assert executor.follow_logs("slurm-12", tmp_path / "log") is False
-    assert executor.list_workers() == []
+    front: Backend = SlurmFront(
+        Store(tmp_path / "state.db"), SlurmConfig(SlurmSettings()), stop_grace=30
+    )
+    assert front.capabilities == BackendCapabilities(
+        "slurm", "slurm", local_gpus=False, plans_locally=False
+    )
+    assert front.estimates() == {}

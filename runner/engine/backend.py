@@ -1,0 +1,79 @@
+"""The back-end seam: what the daemon and the API need of whatever runs the work.
+
+Two back ends implement :class:`Backend`: the engine's own loop
+(runner/engine/loop.py), which plans the queue and starts workers on this machine
+through an executor, and the front for Slurm (runner/slurm/front.py), which hands
+the runs to a Slurm cluster and shows Slurm's queue. The daemon builds one of them
+by its config (runner/daemon/daemon.py); the API asks what differs between them of
+the back end's declared :class:`BackendCapabilities`, never of its type.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from runner.clock import Clock
+from runner.engine.snapshot import SpecCache
+from runner.model import RunSpec
+from runner.planner.estimates import Estimate
+from runner.planner.plan import Plan
+from runner.store.db import RunRow
+
+__all__ = ["Backend", "BackendCapabilities", "BackendKind", "LoopStatus"]
+
+BackendKind = Literal["local", "slurm"]
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a back end is, declared by it: the API decides by these, never by probing."""
+
+    kind: BackendKind
+    executor: str  # the name shown for what runs the work: "process", "docker", "slurm"
+    local_gpus: bool  # the GPUs are this machine's: read here, numbered as here
+    plans_locally: bool  # the built-in planner orders the queue: levers, previews, estimates
+
+
+@dataclass
+class LoopStatus:
+    """What the API shows about the back end's loop itself."""
+
+    ticks: int = 0
+    last_plan_at: float | None = None
+    last_plan_ms: float = 0.0
+    plan: Plan | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """Whatever runs the work: ticks in a thread of the daemon, poked by the service."""
+
+    capabilities: BackendCapabilities
+    status: LoopStatus  # the last plan (its order, head and reasons), ticks, errors
+    specs: SpecCache  # the runs' parsed specs, shared with the API
+    clock: Clock
+
+    def run_forever(self, stop: threading.Event) -> None:
+        """Tick until ``stop`` is set; a failing tick is recorded, never fatal."""
+
+    def tick(self) -> None:
+        """One round: read what runs, carry it into the store, plan or follow the plan."""
+
+    def poke(self) -> None:
+        """Something changed (submit, delete, priority): look again at once."""
+
+    def watch(self, notify: Callable[[], None]) -> None:
+        """Call ``notify`` (from the back end's thread) after a tick that changed something."""
+
+    def estimates(self) -> dict[str, Estimate]:
+        """When each waiting run is expected to start."""
+
+    def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
+        """Why this back end cannot run ``spec`` (refused at submit), or None."""
+
+    def log_files(self, run: RunRow) -> list[Path]:
+        """The files that hold ``run``'s output, in order."""
