@@ -166,7 +166,8 @@ class Daemon:
         name = self.executor.name if self.executor is not None else "slurm"
         self.service = Service(self.store, self.config, self._poke, name, self._check_spec)
         self.groups = GroupService(self.service)
-        self.backend: Backend = self._backend(slurm, GroupControl(self.service).tick, clock)
+        groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
+        self.backend: Backend = self._backend(slurm, groups, clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

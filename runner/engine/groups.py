@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+from typing import Any, Protocol
 
-from runner.model import Reason, RunRef
-from runner.service.groups import template_for
-from runner.service.runs import Service, ServiceError, caller_for
+from runner.model import Reason, RunRef, RunSpec
 from runner.spec.groups import (
     QUICK_EXIT,
     GroupSpec,
@@ -37,16 +37,32 @@ def _due(group: GroupRow, now: float) -> bool:
     return group.next_at is not None and now >= group.next_at
 
 
+Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
+
+
+class GroupRules(Protocol):
+    """A submit's rules, which group control applies for a group's owner (the service
+    implements them: runner/service/groups.py)."""
+
+    def group_run(
+        self, group: GroupRow, spec: RunSpec, template: Template | None, now: float
+    ) -> RunRow | str:
+        """The row of the run ``spec``, checked as the owner's submit now; or why not."""
+
+    def room_for(self, tx: Tx, group: GroupRow) -> str | None:
+        """Why the owner may not have one more unfinished run now (max_submit_per_user)."""
+
+    def delete_in(self, tx: Tx, name: str, workspace: str, by: Reason) -> str:
+        """Delete the run within ``tx``, as a delete by ``by``."""
+
+
 class GroupControl:
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    def __init__(self, store: Store, rules: GroupRules) -> None:
+        self.store = store
+        self.rules = rules
         self._specs: dict[str, tuple[str, GroupSpec]] = {}
         self._refused: dict[tuple[str, str], Reason] = {}  # (group, replica) -> last refusal
         self._last_cause: dict[str, str | None] = {}  # schedule -> why its last firing made none
-
-    @property
-    def store(self) -> Store:
-        return self.service.store
 
     def tick(self, now: float) -> bool:
         changed = False
@@ -69,25 +85,16 @@ class GroupControl:
 
     def _checked(self, group: GroupRow, name: str) -> tuple[RunRow | None, str | None]:
         """The run ``name`` from the template, checked for the owner now; or why not."""
-        spec = template_for(self._spec(group).template, name)
-        owner = caller_for(group.uid, group.gid, self.service.config)
-        try:
-            workspace = self.service._check_spec(spec, owner)
-        except ServiceError as e:
-            return None, str(e)
+        spec = replace(self._spec(group).template, name=name)
         stored = None
         if group.template is not None:  # else made before templates were stored once
             stored = (group.template, self.store.template_doc(group.template), run_part(name))
-        return self.service.new_row(spec, workspace, owner, time.time(), group.name, stored), None
+        row = self.rules.group_run(group, spec, stored, time.time())
+        return (None, row) if isinstance(row, str) else (row, None)
 
     def _room(self, tx: Tx, group: GroupRow) -> str | None:
         """Why the owner may not have one more unfinished run now (max_submit_per_user)."""
-        owner = caller_for(group.uid, group.gid, self.service.config)
-        try:
-            self.service.check_room(tx, owner, 1, "the group")
-        except ServiceError as e:
-            return str(e)
-        return None
+        return self.rules.room_for(tx, group)
 
     def _still_there(self, tx: Tx, group: GroupRow) -> bool:
         """The group still exists, as read (a delete may have come between read and write)."""
@@ -142,7 +149,7 @@ class GroupControl:
         if spec.policy == "replace":
             for r in previous:
                 by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
-                self.service.delete_in(tx, r.name, r.workspace, by)
+                self.rules.delete_in(tx, r.name, r.workspace, by)
         made = Reason.of("Submitted by schedule {0}", by_schedule)
         self.store.insert_run_in(tx, row, made)
 
@@ -169,7 +176,7 @@ class GroupControl:
                     for r in extra:
                         by = Reason.of(f"Scaled down ({{0}} to {group.replicas})",
                                        RunRef(group.name, group.workspace))  # fmt: skip
-                        self.service.delete_in(tx, r.name, r.workspace, by)
+                        self.rules.delete_in(tx, r.name, r.workspace, by)
             changed = True
         return changed
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from runner.model import Reason, RunRef, RunSpec
-from runner.service.runs import Caller, Service, ServiceError
+from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.spec.groups import (
     MAX_REPLICAS,
     GroupSpec,
@@ -27,8 +27,9 @@ from runner.spec.groups import (
 )
 from runner.spec.parse import SpecError, spec_to_dict
 from runner.spec.templates import run_part
-from runner.store.db import NameInUse, Store
+from runner.store.db import NameInUse, RunRow, Store
 from runner.store.groups import GroupRow
+from runner.store.tx import Tx
 
 SWEEP_SPACING = 1e-6  # seconds between a sweep's runs' submit times: they queue in index order
 
@@ -40,6 +41,32 @@ class GroupService:
     @property
     def store(self) -> Store:
         return self.service.store
+
+    # ------------------------------------------------ rules for group control
+
+    def group_run(
+        self, group: GroupRow, spec: RunSpec, template: Template | None, now: float
+    ) -> RunRow | str:
+        """The row of a group's run ``spec`` (engine.groups.GroupRules), checked as its
+        owner's submit now; or the refusal's text."""
+        owner = caller_for(group.uid, group.gid, self.service.config)
+        try:
+            workspace = self.service._check_spec(spec, owner)
+        except ServiceError as e:
+            return str(e)
+        return self.service.new_row(spec, workspace, owner, now, group.name, template)
+
+    def room_for(self, tx: Tx, group: GroupRow) -> str | None:
+        """Why the group's owner may not have one more unfinished run now."""
+        owner = caller_for(group.uid, group.gid, self.service.config)
+        try:
+            self.service.check_room(tx, owner, 1, "the group")
+        except ServiceError as e:
+            return str(e)
+        return None
+
+    def delete_in(self, tx: Tx, name: str, workspace: str, by: Reason) -> str:
+        return self.service.delete_in(tx, name, workspace, by)
 
     # ------------------------------------------------------------- reading
 
