@@ -28,9 +28,9 @@ from runner.api.groups import add_group_routes
 from runner.api.guard import GuardedSite, SocketInUse, answers
 from runner.api.machine import add_machine_routes
 from runner.api.runs import add_run_routes
+from runner.api.served import Daemon
 from runner.api.streams import Changes
 from runner.api.why import ESTIMATES, add_why_routes
-from runner.daemon.daemon import Daemon
 
 __all__ = ["CHANGES", "DAEMON", "build_app", "errors", "refuse_if_answered", "start_api"]
 

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from runner.api.guard import guard_of, too_late
+from runner.api.served import Daemon
 from runner.api.streams import Changes
-from runner.daemon.daemon import Daemon
 from runner.service.runs import Caller, ServiceError, caller_for
 from runner.spec.documents import decode_document
 from runner.spec.parse import SpecError, one_line

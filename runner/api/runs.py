@@ -8,10 +8,10 @@ from typing import Any
 from aiohttp import web
 
 from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
+from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, run_objects, sse
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
-from runner.daemon.daemon import Daemon
 from runner.drives import latest_checkpoint
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError

@@ -17,7 +17,7 @@ from runner.service.runs import Caller
 from runner.store.db import FINISHED_STATES, RunRow
 
 if TYPE_CHECKING:
-    from runner.daemon.daemon import Daemon
+    from runner.api.served import Daemon
 
 POLL = 0.25
 DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff

@@ -19,7 +19,7 @@ from runner.planner.why import as_json, explain
 from runner.service.runs import Caller, ServiceError
 
 if TYPE_CHECKING:
-    from runner.daemon.daemon import Daemon
+    from runner.api.served import Daemon
     from runner.engine.backend import Backend
 
 ESTIMATE_EVERY = 5.0  # seconds an estimate is reused

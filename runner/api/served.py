@@ -1,0 +1,34 @@
+"""What the API needs of the daemon it serves, as a protocol: the API never imports the
+daemon (a layer above it); runner.daemon.daemon.Daemon is the one that implements it.
+
+Its own module, not runner/api/context.py: the streams need it, and context.py imports
+the streams (the change feed's app key).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from runner.config.load import Config
+from runner.engine.backend import Backend
+from runner.engine.settings import LoopSettings
+from runner.gpus import Inventory
+from runner.service.groups import GroupService
+from runner.service.runs import Service
+from runner.store.db import Store
+
+__all__ = ["Daemon"]
+
+
+class Daemon(Protocol):
+    config: Config  # the current one (admin commands change it: apply_config)
+    store: Store
+    service: Service  # runs: every read with its visibility rule, every change
+    groups: GroupService
+    backend: Backend  # what runs the work, and what it can do (its capabilities)
+    settings: LoopSettings  # the machine, drives and authorisation the back end uses
+    inventory: Inventory  # the GPUs as found at the start
+    executor_why: str  # why this executor: shown by the status route
+
+    def apply_config(self, config: Config) -> None:
+        """A changed config (admin commands): workspaces and drives take effect now."""
