@@ -12,6 +12,11 @@ Pure functions do the thinking, one small class does the talking:
   (:func:`run_state`, :func:`describe`).
 - :mod:`runner.slurm.client`: :class:`SlurmClient` runs sbatch, scancel,
   scontrol and squeue with timeouts; every failure is one :class:`SlurmError`.
+- :mod:`runner.slurm.front`: the daemon's back end for a Slurm cluster (an
+  implementation of runner.engine.backend.Backend), with its queue's view
+  (:mod:`runner.slurm.view`), the runs' requests carried to their jobs
+  (:mod:`runner.slurm.requests`) and the jobs' ends carried to their runs
+  (:mod:`runner.slurm.outcomes`).
 
 Where Slurm differs from the single-host planner:
 

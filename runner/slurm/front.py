@@ -39,7 +39,7 @@ from runner.planner.estimates import Estimate
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob
-from runner.slurm.reasons import describe
+from runner.slurm.outcomes import ended, lost
 from runner.slurm.requests import Requests
 from runner.slurm.script import build_batch, workspace_of_comment
 from runner.slurm.view import slurm_plan
@@ -197,7 +197,7 @@ class SlurmFront:
         number = job_id(worker)
         job = self.jobs.get(number) if number is not None else None
         if job is None:
-            return self._lost(run, worker, now)
+            return lost(self.store, run, worker, now)
         return self._carry(run, worker, job, now)
 
     def _submit(self, run: RunRow, now: float) -> None:
@@ -283,7 +283,8 @@ class SlurmFront:
             return restarted or queue
         if state in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"):
             return self._running(run, worker, job, now)
-        return self._ended(run, worker, job, now)
+        limit = self.specs.get(run).restart_limit
+        return ended(self.store, run, worker, job, limit, list(self.jobs.values()), now)
 
     def _running(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
         if job.preempt_time is not None and job.state == "RUNNING":
@@ -328,52 +329,6 @@ class SlurmFront:
             except SlurmError:
                 return self.stop_grace
         return self._graces[partition]
-
-    def _ended(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
-        spec = self.specs.get(run)
-        code = job.exit_code
-        with self.store.transaction() as tx:
-            self.store.end_worker(tx, worker.id, "Exited", job.end or now, exit_code=code)
-            if run.state in FINISHED_STATES:
-                return True
-            if job.state == "COMPLETED":
-                self.store.finish_run(tx, run.name, "Succeeded", job.end or now, None, exit_code=0)
-                self.store.add_event(
-                    tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now
-                )
-            elif job.state == "CANCELLED" or run.stop_request == "delete":
-                why = "Deleted" if run.stop_request == "delete" else "Cancelled in Slurm"
-                self.store.finish_run(tx, run.name, "Cancelled", now, Reason(why))
-                self.store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
-            elif job.state != "TIMEOUT" and run.restarts < spec.restart_limit:
-                restarts = run.restarts + 1
-                text = Reason(
-                    f"Restarting: job {job.job_id} ended {job.state} (exit code {code}) "
-                    f"(restart {restarts} of {spec.restart_limit})"
-                )
-                self.store.requeue(tx, run.name, restarts=restarts, reason=text)
-                self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
-            else:
-                reason = describe(job, list(self.jobs.values()), now) or Reason(
-                    f"Slurm: {job.state}"
-                )
-                self.store.finish_run(tx, run.name, "Failed", job.end or now, reason,
-                                      exit_code=code)  # fmt: skip
-                self.store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
-        return True
-
-    def _lost(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
-        """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
-        deleted = run.stop_request == "delete"
-        with self.store.transaction() as tx:
-            self.store.end_worker(tx, worker.id, "Lost", now,
-                                  error="Slurm no longer knows the job")  # fmt: skip
-            if run.state not in FINISHED_STATES:
-                why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
-                state = "Cancelled" if deleted else "Failed"
-                self.store.finish_run(tx, run.name, state, now, why)
-                self.store.add_event(tx, run.name, run.workspace, state, why, now)
-        return True
 
     def _requeued(
         self, run: RunRow, worker: WorkerRow, job: SlurmJob, queue: bool, now: float

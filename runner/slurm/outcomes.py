@@ -1,0 +1,59 @@
+"""How a Slurm job's end reaches its run: the worker row ends, the run finishes or
+is queued again (a restart, while its budget lasts). Called by the front
+(runner/slurm/front.py) within its tick; each outcome is one transaction.
+"""
+
+from __future__ import annotations
+
+from runner.model import Reason
+from runner.slurm.jobs import SlurmJob
+from runner.slurm.reasons import describe
+from runner.store.db import FINISHED_STATES, RunRow, Store, WorkerRow
+
+
+def ended(
+    store: Store, run: RunRow, worker: WorkerRow, job: SlurmJob, restart_limit: int,
+    queue: list[SlurmJob], now: float,
+) -> bool:  # fmt: skip
+    """The job ended: the worker exits, the run succeeds, is cancelled, restarts while its
+    budget lasts (not after a time limit), or fails with Slurm's reason."""
+    code = job.exit_code
+    with store.transaction() as tx:
+        store.end_worker(tx, worker.id, "Exited", job.end or now, exit_code=code)
+        if run.state in FINISHED_STATES:
+            return True
+        if job.state == "COMPLETED":
+            store.finish_run(tx, run.name, "Succeeded", job.end or now, None, exit_code=0)
+            store.add_event(tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now)
+        elif job.state == "CANCELLED" or run.stop_request == "delete":
+            why = "Deleted" if run.stop_request == "delete" else "Cancelled in Slurm"
+            store.finish_run(tx, run.name, "Cancelled", now, Reason(why))
+            store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
+        elif job.state != "TIMEOUT" and run.restarts < restart_limit:
+            restarts = run.restarts + 1
+            text = Reason(
+                f"Restarting: job {job.job_id} ended {job.state} (exit code {code}) "
+                f"(restart {restarts} of {restart_limit})"
+            )
+            store.requeue(tx, run.name, restarts=restarts, reason=text)
+            store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+        else:
+            reason = describe(job, queue, now) or Reason(f"Slurm: {job.state}")
+            store.finish_run(tx, run.name, "Failed", job.end or now, reason,
+                                  exit_code=code)  # fmt: skip
+            store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
+    return True
+
+
+def lost(store: Store, run: RunRow, worker: WorkerRow, now: float) -> bool:
+    """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
+    deleted = run.stop_request == "delete"
+    with store.transaction() as tx:
+        store.end_worker(tx, worker.id, "Lost", now,
+                              error="Slurm no longer knows the job")  # fmt: skip
+        if run.state not in FINISHED_STATES:
+            why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
+            state = "Cancelled" if deleted else "Failed"
+            store.finish_run(tx, run.name, state, now, why)
+            store.add_event(tx, run.name, run.workspace, state, why, now)
+    return True
