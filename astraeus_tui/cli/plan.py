@@ -54,7 +54,10 @@ def plan_command(
     from runner.planner.queuefile import QueueFileError, load_queue
 
     try:
-        snapshot, now = load_queue(queue)
+        snapshot, now = load_queue(queue.read_text(), str(queue))
+    except OSError as e:
+        typer.echo(f"error: {queue}: {e}", err=True)
+        raise typer.Exit(2) from e
     except QueueFileError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import tomllib
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from runner.model import Quota, Resources, Workspace, parse_size
@@ -41,12 +40,14 @@ def _resources(entry: dict[str, Any]) -> Resources:
     )
 
 
-def load_queue(path: Path) -> tuple[Snapshot, float]:
-    """The snapshot a queue file describes, and its ``now``."""
+def load_queue(text: str, where: str) -> tuple[Snapshot, float]:
+    """The snapshot a queue file's ``text`` describes, and its ``now``; errors name ``where``.
+
+    Pure, as the rest of the planner: the caller reads the file."""
     try:
-        doc = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise QueueFileError(f"{path}: {e}") from e
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise QueueFileError(f"{where}: {e}") from e
     now = _time(doc.get("now", 0), 0.0)
     m = doc.get("machine", {})
     machine = Machine(
