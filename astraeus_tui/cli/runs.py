@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -252,20 +250,10 @@ def wait(
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
 ) -> None:
     """Wait for a run to finish; the exit code follows the run's."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
-    while True:
-        run = call(lambda c: c.show(name))
-        if run.state in FINISHED:
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            fail(f"{name}: still {run.state} after {timeout:g} s", 124)
-        time.sleep(interval)
-    echo(f"{name}: {run.state}" + (f" ({run.reason})" if run.reason else ""))
-    if run.state == "Succeeded":
-        raise typer.Exit(0)
-    code = run.exit_code
-    raise typer.Exit(code if isinstance(code, int) and code > 0 else 1)
+    from astraeus_tui.cli.fast.out import finish
+    from astraeus_tui.cli.fast.runs import wait_until_finished
+
+    raise typer.Exit(finish(lambda: wait_until_finished(name, timeout)))
 
 
 def register(app: typer.Typer) -> None:

@@ -85,10 +85,11 @@ def fast_wait(argv: list[str]) -> int | None:
         timeout = None if raw is None else float(raw)
     except ValueError:
         return None
-    return finish(lambda: _wait(parsed.positional[0], timeout))
+    return finish(lambda: wait_until_finished(parsed.positional[0], timeout))
 
 
-def _wait(name: str, timeout: float | None) -> int:
+def wait_until_finished(name: str, timeout: float | None) -> int:
+    """Poll until ``name`` finishes; its exit code (0 once it succeeded, 124 on timeout)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
     while True:
