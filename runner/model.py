@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import ClassVar
 
 MIN_PRIORITY = -1000
 MAX_PRIORITY = 1000
@@ -226,6 +227,8 @@ class RunSpec:
 
 
 class RunState(StrEnum):
+    """A run's state; the value is what the store, the wire and messages hold."""
+
     QUEUED = "Queued"
     STARTING = "Starting"
     RUNNING = "Running"
@@ -234,9 +237,56 @@ class RunState(StrEnum):
     FAILED = "Failed"
     CANCELLED = "Cancelled"
 
+    FINISHED: ClassVar[frozenset[RunState]]  # over: it moves no more
+    ACTIVE: ClassVar[frozenset[RunState]]  # not finished: queued or with workers
+
     @property
     def finished(self) -> bool:
-        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+        return self in RunState.FINISHED
+
+    @property
+    def active(self) -> bool:
+        return self in RunState.ACTIVE
+
+
+RunState.FINISHED = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED})
+RunState.ACTIVE = frozenset(RunState) - RunState.FINISHED
+
+
+class WorkerState(StrEnum):
+    """A worker's state (one row per worker and attempt)."""
+
+    STARTING = "Starting"
+    RUNNING = "Running"
+    STOPPING = "Stopping"
+    EXITED = "Exited"  # ended, not yet classified
+    LOST = "Lost"  # gone without an exit status
+    DONE = "Done"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    LIVE: ClassVar[frozenset[WorkerState]]  # holds its resources: may still run
+
+
+WorkerState.LIVE = frozenset({WorkerState.STARTING, WorkerState.RUNNING, WorkerState.STOPPING})
+
+
+class StopReason(StrEnum):
+    """Why a worker stops (its ``stop_reason``), or a run (its ``stop_request``)."""
+
+    PREEMPT = "preempt"
+    TIMELIMIT = "timelimit"
+    DELETE = "delete"
+    FAILED = "failed"  # the run could not start
+    RESTART = "restart"  # a gang's worker failed: its attempt stops, to start again
+    NEVER_STARTED = "never-started"  # ended before it began: not the program's failure
+    WITHDRAWN = "withdrawn"  # its preemption was withdrawn: it runs on
+
+
+def sql_list(states: frozenset[RunState] | frozenset[WorkerState]) -> str:
+    """``states`` as an SQL list of literals, in the enum's order: ``('Queued', 'Running')``."""
+    values = dict.fromkeys(s.value for s in (*RunState, *WorkerState) if s in states)
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
 class ReasonCode(StrEnum):

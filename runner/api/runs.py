@@ -13,6 +13,7 @@ from runner.api.streams import follow_events, follow_log, run_objects, sse
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
 from runner.drives import latest_checkpoint
+from runner.model import RunState
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
 
@@ -21,7 +22,9 @@ def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.get(run)
     live = daemon.service.workers_of(name)
-    estimate = request.app[ESTIMATES].get(daemon).get(name) if run.state == "Queued" else None
+    estimate = (
+        request.app[ESTIMATES].get(daemon).get(name) if run.state == RunState.QUEUED else None
+    )
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return run_object(run, spec, caller.viewer, plan, live, now, estimate)
 
@@ -38,7 +41,7 @@ async def list_runs(request: web.Request) -> web.Response:
         group=q.get("group"), states=states,
     )  # fmt: skip
     objects = run_objects(daemon, runs, caller, request.app[ESTIMATES].get(daemon))
-    running = ("Running", "Stopping", "Starting")
+    running = (RunState.RUNNING, RunState.STOPPING, RunState.STARTING)
     objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
     return web.json_response({"runs": objects})
 

@@ -12,9 +12,10 @@ from aiohttp import web
 
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
+from runner.model import RunState
 from runner.planner.estimates import Estimate
 from runner.service.runs import Caller
-from runner.store.db import FINISHED_STATES, RunRow
+from runner.store.db import RunRow
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
@@ -257,7 +258,7 @@ async def follow_log(
                 continue
             row = daemon.service.run_now(run.name)
             gone = row is None or row.run_uid != run.run_uid
-            if not follow or gone or row is None or row.state in FINISHED_STATES:
+            if not follow or gone or row is None or row.state in RunState.FINISHED:
                 break
             await asyncio.sleep(POLL)
     except (ConnectionResetError, asyncio.CancelledError):

@@ -16,10 +16,10 @@ from typing import Any
 import msgspec
 
 from runner import schema
-from runner.model import ANONYMOUS_RUN, RunSpec, RunState, Viewer
+from runner.model import ANONYMOUS_RUN, RunSpec, RunState, Viewer, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
-from runner.store.db import LIVE_WORKER_STATES, EventRow, RunRow, WorkerRow
+from runner.store.db import EventRow, RunRow, WorkerRow
 from runner.store.groups import GroupRow
 
 PAUSED = "Paused to make room for higher-priority work"
@@ -69,7 +69,7 @@ def run_view(
     """One run for ``viewer``. ``starts_by``: the head's shadow time, else the estimate
     when there is one."""
     visible = viewer.sees(run.workspace)
-    live = [w for w in live if w.state in LIVE_WORKER_STATES]
+    live = [w for w in live if w.state in WorkerState.LIVE]
     stopping, grace_left, deadline = _stopping(live, now)
     request = spec.worker_resources()
     return schema.Run(
@@ -80,11 +80,11 @@ def run_view(
         workspace=run.workspace,
         owner=run.owner if visible else None,
         priority=run.priority,
-        state=RunState(run.state),
+        state=run.state,
         reason=_reason(run, viewer, visible),
         reason_code=None if run.reason is None else run.reason.code.value,
         backfilled=run.backfilled,
-        paused=PAUSED if run.preempted_by is not None and run.state == "Queued" else None,
+        paused=PAUSED if run.preempted_by is not None and run.state == RunState.QUEUED else None,
         gpus=sorted(g for w in live for g in w.gpus),
         gpus_requested=request.gpus * spec.workers,
         cpu_cores_requested=request.cpu_milli * spec.workers / 1000,
@@ -115,7 +115,7 @@ def _stopping(
     live: list[WorkerRow], now: float | None
 ) -> tuple[list[WorkerRow], float | None, float | None]:
     """The workers stopping with a deadline, the grace left to them and their deadline."""
-    stopping = [w for w in live if w.state == "Stopping" and w.stop_deadline is not None]
+    stopping = [w for w in live if w.state == WorkerState.STOPPING and w.stop_deadline is not None]
     if not stopping:
         return stopping, None, None
     deadline = max(w.stop_deadline or 0 for w in stopping)
@@ -131,7 +131,7 @@ def _starts_by(run: RunRow, plan: Plan | None, estimate: Estimate | None) -> str
         starts_by = iso(plan.head.shadow)
         if starts_by is not None:
             return starts_by
-    if estimate is not None and run.state == "Queued":
+    if estimate is not None and run.state == RunState.QUEUED:
         return iso(estimate.starts_by)
     return None
 
@@ -203,7 +203,9 @@ def group_view(g: GroupRow, runs: Iterable[RunRow]) -> schema.Group:
     if g.kind == "sweep":
         return msgspec.structs.replace(group, size=len(doc["list"]), params=doc["list"])
     if g.kind == "replicas":
-        return msgspec.structs.replace(group, replicas=g.replicas, running=counts.get("Running", 0))
+        return msgspec.structs.replace(
+            group, replicas=g.replicas, running=counts.get(RunState.RUNNING, 0)
+        )
     return msgspec.structs.replace(
         group, cron=doc["cron"], policy=doc["policy"], paused=g.paused,
         next_at=None if g.paused else iso(g.next_at), last_fired_at=iso(g.last_fired_at),

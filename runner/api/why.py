@@ -12,7 +12,7 @@ from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
-from runner.model import ANONYMOUS_RUN, Reason, RunRef
+from runner.model import ANONYMOUS_RUN, Reason, RunRef, RunState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import as_json, explain
@@ -105,7 +105,7 @@ async def why(request: web.Request) -> web.Response:
 
 def _slurm_why(front: Backend, name: str, state: str, caller: Caller) -> dict[str, Any]:
     plan = front.status.plan
-    if state != "Queued" or plan is None:
+    if state != RunState.QUEUED or plan is None:
         return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
                 "levers": [], "estimate": None}  # fmt: skip
     reason = plan.reason(name, caller.viewer) or "Submitted to Slurm"
@@ -135,7 +135,7 @@ async def preview(request: web.Request) -> web.Response:
         )  # fmt: skip
     now = daemon.backend.clock()
     states = daemon.service.run_states(spec.after)
-    unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != "Succeeded"]
+    unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != RunState.SUCCEEDED]
     if unmet:  # it would wait out of the order: nothing to place
         ref = RunRef(unmet[0], states[unmet[0]][1])
         return web.json_response({

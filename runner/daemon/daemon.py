@@ -25,7 +25,7 @@ from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
-from runner.model import RunSpec
+from runner.model import RunSpec, RunState
 from runner.planner.plan import Machine
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
@@ -87,7 +87,7 @@ def _refuse_to_orphan_containers(store: Store, why: str) -> None:
 
 
 def _in_containers(run: RunRow, started_by: dict[str, set[str | None]]) -> bool:
-    if run.state == "Queued":
+    if run.state == RunState.QUEUED:
         return False
     executors = started_by.get(run.name, {None})
     if "docker" in executors:

@@ -11,14 +11,14 @@ from collections.abc import Callable
 
 from runner.engine.dependencies import Dependencies
 from runner.engine.snapshot import SpecCache, unit_id
-from runner.model import Reason, ReasonCode, RunRef
+from runner.model import Reason, ReasonCode, RunRef, RunState, StopReason, WorkerState
 from runner.planner.plan import Plan
 from runner.store.db import RunRow, Store, WorkerRow
 
 _PREEMPTED = ReasonCode.PREEMPTED
 
 # Loop.stop_workers: (run, workers, why, for_run, now)
-StopWorkers = Callable[[str, list[WorkerRow], str, RunRef | None, float], None]
+StopWorkers = Callable[[str, list[WorkerRow], StopReason, RunRef | None, float], None]
 
 
 def settle_dependencies(store: Store, deps: Dependencies, runs: list[RunRow], now: float) -> None:
@@ -29,7 +29,7 @@ def settle_dependencies(store: Store, deps: Dependencies, runs: list[RunRow], no
         for name in deps.met:
             store.mark_deps_met(tx, name)
         for name, reason in deps.failing.items():
-            store.finish_run(tx, name, "Failed", now, reason)
+            store.finish_run(tx, name, RunState.FAILED, now, reason)
             store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
 
 
@@ -74,7 +74,7 @@ def apply_preemptions(
         unit = [w for w in live if unit_id(w.run, w.worker, gang) == p.unit_id]
         stopped.update(w.id for w in unit)
         mine = [w for w in live if w.run == p.run]
-        others = [w for w in mine if w.state != "Stopping" and w.id not in stopped]
+        others = [w for w in mine if w.state != WorkerState.STOPPING and w.id not in stopped]
         with store.transaction() as tx:
             reason = Reason.of("Preempted by higher-priority work ({0})", head, code=_PREEMPTED)
             if others:  # independent workers: the rest keep running
@@ -83,7 +83,7 @@ def apply_preemptions(
                     f"{n - len(others)} of {n} workers stopping (preempted by {{0}})", head,
                     code=_PREEMPTED,
                 )  # fmt: skip
-            state = "Running" if others else "Stopping"
+            state = RunState.RUNNING if others else RunState.STOPPING
             store.set_run_state(tx, p.run, state, reason)
             text = Reason.of(
                 f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
@@ -91,4 +91,4 @@ def apply_preemptions(
                 head,
             )
             store.add_event(tx, p.run, p.workspace, "Preempted", text, now)
-        stop(p.run, unit, "preempt", head, now)
+        stop(p.run, unit, StopReason.PREEMPT, head, now)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from runner.model import Reason, ReasonCode, RunRef, RunSpec
+from runner.model import Reason, ReasonCode, RunRef, RunSpec, RunState
 from runner.store.db import RunRow
 
 _FAILED = ReasonCode.DEPENDENCY_FAILED
@@ -43,7 +43,10 @@ def check_dependencies(
     queued = [
         (r, spec_of(r).after)
         for r in runs
-        if r.state == "Queued" and not r.deps_met and r.attempts == 0 and r.stop_request is None
+        if r.state == RunState.QUEUED
+        and not r.deps_met
+        and r.attempts == 0
+        and r.stop_request is None
     ]
     queued = [(r, after) for r, after in queued if after]
     out = Dependencies()
@@ -51,16 +54,17 @@ def check_dependencies(
         return out
     states = states_of({name for _, after in queued for name in after})
     for run, after in queued:
-        if all(states.get(name, ("", ""))[0] == "Succeeded" for name in after):
+        if all(states.get(name, ("", ""))[0] == RunState.SUCCEEDED for name in after):
             out.met.append(run.name)
             continue
         for name in after:
             state, workspace = states.get(name, ("", run.workspace))
-            if state == "Succeeded":
+            if state == RunState.SUCCEEDED:
                 continue
             ref = RunRef(name, workspace)
-            if state in ("Failed", "Cancelled"):
-                text = f"Dependency {{0}} {'failed' if state == 'Failed' else 'was cancelled'}"
+            if state in (RunState.FAILED, RunState.CANCELLED):
+                how = "failed" if state == RunState.FAILED else "was cancelled"
+                text = f"Dependency {{0}} {how}"
                 out.failing[run.name] = Reason.of(text, ref, code=_FAILED)
             elif not state:
                 out.failing[run.name] = Reason.of("Dependency {0} was deleted", ref, code=_FAILED)

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any, Protocol
 
-from runner.model import Reason, RunRef, RunSpec
+from runner.model import Reason, RunRef, RunSpec, RunState, StopReason
 from runner.spec.groups import (
     QUICK_EXIT,
     GroupSpec,
@@ -26,7 +26,7 @@ from runner.spec.groups import (
     schedule_run_name,
 )
 from runner.spec.templates import run_part
-from runner.store.db import ACTIVE_STATES, FINISHED_STATES, NameInUse, RunRow, Store
+from runner.store.db import NameInUse, RunRow, Store
 from runner.store.groups import GroupRow
 from runner.store.tx import Tx
 
@@ -113,7 +113,7 @@ class GroupControl:
         ref, ws = RunRef(name, group.workspace), group.workspace
         previous = [
             r for r in self.store.runs_of_group(group.name)
-            if r.state in ACTIVE_STATES and r.stop_request != "delete"
+            if r.state in RunState.ACTIVE and r.stop_request != StopReason.DELETE
         ]  # fmt: skip
         row, refusal = self._checked(group, name)
         try:
@@ -166,10 +166,10 @@ class GroupControl:
             run = runs.get(slot)
             if run is None:
                 changed |= self._new_replica(group, slot, now)
-            elif run.state in FINISHED_STATES:
+            elif run.state in RunState.FINISHED:
                 changed |= self._restart_replica(group, run, now)
-        extra = [r for s, r in runs.items() if s >= group.replicas and r.state in ACTIVE_STATES]
-        extra = [r for r in extra if r.stop_request != "delete"]
+        extra = [r for s, r in runs.items() if s >= group.replicas and r.state in RunState.ACTIVE]
+        extra = [r for r in extra if r.stop_request != StopReason.DELETE]
         if extra:
             with self.store.transaction() as tx:
                 if self._still_there(tx, group):

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model import Reason, RunRef, RunSpec
+from runner.model import Reason, RunRef, RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
-from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 from runner.store.tx import Tx
 
-STOPS_THAT_CANCEL = ("delete", "timelimit", "failed", "restart", "never-started")
+STOPS_THAT_CANCEL = frozenset(
+    {StopReason.DELETE, StopReason.TIMELIMIT, StopReason.FAILED, StopReason.RESTART,
+     StopReason.NEVER_STARTED}
+)  # fmt: skip
 
 
 @dataclass
@@ -38,15 +41,15 @@ class _Batch:
 def _classify(store: Store, tx: Tx, ended: list[WorkerRow]) -> _Batch:
     batch = _Batch([], None, [])
     for w in ended:
-        if w.stop_reason == "preempt":  # the attempt is Cancelled, then queued again
-            state = "Cancelled"
+        if w.stop_reason == StopReason.PREEMPT:  # the attempt is Cancelled, then queued again
+            state = WorkerState.CANCELLED
             batch.preempted_for = batch.preempted_for or w.stopping_for
         elif w.stop_reason in STOPS_THAT_CANCEL:
-            state = "Cancelled"
-        elif w.state == "Exited" and w.exit_code == 0:
-            state = "Done"
+            state = WorkerState.CANCELLED
+        elif w.state == WorkerState.EXITED and w.exit_code == 0:
+            state = WorkerState.DONE
         else:
-            state = "Failed"
+            state = WorkerState.FAILED
             batch.failures.append(w)
         store.settle_worker(tx, w.id, state)
         if w.handle:
@@ -63,21 +66,21 @@ def _describe(w: WorkerRow) -> str:
 def _on_failures(
     store: Store, tx: Tx, run: RunRow, spec: RunSpec, failures: list[WorkerRow],
     now: float,
-) -> str | None:  # fmt: skip
+) -> StopReason | None:  # fmt: skip
     """Spend the restart budget; returns the run's new stop request, if any."""
-    if run.stop_request == "failed":  # it could not start: no restarts help
-        return "failed"
+    if run.stop_request == StopReason.FAILED:  # it could not start: no restarts help
+        return StopReason.FAILED
     what = _describe(failures[0])
     restarts = run.restarts + 1
     if restarts > spec.restart_limit:
         text = f"Failed: {what}; the restart budget ({spec.restart_limit}) is spent"
-        store.request_stop(tx, run.name, "failed", Reason(text, private=True),
+        store.request_stop(tx, run.name, StopReason.FAILED, Reason(text, private=True),
                            exit_code=failures[0].exit_code)  # fmt: skip
         store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now)
-        return "failed"
+        return StopReason.FAILED
     text = f"Restarting: {what} (restart {restarts} of {spec.restart_limit})"
     gang = spec.gang and spec.workers > 1
-    request = "restart" if gang else run.stop_request
+    request = StopReason.RESTART if gang else run.stop_request
     store.request_stop(tx, run.name, request, Reason(text, private=True), restarts=restarts)
     store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
     return request
@@ -85,35 +88,35 @@ def _on_failures(
 
 def _restart_partial_gang(
     store: Store, tx: Tx, run: RunRow, ended: list[WorkerRow], now: float
-) -> str | None:
-    missing = [w.worker for w in ended if w.stop_reason == "never-started"]
+) -> StopReason | None:
+    missing = [w.worker for w in ended if w.stop_reason == StopReason.NEVER_STARTED]
     if not missing:
         return None
     text = (
         f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
         " the gang starts again whole, no restart spent"
     )
-    store.request_stop(tx, run.name, "restart", Reason(text))
+    store.request_stop(tx, run.name, StopReason.RESTART, Reason(text))
     store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
-    return "restart"
+    return StopReason.RESTART
 
 
 def _finish(
-    store: Store, tx: Tx, run: RunRow, spec: RunSpec, request: str | None,
+    store: Store, tx: Tx, run: RunRow, spec: RunSpec, request: StopReason | None,
     preempted_for: RunRef | None, latest: dict[int, WorkerRow], now: float,
 ) -> None:  # fmt: skip
     """Nothing of the run lives any more: decide its state."""
     name, ws = run.name, run.workspace
-    if request == "delete":
-        store.finish_run(tx, name, "Cancelled", now, Reason("Deleted"))
+    if request == StopReason.DELETE:
+        store.finish_run(tx, name, RunState.CANCELLED, now, Reason("Deleted"))
         store.add_event(tx, name, ws, "Cancelled", Reason("Deleted: stopped and cancelled"), now)
-    elif request == "timelimit":
-        store.finish_run(tx, name, "Failed", now, Reason("Time limit reached"))
+    elif request == StopReason.TIMELIMIT:
+        store.finish_run(tx, name, RunState.FAILED, now, Reason("Time limit reached"))
         store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
-    elif request == "failed":
-        store.finish_run(tx, name, "Failed", now)
-    elif len(latest) == spec.workers and all(w.state == "Done" for w in latest.values()):
-        store.finish_run(tx, name, "Succeeded", now, None, exit_code=0)
+    elif request == StopReason.FAILED:
+        store.finish_run(tx, name, RunState.FAILED, now)
+    elif len(latest) == spec.workers and all(w.state == WorkerState.DONE for w in latest.values()):
+        store.finish_run(tx, name, RunState.SUCCEEDED, now, None, exit_code=0)
         store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"), now)
     elif preempted_for is not None:
         _requeue_preempted(store, tx, run, preempted_for, now)
@@ -136,8 +139,8 @@ def settle_run(
 
     Returns the handles to clean up, or None when nothing changed.
     """
-    ended = [w for w in workers if w.state in ("Exited", "Lost")]
-    live = [w for w in workers if w.state in LIVE_WORKER_STATES]
+    ended = [w for w in workers if w.state in (WorkerState.EXITED, WorkerState.LOST)]
+    live = [w for w in workers if w.state in WorkerState.LIVE]
     if not ended and (live or run.stop_request is None):
         return None
     with store.transaction() as tx:
@@ -152,6 +155,7 @@ def settle_run(
             _finish(store, tx, run, spec, request, batch.preempted_for, latest, now)
         elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):
             _requeue_preempted(store, tx, run, batch.preempted_for, now)
-            state = "Stopping" if all(w.state == "Stopping" for w in live) else "Running"
+            stopping = all(w.state == WorkerState.STOPPING for w in live)
+            state = RunState.STOPPING if stopping else RunState.RUNNING
             store.set_run_state(tx, run.name, state)
     return batch.handles

@@ -23,10 +23,11 @@ from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgott
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
 from runner.engine.starts import StartContext, executor_reachable, launch_for
-from runner.engine.withdrawals import WITHDRAWN, record_withdrawal, withdrawals
+from runner.engine.withdrawals import record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.executors.logcap import worker_logs
-from runner.model import Reason, ReasonCode, RunRef, RunSpec
+from runner.model import Reason, ReasonCode, RunRef, RunSpec, RunState, StopReason
+from runner.model import WorkerState as Recorded  # a worker row's; WorkerState: observed
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import WaitingRun, plan
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
@@ -158,7 +159,7 @@ class Loop:
         for w in self.store.live_workers():
             status = self.executor.status(self.key(w))
             if status.state is WorkerState.RUNNING:
-                if w.state == "Starting":  # started before a crash: adopt it
+                if w.state == Recorded.STARTING:  # started before a crash: adopt it
                     self._mark_running(w)
                     changed = True
                 continue
@@ -176,17 +177,18 @@ class Loop:
         self, w: WorkerRow, state: WorkerState, code: int | None, error: str | None, now: float
     ) -> None:
         stop_reason = w.stop_reason
-        if state is WorkerState.MISSING and w.state == "Starting" and w.handle is None:
+        if state is WorkerState.MISSING and w.state == Recorded.STARTING and w.handle is None:
             error = "never started (the daemon stopped before starting it)"
-            stop_reason = "never-started"  # not the program's failure: no restart spent
+            stop_reason = StopReason.NEVER_STARTED  # not the program's failure: no restart spent
         elif state is WorkerState.MISSING:
             error = error or "the worker is gone (lost)"
-        elif stop_reason == WITHDRAWN:  # SIGTERM was sent: an end within its grace is the stop's
+        elif stop_reason == StopReason.WITHDRAWN:
+            # SIGTERM was sent: an end within its grace is the stop's
             left = self.now.until(w.stop_deadline or 0.0, w.stop_deadline_mono, w.boot_id)
-            stop_reason = "preempt" if left > 0 else None
+            stop_reason = StopReason.PREEMPT if left > 0 else None
         run = self.store.get_run(w.run)
         with self.store.transaction() as tx:
-            ended = "Exited" if state is WorkerState.EXITED else "Lost"
+            ended = Recorded.EXITED if state is WorkerState.EXITED else Recorded.LOST
             self.store.end_worker(
                 tx, w.id, ended, now, exit_code=code, error=error, stop_reason=stop_reason
             )
@@ -212,13 +214,14 @@ class Loop:
             if run is None:
                 continue
             limit = self.specs.get(run).task.time_limit_seconds
-            running = [w for w in workers if w.state != "Stopping"]
-            if run.stop_request in ("delete", "failed", "restart") and running:
-                if run.stop_request == "delete":
+            running = [w for w in workers if w.state != Recorded.STOPPING]
+            request = run.stop_request
+            if request in (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART) and running:
+                if request == StopReason.DELETE:
                     with self.store.transaction() as tx:
                         reason = Reason("Deleted: stopping", code=ReasonCode.DELETING)
-                        self.store.set_run_state(tx, run.name, "Stopping", reason)
-                self.stop_workers(run.name, running, run.stop_request, None, now)
+                        self.store.set_run_state(tx, run.name, RunState.STOPPING, reason)
+                self.stop_workers(run.name, running, request, None, now)
                 changed = True
             elif limit is not None and any(
                 t.elapsed(w.started_at, w.started_mono, w.boot_id) >= limit for w in running
@@ -228,7 +231,7 @@ class Loop:
             else:
                 changed |= self._gang_preempted_again(run, running, now)
         for w in live:
-            if w.state != "Stopping" or w.stop_deadline is None:
+            if w.state != Recorded.STOPPING or w.stop_deadline is None:
                 continue
             left = t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id)
             if not w.killed and left <= 0:
@@ -241,16 +244,19 @@ class Loop:
     def _gang_preempted_again(self, run: RunRow, running: list[WorkerRow], now: float) -> bool:
         """A gang worker that ended in the grace of a withdrawn preemption was preempted:
         the rest of the gang is stopped too (a gang never runs in part)."""
-        if not self.specs.gang(run.name) or not any(w.stop_reason == WITHDRAWN for w in running):
+        if not self.specs.gang(run.name) or not any(
+            w.stop_reason == StopReason.WITHDRAWN for w in running
+        ):
             return False
         attempt = max(w.attempt for w in running)
         ended = [
             w for w in self.store.workers_of(run.name)
-            if w.attempt == attempt and w.state == "Cancelled" and w.stop_reason == "preempt"
+            if w.attempt == attempt and w.state == Recorded.CANCELLED
+            and w.stop_reason == StopReason.PREEMPT
         ]  # fmt: skip
         if not ended:
             return False
-        self.stop_workers(run.name, running, "preempt", ended[0].stopping_for, now)
+        self.stop_workers(run.name, running, StopReason.PREEMPT, ended[0].stopping_for, now)
         return True
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
@@ -258,7 +264,7 @@ class Loop:
             self.store.request_stop(
                 tx,
                 run,
-                "timelimit",
+                StopReason.TIMELIMIT,
                 Reason("Time limit reached: stopping", code=_LIMIT),
                 stopping=True,
             )
@@ -267,10 +273,15 @@ class Loop:
             self.store.add_event(
                 tx, run, ws, "TimeLimit", Reason("Time limit reached", code=_LIMIT), now
             )
-        self.stop_workers(run, workers, "timelimit", None, now)
+        self.stop_workers(run, workers, StopReason.TIMELIMIT, None, now)
 
     def stop_workers(
-        self, run: str, workers: list[WorkerRow], why: str, for_run: RunRef | None, now: float
+        self,
+        run: str,
+        workers: list[WorkerRow],
+        why: StopReason,
+        for_run: RunRef | None,
+        now: float,
     ) -> None:
         """Write Stopping, then SIGTERM: the SIGKILL follows when the grace ends."""
         t, grace = self.now, self.settings.machine.stop_grace
@@ -391,7 +402,7 @@ class Loop:
         live = self.store.live_workers()
         known = {self.key(w): w for w in live}
         for w in live:
-            if w.state == "Stopping" and not w.killed:
+            if w.state == Recorded.STOPPING and not w.killed:
                 self._signal(w, signal.SIGTERM)
         follow = self.executor.capabilities.copies_logs  # docker: resume the log copy
         for listed in self.executor.list_workers():

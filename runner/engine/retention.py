@@ -25,6 +25,7 @@ from pathlib import Path
 
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError
+from runner.model import RunState
 from runner.store.db import Store, is_run_uid
 
 log = logging.getLogger("astraeus.loop")
@@ -39,7 +40,7 @@ def waited_for(store: Store, specs: SpecCache) -> set[str]:
     return {
         name
         for r in store.runs(active_only=True)
-        if r.state == "Queued" and not r.deps_met and r.attempts == 0
+        if r.state == RunState.QUEUED and not r.deps_met and r.attempts == 0
         for name in specs.get(r).after
     }
 

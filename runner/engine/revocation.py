@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from runner.model import Reason
+from runner.model import Reason, RunState
 from runner.store.db import RunRow
 
 # Never names the owner: the reason is shown to every caller (another workspace reads
@@ -39,7 +39,7 @@ def revoked(runs: Iterable[RunRow], authorise: Authorise | None) -> dict[str, Re
     asked: dict[tuple[str, str], str | None] = {}
     held: dict[str, Reason] = {}
     for run in runs:
-        if run.state != "Queued" or run.stop_request is not None:
+        if run.state != RunState.QUEUED or run.stop_request is not None:
             continue
         key = (run.owner, run.workspace)
         if key not in asked:

@@ -9,10 +9,10 @@ from runner.clock import Now
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
-from runner.model import Reason, Resources, RunSpec
+from runner.model import Reason, Resources, RunSpec, RunState, WorkerState
 from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
 from runner.spec.parse import parse_spec
-from runner.store.db import LIVE_WORKER_STATES, RunRow, Store, WorkerRow, latest_workers
+from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 
 
 class SpecCache:
@@ -75,7 +75,7 @@ def _units(
     for uid, workers in sorted(groups.items()):
         run = runs[workers[0].run]
         spec = specs.get(run)
-        stopping = [w for w in workers if w.state == "Stopping"]
+        stopping = [w for w in workers if w.state == WorkerState.STOPPING]
         deadline = max(_deadline(w, now) for w in stopping) if stopping else None
         for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
         used = Resources()
@@ -98,10 +98,10 @@ def pending_workers(spec: RunSpec, workers: list[WorkerRow]) -> tuple[int, ...]:
     A gang starts whole: all of it, or nothing while any worker still lives.
     """
     latest = latest_workers(workers)
-    live = {i for i, w in latest.items() if w.state in LIVE_WORKER_STATES}
+    live = {i for i, w in latest.items() if w.state in WorkerState.LIVE}
     if spec.gang or spec.workers == 1:
         return () if live else tuple(range(spec.workers))
-    done = {i for i, w in latest.items() if w.state == "Done"}
+    done = {i for i, w in latest.items() if w.state == WorkerState.DONE}
     return tuple(i for i in range(spec.workers) if i not in live and i not in done)
 
 
@@ -118,7 +118,7 @@ def _waiting(
             continue
         spec = specs.get(run)
         if specs.gang(run.name):
-            if run.name in has_live or run.state != "Queued":
+            if run.name in has_live or run.state != RunState.QUEUED:
                 continue  # a gang starts whole, once nothing of it lives
             indices = tuple(range(spec.workers))
         else:

@@ -13,7 +13,7 @@ from runner.engine.retention import prune_attempt_logs
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
-from runner.model import MountMode, Reason, RunSpec
+from runner.model import MountMode, Reason, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
 from runner.store.db import RunRow, Store
 
@@ -138,14 +138,18 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
     store = ctx.store
     with store.transaction() as tx:
         row = store.claimable(tx, start.run)
-        if row is None or row.stop_request is not None or row.state not in ("Queued", "Running"):
+        if (
+            row is None
+            or row.stop_request is not None
+            or row.state not in (RunState.QUEUED, RunState.RUNNING)
+        ):
             return None
         attempt = row.attempts + 1
         run = store.get_run(start.run)
         assert run is not None
         spec = ctx.specs.get(run)
         worker = spec.worker_resources()
-        state = "Starting" if row.state == "Queued" else row.state
+        state = RunState.STARTING if row.state == RunState.QUEUED else row.state
         store.claim_start(tx, start.run, attempt, state, now, backfilled=start.backfill)
         mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
         for index, gpus in zip(start.workers, start.gpus, strict=True):
@@ -207,5 +211,5 @@ def _start_failed(
     text = Reason(f"Could not start worker {index}: {error}", private=True)
     with ctx.store.transaction() as tx:
         ctx.store.worker_start_failed(tx, run.name, attempt, index, error, now)
-        ctx.store.request_stop(tx, run.name, "failed", text)
+        ctx.store.request_stop(tx, run.name, StopReason.FAILED, text)
         ctx.store.add_event(tx, run.name, run.workspace, "StartFailed", text, now)

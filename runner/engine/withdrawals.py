@@ -16,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.engine.snapshot import SpecCache, unit_id
-from runner.model import Reason, RunRef
+from runner.model import Reason, RunRef, RunState, StopReason, WorkerState
 from runner.planner.plan import WaitingRun
 from runner.store.db import RunRow, Store, WorkerRow
 
-WITHDRAWN = "withdrawn"  # a worker's stop_reason after its preemption was withdrawn
 GONE = "Preemption withdrawn: {0} no longer needs the room; the run keeps running"
 OUTRANKED = (
     "Preemption withdrawn: {0} no longer has a higher priority than this run; the run keeps running"
@@ -63,7 +62,8 @@ def withdrawals(
         if run is None or run.stop_request is not None or preemptor is None:
             continue
         preempted = all(
-            w.state == "Stopping" and w.stop_reason == "preempt" and not w.killed
+            w.state == WorkerState.STOPPING and w.stop_reason == StopReason.PREEMPT
+            and not w.killed
             and w.stopping_for == preemptor for w in workers
         )  # fmt: skip
         whole = not specs.gang(run.name) or len(workers) == specs.get(run).workers
@@ -76,10 +76,14 @@ def withdrawals(
 def record_withdrawal(store: Store, w: Withdrawal, live: list[WorkerRow], now: float) -> None:
     """Stopping -> Running; the run too, once none of its workers is stopping."""
     ids = {x.id for x in w.workers}
-    others = [x for x in live if x.run == w.run.name and x.state == "Stopping" and x.id not in ids]
+    others = [
+        x
+        for x in live
+        if x.run == w.run.name and x.state == WorkerState.STOPPING and x.id not in ids
+    ]
     with store.transaction() as tx:
         for x in w.workers:  # the deadline stays: an exit within it is still the stop's
-            store.set_worker_running(tx, x.id, stop_reason=WITHDRAWN)
+            store.set_worker_running(tx, x.id, stop_reason=StopReason.WITHDRAWN)
         if not others:
-            store.set_run_state(tx, w.run.name, "Running", None)
+            store.set_run_state(tx, w.run.name, RunState.RUNNING, None)
         store.add_event(tx, w.run.name, w.run.workspace, "PreemptionWithdrawn", w.why, now)

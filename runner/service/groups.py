@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from runner.model import Reason, RunRef, RunSpec
+from runner.model import Reason, RunRef, RunSpec, RunState, StopReason
 from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.spec.groups import (
     MAX_REPLICAS,
@@ -190,9 +190,9 @@ class GroupService:
         outcomes: dict[str, int] = {}
         with self.store.transaction() as tx:
             for run in self.store.runs_of_group(name):
-                if run.state == "Cancelled" and run.stop_request == "delete":
+                if run.state == RunState.CANCELLED and run.stop_request == StopReason.DELETE:
                     outcome = "cancelled"  # already being deleted
-                elif run.stop_request == "delete":
+                elif run.stop_request == StopReason.DELETE:
                     outcome = "stopping"
                 else:
                     by = Reason.of(f"Deleted with {group.kind} {{0}} by {caller.user}",

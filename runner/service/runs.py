@@ -14,13 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.config.load import Config
-from runner.model import Reason, ReasonCode, RunSpec
+from runner.model import Reason, ReasonCode, RunSpec, RunState, StopReason
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
 from runner.service.reads import Reads
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict
 from runner.spec.printable import check_spec
 from runner.store.db import (
-    FINISHED_STATES,
     NameInUse,
     RunRow,
     Store,
@@ -161,7 +160,7 @@ class Service(Reads):
             state, workspace = states.get(name, ("", ""))
             if not state or not caller.viewer.sees(workspace):
                 raise ServiceError(422, "INVALID_SPEC", f"spec.after: no run {name}")
-            if state in ("Failed", "Cancelled"):
+            if state in (RunState.FAILED, RunState.CANCELLED):
                 raise ServiceError(
                     409, "DEPENDENCY_FAILED",
                     f"spec.after: run {name} is {state}, so this run could never start",
@@ -177,8 +176,8 @@ class Service(Reads):
         text = json.dumps(part if part is not None else spec_to_dict(spec))
         return RunRow(
             spec.name, workspace, owner.user, owner.uid, owner.gid, text,
-            spec.priority, "Queued", Reason("Waiting for the scheduler", code=ReasonCode.WAITING),
-            now,
+            spec.priority, RunState.QUEUED,
+            Reason("Waiting for the scheduler", code=ReasonCode.WAITING), now,
             None, None, None, 0, 0, 0, None, None, False, grp,
             template=tid, template_doc=doc, run_uid=new_run_uid(now),
         )  # fmt: skip
@@ -254,15 +253,15 @@ class Service(Reads):
         """
         state = self.store.run_state_in(tx, name)
         live = self.store.has_live_worker(tx, name)
-        if state in FINISHED_STATES and not live:
+        if state in RunState.FINISHED and not live:
             self.store.delete_run_row(tx, name)
             return "forgotten"
-        if state == "Queued" and not live:
+        if state == RunState.QUEUED and not live:
             self.store.cancel_queued(tx, name, time.time())
             message = Reason(by.template + " while queued", by.refs)
             self.store.add_event(tx, name, workspace, "Cancelled", message)
             return "cancelled"
-        self.store.request_stop(tx, name, "delete")
+        self.store.request_stop(tx, name, StopReason.DELETE)
         message = Reason(by.template + ": stopping", by.refs)
         self.store.add_event(tx, name, workspace, "Deleting", message)
         return "stopping"

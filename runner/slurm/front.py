@@ -34,7 +34,7 @@ from runner.engine.apply_plan import settle_dependencies
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.snapshot import SpecCache
-from runner.model import Reason, RunSpec
+from runner.model import Reason, RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
@@ -44,8 +44,6 @@ from runner.slurm.requests import Requests
 from runner.slurm.script import build_batch, workspace_of_comment
 from runner.slurm.view import slurm_plan
 from runner.store.db import (
-    FINISHED_STATES,
-    LIVE_WORKER_STATES,
     RunRow,
     Store,
     WorkerRow,
@@ -178,11 +176,11 @@ class SlurmFront:
 
     def _follow(self, run: RunRow, now: float) -> bool:
         worker = self._latest(run)
-        live = worker is not None and worker.state in LIVE_WORKER_STATES
+        live = worker is not None and worker.state in WorkerState.LIVE
         if worker is not None and live and worker.handle is None:
             return self._adopt_or_forget(run, worker, now)
         if not live:
-            if run.state != "Queued" or run.stop_request is not None:
+            if run.state != RunState.QUEUED or run.stop_request is not None:
                 return False
             waits = self._deps.waiting.get(run.name)
             if waits is not None:  # held here until its dependencies succeed
@@ -249,7 +247,7 @@ class SlurmFront:
         with self.store.transaction() as tx:
             if attempt is not None:  # the worker written for this sbatch
                 self.store.fail_job_worker(tx, run.name, attempt, error, now)
-            self.store.finish_run(tx, run.name, "Failed", now, text)
+            self.store.finish_run(tx, run.name, RunState.FAILED, now, text)
             self.store.add_event(tx, run.name, run.workspace, "Failed", text, now)
 
     def _adopt_or_forget(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
@@ -266,7 +264,7 @@ class SlurmFront:
         else:
             with self.store.transaction() as tx:
                 never = "never submitted (the daemon stopped first)"
-                self.store.end_worker(tx, worker.id, "Cancelled", now, error=never)
+                self.store.end_worker(tx, worker.id, WorkerState.CANCELLED, now, error=never)
         return True
 
     def _carry(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
@@ -274,10 +272,10 @@ class SlurmFront:
         state = job.state
         if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING"):
             restarted = job.restarts > run.restarts
-            queue = run.state not in ("Queued", *FINISHED_STATES)
+            queue = run.state not in (RunState.QUEUED, *RunState.FINISHED)
             if restarted or queue:
                 self._requeued(run, worker, job, queue, now)
-            if worker.state != "Starting":
+            if worker.state != WorkerState.STARTING:
                 with self.store.transaction() as tx:
                     self.store.worker_waits(tx, worker.id)
             return restarted or queue
@@ -289,15 +287,15 @@ class SlurmFront:
     def _running(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
         if job.preempt_time is not None and job.state == "RUNNING":
             return self._preempting(run, worker, job, now)
-        target = "Stopping" if job.state == "COMPLETING" else "Running"
+        target = RunState.STOPPING if job.state == "COMPLETING" else RunState.RUNNING
         gpus = tuple(job.gpu_indices)
-        if run.state == target and worker.state == "Running" and worker.gpus == gpus:
+        if run.state == target and worker.state == WorkerState.RUNNING and worker.gpus == gpus:
             return False
         with self.store.transaction() as tx:
             self.store.set_worker_running(tx, worker.id, gpus=gpus)
-            if run.state not in FINISHED_STATES and run.state != target:
+            if run.state not in RunState.FINISHED and run.state != target:
                 self.store.set_run_state(tx, run.name, target, None, job.start or now)
-                if target == "Running":
+                if target == RunState.RUNNING:
                     shown = ",".join(map(str, gpus)) or "none"
                     text = Reason(
                         f"Started by Slurm: job {job.job_id} on {job.nodes or '?'}, GPUs {shown}"
@@ -307,7 +305,7 @@ class SlurmFront:
 
     def _preempting(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
         """Slurm preempts the job: its grace runs (the partition's GraceTime), then a requeue."""
-        if worker.state == "Stopping":
+        if worker.state == WorkerState.STOPPING:
             return False
         assert job.preempt_time is not None
         deadline = job.preempt_time + self._grace(job.partition)
@@ -316,9 +314,9 @@ class SlurmFront:
             f"{job.partition} partition's grace ends)"
         )
         with self.store.transaction() as tx:
-            self.store.stop_worker(tx, worker.id, "preempt", deadline)
-            if run.state not in FINISHED_STATES:
-                self.store.set_run_state(tx, run.name, "Stopping", text)
+            self.store.stop_worker(tx, worker.id, StopReason.PREEMPT, deadline)
+            if run.state not in RunState.FINISHED:
+                self.store.set_run_state(tx, run.name, RunState.STOPPING, text)
                 self.store.add_event(tx, run.name, run.workspace, "Preempted", text, now)
         return True
 
@@ -336,7 +334,8 @@ class SlurmFront:
         """Slurm queued the job again (``job.restarts`` counts it), or holds it pending."""
         with self.store.transaction() as tx:
             if job.restarts > run.restarts:
-                preempted = worker.stop_reason == "preempt"  # seen in its grace: a preemption too
+                # seen in its grace: a preemption too
+                preempted = worker.stop_reason == StopReason.PREEMPT
                 preemptions = run.preemptions + 1 if preempted else KEEP
                 self.store.note_restarts(tx, run.name, job.restarts, preemptions)
             if queue:
@@ -364,7 +363,9 @@ class SlurmFront:
 
     def _write_reasons(self, reasons: Mapping[str, Reason], runs: dict[str, RunRow]) -> None:
         changes = {
-            n: r for n, r in reasons.items() if runs[n].reason != r and runs[n].state == "Queued"
+            n: r
+            for n, r in reasons.items()
+            if runs[n].reason != r and runs[n].state == RunState.QUEUED
         }
         if changes:
             with self.store.transaction() as tx:

@@ -5,10 +5,10 @@ is queued again (a restart, while its budget lasts). Called by the front
 
 from __future__ import annotations
 
-from runner.model import Reason
+from runner.model import Reason, RunState, StopReason, WorkerState
 from runner.slurm.jobs import SlurmJob
 from runner.slurm.reasons import describe
-from runner.store.db import FINISHED_STATES, RunRow, Store, WorkerRow
+from runner.store.db import RunRow, Store, WorkerRow
 
 
 def ended(
@@ -19,15 +19,15 @@ def ended(
     budget lasts (not after a time limit), or fails with Slurm's reason."""
     code = job.exit_code
     with store.transaction() as tx:
-        store.end_worker(tx, worker.id, "Exited", job.end or now, exit_code=code)
-        if run.state in FINISHED_STATES:
+        store.end_worker(tx, worker.id, WorkerState.EXITED, job.end or now, exit_code=code)
+        if run.state in RunState.FINISHED:
             return True
         if job.state == "COMPLETED":
-            store.finish_run(tx, run.name, "Succeeded", job.end or now, None, exit_code=0)
+            store.finish_run(tx, run.name, RunState.SUCCEEDED, job.end or now, None, exit_code=0)
             store.add_event(tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now)
-        elif job.state == "CANCELLED" or run.stop_request == "delete":
-            why = "Deleted" if run.stop_request == "delete" else "Cancelled in Slurm"
-            store.finish_run(tx, run.name, "Cancelled", now, Reason(why))
+        elif job.state == "CANCELLED" or run.stop_request == StopReason.DELETE:
+            why = "Deleted" if run.stop_request == StopReason.DELETE else "Cancelled in Slurm"
+            store.finish_run(tx, run.name, RunState.CANCELLED, now, Reason(why))
             store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
         elif job.state != "TIMEOUT" and run.restarts < restart_limit:
             restarts = run.restarts + 1
@@ -39,7 +39,7 @@ def ended(
             store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
         else:
             reason = describe(job, queue, now) or Reason(f"Slurm: {job.state}")
-            store.finish_run(tx, run.name, "Failed", job.end or now, reason,
+            store.finish_run(tx, run.name, RunState.FAILED, job.end or now, reason,
                                   exit_code=code)  # fmt: skip
             store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
     return True
@@ -47,13 +47,13 @@ def ended(
 
 def lost(store: Store, run: RunRow, worker: WorkerRow, now: float) -> bool:
     """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
-    deleted = run.stop_request == "delete"
+    deleted = run.stop_request == StopReason.DELETE
     with store.transaction() as tx:
-        store.end_worker(tx, worker.id, "Lost", now,
+        store.end_worker(tx, worker.id, WorkerState.LOST, now,
                               error="Slurm no longer knows the job")  # fmt: skip
-        if run.state not in FINISHED_STATES:
+        if run.state not in RunState.FINISHED:
             why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
-            state = "Cancelled" if deleted else "Failed"
+            state = RunState.CANCELLED if deleted else RunState.FAILED
             store.finish_run(tx, run.name, state, now, why)
             store.add_event(tx, run.name, run.workspace, state, why, now)
     return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from runner.config.slurm import SlurmSettings
-from runner.model import Reason
+from runner.model import Reason, StopReason
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob
@@ -33,7 +33,7 @@ class Requests:
         """Whether the run changed (an event written)."""
         if job is None or job.state not in OPEN_STATES:
             return False
-        if run.stop_request == "delete":
+        if run.stop_request == StopReason.DELETE:
             try:
                 self.client.cancel(job.job_id)
             except SlurmError as e:

@@ -21,15 +21,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from runner.model import Reason, ReasonCode, event_code
+from runner.model import Reason, ReasonCode, RunState, WorkerState, event_code, sql_list
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
 from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
 from runner.store.rows import (
     _WORKERS,
-    ACTIVE_STATES,
-    FINISHED_STATES,
-    LIVE_WORKER_STATES,
     EventRow,
     RunRow,
     WorkerRow,
@@ -44,9 +41,6 @@ from runner.store.tx import Tx
 from runner.store.writes import RunWrites, WorkerWrites
 
 __all__ = [
-    "ACTIVE_STATES",
-    "FINISHED_STATES",
-    "LIVE_WORKER_STATES",
     "MIGRATIONS",
     "SCHEMA_APPLICATION_ID",
     "DiskFull",
@@ -226,7 +220,7 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
     def runs(self, *, active_only: bool = False) -> list[RunRow]:
         sql = "SELECT * FROM runs"
         if active_only:
-            sql += f" WHERE state IN {ACTIVE_STATES}"
+            sql += f" WHERE state IN {sql_list(RunState.ACTIVE)}"
         return [
             self._run_row(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")
         ]
@@ -251,7 +245,7 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
 
     def unfinished_runs_of(self, tx: Tx, uid: int) -> int:
         """How many runs of ``uid`` are not finished (Queued, Starting, Running, Stopping)."""
-        sql = f"SELECT COUNT(*) FROM runs WHERE uid = ? AND state IN {ACTIVE_STATES}"
+        sql = f"SELECT COUNT(*) FROM runs WHERE uid = ? AND state IN {sql_list(RunState.ACTIVE)}"
         count: int = tx._sql(sql, (uid,)).fetchone()[0]
         return count
 
@@ -286,7 +280,7 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
         )  # fmt: skip
 
     def live_workers(self) -> list[WorkerRow]:
-        sql = f"{_WORKERS} WHERE w.state IN {LIVE_WORKER_STATES} ORDER BY w.run, w.worker"
+        sql = f"{_WORKERS} WHERE w.state IN {sql_list(WorkerState.LIVE)} ORDER BY w.run, w.worker"
         return [_worker(r) for r in self._connect().execute(sql)]
 
     def workers_of(self, run: str) -> list[WorkerRow]:

@@ -16,14 +16,14 @@ from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from runner.model import RunState, WorkerState, sql_list
 from runner.store.tx import Tx
 
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 _EXPIRED = (
-    f"finished_at < ? AND state IN {FINISHED}"
+    f"finished_at < ? AND state IN {sql_list(RunState.FINISHED)}"
     " AND name NOT IN (SELECT value FROM json_each(?))"
     " AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.run = r.name"
-    " AND w.state IN ('Starting', 'Running', 'Stopping'))"
+    f" AND w.state IN {sql_list(WorkerState.LIVE)})"
 )
 
 

@@ -9,12 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.model import Reason, ReasonCode, RunRef
+from runner.model import Reason, ReasonCode, RunRef, RunState, StopReason, WorkerState
 from runner.spec.templates import run_document
-
-ACTIVE_STATES = ("Queued", "Starting", "Running", "Stopping")
-FINISHED_STATES = ("Succeeded", "Failed", "Cancelled")
-LIVE_WORKER_STATES = ("Starting", "Running", "Stopping")
 
 
 def new_run_uid(now: float | None = None) -> str:
@@ -37,7 +33,7 @@ class RunRow:
     gid: int
     spec_text: str  # the run spec as JSON; parsed only when needed (see spec())
     priority: int
-    state: str
+    state: RunState
     reason: Reason | None
     submitted_at: float
     started_at: float | None
@@ -47,7 +43,7 @@ class RunRow:
     preemptions: int
     attempts: int
     preempted_by: RunRef | None
-    stop_request: str | None
+    stop_request: StopReason | None
     quota_noted: bool
     grp: str | None = None  # the sweep, replica group or schedule that made it
     streak: int = 0  # replicas: quick exits in a row (the restart back-off grows with it)
@@ -70,13 +66,13 @@ class WorkerRow:
     run: str
     attempt: int
     worker: int
-    state: str
+    state: WorkerState
     handle: str | None
     gpus: tuple[int, ...]
     cpu_milli: int
     memory: int
     started_at: float
-    stop_reason: str | None
+    stop_reason: StopReason | None
     stop_deadline: float | None
     stopping_for: RunRef | None
     killed: bool
@@ -126,6 +122,10 @@ def _reason(text: str | None) -> Reason | None:
     return None if text is None else Reason.from_json(json.loads(text))
 
 
+def _stop(text: str | None) -> StopReason | None:
+    return None if text is None else StopReason(text)
+
+
 def reason_json(reason: Reason | None) -> str | None:
     return None if reason is None else json.dumps(reason.to_json())
 
@@ -133,10 +133,10 @@ def reason_json(reason: Reason | None) -> str | None:
 def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
     return RunRow(
         row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
-        row["spec"], row["priority"], row["state"], _reason(row["reason"]),
+        row["spec"], row["priority"], RunState(row["state"]), _reason(row["reason"]),
         row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
-        row["stop_request"], bool(row["quota_noted"]), row["grp"], row["streak"],
+        _stop(row["stop_request"]), bool(row["quota_noted"]), row["grp"], row["streak"],
         bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
         bool(row["backfilled"]),
     )  # fmt: skip
@@ -147,9 +147,11 @@ _WORKERS = "SELECT w.*, r.run_uid AS run_uid FROM workers w LEFT JOIN runs r ON 
 
 def _worker(row: sqlite3.Row) -> WorkerRow:
     return WorkerRow(
-        row["id"], row["run"], row["attempt"], row["worker"], row["state"], row["handle"],
+        row["id"], row["run"], row["attempt"], row["worker"], WorkerState(row["state"]),
+        row["handle"],
         tuple(json.loads(row["gpus"])), row["cpu_milli"], row["memory"], row["started_at"],
-        row["stop_reason"], row["stop_deadline"], _ref(row["stopping_for"]), bool(row["killed"]),
+        _stop(row["stop_reason"]), row["stop_deadline"], _ref(row["stopping_for"]),
+        bool(row["killed"]),
         row["exit_code"], row["error"], row["finished_at"], row["run_uid"] or "",
         row["started_mono"], row["stop_deadline_mono"], row["boot_id"], row["executor"],
     )  # fmt: skip

@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from runner.model import Reason, RunRef
+from runner.model import Reason, RunRef, RunState, StopReason, WorkerState, sql_list
 from runner.store.rows import _ref_json, reason_json
 from runner.store.tx import KEEP, Keep, Tx
 
-_LIVE = "('Starting', 'Running', 'Stopping')"
+_LIVE = sql_list(WorkerState.LIVE)
 
 
 class StartState(NamedTuple):
-    state: str
-    stop_request: str | None
+    state: RunState
+    stop_request: StopReason | None
     attempts: int
 
 
@@ -39,7 +39,7 @@ class RunWrites:
     """Writes of one run's row."""
 
     def claim_start(
-        self, tx: Tx, name: str, attempt: int, state: str, now: float, *, backfilled: bool
+        self, tx: Tx, name: str, attempt: int, state: RunState, now: float, *, backfilled: bool
     ) -> None:
         """A start decided: its attempt counted, its reason and preemptor cleared, whether
         it was started by backfill noted."""
@@ -50,12 +50,17 @@ class RunWrites:
         """Within ``tx``: what a start decision reads again first; None if the run is gone."""
         sql = "SELECT state, stop_request, attempts FROM runs WHERE name = ?"
         row = tx._sql(sql, (name,)).fetchone()
-        return None if row is None else StartState(row[0], row[1], row[2])
+        return (
+            None
+            if row is None
+            else StartState(
+                RunState(row[0]), None if row[1] is None else StopReason(row[1]), row[2]
+            )
+        )
 
-    def run_state_in(self, tx: Tx, name: str) -> str:
+    def run_state_in(self, tx: Tx, name: str) -> RunState:
         """Within ``tx``: the state of run ``name`` (which exists)."""
-        state: str = tx._sql("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0]
-        return state
+        return RunState(tx._sql("SELECT state FROM runs WHERE name=?", (name,)).fetchone()[0])
 
     def has_live_worker(self, tx: Tx, name: str) -> bool:
         sql = f"SELECT 1 FROM workers WHERE run = ? AND state IN {_LIVE}"
@@ -66,7 +71,7 @@ class RunWrites:
         tx._sql("UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (name,))
 
     def set_run_state(
-        self, tx: Tx, name: str, state: str, reason: Reason | Keep | None = KEEP,
+        self, tx: Tx, name: str, state: RunState, reason: Reason | Keep | None = KEEP,
         started_at: float | Keep = KEEP,
     ) -> None:  # fmt: skip
         _run(tx, name, state=state, reason=_reason(reason), started_at=started_at)
@@ -88,17 +93,17 @@ class RunWrites:
         _run(tx, name, deps_met=1)
 
     def request_stop(
-        self, tx: Tx, name: str, request: str | None, reason: Reason | Keep = KEEP, *,
+        self, tx: Tx, name: str, request: StopReason | None, reason: Reason | Keep = KEEP, *,
         stopping: bool = False, exit_code: int | Keep | None = KEEP,
         restarts: int | Keep = KEEP,
     ) -> None:  # fmt: skip
         """Note why the run stops (``delete``, ``failed``, ``restart``, ``timelimit``);
         ``stopping``: its state is Stopping at once."""
         _run(tx, name, stop_request=request, reason=_reason(reason), exit_code=exit_code,
-             restarts=restarts, state="Stopping" if stopping else KEEP)  # fmt: skip
+             restarts=restarts, state=RunState.STOPPING if stopping else KEEP)  # fmt: skip
 
     def finish_run(
-        self, tx: Tx, name: str, state: str, finished_at: float,
+        self, tx: Tx, name: str, state: RunState, finished_at: float,
         reason: Reason | Keep | None = KEEP, exit_code: int | Keep | None = KEEP,
     ) -> None:  # fmt: skip
         """The run is over: Succeeded, Failed or Cancelled."""
@@ -107,15 +112,15 @@ class RunWrites:
 
     def cancel_queued(self, tx: Tx, name: str, now: float) -> None:
         """A queued run deleted: Cancelled at once."""
-        _run(tx, name, state="Cancelled", finished_at=now, reason=reason_json(Reason("Deleted")),
-             stop_request="delete")  # fmt: skip
+        _run(tx, name, state=RunState.CANCELLED, finished_at=now,
+             reason=reason_json(Reason("Deleted")), stop_request=StopReason.DELETE)  # fmt: skip
 
     def requeue(
         self, tx: Tx, name: str, *, clear_request: bool = False, restarts: int | Keep = KEEP,
         reason: Reason | Keep = KEEP,
     ) -> None:  # fmt: skip
         """Queued again; ``clear_request``: its stop request is done with."""
-        _run(tx, name, state="Queued", stop_request=None if clear_request else KEEP,
+        _run(tx, name, state=RunState.QUEUED, stop_request=None if clear_request else KEEP,
              restarts=restarts, reason=_reason(reason))  # fmt: skip
 
     def note_restarts(
@@ -135,7 +140,7 @@ class RunWrites:
     ) -> None:
         """A finished replica queued again as new (but its counted streak of quick exits)."""
         _run(
-            tx, name, state="Queued", reason=reason_json(reason), started_at=None,
+            tx, name, state=RunState.QUEUED, reason=reason_json(reason), started_at=None,
             finished_at=None, exit_code=None, restarts=0, stop_request=None, preempted_by=None,
             quota_noted=0, streak=streak, priority=priority,
         )  # fmt: skip
@@ -163,25 +168,32 @@ class WorkerWrites:
 
     def set_worker_running(
         self, tx: Tx, worker_id: int, *, handle: str | Keep = KEEP,
-        gpus: tuple[int, ...] | Keep = KEEP, stop_reason: str | Keep = KEEP,
+        gpus: tuple[int, ...] | Keep = KEEP, stop_reason: StopReason | Keep = KEEP,
     ) -> None:  # fmt: skip
         """Running: adopted, seen running, or its stop withdrawn (``stop_reason``)."""
         shown = gpus if gpus is KEEP else json.dumps(list(gpus))
-        _worker(tx, worker_id, state="Running", handle=handle, gpus=shown,
+        _worker(tx, worker_id, state=WorkerState.RUNNING, handle=handle, gpus=shown,
                 stop_reason=stop_reason)  # fmt: skip
 
     def worker_waits(self, tx: Tx, worker_id: int) -> None:
         """Back to Starting, without GPUs or a stop (a Slurm job queued again)."""
-        _worker(tx, worker_id, state="Starting", gpus="[]", stop_reason=None, stop_deadline=None)
+        _worker(
+            tx,
+            worker_id,
+            state=WorkerState.STARTING,
+            gpus="[]",
+            stop_reason=None,
+            stop_deadline=None,
+        )
 
     def stop_worker(
-        self, tx: Tx, worker_id: int, reason: str, deadline: float, *,
+        self, tx: Tx, worker_id: int, reason: StopReason, deadline: float, *,
         for_run: RunRef | Keep | None = KEEP, deadline_mono: float | Keep = KEEP,
         started_mono: float | Keep = KEEP, boot: str | Keep | None = KEEP,
     ) -> None:  # fmt: skip
         """Stopping, for ``reason``, until ``deadline`` (then the SIGKILL)."""
         _worker(
-            tx, worker_id, state="Stopping", stop_reason=reason, stop_deadline=deadline,
+            tx, worker_id, state=WorkerState.STOPPING, stop_reason=reason, stop_deadline=deadline,
             stopping_for=for_run if for_run is KEEP else _ref_json(for_run),
             stop_deadline_mono=deadline_mono, started_mono=started_mono, boot_id=boot,
         )  # fmt: skip
@@ -190,15 +202,15 @@ class WorkerWrites:
         _worker(tx, worker_id, killed=1)
 
     def end_worker(
-        self, tx: Tx, worker_id: int, state: str, finished_at: float, *,
+        self, tx: Tx, worker_id: int, state: WorkerState, finished_at: float, *,
         exit_code: int | Keep | None = KEEP, error: str | Keep | None = KEEP,
-        stop_reason: str | Keep | None = KEEP,
+        stop_reason: StopReason | Keep | None = KEEP,
     ) -> None:  # fmt: skip
         """It ended (Exited, Lost) or never began (Cancelled)."""
         _worker(tx, worker_id, state=state, finished_at=finished_at, exit_code=exit_code,
                 error=error, stop_reason=stop_reason)  # fmt: skip
 
-    def settle_worker(self, tx: Tx, worker_id: int, state: str) -> None:
+    def settle_worker(self, tx: Tx, worker_id: int, state: WorkerState) -> None:
         """An ended worker classified: Done, Failed or Cancelled."""
         _worker(tx, worker_id, state=state)
 
