@@ -239,6 +239,7 @@ class RunState(StrEnum):
 
     FINISHED: ClassVar[frozenset[RunState]]  # over: it moves no more
     ACTIVE: ClassVar[frozenset[RunState]]  # not finished: queued or with workers
+    LIVE: ClassVar[frozenset[RunState]]  # started, not finished: it has workers
 
     @property
     def finished(self) -> bool:
@@ -251,6 +252,7 @@ class RunState(StrEnum):
 
 RunState.FINISHED = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED})
 RunState.ACTIVE = frozenset(RunState) - RunState.FINISHED
+RunState.LIVE = RunState.ACTIVE - {RunState.QUEUED}
 
 
 class WorkerState(StrEnum):

@@ -228,7 +228,7 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
     def runs_to_settle(self) -> list[RunRow]:
         """Runs with workers, or a stop asked for: the only ones whose state may move."""
         sql = (
-            "SELECT * FROM runs WHERE state IN ('Starting', 'Running', 'Stopping')"
+            f"SELECT * FROM runs WHERE state IN {sql_list(RunState.LIVE)}"
             " OR (state = 'Queued' AND stop_request IS NOT NULL)"
         )
         return [self._run_row(r) for r in self._connect().execute(sql)]
