@@ -10,9 +10,9 @@ from typing import Any
 from rich.text import Text
 
 from astraeus_tui.when import epoch, utc_clock
+from runner.model import RunState
 from runner.schema import Run as Run  # a run object as the API returns it (docs/api.md)
 
-ACTIVE_STATES = ("Running", "Starting", "Stopping")
 QUOTA_CODES = ("QUOTA_WAIT", "QUOTA_OVER")  # a run's reason_code while over its quota
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
@@ -75,7 +75,7 @@ def bar(fraction: float | None, width: int, style: str = "green") -> Text:
 
 def over_quota(run: Run) -> bool:
     """Waits for its namespace's quota, and only for it (a paused run waits to run again)."""
-    queued = run.state == "Queued" and not run.paused
+    queued = run.state == RunState.QUEUED and not run.paused
     return queued and run.reason_code in QUOTA_CODES
 
 

@@ -13,18 +13,22 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from astraeus_tui.fmt import ACTIVE_STATES, Run, compact, over_quota
+from astraeus_tui.fmt import Run, compact, over_quota
 from astraeus_tui.when import DAY, epoch, start_label
+from runner.model import RunState
 
 SORTS = ("order", "priority", "age", "name", "workspace", "state")
-STATES = ("Queued", "Starting", "Running", "Stopping")
+STATES = tuple(s for s in RunState if s.active)  # the state filter's choices, in order
 FAR = 1 << 30
 AGE = 7  # the age column: it moves with the clock
 AGE_EVERY = 30.0  # seconds between two renderings of an age
 # what the cells other than the mark show: when none of these changes, only the mark is redrawn
 CELL_KEYS = ("name", "head", "workspace", "priority", "state", "gpus", "gpus_requested",
              "time_limit_seconds", "submitted_at", "starts_by", "reason")  # fmt: skip
-STATE_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red", "Queued": ""}
+STATE_STYLE: dict[str, str] = {
+    RunState.RUNNING: "green", RunState.STARTING: "cyan", RunState.STOPPING: "red",
+    RunState.QUEUED: "",
+}  # fmt: skip
 
 
 @dataclass
@@ -118,11 +122,11 @@ class QueueModel:
                 self._cells.pop(rid, None)
             self._hay.pop(rid, None)
             self._keys[rid] = _order(run)
-            if run.state in ACTIVE_STATES:
+            if run.state in RunState.LIVE:
                 self._active.add(rid)
             else:
                 self._active.discard(rid)
-            if run.state == "Queued":
+            if run.state == RunState.QUEUED:
                 self._queued.add(rid)
             else:
                 self._queued.discard(rid)
@@ -156,7 +160,7 @@ class QueueModel:
         return sorted(runs, key=lambda r: (r.started_at or "", r.id))
 
     def victims(self) -> list[Run]:
-        return [r for r in self.active() if r.state == "Stopping" and r.stopping_for]
+        return [r for r in self.active() if r.state == RunState.STOPPING and r.stopping_for]
 
     def waiting(self, n: int) -> list[Run]:
         """The first ``n`` queued runs, in the planner's order."""
@@ -173,7 +177,7 @@ class QueueModel:
         for rid in sorted(diff.added | diff.changed):
             run = self.runs[rid]
             started = run.started_at
-            live = run.state in ("Starting", "Running") and run.visible
+            live = run.state in (RunState.STARTING, RunState.RUNNING) and run.visible
             if live and self.checked.get(rid, "?") != started:
                 self.checked[rid] = out[rid] = started
         return out
@@ -288,23 +292,23 @@ class QueueModel:
 
     def _mark(self, run: Run) -> Text:
         position = run.position
-        pos = "" if position is None or run.state != "Queued" else str(position)
+        pos = "" if position is None or run.state != RunState.QUEUED else str(position)
         if run.head:
             return Text(f"▶{pos:>3}", style="bold yellow")
-        if run.id in self.backfilled and run.state in ACTIVE_STATES:
+        if run.id in self.backfilled and run.state in RunState.LIVE:
             return Text("↪ bf", style="cyan")
         if run.paused:
             return Text(f"⏸{pos:>3}", style="magenta")
-        if run.state == "Stopping":
+        if run.state == RunState.STOPPING:
             return Text("■", style="red")
-        if run.state in ACTIVE_STATES:
+        if run.state in RunState.LIVE:
             return Text("●", style="green")
         return Text(f"{pos:>4}", style="grey50")
 
 
 def _order(run: Run) -> tuple[int, int, str, str]:
     """Running work first (as the API lists it), then the planner's order."""
-    active = run.state in ACTIVE_STATES
+    active = run.state in RunState.LIVE
     position = run.position
     return (
         0 if active else 1,

@@ -9,6 +9,8 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from runner.model import RunState
+
 if TYPE_CHECKING:
     from runner.schema import Run
 
@@ -36,7 +38,7 @@ def start_label(run: Run, now: float) -> str:
     as the planner says it), ``?`` when there is no estimate (work without a time
     limit is in the way), and nothing for a run that does not wait.
     """
-    if run.state != "Queued":
+    if run.state != RunState.QUEUED:
         return ""
     at = epoch(run.starts_by)
     if at is None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from astraeus_tui.text import shown
 from astraeus_tui.when import start_label
+from runner.model import RunState
 
 if TYPE_CHECKING:
     from runner.schema import Run
@@ -47,7 +48,7 @@ def run_cells(r: Run, now: float) -> list[str]:
     """One run's cells, escaped as the table shows them."""
     held = ",".join(str(g) for g in r.gpus)
     gpus = held if held else str(r.gpus_requested)
-    waiting = r.state == "Queued"
+    waiting = r.state == RunState.QUEUED
     mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
     cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
              _age(r.submitted_at, now), start_label(r, now), r.reason or "")  # fmt: skip

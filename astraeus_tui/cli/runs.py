@@ -28,7 +28,6 @@ AfterOption = Annotated[
     list[str] | None,
     typer.Option("--after", help="Start only once this run has succeeded (repeatable)."),
 ]
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
 def submit(

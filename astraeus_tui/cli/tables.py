@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from runner.schema import Run
 
 from astraeus_tui.cli.plain import age
+from runner.model import RunState
 
 __all__ = ["age", "print_json", "print_json_line", "print_runs", "print_runs_rich", "show_runs"]
 
@@ -72,7 +73,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     for r in runs:
         held = ",".join(str(g) for g in r.gpus)
         gpus = held if held else str(r.gpus_requested)
-        waiting = r.state == "Queued"
+        waiting = r.state == RunState.QUEUED
         mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
         cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
                  age(r.submitted_at), start_label(r, now), r.reason or "")  # fmt: skip

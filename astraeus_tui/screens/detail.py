@@ -30,6 +30,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, compact, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, utc_clock
+from runner.model import RunState, StopReason
 from runner.schema import Checkpoint, Event, RunDetail, Worker
 
 SHOW_EVERY = 2.0
@@ -108,7 +109,7 @@ def events_text(events: list[Event]) -> Text:
 def worker_why(w: Worker) -> str:
     """Why a worker stopped or is stopping: ``preempted by urgent-fix (SIGKILL)``."""
     why = w.error or w.stop_reason or ""
-    if why == "preempt":
+    if why == StopReason.PREEMPT:
         by = w.stopping_for
         why = f"preempted by {by}" if by else "preempted"
     if w.killed:
@@ -118,7 +119,7 @@ def worker_why(w: Worker) -> str:
 
 def _state_line(run: Run) -> str:
     state = run.state
-    if state == "Running":
+    if state == RunState.RUNNING:
         return f"Running since {_time(run.started_at)} UTC on GPU(s) {_gpus(run.gpus)}"
     return str(state or "")
 
@@ -196,7 +197,7 @@ class RunDetailScreen(Screen[None]):
             try:
                 run = await self.client.show(self.run_name)
                 why = None
-                if run.state == "Queued":
+                if run.state == RunState.QUEUED:
                     try:
                         why = await self.client.why(self.run_name)
                     except ApiError as e:

@@ -32,6 +32,7 @@ from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.reason_line import ReasonLine
 from astraeus_tui.widgets.timeline import QUEUED_ROWS, Timeline
 from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
+from runner.model import RunState
 
 PANELS = ("gpus", "timeline", "workspaces")
 FREEZE_AFTER = 1000
@@ -319,7 +320,7 @@ class MainScreen(Screen[None]):
         if run is None:
             return
         name = run.name
-        live = run.state in ("Running", "Starting", "Stopping")
+        live = run.state in RunState.LIVE
         grace = self.status.get("stop_grace_seconds", 30)
         detail = (
             f"It is {run.state.lower()}: SIGTERM now, SIGKILL after {grace:g} s."

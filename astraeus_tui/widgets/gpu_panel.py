@@ -10,19 +10,21 @@ from textual.widget import Widget
 
 from astraeus_tui.fmt import bar, gib
 from astraeus_tui.widgets import css_beside
+from runner.model import WorkerState
 from runner.schema import Gpu, GpuList
 
 UTIL_BAR = 6
 MEM_BAR = 5
+_HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTING: "cyan"}
 
 
 def holder(gpu: Gpu) -> Text:
     held = gpu.holder
     if held:
         state = held.state
-        style = {"Stopping": "red", "Starting": "cyan"}.get(state or "", "green")
+        style = _HOLDER_STYLE.get(state or "", "green")
         text = Text(str(held.run), style=style)
-        if state in ("Stopping", "Starting"):
+        if state in (WorkerState.STOPPING, WorkerState.STARTING):
             text.append(f" ({state.lower()})", style="dim")
         return text
     if gpu.foreign_pids:

@@ -10,6 +10,7 @@ from textual.widget import Widget
 from astraeus_tui.fmt import Run
 from astraeus_tui.when import epoch, utc_clock
 from astraeus_tui.widgets import css_beside
+from runner.model import RunState
 
 
 class ReasonLine(Widget):
@@ -32,7 +33,7 @@ class ReasonLine(Widget):
         """What a run without a reason is doing: since when, where, until when at most."""
         state = str(run.state or "")
         started, limit = epoch(run.started_at), run.time_limit_seconds
-        if state != "Running" or started is None:
+        if state != RunState.RUNNING or started is None:
             return state
         gpus = ",".join(map(str, run.gpus or [])) or "no GPU"
         line = f"Running since {utc_clock(started)} UTC on GPU {gpus}"

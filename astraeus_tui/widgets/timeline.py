@@ -22,9 +22,14 @@ from textual.widget import Widget
 from astraeus_tui.fmt import Run, compact
 from astraeus_tui.when import epoch, start_label, utc_clock
 from astraeus_tui.widgets import css_beside
+from runner.model import RunState
 
 NICE = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
-BAR_STYLE = {"Running": "green", "Starting": "cyan", "Stopping": "red"}
+BAR_STYLE: dict[str, str] = {
+    RunState.RUNNING: "green",
+    RunState.STARTING: "cyan",
+    RunState.STOPPING: "red",
+}
 MARK = "yellow"
 START = "◆"
 QUEUED_ROWS = 4  # waiting runs drawn at the most, first in the planner's order
@@ -64,7 +69,7 @@ class Timeline(Widget):
         for run in self.running:
             started, limit = epoch(run.started_at), run.time_limit_seconds
             end = started + limit if started is not None and limit else None
-            if run.state == "Stopping" and run.stop_grace_left_seconds is not None:
+            if run.state == RunState.STOPPING and run.stop_grace_left_seconds is not None:
                 end = self.now + float(run.stop_grace_left_seconds)
             out.append((run, end))
         return sorted(out, key=lambda p: (p[1] is None, p[1] or 0.0, p[0].id))
@@ -126,7 +131,7 @@ class Timeline(Widget):
         col: Callable[[float], int], mark: int | None, total: float,
     ) -> Text:  # fmt: skip
         style = BAR_STYLE.get(run.state or "", "green")
-        if run.id in self.backfilled and run.state == "Running":
+        if run.id in self.backfilled and run.state == RunState.RUNNING:
             style = "cyan"
         stop = chart_w - 1 if end is None else col(end)
         cells: list[Cell] = [("█", style)] * (stop + 1) + [("·", "grey30")] * (chart_w - stop - 1)

@@ -13,8 +13,8 @@ import time
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
 from astraeus_tui.cli.fast.out import Failed, call, echo, finish, print_json
+from runner.model import RunState
 
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 JSON = {"--json": ("as_json", FLAG)}
 
 
@@ -94,13 +94,13 @@ def wait_until_finished(name: str, timeout: float | None) -> int:
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
     while True:
         run = call(lambda c: c.show(name))
-        if run.state in FINISHED:
+        if run.state in RunState.FINISHED:
             break
         if deadline is not None and time.monotonic() > deadline:
             raise Failed(f"{name}: still {run.state} after {timeout:g} s", 124)
         time.sleep(interval)
     echo(f"{name}: {run.state}" + (f" ({run.reason})" if run.reason else ""))
-    if run.state == "Succeeded":
+    if run.state == RunState.SUCCEEDED:
         return 0
     code = run.exit_code
     return code if isinstance(code, int) and code > 0 else 1

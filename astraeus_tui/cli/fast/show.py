@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from runner.model import StopReason
+
 if TYPE_CHECKING:
     from runner.schema import RunDetail, Worker
 
@@ -32,7 +34,7 @@ def worker_lines(history: list[Worker], limit: int = 16) -> list[str]:
     lines = []
     for w in history[-limit:]:
         why = w.error or w.stop_reason or ""
-        if why == "preempt" and w.stopping_for:
+        if why == StopReason.PREEMPT and w.stopping_for:
             why = f"preempted by {w.stopping_for}"
         if w.killed:
             why = f"{why}, SIGKILL".lstrip(", ")
