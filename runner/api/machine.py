@@ -14,8 +14,9 @@ from runner.api.context import daemon_of, peer_caller
 from runner.config.files import update_config_file
 from runner.config.load import ConfigError
 from runner.gpus import foreign_processes, read_inventory
-from runner.model import ANONYMOUS_RUN, RESOURCE_NAMES, Quota, Resources, amounts
+from runner.model import RESOURCE_NAMES, Quota, Resources, amounts
 from runner.planner.plan import dominant_share
+from runner.reasons import ANONYMOUS_RUN
 from runner.service.runs import ServiceError
 
 

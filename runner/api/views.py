@@ -16,9 +16,10 @@ from typing import Any
 import msgspec
 
 from runner import schema
-from runner.model import ANONYMOUS_RUN, RunSpec, RunState, Viewer, WorkerState
+from runner.model import RunSpec, RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
+from runner.reasons import ANONYMOUS_RUN, Viewer
 from runner.store.db import EventRow, RunRow, WorkerRow
 from runner.store.groups import GroupRow
 

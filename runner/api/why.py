@@ -12,10 +12,11 @@ from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
-from runner.model import ANONYMOUS_RUN, Reason, RunRef, RunState
+from runner.model import RunState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import as_json, explain
+from runner.reasons import ANONYMOUS_RUN, Reason, RunRef
 from runner.service.runs import Caller, ServiceError
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 from runner.engine.dependencies import Dependencies
 from runner.engine.snapshot import SpecCache, unit_id
-from runner.model import Reason, ReasonCode, RunRef, RunState, StopReason, WorkerState
+from runner.model import RunState, StopReason, WorkerState
 from runner.planner.plan import Plan
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow
 
 _PREEMPTED = ReasonCode.PREEMPTED

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from runner.model import Reason, ReasonCode, RunRef, RunSpec, RunState
+from runner.model import RunSpec, RunState
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow
 
 _FAILED = ReasonCode.DEPENDENCY_FAILED

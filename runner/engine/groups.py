@@ -14,7 +14,8 @@ import time
 from dataclasses import replace
 from typing import Any, Protocol
 
-from runner.model import Reason, RunRef, RunSpec, RunState, StopReason
+from runner.model import RunSpec, RunState, StopReason
+from runner.reasons import Reason, RunRef
 from runner.spec.groups import (
     QUICK_EXIT,
     GroupSpec,

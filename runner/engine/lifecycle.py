@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model import Reason, RunRef, RunSpec, RunState, StopReason, WorkerState
+from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
+from runner.reasons import Reason, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 from runner.store.tx import Tx
 

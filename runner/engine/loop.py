@@ -26,10 +26,11 @@ from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.executors.logcap import worker_logs
-from runner.model import Reason, ReasonCode, RunRef, RunSpec, RunState, StopReason
+from runner.model import RunSpec, RunState, StopReason
 from runner.model import WorkerState as Recorded  # a worker row's; WorkerState: observed
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import WaitingRun, plan
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
 _LIMIT = ReasonCode.TIME_LIMIT

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from runner.model import Reason, RunState
+from runner.model import RunState
+from runner.reasons import Reason
 from runner.store.db import RunRow
 
 # Never names the owner: the reason is shown to every caller (another workspace reads

@@ -9,8 +9,9 @@ from runner.clock import Now
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
-from runner.model import Reason, Resources, RunSpec, RunState, WorkerState
+from runner.model import Resources, RunSpec, RunState, WorkerState
 from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
+from runner.reasons import Reason
 from runner.spec.parse import parse_spec
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 

@@ -13,8 +13,9 @@ from runner.engine.retention import prune_attempt_logs
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
-from runner.model import MountMode, Reason, RunSpec, RunState, StopReason
+from runner.model import MountMode, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
+from runner.reasons import Reason
 from runner.store.db import RunRow, Store
 
 log = logging.getLogger("astraeus.loop")

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.engine.snapshot import SpecCache, unit_id
-from runner.model import Reason, RunRef, RunState, StopReason, WorkerState
+from runner.model import RunState, StopReason, WorkerState
 from runner.planner.plan import WaitingRun
+from runner.reasons import Reason, RunRef
 from runner.store.db import RunRow, Store, WorkerRow
 
 GONE = "Preemption withdrawn: {0} no longer needs the room; the run keeps running"

@@ -5,17 +5,9 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from runner.model import (
-    RESOURCE_NAMES,
-    Quota,
-    Reason,
-    ReasonCode,
-    Resources,
-    RunRef,
-    amounts,
-    format_amount,
-)
+from runner.model import RESOURCE_NAMES, Quota, Resources, amounts, format_amount
 from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit
+from runner.reasons import Reason, ReasonCode, RunRef
 
 
 def format_utc(t: float) -> str:

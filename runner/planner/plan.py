@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from runner.model import Reason, ReasonCode, Resources, RunRef, amounts
+from runner.model import Resources, amounts
 from runner.planner.messages import (
     as_room,
     behind_message,
@@ -78,6 +78,7 @@ from runner.planner.types import (
     Start,
     WaitingRun,
 )
+from runner.reasons import Reason, ReasonCode, RunRef
 
 __all__ = [
     "NO_WORKER_LIMIT",

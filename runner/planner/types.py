@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from runner.model import ADMIN, Reason, ReasonCode, Resources, RunRef, Viewer, Workspace
+from runner.model import Resources, Workspace
+from runner.reasons import ADMIN, Reason, ReasonCode, RunRef, Viewer
 
 NO_WORKER_LIMIT = 1 << 40
 PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."

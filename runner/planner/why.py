@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from runner.model import ANONYMOUS_RUN, Resources, Viewer, amounts
+from runner.model import Resources, amounts
 from runner.planner.plan import (
     Plan,
     RunningUnit,
@@ -23,6 +23,7 @@ from runner.planner.plan import (
     plan,
     unit_end,
 )
+from runner.reasons import ANONYMOUS_RUN, Viewer
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from runner.config.load import Config
 from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
-from runner.model import Viewer
+from runner.reasons import Viewer
 
 
 class ServiceError(Exception):

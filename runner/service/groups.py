@@ -13,7 +13,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from runner.model import Reason, RunRef, RunSpec, RunState, StopReason
+from runner.model import RunSpec, RunState, StopReason
+from runner.reasons import Reason, RunRef
 from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.spec.groups import (
     MAX_REPLICAS,

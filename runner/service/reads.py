@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runner.model import Resources, Viewer
+from runner.model import Resources
+from runner.reasons import Viewer
 from runner.service.caller import Caller, ServiceError
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 

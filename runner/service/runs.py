@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.config.load import Config
-from runner.model import Reason, ReasonCode, RunSpec, RunState, StopReason
+from runner.model import RunSpec, RunState, StopReason
+from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
 from runner.service.reads import Reads
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict

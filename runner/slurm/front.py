@@ -34,8 +34,9 @@ from runner.engine.apply_plan import settle_dependencies
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.snapshot import SpecCache
-from runner.model import Reason, RunSpec, RunState, StopReason, WorkerState
+from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate
+from runner.reasons import Reason
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob

@@ -5,7 +5,8 @@ is queued again (a restart, while its budget lasts). Called by the front
 
 from __future__ import annotations
 
-from runner.model import Reason, RunState, StopReason, WorkerState
+from runner.model import RunState, StopReason, WorkerState
+from runner.reasons import Reason
 from runner.slurm.jobs import SlurmJob
 from runner.slurm.reasons import describe
 from runner.store.db import RunRow, Store, WorkerRow

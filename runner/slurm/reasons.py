@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runner.model import Reason, ReasonCode, RunRef, RunState
+from runner.model import RunState
 from runner.planner.plan import format_utc
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.script import workspace_of_comment
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 
 from runner.config.slurm import SlurmSettings
-from runner.model import Reason, StopReason
+from runner.model import StopReason
+from runner.reasons import Reason
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob

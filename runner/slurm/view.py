@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runner.model import Reason, Resources
+from runner.model import Resources
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Head, Plan
+from runner.reasons import Reason
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.reasons import describe, priority_of
 from runner.store.db import RunRow

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from runner.model import Reason, ReasonCode, RunState, WorkerState, event_code, sql_list
+from runner.model import RunState, WorkerState, sql_list
+from runner.reasons import Reason, ReasonCode, event_code
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
 from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID

@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.model import Reason, ReasonCode, RunRef, RunState, StopReason, WorkerState
+from runner.model import RunState, StopReason, WorkerState
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.spec.templates import run_document
 
 

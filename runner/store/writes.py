@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from runner.model import Reason, RunRef, RunState, StopReason, WorkerState, sql_list
+from runner.model import RunState, StopReason, WorkerState, sql_list
+from runner.reasons import Reason, RunRef
 from runner.store.rows import _ref_json, reason_json
 from runner.store.tx import KEEP, Keep, Tx
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.model import Reason
+from runner.reasons import Reason
 from runner.store.db import RunRow, Store
 from tests.faults.daemon import PY, write_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runner.model import Viewer
+from runner.reasons import Viewer
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]

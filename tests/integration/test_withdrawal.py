@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.engine.loop import KILL_AGAIN
-from runner.model import Viewer
+from runner.reasons import Viewer
 from runner.store.db import WorkerRow
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 

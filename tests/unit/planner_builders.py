@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from runner.model import GIB, Quota, Resources, RunRef, Workspace
+from runner.model import GIB, Quota, Resources, Workspace
 from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
+from runner.reasons import RunRef
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC).timestamp()
 HOUR = 3600.0

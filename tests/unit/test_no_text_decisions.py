@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from runner.model import ReasonCode, RunState
+from runner.model import RunState
+from runner.reasons import ReasonCode
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("astraeus_tui", "runner/engine")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.model import Viewer
 from runner.planner.plan import Plan, format_utc, plan, take_gpus
+from runner.reasons import Viewer
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from runner.model import Reason, ReasonCode, RunRef
 from runner.planner.plan import Plan, Snapshot, plan
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID, Store
 from tests.unit.planner_builders import HOUR, NOW, running, snap, waiting, workspace
 from tests.unit.test_planner_properties import PROPERTY, snapshots

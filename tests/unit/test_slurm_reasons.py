@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from runner.model import ADMIN, RunRef, RunState, Viewer
+from runner.model import RunState
 from runner.planner.plan import format_utc
+from runner.reasons import ADMIN, RunRef, Viewer
 from runner.slurm import SlurmJob, describe, head_of, job_ref, priority_of, run_state
 from tests.unit.test_slurm_jobs import NOW, QUEUE, UNLIMITED
 

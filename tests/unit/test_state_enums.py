@@ -17,7 +17,8 @@ from pathlib import Path
 import msgspec
 
 from runner.api.views import run_object, run_view
-from runner.model import RunSpec, RunState, StopReason, TaskTemplate, Viewer, WorkerState, sql_list
+from runner.model import RunSpec, RunState, StopReason, TaskTemplate, WorkerState, sql_list
+from runner.reasons import Viewer
 from runner.store.rows import RunRow, WorkerRow
 
 ROOT = Path(__file__).resolve().parents[2]

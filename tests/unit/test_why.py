@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from runner.model import Viewer
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import duration, explain
+from runner.reasons import Viewer
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 ADMIN = Viewer()
