@@ -16,6 +16,7 @@ from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
 from runner.engine import apply_plan
+from runner.engine.adopt import adopt
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.crash import crash_point
 from runner.engine.lifecycle import settle_run
@@ -405,22 +406,4 @@ class Loop:
         for w in live:
             if w.state == Recorded.STOPPING and not w.killed:
                 self._signal(w, signal.SIGTERM)
-        follow = self.executor.capabilities.copies_logs  # docker: resume the log copy
-        for listed in self.executor.list_workers():
-            if listed.handle in known:
-                w = known[listed.handle]
-                if follow:  # to the file named by the run's id
-                    self.executor.follow_logs(listed.handle, self.log_path(w))
-                continue
-            status = self.executor.status(listed.handle)
-            if status.state is WorkerState.RUNNING:
-                log.warning("stopping %s: not in the state database", listed.handle)
-                try:
-                    self.executor.signal(listed.handle, signal.SIGKILL)
-                except ExecutorError as e:
-                    log.warning("could not stop %s: %s", listed.handle, e)
-            else:
-                try:
-                    self.executor.cleanup(listed.handle)
-                except ExecutorError as e:
-                    log.warning("could not clean up %s: %s", listed.handle, e)
+        adopt(self.executor, {h: self.log_path(w) for h, w in known.items()})
