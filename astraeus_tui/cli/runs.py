@@ -65,20 +65,13 @@ def submit(
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
     """The sweep a JSON or TOML spec with a ``spec.sweep`` section asks for, else None."""
-    from runner.spec.documents import decode_document
+    from runner.spec.documents import spec_file_document
     from runner.spec.groups import sweep_document
     from runner.spec.parse import SpecError
 
-    if text is None:
-        if Path(file).suffix.lower() in (".sbatch", ".sh"):
-            return None
-        try:
-            text = Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None  # load_spec_file says what is wrong with it
-    fmt = "json" if text.lstrip().startswith("{") else "toml"
     try:
-        return sweep_document(decode_document(text, fmt))
+        document = spec_file_document(file, text)
+        return None if document is None else sweep_document(document)
     except SpecError as e:
         if "sweep" in str(e):
             fail(f"422 INVALID_SPEC: {e}")

@@ -52,6 +52,22 @@ def decode_document(text: str, fmt: str) -> object:
     return data
 
 
+def spec_file_document(file: str, text: str | None = None) -> object | None:
+    """The JSON or TOML document of spec file ``file`` (or of ``text``, read from stdin),
+    decoded but not checked as a spec; None for an #SBATCH script or a file that cannot
+    be read (``load_spec_file`` says what is wrong with it). SpecError when the text is
+    neither JSON nor TOML."""
+    if text is None:
+        if Path(file).suffix.lower() in (".sbatch", ".sh"):
+            return None
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    fmt = "json" if text.lstrip().startswith("{") else "toml"
+    return decode_document(text, fmt)
+
+
 def _depth(data: object) -> int:
     """How deeply lists and objects nest in ``data`` (without recursion)."""
     deepest, stack = 0, [(data, 0)]

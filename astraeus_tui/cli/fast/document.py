@@ -65,19 +65,11 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
 
 def is_plain_spec(file: str, text: str | None) -> bool:
     """True when the file surely has no ``spec.sweep`` (typer's submit makes sweeps)."""
-    from runner.spec.documents import decode_document
+    from runner.spec.documents import spec_file_document
     from runner.spec.parse import SpecError
 
-    if text is None:
-        if Path(file).suffix.lower() in (".sbatch", ".sh"):
-            return True
-        try:
-            text = Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return True  # load_spec_file says what is wrong with it
-    fmt = "json" if text.lstrip().startswith("{") else "toml"
     try:
-        document = decode_document(text, fmt)
+        document = spec_file_document(file, text)
     except SpecError:
         return False  # typer's submit decides whether the error is about a sweep
     spec = document.get("spec") if isinstance(document, dict) else None
