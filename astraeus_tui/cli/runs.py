@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import re
-import secrets
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -118,11 +115,6 @@ def why(name: RunArg, as_json: bool = JsonOption) -> None:
         echo(f"  → {lever}")
 
 
-def _default_name(command: str) -> str:
-    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
-    return f"{base}-{secrets.token_hex(2)}"
-
-
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments, after --.")],
     name: Annotated[
@@ -147,11 +139,11 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`."""
-    from runner.spec.build import FieldError, drive_ref, env_vars, run_document
+    from runner.spec.build import FieldError, default_name, drive_ref, env_vars, run_document
 
     try:
         document = run_document(
-            name or _default_name(command[0]), command, image=image, gpus=gpus, cpus=cpus,
+            name or default_name(command[0]), command, image=image, gpus=gpus, cpus=cpus,
             memory=memory, env=env_vars(env or []), drives=[drive_ref(d) for d in drive or []],
             time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
             priority=priority, workspace=workspace, workers=workers, after=after or (),

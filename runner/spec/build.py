@@ -1,7 +1,8 @@
 """The run-spec document from what a person gives: ``astra run``'s options, the form.
 
-Pure: values in, the document ``POST /v1/runs`` takes out (``runner.spec.parse``
-checks it, the same as the daemon does). Both faces build their document here, so
+Pure (but for the random digits of a default name): values in, the document
+``POST /v1/runs`` takes out (``runner.spec.parse`` checks it, the same as the daemon
+does). Both faces build their document here, so
 a run submitted from the CLI and the same run from the dashboard's form are the
 same document. The text helpers read what only a person types (``NAME:/path:ro``,
 ``KEY=VALUE``) and raise :class:`FieldError` naming the field.
@@ -9,7 +10,10 @@ same document. The text helpers read what only a person types (``NAME:/path:ro``
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from runner.durations import parse_duration
@@ -56,6 +60,13 @@ def time_limit(text: str) -> int:
         return parse_duration(text)
     except ValueError as e:
         raise FieldError("limit", str(e)) from None
+
+
+def default_name(command: str) -> str:
+    """A run's name when none is given: the command's base name, made a name, and four
+    random hex digits (``train-3f2a``)."""
+    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
+    return f"{base}-{os.urandom(2).hex()}"
 
 
 def run_document(

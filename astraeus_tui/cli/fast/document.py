@@ -8,8 +8,6 @@ read, a sweep).
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, Parsed, text, texts
@@ -32,15 +30,10 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
         return None
 
 
-def _default_name(command: str) -> str:
-    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
-    return f"{base}-{os.urandom(2).hex()}"  # secrets.token_hex(2), without importing secrets
-
-
 def run_document(p: Parsed) -> dict[str, Any] | None:
     """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
     from runner.durations import parse_duration
-    from runner.spec.build import FieldError, drive_ref, env_vars
+    from runner.spec.build import FieldError, default_name, drive_ref, env_vars
     from runner.spec.build import run_document as build
 
     command = p.rest or []
@@ -52,7 +45,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
     limit = text(p, "time_limit")
     try:
         return build(
-            text(p, "name") or _default_name(command[0]), command, image=image, gpus=gpus,
+            text(p, "name") or default_name(command[0]), command, image=image, gpus=gpus,
             cpus=cpus, memory=text(p, "memory"), env=env_vars(texts(p, "env") or []),
             drives=[drive_ref(d) for d in texts(p, "drive") or []],
             time_limit_seconds=None if limit is None else parse_duration(limit),
