@@ -133,9 +133,12 @@ def test_backfill_agrees_on_short_runs_and_differs_on_room_the_head_leaves(
         assert head["starts_by"] is not None
     # the difference: the built-in planner gives the long run the 2 GPUs the head leaves
     wait_for(lambda: show(builtin, names["long"])["state"] == "Running", 30, "built-in")
-    long = show(front, names["long"])
+    behind = f"Queued behind {names['head']}, which starts by "
+    # the front reads Slurm's estimate each tick; one read may come before Slurm set it
+    long = wait_for(
+        lambda: (r := show(front, names["long"]))["reason"].startswith(behind) and r, 30, "estimate"
+    )
     assert long["state"] == "Queued"
-    assert long["reason"].startswith(f"Queued behind {names['head']}, which starts by ")
 
 
 def test_preemption_requeues_and_slurm_counts_a_restart(

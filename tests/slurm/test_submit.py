@@ -12,6 +12,7 @@ import pytest
 
 from runner.model import RunState
 from runner.slurm import SlurmClient, SlurmError, SlurmTarget, build_batch, describe, run_state
+from tests.integration.harness import wait_for
 from tests.slurm.helpers import GPUS, require_slurm, settings, spec, unique, wait_job
 
 require_slurm()
@@ -101,11 +102,21 @@ def test_a_new_priority_reorders_the_queue(client: SlurmClient, log_dir: Path) -
 
     second = wait_job(client, jobs[2], reason="Resources")
     assert second.nice == -10
-    first = wait_job(client, jobs[1], reason="Priority")
-    queue = client.jobs(jobs)
-    head = "Next to run (priority 10): starts by "
-    assert describe(second, queue, time.time()).render().startswith(head)  # type: ignore[union-attr]
-    behind = describe(first, queue, time.time()).render()  # type: ignore[union-attr]
+    wait_job(client, jobs[1], reason="Priority")
+
+    def both_estimated() -> tuple[str, str] | None:
+        # Slurm's backfill pass sets a start estimate some time after the change:
+        # until then both say they wait for running work to end.
+        time.sleep(0.2)
+        queue = {job.job_id: job for job in client.jobs(jobs)}
+        texts = tuple(
+            describe(queue[j], list(queue.values()), time.time()).render()  # type: ignore[union-attr]
+            for j in (jobs[2], jobs[1])
+        )
+        return texts if all("starts by" in text for text in texts) else None  # type: ignore[return-value]
+
+    head_text, behind = wait_for(both_estimated, 60, "Slurm's start estimates")
+    assert head_text.startswith("Next to run (priority 10): starts by ")
     assert behind.startswith(f"Queued behind {names[2]}, which starts by ")
 
 
