@@ -316,6 +316,15 @@ class AsyncClient:
             async for raw in response.content:
                 yield raw.decode(errors="replace")
 
+    def exec(
+        self, name: str, argv: list[str], *, worker: int | None = None, tty: bool = False,
+        rows: int = 24, cols: int = 80,
+    ) -> ExecChannel:  # fmt: skip
+        """A command inside the run's worker (``GET /v1/runs/{name}/exec``), to be entered
+        with ``async with``."""
+        first = {"argv": argv, "worker": worker, "tty": tty, "rows": rows, "cols": cols}
+        return ExecChannel(self, f"/v1/runs/{quote(name, safe='')}/exec", first)
+
     # ------------------------------------------------------------ calls
 
     async def status(self) -> dict[str, Any]:
@@ -398,3 +407,56 @@ class DashboardApi(Protocol):
     async def group(self, name: str) -> GroupDetail: ...
     async def change_group(self, name: str, change: dict[str, Any]) -> Group: ...
     async def delete_group(self, name: str) -> dict[str, Any]: ...
+
+
+class ExecChannel:
+    """One exec session's WebSocket (docs/api.md): bytes in, output and the exit out."""
+
+    def __init__(self, client: AsyncClient, path: str, first: dict[str, Any]) -> None:
+        self._client, self._path, self._first = client, path, first
+        self._ws: Any = None
+        self._open: Any = None
+
+    async def __aenter__(self) -> ExecChannel:
+        session = await self._client._get_session()
+        try:
+            self._open = session.ws_connect("http://localhost" + self._path, max_msg_size=0)
+            self._ws = await self._open.__aenter__()
+        except OSError as e:
+            raise ApiError(
+                0, "NO_DAEMON", f"no daemon answers on {self._client.socket_path}: {e}"
+            ) from e
+        await self._ws.send_str(json.dumps(self._first))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._open is not None:
+            await self._open.__aexit__(*exc)
+
+    async def send(self, data: bytes) -> None:
+        if not self._ws.closed:
+            await self._ws.send_bytes(b"\0" + data)
+
+    async def send_eof(self) -> None:
+        if not self._ws.closed:
+            await self._ws.send_str(json.dumps({"eof": True}))
+
+    async def resize(self, rows: int, cols: int) -> None:
+        if not self._ws.closed:
+            await self._ws.send_str(json.dumps({"resize": [rows, cols]}))
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        """(1 or 2, bytes) as the command writes them; ends with the command."""
+        import aiohttp
+
+        self.exit_code: int | None = None
+        async for message in self._ws:
+            if message.type is aiohttp.WSMsgType.BINARY and message.data:
+                yield message.data[0], message.data[1:]
+            elif message.type is aiohttp.WSMsgType.TEXT:
+                said = json.loads(message.data)
+                if "error" in said:
+                    e = said["error"]
+                    raise ApiError(e.get("status", 0), e.get("code", ""), e.get("message", ""))
+                if "exit_code" in said:
+                    self.exit_code = said["exit_code"]

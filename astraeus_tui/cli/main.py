@@ -12,7 +12,7 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
 
 import typer
 
-from astraeus_tui.cli import admin, daemon, demo, doctor, groups, machine, runs, slurm
+from astraeus_tui.cli import admin, daemon, demo, doctor, enter, groups, machine, runs, slurm
 from astraeus_tui.cli.plan import plan_command
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app = typer.Typer(
 )
 daemon.register(app)
 runs.register(app)
+enter.register(app)
 groups.register(app)
 machine.register(app)
 app.add_typer(slurm.app, name="slurm")

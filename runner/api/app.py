@@ -24,6 +24,7 @@ from runner.api.context import (
     errors,
     guarded,
 )
+from runner.api.exec import add_exec_routes
 from runner.api.groups import add_group_routes
 from runner.api.guard import GuardedSite, SocketInUse, answers
 from runner.api.machine import add_machine_routes
@@ -43,6 +44,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_machine_routes(app)
     add_why_routes(app)
     add_group_routes(app)
+    add_exec_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     return app
 

@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 
 from runner.clock import Clock
 from runner.engine.snapshot import SpecCache
+from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
@@ -77,3 +78,8 @@ class Backend(Protocol):
 
     def log_files(self, run: RunRow) -> list[Path]:
         """The files that hold ``run``'s output, in order."""
+
+    def enter(self, handle: str, request: EnterRequest) -> Session:
+        """Run a command inside the live worker ``handle`` (``astra exec``).
+
+        Raises ExecutorError (one line) where it cannot, as on the Slurm front."""

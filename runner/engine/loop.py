@@ -27,6 +27,7 @@ from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
 from runner.executors.logcap import worker_logs
+from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason
 from runner.model import WorkerState as Recorded  # a worker row's; WorkerState: observed
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
@@ -121,6 +122,14 @@ class Loop:
         """Its workers' logs, by the run's id (never an earlier run's of that name)."""
         ok = is_run_uid(run.run_uid)
         return worker_logs(self.settings.logs_dir / run.run_uid) if ok else []
+
+    def enter(self, handle: str, request: EnterRequest) -> Session:
+        """A command inside a live worker, when the executor can run one there."""
+        if not self.executor.capabilities.enters:
+            raise ExecutorError(
+                f"the {self.executor.name} executor cannot run commands in a worker"
+            )
+        return self.executor.enter(handle, request)
 
     def tick(self) -> None:
         """One round; the wall clock is only written down, intervals are monotonic."""

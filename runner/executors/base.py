@@ -17,6 +17,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from runner.executors.sessions import EnterRequest, Session
+
 LABEL_PREFIX = "io.astraeus"
 SCHEMA_VERSION = "1"
 
@@ -104,10 +106,12 @@ class Capabilities:
     ``copies_logs``: the executor itself copies a worker's output to its log file, so a
     worker adopted after a restart needs :meth:`Executor.follow_logs` to resume the copy
     (the process executor's supervisor writes the log itself and outlives the daemon).
+    ``enters``: :meth:`Executor.enter` runs a command inside a live worker (``astra exec``).
     """
 
     remaps_gpus: bool = False
     copies_logs: bool = False
+    enters: bool = False
 
 
 class Executor(Protocol):
@@ -144,4 +148,11 @@ class Executor(Protocol):
 
     def cleanup(self, handle: str) -> None:
         """Forget an exited worker (remove its container or status files)."""
+        ...
+
+    def enter(self, handle: str, request: EnterRequest) -> Session:
+        """Run a command inside the live worker, as its user, with its environment.
+
+        Raises ExecutorError (one line) when it cannot; only an executor that declares
+        ``enters`` does anything here."""
         ...

@@ -65,6 +65,8 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
+from runner.executors.enter import NotRun, ProcessSession, enter, write_enter
+from runner.executors.sessions import EnterRequest
 from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
 from runner.executors.workerfiles import (
     EXIT,
@@ -89,7 +91,7 @@ class ProcessExecutor:
     """Workers as local processes, each worker's watched by a supervisor process of its own."""
 
     name = "process"
-    capabilities = Capabilities()  # host GPU numbers; the supervisor writes the log itself
+    capabilities = Capabilities(enters=True)  # host GPU numbers; the supervisor writes the log
 
     def __init__(self, state_dir: Path, start_timeout: float = 15.0) -> None:
         self.state_dir = Path(state_dir)
@@ -114,7 +116,9 @@ class ProcessExecutor:
             shutil.rmtree(folder)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(mode=0o700)
-        write_json_atomic(folder / LAUNCH, asdict(_job(launch, sandbox)))
+        job = asdict(_job(launch, sandbox))
+        write_enter(folder, job)
+        write_json_atomic(folder / LAUNCH, job)
         self._run_supervisor(handle, folder)
         return handle
 
@@ -195,6 +199,12 @@ class ProcessExecutor:
         if state is WorkerState.MISSING:
             self.signal(handle, SIGKILL)  # a lost supervisor may leave the command's children
         shutil.rmtree(folder, ignore_errors=True)
+
+    def enter(self, handle: str, request: EnterRequest) -> ProcessSession | NotRun:
+        """Run a command inside the live worker (see :mod:`runner.executors.enter`)."""
+        if self.status(handle).state is not WorkerState.RUNNING:
+            raise ExecutorError("the worker is not running")
+        return enter(self._folder(handle), request)
 
     def _folder(self, handle: str) -> Path:
         if not handle or "/" in handle or handle.startswith(".") or "\0" in handle:

@@ -34,6 +34,8 @@ from runner.engine.apply_plan import settle_dependencies
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.snapshot import SpecCache
+from runner.executors.base import ExecutorError
+from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate
 from runner.reasons import Reason
@@ -139,6 +141,10 @@ class SlurmFront:
         stem = run.run_uid if is_run_uid(run.run_uid) else run.name
         path = Path(shared) / f"{stem}.log" if shared else None
         return [path] if path is not None and path.is_file() else []
+
+    def enter(self, handle: str, request: EnterRequest) -> Session:
+        """Slurm's own ``srun --jobid … --overlap`` does this on a cluster; not through here."""
+        raise ExecutorError("exec is not available on the Slurm front: use srun --jobid --overlap")
 
     def tick(self) -> None:
         now = self.clock()

@@ -28,6 +28,7 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
+from runner.executors.sessions import EnterRequest, Session
 from runner.gpus import read_inventory
 from runner.service.runs import Service, caller_for, start_refusal
 from runner.store.db import RunRow, Store, WorkerRow
@@ -124,6 +125,9 @@ class FakeExecutor:
 
     def status(self, handle: str) -> WorkerStatus:
         return self.states.get(handle, WorkerStatus(WorkerState.MISSING))
+
+    def enter(self, handle: str, request: EnterRequest) -> Session:
+        raise ExecutorError("the fake executor runs nothing inside its workers")
 
     def list_workers(self) -> list[ListedWorker]:
         return [

@@ -60,12 +60,14 @@ from runner.executors.docker.errors import (
     is_not_running,
     raise_error,
 )
+from runner.executors.docker.exec import DockerSession, docker_enter
 from runner.executors.docker.logs import (
     LogFollower,
     make_log_folder,
     resume_point,
     split_timestamp,
 )
+from runner.executors.sessions import EnterRequest
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,7 @@ class DockerExecutor:
     @property
     def capabilities(self) -> Capabilities:
         """GPUs renumbered from 0 with the NVIDIA runtime; the log copy is this daemon's."""
-        return Capabilities(remaps_gpus=self.nvidia, copies_logs=True)
+        return Capabilities(remaps_gpus=self.nvidia, copies_logs=True, enters=True)
 
     def _detect_nvidia(self) -> bool:
         with docker_errors("cannot read the engine's runtimes"):
@@ -180,6 +182,15 @@ class DockerExecutor:
                 WorkerState.MISSING, error=f"{STOPPED_OUTSIDE}; exit code {status.exit_code}"
             )
         return status
+
+    def enter(self, handle: str, request: EnterRequest) -> DockerSession:
+        """``docker exec`` in the worker's container as the user it runs as."""
+        state = self._state(handle)
+        if state is None or not state.get("Running"):
+            raise ExecutorError("the worker is not running")
+        with docker_errors(f"cannot inspect container {handle}"):
+            user = self._api.inspect_container(handle)["Config"]["User"]
+        return docker_enter(self._api, handle, user, request)
 
     def reachable(self) -> bool:
         """False while the engine does not answer; then pinged at most every PROBE_EVERY s."""

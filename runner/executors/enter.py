@@ -1,0 +1,225 @@
+"""``astra exec`` on the process executor: a command inside a live worker, as its user.
+
+The worker's folder keeps ``enter.json``, the launch the supervisor was given (the
+environment, working directory, uid:gid and whether it is sandboxed), written by
+the executor at start, root's only. The command is forked by the daemon and, in the
+child before it runs anything the member chose:
+
+1. joins the mount namespace of the worker's command when the worker is sandboxed
+   (bubblewrap): it sees the drives at their mount paths as the worker does. The
+   namespace is opened as ``/proc/<pid>/ns/mnt`` of the pid the supervisor recorded,
+   checked against its start time, never a path a member named;
+2. takes the terminal as its controlling one (``-it``);
+3. drops to the worker's uid:gid with no supplementary groups and no-new-privileges,
+   then enters the working directory and looks the program up on the worker's PATH
+   as the member: a program the member cannot reach is "not found" (exit 127).
+
+The command has a session (process group) of its own, so :meth:`ProcessSession.kill`
+ends it and what it started; the API ends it when the run stops running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import select
+import signal
+import struct
+import subprocess
+import termios
+from collections.abc import Callable
+from pathlib import Path
+
+from runner.executors.base import ExecutorError
+from runner.executors.sessions import STDERR, STDOUT, EnterRequest
+from runner.executors.tree import is_alive
+from runner.executors.workerfiles import META, read_json, write_json_atomic
+
+ENTER = "enter.json"
+CLONE_NEWNS = 0x00020000
+PR_SET_NO_NEW_PRIVS = 38
+READ = 65536
+
+
+class NotRun:
+    """A command that could not be executed: its message on stderr, then 127 or 126,
+    as a worker's own command that cannot be executed ends."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self._code, self._left = code, [(STDERR, message.encode() + b"\n")]
+
+    def read(self) -> tuple[int, bytes]:
+        return self._left.pop() if self._left else (STDOUT, b"")
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close_stdin(self) -> None:
+        pass
+
+    def resize(self, rows: int, cols: int) -> None:
+        pass
+
+    def wait(self) -> int:
+        return self._code
+
+    def kill(self) -> None:
+        pass
+
+
+class ProcessSession:
+    """The command's pipes (or its terminal's master end) and its process."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], outputs: dict[int, int], stdin: int, tty: bool
+    ) -> None:
+        self.proc, self._outputs, self._stdin, self._tty = proc, dict(outputs), stdin, tty
+
+    def read(self) -> tuple[int, bytes]:
+        while self._outputs:
+            ready, _, _ = select.select(list(self._outputs), [], [])
+            fd = ready[0]
+            try:
+                data = os.read(fd, READ)
+            except OSError:  # a terminal whose last holder closed it: EIO
+                data = b""
+            if data:
+                return self._outputs[fd], data
+            del self._outputs[fd]
+            if not (self._tty and fd == self._stdin):
+                os.close(fd)
+        return STDOUT, b""
+
+    def write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # the command closed its input or ended
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._stdin, view) :]
+
+    def close_stdin(self) -> None:
+        if not self._tty:
+            with contextlib.suppress(OSError):
+                os.close(self._stdin)
+
+    def resize(self, rows: int, cols: int) -> None:
+        if self._tty:
+            with contextlib.suppress(OSError):
+                size = struct.pack("HHHH", max(rows, 1), max(cols, 1), 0, 0)
+                fcntl.ioctl(self._stdin, termios.TIOCSWINSZ, size)
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        if self._tty:
+            with contextlib.suppress(OSError):
+                os.close(self._stdin)
+        return 128 - code if code < 0 else code
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class _CannotExecute(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def write_enter(folder: Path, job: dict[str, object]) -> None:
+    """Keep what ``astra exec`` needs of the launch (the supervisor deletes its copy)."""
+    keep = ("env", "cwd", "uid", "gid", "sandbox")
+    write_json_atomic(folder / ENTER, {k: job[k] for k in keep})
+
+
+def enter(folder: Path, request: EnterRequest) -> ProcessSession | NotRun:
+    """Run ``request.argv`` inside the worker whose folder is ``folder``."""
+    launch, meta = read_json(folder / ENTER), read_json(folder / META)
+    if launch is None or meta is None:
+        raise ExecutorError("the worker was started before exec was possible, or is starting")
+    pid, start = meta.get("child_pid"), meta.get("child_start")
+    if not isinstance(pid, int) or not is_alive(pid, start):
+        raise ExecutorError("the worker's command is no longer running")
+    namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY) if meta.get("sandboxed") else None
+    try:
+        return _spawn(request, launch, namespace)
+    finally:
+        if namespace is not None:
+            os.close(namespace)
+
+
+def _spawn(
+    request: EnterRequest, launch: dict[str, object], namespace: int | None
+) -> ProcessSession | NotRun:
+    env = {str(k): str(v) for k, v in dict(launch.get("env") or {}).items()}  # type: ignore[call-overload]
+    uid, gid = launch.get("uid"), launch.get("gid")
+    setup = _child_setup(namespace, uid, gid, str(launch.get("cwd") or "/tmp"), request.tty)
+    if request.tty:
+        master, slave = os.openpty()
+        size = struct.pack("HHHH", request.rows, request.cols, 0, 0)
+        fcntl.ioctl(master, termios.TIOCSWINSZ, size)
+        streams, ours = {"stdin": slave, "stdout": slave, "stderr": slave}, [master]
+    else:
+        (in_read, in_write), (out_read, out_write), (err_read, err_write) = (
+            os.pipe(), os.pipe(), os.pipe()
+        )  # fmt: skip
+        streams = {"stdin": in_read, "stdout": out_write, "stderr": err_write}
+        ours = [in_write, out_read, err_read]
+    try:
+        proc = _popen(list(request.argv), env, setup, streams)
+    except _CannotExecute as e:
+        for fd in ours:
+            os.close(fd)
+        return NotRun(e.code, str(e))
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in set(streams.values()):
+            os.close(fd)
+    if request.tty:
+        return ProcessSession(proc, {master: STDOUT}, master, tty=True)
+    return ProcessSession(proc, {out_read: STDOUT, err_read: STDERR}, in_write, tty=False)
+
+
+def _popen(
+    argv: list[str], env: dict[str, str], setup: Callable[[], None], streams: dict[str, int]
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(  # the member's own command, as the member
+            argv, env=env, cwd="/", start_new_session=True, preexec_fn=setup, close_fds=True,
+            stdin=streams["stdin"], stdout=streams["stdout"], stderr=streams["stderr"],
+        )  # fmt: skip
+    except FileNotFoundError as e:
+        raise _CannotExecute(127, f"command not found: {argv[0]}") from e
+    except OSError as e:
+        raise _CannotExecute(126, f"cannot execute {argv[0]}: {e.strerror}") from e
+    except subprocess.SubprocessError as e:  # the child could not become the worker's user
+        raise ExecutorError(f"cannot enter the worker: {e}") from e
+
+
+def _child_setup(
+    namespace: int | None, uid: object, gid: object, cwd: str, tty: bool
+) -> Callable[[], None]:
+    """What the forked child does before it runs the member's program (module doc)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def setup() -> None:
+        if namespace is not None and libc.setns(namespace, CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "cannot join the worker's mount namespace")
+        if tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if isinstance(uid, int) and isinstance(gid, int):
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot set no-new-privileges")
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir("/tmp")
+
+    return setup

@@ -1,0 +1,110 @@
+"""``astra exec``: who may run a command inside a run's worker, and the open sessions.
+
+Only the run's owner and admins may (as Slurm lets only a job's owner and root
+attach a step): a member of the same workspace may read the run's logs but not act
+as its owner inside it. The run must be Running, the worker live. One user holds at
+most :data:`MAX_SESSIONS` sessions at once; a session ends when its command ends,
+when the caller goes away, or when the run stops running (the API watches).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runner.executors.base import ExecutorError
+from runner.executors.sessions import MAX_ARGV, MAX_ARGV_CHARS, EnterRequest, Session
+from runner.model import RunState, WorkerState
+from runner.service.caller import Caller, ServiceError
+from runner.service.reads import Reads
+
+MAX_SESSIONS = 8  # exec sessions one user may hold at once
+NOT_OWNER = "only the run's owner or an admin may run commands inside it"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An open session: in which run's worker (by the run's id), for whom."""
+
+    run: str
+    run_uid: str
+    worker: int
+    handle: str
+    uid: int
+    session: Session
+
+
+class Entries:
+    """The exec sessions open now, bounded per user."""
+
+    def __init__(self, reads: Reads, enter: Callable[[str, EnterRequest], Session]) -> None:
+        self.reads, self._enter = reads, enter
+        self._open: dict[int, int] = {}  # uid: sessions held
+        self._lock = threading.Lock()
+
+    def open(self, caller: Caller, name: str, worker: int | None, request: EnterRequest) -> Entry:
+        """Start ``request`` in the run's worker (its first live one by default)."""
+        _check_argv(request.argv)
+        run = self.reads.get_run(caller, name)
+        if not (caller.admin or run.uid == caller.uid):
+            raise ServiceError(403, "FORBIDDEN", NOT_OWNER)
+        if run.state is not RunState.RUNNING:
+            raise ServiceError(409, "NOT_RUNNING", f"run {name} is {run.state}, not Running")
+        live = [
+            w
+            for w in self.reads.workers_of(run.name)
+            if w.state is WorkerState.RUNNING and w.handle and w.run_uid == run.run_uid
+        ]
+        chosen = [w for w in live if worker is None or w.worker == worker]
+        if not chosen:
+            which = f"worker {worker}" if worker is not None else "a worker"
+            raise ServiceError(409, "NOT_RUNNING", f"run {name} has no running {which}")
+        target = min(chosen, key=lambda w: w.worker)
+        self._take(caller.uid)
+        try:
+            session = self._enter(target.handle or "", request)
+        except ExecutorError as e:
+            self._give_back(caller.uid)
+            raise ServiceError(409, "CANNOT_ENTER", str(e)) from e
+        return Entry(run.name, run.run_uid, target.worker, target.handle or "", caller.uid, session)
+
+    def still_running(self, entry: Entry) -> bool:
+        """Whether the session's run still runs that worker (else the session is ended)."""
+        run = self.reads.run_now(entry.run)
+        if run is None or run.run_uid != entry.run_uid or run.state is not RunState.RUNNING:
+            return False
+        return any(
+            w.handle == entry.handle and w.state is WorkerState.RUNNING
+            for w in self.reads.workers_of(entry.run)
+        )
+
+    def close(self, entry: Entry) -> None:
+        entry.session.kill()
+        self._give_back(entry.uid)
+
+    def _take(self, uid: int) -> None:
+        with self._lock:
+            held = self._open.get(uid, 0)
+            if held >= MAX_SESSIONS:
+                raise ServiceError(
+                    429, "TOO_MANY_SESSIONS", f"at most {MAX_SESSIONS} exec sessions at once"
+                )
+            self._open[uid] = held + 1
+
+    def _give_back(self, uid: int) -> None:
+        with self._lock:
+            self._open[uid] = max(self._open.get(uid, 1) - 1, 0)
+
+
+def _check_argv(argv: tuple[str, ...]) -> None:
+    if not argv:
+        raise ServiceError(422, "INVALID_REQUEST", "exec: a command is needed")
+    if len(argv) > MAX_ARGV or sum(len(a) for a in argv) > MAX_ARGV_CHARS:
+        raise ServiceError(
+            422,
+            "INVALID_REQUEST",
+            f"exec: at most {MAX_ARGV} arguments and {MAX_ARGV_CHARS} characters together",
+        )
+    if any("\0" in a for a in argv):
+        raise ServiceError(422, "INVALID_REQUEST", "exec: an argument must not contain NUL")

@@ -1,0 +1,256 @@
+"""Into a running run: ``astra exec`` and ``astra attach`` through a real daemon.
+
+Two real Unix users in one workspace: bob owns the runs, alice may read them but not
+act inside them; root is an admin. The process executor, a drive placed by
+bubblewrap where it is installed.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pty
+import pwd
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp  # noqa: F401  (imported here: a child that became a user cannot read it)
+import pytest
+
+from astraeus_tui.cli.main import app
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
+from tests.integration.test_identity import as_user
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+GROUP, ALICE, BOB = "astra-ex-g", "astra-ex-a", "astra-ex-b"
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    subprocess.run(["groupadd", "-f", GROUP], check=True)
+    for user in (ALICE, BOB):
+        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
+        subprocess.run(["groupdel", user], check=False, capture_output=True)
+        subprocess.run(["useradd", "-m", "-U", "-G", GROUP, "-s", "/bin/sh", user], check=True)
+    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
+    for user in (ALICE, BOB):
+        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
+        subprocess.run(["groupdel", user], check=False, capture_output=True)
+    subprocess.run(["groupdel", GROUP], check=False)
+
+
+@pytest.fixture
+def drive() -> Iterator[Path]:
+    top = Path(tempfile.mkdtemp(prefix="astra-ex-drive-"))
+    top.chmod(0o755)
+    (top / "data").mkdir(mode=0o777)
+    (top / "data").chmod(0o777)
+    (top / "data" / "marker.txt").write_text("on the drive\n")
+    yield top / "data"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd], drive: Path) -> Served:
+    config = f"""
+[api]
+socket_group = "{GROUP}"
+[workspaces.ex]
+members = ["{ALICE}", "{BOB}"]
+[drives.ex-data]
+path = "{drive}"
+workspaces = ["ex"]
+"""
+    return served(config, gpus=2)
+
+
+def submit(lab: Served, who: pwd.struct_passwd, argv: list[str], mount: str | None = None) -> str:
+    name = f"ex-{uuid.uuid4().hex[:6]}"
+    task: dict[str, Any] = {"image": "local", "command": argv[0], "args": argv[1:],
+                            "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
+    if mount is not None:
+        task["datavolume_refs"] = [{"name": "ex-data", "mount_path": mount}]
+    document = {"metadata": {"name": name, "workspace": "ex"},
+                "spec": {"restart_limit": 0, "task_template": task}}  # fmt: skip
+    answer = as_user(who, lab.socket, lambda c: c.submit(document))
+    assert "ok" in answer, answer
+    wait_for(lambda: lab.json("show", name)["state"] == "Running", 30, f"{name} to run")
+    return name
+
+
+def astra(
+    lab: Served, *args: str, user: pwd.struct_passwd | None = None, input: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``astra ARGS`` in a child that is really ``user`` (root when None): forked, not
+    executed, since another user cannot reach this interpreter's files."""
+    if user is None:
+        return lab.astra(*args, input=input)
+    pipes = [os.pipe() for _ in range(3)]
+    pid = os.fork()
+    if pid == 0:  # the child never returns into the test
+        code = 1
+        try:
+            for target, (read, write) in enumerate(pipes):
+                os.dup2(read if target == 0 else write, target)
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115  (not the test's captured streams)
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            os.environ.update(lab.env)
+            os.setgroups([grp.getgrnam(GROUP).gr_gid])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            app(list(args), prog_name="astra")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    for target, (read, write) in enumerate(pipes):
+        os.close(write if target else read)
+    os.write(pipes[0][1], input.encode())
+    os.close(pipes[0][1])
+    out, err = (_drain(pipes[n][0]) for n in (1, 2))
+    _, status = os.waitpid(pid, 0)
+    return subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(status), out, err)
+
+
+def _drain(fd: int) -> str:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def test_exec_runs_as_the_run_s_user_with_its_environment(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    bob = users[BOB]
+    name = submit(lab, bob, ["sleep", "120"])
+    shown = "echo run=$ASTRAEUS_RUN_NAME gpus=$CUDA_VISIBLE_DEVICES; id -u; id -G; exit 3"
+    result = astra(lab, "exec", name, "--", "sh", "-c", shown, user=users[BOB])
+    assert result.returncode == 3, result.stderr
+    gpus = lab.json("show", name)["gpus"]
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"run={name} gpus={','.join(str(g) for g in gpus)}"
+    assert lines[1:] == [str(bob.pw_uid), str(bob.pw_gid)]  # no supplementary groups
+
+    missing = astra(lab, "exec", name, "--", "no-such-program-ex", user=users[BOB])
+    assert (missing.returncode, missing.stderr.strip()) == (
+        127,
+        "command not found: no-such-program-ex",
+    )
+    fed = lab.astra("exec", "-i", name, "--", "sh", "-c", "read a; echo got $a", input="x y\n")
+    assert (fed.returncode, fed.stdout) == (0, "got x y\n")  # root: an admin may
+
+
+def test_only_the_owner_and_admins_may_exec_and_only_in_a_running_run(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    name = submit(lab, users[BOB], ["sleep", "120"])
+    refused = astra(lab, "exec", name, "--", "true", user=users[ALICE])
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "403 FORBIDDEN: only the run's owner or an admin may run commands inside it"
+    )
+    assert astra(lab, "exec", name, "--", "true").returncode == 0  # root is an admin
+    lab.astra("delete", name)
+    wait_for(lambda: lab.json("show", name)["state"] == "Cancelled", 30, "cancelled")
+    ended = astra(lab, "exec", name, "--", "true", user=users[BOB])
+    assert (ended.returncode, ended.stderr.strip()) == (
+        1, f"409 NOT_RUNNING: run {name} is Cancelled, not Running",
+    )  # fmt: skip
+    nothing = astra(lab, "exec", "no-such-run", "--", "true", user=users[BOB])
+    assert nothing.stderr.strip() == "404 NOT_FOUND: no run no-such-run"
+
+
+@needs_bwrap
+def test_exec_sees_the_drive_where_the_worker_sees_it(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    mount = f"/tmp/astra-ex-mnt-{uuid.uuid4().hex[:6]}/data"  # made only in the sandbox
+    name = submit(lab, users[BOB], ["sleep", "120"], mount=mount)
+    result = astra(lab, "exec", name, "--", "cat", f"{mount}/marker.txt", user=users[BOB])
+    assert (result.returncode, result.stdout) == (0, "on the drive\n"), result.stderr
+    assert not Path(mount).exists(), "the host never gains the mount path"
+
+
+def test_an_exec_ends_when_the_run_stops(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
+    name = submit(lab, users[BOB], ["sleep", "120"])
+    command = [sys.executable, "-m", "astraeus_tui.cli.main", "exec", name, "--", "sleep", "300"]
+    session = subprocess.Popen(command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)
+    assert session.poll() is None
+    lab.astra("delete", name)
+    session.wait(30)  # the command was ended with the run; astra exec returned
+    assert session.returncode == 128 + signal.SIGKILL
+
+
+def test_a_terminal_for_exec_it(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
+    name = submit(lab, users[BOB], ["sleep", "120"])
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: astra exec -it with a terminal, as a person would type it
+        os.environ.update(lab.env)
+        os.execv(sys.executable, [sys.executable, "-m", "astraeus_tui.cli.main",
+                                  "exec", "-it", name, "--", "sh"])  # fmt: skip
+    prompt = _read_until(fd, b"$ ", 30)  # the shell runs as bob; typed before, it would be lost
+    assert prompt.endswith(b"$ "), prompt
+    os.write(fd, b"echo hi-$((1+2)); tty; exit 4\n")
+    out = _read_until(fd, None, 30)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 4
+    assert b"hi-3\r\n/dev/pts/" in out
+
+
+def test_attach_follows_output_and_state_and_ctrl_c_detaches(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    name = submit(lab, users[BOB], ["sh", "-c", "echo started; sleep 3; echo done; exit 5"])
+    attached = astra(lab, "attach", name, user=users[BOB])
+    assert attached.returncode == 5
+    assert attached.stdout.splitlines()[:2] == ["started", "done"]
+    assert attached.stdout.splitlines()[-1].startswith(f"{name}: Failed")
+
+    long = submit(lab, users[BOB], ["sh", "-c", "echo up; sleep 120"])
+    command = [sys.executable, "-m", "astraeus_tui.cli.main", "attach", long]
+    follower = subprocess.Popen(
+        command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    time.sleep(2)
+    follower.send_signal(signal.SIGINT)
+    _out, err = follower.communicate(timeout=20)
+    assert follower.returncode == 130
+    assert f"{long}: detached; it goes on" in err.decode()
+    assert lab.json("show", long)["state"] == "Running"
+
+
+def _read_until(fd: int, wanted: bytes | None, timeout: float) -> bytes:
+    """What the terminal shows until ``wanted`` ends it (None: until it closes)."""
+    out, end = b"", time.monotonic() + timeout
+    while time.monotonic() < end and not (wanted and out.endswith(wanted)):
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    return out
