@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
 from tests.integration.conftest import served  # noqa: F401 (the fixture)
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
+from tests.integration.test_exec import read_until
 
 pytestmark = pytest.mark.skipif(engine_client() is None, reason=SKIP_REASON)
 Start = Callable[..., Served]
@@ -171,3 +175,35 @@ def test_a_run_naming_no_image_gets_the_default_image(served: Start, tmp_path: P
         label = f"io.astraeus.instance={instance_id(d.home)}"
         for container in engine_client().containers.list(all=True, filters={"label": label}):
             container.remove(force=True)
+
+
+def test_exec_runs_in_the_container_as_its_user_with_its_environment(
+    docker_daemon: Served,
+) -> None:
+    d = docker_daemon
+    sub = d.astra("submit", "-", input=spec("ex", "sleep 120", gpus=1))
+    assert sub.returncode == 0, sub.stderr
+    wait_for(lambda: d.json("show", "ex")["state"] == "Running", 30)
+    shown = (
+        "echo run=$ASTRAEUS_RUN_NAME worker=$ASTRAEUS_WORKER_INDEX; id -u; echo oops >&2; exit 6"
+    )
+    result = d.astra("exec", "ex", "--", "sh", "-c", shown)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        6,
+        "run=ex worker=0\n0\n",
+        "oops\n",
+    )
+    fed = d.astra("exec", "-i", "ex", "--", "sh", "-c", "read a; echo got $a", input="x y\n")
+    assert (fed.returncode, fed.stdout) == (0, "got x y\n"), fed.stderr
+    pid, fd = pty.fork()
+    if pid == 0:  # astra exec -it with a terminal, as a person would type it
+        os.environ.update(d.env)
+        os.execv(sys.executable, [sys.executable, "-m", "astraeus_tui.cli.main",
+                                  "exec", "-it", "ex", "--", "sh"])  # fmt: skip
+    prompt = read_until(fd, b"# ", 30)
+    assert b"# " in prompt, prompt
+    os.write(fd, b"echo hi-$((1+2)); tty; exit 4\n")
+    out = read_until(fd, None, 30)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 4
+    assert b"hi-3\r\n/dev/pts/" in out
