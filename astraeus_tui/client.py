@@ -325,6 +325,12 @@ class AsyncClient:
         first = {"argv": argv, "worker": worker, "tty": tty, "rows": rows, "cols": cols}
         return ExecChannel(self, f"/v1/runs/{quote(name, safe='')}/exec", first)
 
+    def terminal(self, name: str, *, rows: int = 24, cols: int = 80) -> ExecChannel:
+        """An interactive run's terminal (``GET /v1/runs/{name}/terminal``), from its wait
+        in the queue to its end; to be entered with ``async with``."""
+        path = f"/v1/runs/{quote(name, safe='')}/terminal"
+        return ExecChannel(self, path, {"rows": rows, "cols": cols})
+
     # ------------------------------------------------------------ calls
 
     async def status(self) -> dict[str, Any]:
@@ -409,6 +415,10 @@ class DashboardApi(Protocol):
     async def delete_group(self, name: str) -> dict[str, Any]: ...
 
 
+WAITING = -1  # ExecChannel.output's channel for a waiting run's state and reason
+STARTED = -2  # and for the run's start: its terminal is the client's from now on
+
+
 class ExecChannel:
     """One exec session's WebSocket (docs/api.md): bytes in, output and the exit out."""
 
@@ -445,11 +455,15 @@ class ExecChannel:
         if not self._ws.closed:
             await self._ws.send_str(json.dumps({"resize": [rows, cols]}))
 
-    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
-        """(1 or 2, bytes) as the command writes them; ends with the command."""
+    async def output(self) -> AsyncIterator[tuple[int, bytes | dict[str, Any]]]:
+        """(1 or 2, bytes) as the command writes them; ends with the command. A run's
+        terminal also gives (WAITING, {"state", "reason"}) while the run waits to start,
+        then (STARTED, {"worker"}).
+        Afterwards ``exit_code`` is the command's and ``ended`` the run's state and reason."""
         import aiohttp
 
         self.exit_code: int | None = None
+        self.ended: dict[str, Any] = {}
         async for message in self._ws:
             if message.type is aiohttp.WSMsgType.BINARY and message.data:
                 yield message.data[0], message.data[1:]
@@ -458,5 +472,12 @@ class ExecChannel:
                 if "error" in said:
                     e = said["error"]
                     raise ApiError(e.get("status", 0), e.get("code", ""), e.get("message", ""))
+                if "waiting" in said:
+                    yield WAITING, said["waiting"]
+                if "started" in said:
+                    yield STARTED, said["started"]
+                if "ended" in said:
+                    self.ended = said["ended"]
                 if "exit_code" in said:
                     self.exit_code = said["exit_code"]
+                    self.ended = {k: v for k, v in said.items() if k != "exit_code"}

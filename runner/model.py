@@ -210,6 +210,7 @@ class RunSpec:
     gang: bool = True
     restart_limit: int = DEFAULT_RESTART_LIMIT
     after: tuple[str, ...] = ()  # runs that must succeed before this one may start
+    interactive: bool = False  # one worker with a terminal a client attaches to (run -it)
 
     def worker_resources(self) -> Resources:
         """What one worker asks for."""

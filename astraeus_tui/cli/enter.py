@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from astraeus_tui.cli.common import complete_run, echo, fail
-from astraeus_tui.client import ApiError, AsyncClient, Client
+from astraeus_tui.client import STARTED, WAITING, ApiError, AsyncClient, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
 WorkerOption = Annotated[
@@ -65,7 +65,8 @@ async def _exec(
                     loop = asyncio.get_running_loop()
                     loop.add_signal_handler(signal.SIGWINCH, _resized, channel)
                 async for channel_no, data in channel.output():
-                    _write_all(2 if channel_no == 2 else 1, data)
+                    if isinstance(data, bytes):
+                        _write_all(2 if channel_no == 2 else 1, data)
                 if feeding is not None:
                     feeding.cancel()
         if channel.exit_code is None:
@@ -127,6 +128,47 @@ def _raw(wanted: bool) -> Iterator[None]:
         yield
     finally:
         termios.tcsetattr(0, termios.TCSADRAIN, saved)
+
+
+def take_terminal(name: str) -> int:
+    """Wait for the interactive run ``name`` to start, then give it this terminal; its
+    exit code. Ctrl-C (or the terminal closing) cancels the run."""
+    try:
+        return asyncio.run(_terminal(name))
+    except ApiError as e:
+        echo(str(e), err=True)
+        return 1
+    except KeyboardInterrupt:
+        echo(f"{name}: cancelled: its terminal was closed before it ended", err=True)
+        return 130
+
+
+async def _terminal(name: str) -> int:
+    size = shutil.get_terminal_size()
+    client = AsyncClient()
+    raw, feeding = contextlib.ExitStack(), None
+    try:
+        async with client.terminal(name, rows=size.lines, cols=size.columns) as channel:
+            async for kind, data in channel.output():
+                if isinstance(data, bytes):
+                    _write_all(1, data)
+                elif kind == WAITING:  # its reason, as it changes
+                    reason = f": {data['reason']}" if data.get("reason") else ""
+                    echo(f"{name}: {data.get('state')}{reason}", err=True)
+                elif kind == STARTED and feeding is None:  # it runs: the terminal is its
+                    raw.enter_context(_raw(sys.stdin.isatty()))
+                    feeding = _feed(channel)
+                    loop = asyncio.get_running_loop()
+                    loop.add_signal_handler(signal.SIGWINCH, _resized, channel)
+            if feeding is not None:
+                feeding.cancel()
+    finally:
+        raw.close()
+        await client.close()
+    ended = channel.ended
+    reason = f" ({ended['reason']})" if ended.get("reason") else ""
+    echo(f"{name}: {ended.get('state')}{reason}", err=True)
+    return channel.exit_code if channel.exit_code is not None else 1
 
 
 def attach(name: RunArg) -> None:

@@ -136,9 +136,19 @@ def run(
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
     workers: Annotated[int, typer.Option(help="Workers (a gang by default).")] = 1,
     after: AfterOption = None,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="With -t: an interactive run.")
+    ] = False,
+    tty: Annotated[
+        bool,
+        typer.Option("--tty", "-t", help="Wait in the queue, then give the terminal to it."),
+    ] = False,
     as_json: bool = JsonOption,
 ) -> None:
-    """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`."""
+    """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
+
+    `astra run -it --gpus 1 -- bash` waits in the queue like any run, then gives this
+    terminal to it; closing the terminal cancels it."""
     from runner.spec.build import FieldError, default_name, drive_ref, env_vars, run_document
 
     try:
@@ -147,10 +157,15 @@ def run(
             memory=memory, env=env_vars(env or []), drives=[drive_ref(d) for d in drive or []],
             time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
             priority=priority, workspace=workspace, workers=workers, after=after or (),
+            interactive=interactive or tty,
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None
     created = call(lambda c: c.submit(document))
+    if interactive or tty:
+        from astraeus_tui.cli.enter import take_terminal
+
+        raise typer.Exit(take_terminal(created.name))
     if as_json:
         print_json(created)
     else:

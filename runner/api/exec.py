@@ -15,20 +15,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from runner.api.context import DAEMON, peer_caller
-from runner.executors.sessions import STDIN, EnterRequest, Session
-from runner.service.caller import ServiceError
+from runner.api.served import Daemon
+from runner.api.streams import run_objects
+from runner.executors.sessions import STDIN, STDOUT, EnterRequest, Session
+from runner.executors.terminal import BACKLOG
+from runner.model import RunState
+from runner.service.caller import Caller, ServiceError
 from runner.service.enter import Entries, Entry
 
 ENTRIES: web.AppKey[Entries] = web.AppKey("entries", Entries)
 MAX_FRAME = 1 << 20  # bytes one message from the client may hold
 FIRST_WITHIN = 10.0  # seconds for the client's first message
 WATCH_EVERY = 1.0  # seconds between looks at whether the run still runs
+WAIT_POLL = 0.5  # seconds between looks at a waiting interactive run
+SETTLE_WITHIN = 10.0  # seconds the end waits for the run's final state
 
 
 async def exec_route(request: web.Request) -> web.StreamResponse:
@@ -84,15 +92,14 @@ def _asked(asked: dict[str, Any]) -> tuple[int | None, EnterRequest]:
     return worker, EnterRequest(tuple(argv), bool(asked.get("tty")), rows, cols)
 
 
-async def _relay(ws: web.WebSocketResponse, entry: Entry, entries: Entries) -> int | None:
+async def _relay(ws: web.WebSocketResponse, entry: Entry, entries: Entries | None) -> int | None:
     """Carry bytes both ways until the command's output ends; its exit code then (None:
     the client went away, and the command is ended)."""
     output: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue(maxsize=64)
     _read_in_thread(entry.session, output, asyncio.get_running_loop())
-    tasks = [
-        asyncio.create_task(_from_client(ws, entry.session)),
-        asyncio.create_task(_watch(entry, entries)),
-    ]
+    tasks = [asyncio.create_task(_from_client(ws, entry.session))]
+    if entries is not None:  # an exec ends with its run; a run's own terminal ends itself
+        tasks.append(asyncio.create_task(_watch(entry, entries)))
     try:
         while True:
             channel, data = await output.get()
@@ -146,7 +153,134 @@ async def _watch(entry: Entry, entries: Entries) -> None:
             return
 
 
+async def terminal_route(request: web.Request) -> web.StreamResponse:
+    """An interactive run's terminal: wait while it is queued (its reason sent as it
+    changes), relay once it runs, then its end. The client going away cancels the run,
+    as srun's end cancels its job: nobody is left at its terminal."""
+    caller, daemon = peer_caller(request), request.app[DAEMON]
+    entries, name = request.app[ENTRIES], request.match_info["name"]
+    ws = web.WebSocketResponse(max_msg_size=MAX_FRAME)
+    await ws.prepare(request)
+    entry: Entry | None = None
+    try:
+        size = await _first(ws)
+        run = await asyncio.to_thread(entries.interactive_run, caller, name)
+        if not await _wait_for_start(ws, daemon, caller, run.name, run.run_uid):
+            return ws
+        try:
+            entry = await asyncio.to_thread(entries.attach, caller, run)
+        except ServiceError:
+            if not await _ended_before_attach(ws, daemon, caller, run.name):
+                raise
+            return ws
+        await ws.send_str(json.dumps({"started": {"worker": entry.worker}}))
+    except ServiceError as e:
+        error = {"status": e.status, "code": e.code, "message": e.message}
+        await ws.send_str(json.dumps({"error": error}))
+        await ws.close()
+        return ws
+    try:
+        rows, cols = size.get("rows", 24), size.get("cols", 80)
+        if isinstance(rows, int) and isinstance(cols, int):
+            entry.session.resize(rows, cols)
+        code = await _relay(ws, entry, None)
+        if code is None:  # the client went away: so does the run
+            await _cancel(daemon, caller, entry.run)
+        else:
+            await _settled(daemon, entry.run, entry.run_uid)
+            ended = await _shown(daemon, caller, entry.run)
+            await ws.send_str(json.dumps({"exit_code": code, **ended}))
+            if ended["state"] not in RunState.FINISHED:  # preempted: not run again, unattended
+                await _cancel(daemon, caller, entry.run)
+    finally:
+        await asyncio.to_thread(entries.close, entry)
+        await ws.close()
+    return ws
+
+
+async def _wait_for_start(
+    ws: web.WebSocketResponse, daemon: Daemon, caller: Caller, name: str, run_uid: str
+) -> bool:
+    """Until the run runs: its state and reason to the client as they change. False when
+    the client went away (the run is cancelled) or the run ended before it ran."""
+    said: dict[str, Any] = {}
+    closed = asyncio.create_task(ws.receive())
+    try:
+        while True:
+            run = await asyncio.to_thread(daemon.service.run_now, name)
+            if run is None or run.run_uid != run_uid:
+                await ws.send_str(json.dumps({"ended": await _shown(daemon, caller, name)}))
+                return False
+            if run.state in RunState.FINISHED:  # it ran and ended between two looks
+                return True
+            if run.state is RunState.RUNNING:
+                return True
+            shown = await _shown(daemon, caller, name)
+            if shown != said:
+                await ws.send_str(json.dumps({"waiting": shown}))
+                said = shown
+            done, _ = await asyncio.wait({closed}, timeout=WAIT_POLL)
+            if done:
+                await _cancel(daemon, caller, name)
+                return False
+    finally:
+        closed.cancel()
+
+
+async def _ended_before_attach(
+    ws: web.WebSocketResponse, daemon: Daemon, caller: Caller, name: str
+) -> bool:
+    """A command that ended before the terminal was attached: what its log kept of the
+    terminal (the last BACKLOG bytes) and its end. False: it had not ended."""
+    await _settled(daemon, name, None)
+    run = await asyncio.to_thread(daemon.service.run_now, name)
+    if run is None or run.state not in RunState.FINISHED:
+        return False
+    await ws.send_str(json.dumps({"started": {"worker": 0}}))
+    tail = await asyncio.to_thread(_log_tail, daemon.backend.log_files(run))
+    if tail:
+        await ws.send_bytes(bytes([STDOUT]) + tail)
+    code = run.exit_code if run.exit_code is not None else 1
+    await ws.send_str(json.dumps({"exit_code": code, **await _shown(daemon, caller, name)}))
+    return True
+
+
+def _log_tail(paths: list[Path]) -> bytes:
+    if not paths:
+        return b""
+    with paths[-1].open("rb") as log:
+        log.seek(0, os.SEEK_END)
+        log.seek(max(log.tell() - BACKLOG, 0))
+        return log.read()
+
+
+async def _settled(daemon: Daemon, name: str, run_uid: str | None) -> None:
+    """Wait (a little) until the loop has seen the command's end: the run's final state."""
+    for _ in range(int(SETTLE_WITHIN / WAIT_POLL)):
+        run = await asyncio.to_thread(daemon.service.run_now, name)
+        if run is None or (run_uid is not None and run.run_uid != run_uid):
+            return
+        if run.state in RunState.FINISHED or run.state is RunState.QUEUED:
+            return
+        await asyncio.sleep(WAIT_POLL)
+
+
+async def _shown(daemon: Daemon, caller: Caller, name: str) -> dict[str, Any]:
+    run = await asyncio.to_thread(daemon.service.run_now, name)
+    if run is None:
+        return {"state": None, "reason": None}
+    shown = run_objects(daemon, [run], caller, {})[0]
+    return {"state": shown["state"], "reason": shown["reason"], "code": shown.get("reason_code")}
+
+
+async def _cancel(daemon: Daemon, caller: Caller, name: str) -> None:
+    with contextlib.suppress(ServiceError):
+        await asyncio.to_thread(daemon.service.delete, name, caller)
+
+
 def add_exec_routes(app: web.Application) -> None:
     daemon = app[DAEMON]
-    app[ENTRIES] = Entries(daemon.service, daemon.backend.enter)
+    service, backend = daemon.service, daemon.backend
+    app[ENTRIES] = Entries(service, backend.enter, backend.terminal, backend.specs.get)
     app.router.add_get("/v1/runs/{name}/exec", exec_route)
+    app.router.add_get("/v1/runs/{name}/terminal", terminal_route)

@@ -83,3 +83,6 @@ class Backend(Protocol):
         """Run a command inside the live worker ``handle`` (``astra exec``).
 
         Raises ExecutorError (one line) where it cannot, as on the Slurm front."""
+
+    def terminal(self, handle: str) -> Session:
+        """Attach to the interactive worker ``handle``'s terminal (``astra run -it``)."""

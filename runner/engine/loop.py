@@ -111,6 +111,8 @@ class Loop:
         self._on_change = notify
 
     def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
+        if spec.interactive and not self.executor.capabilities.terminals:
+            return f"interactive runs need the process executor, not {self.executor.name}"
         return None  # what the service checks is all this machine needs
 
     def estimates(self) -> dict[str, Estimate]:
@@ -130,6 +132,9 @@ class Loop:
                 f"the {self.executor.name} executor cannot run commands in a worker"
             )
         return self.executor.enter(handle, request)
+
+    def terminal(self, handle: str) -> Session:
+        return self.executor.terminal(handle)
 
     def tick(self) -> None:
         """One round; the wall clock is only written down, intervals are monotonic."""

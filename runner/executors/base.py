@@ -55,6 +55,7 @@ class WorkerLaunch:
     log_path: Path = Path("/dev/null")
     log_limit: int = 0  # bytes a worker's log may hold (the newest kept); 0: no limit
     log_reserve: int = 0  # bytes kept free on the log's disk: output beyond is dropped
+    interactive: bool = False  # the command gets a terminal that a client attaches to
     instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
     run_uid: str = ""  # the run's immutable id: the loop always gives it
 
@@ -107,11 +108,13 @@ class Capabilities:
     worker adopted after a restart needs :meth:`Executor.follow_logs` to resume the copy
     (the process executor's supervisor writes the log itself and outlives the daemon).
     ``enters``: :meth:`Executor.enter` runs a command inside a live worker (``astra exec``).
+    ``terminals``: an interactive worker gets a terminal, :meth:`Executor.terminal` attaches.
     """
 
     remaps_gpus: bool = False
     copies_logs: bool = False
     enters: bool = False
+    terminals: bool = False
 
 
 class Executor(Protocol):
@@ -155,4 +158,9 @@ class Executor(Protocol):
 
         Raises ExecutorError (one line) when it cannot; only an executor that declares
         ``enters`` does anything here."""
+        ...
+
+    def terminal(self, handle: str) -> Session:
+        """Attach to an interactive worker's terminal (``astra run -it``); its ``kill``
+        detaches. Only an executor that declares ``terminals`` does anything here."""
         ...

@@ -67,6 +67,7 @@ from runner.executors.base import (
 )
 from runner.executors.enter import NotRun, ProcessSession, enter, write_enter
 from runner.executors.sessions import EnterRequest
+from runner.executors.terminal import TerminalSession
 from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
 from runner.executors.workerfiles import (
     EXIT,
@@ -91,7 +92,9 @@ class ProcessExecutor:
     """Workers as local processes, each worker's watched by a supervisor process of its own."""
 
     name = "process"
-    capabilities = Capabilities(enters=True)  # host GPU numbers; the supervisor writes the log
+    capabilities = Capabilities(
+        enters=True, terminals=True
+    )  # host GPU numbers; the supervisor writes the log
 
     def __init__(self, state_dir: Path, start_timeout: float = 15.0) -> None:
         self.state_dir = Path(state_dir)
@@ -206,6 +209,21 @@ class ProcessExecutor:
             raise ExecutorError("the worker is not running")
         return enter(self._folder(handle), request)
 
+    def terminal(self, handle: str) -> TerminalSession:
+        """Attach to the interactive worker's terminal (see :mod:`runner.executors.terminal`)."""
+        if self.status(handle).state is not WorkerState.RUNNING:
+            raise ExecutorError("the worker is not running")
+        try:
+            return TerminalSession(self._folder(handle), lambda: self._exit_code(handle))
+        except OSError as e:
+            raise ExecutorError(f"the worker has no terminal: {e.strerror}") from e
+
+    def _exit_code(self, handle: str) -> int | None:
+        status = self.status(handle)
+        if status.state is WorkerState.RUNNING:
+            return None
+        return status.exit_code if status.exit_code is not None else 1
+
     def _folder(self, handle: str) -> Path:
         if not handle or "/" in handle or handle.startswith(".") or "\0" in handle:
             raise ExecutorError(f"not a process worker handle: {handle!r}")
@@ -302,6 +320,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         drives=drives,
         log_limit=launch.log_limit,
         log_reserve=launch.log_reserve,
+        interactive=launch.interactive,
     )
 
 

@@ -42,11 +42,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 import traceback
@@ -58,6 +60,7 @@ from typing import Any
 from runner.executors.logcap import CappedLog
 from runner.executors.member import as_member
 from runner.executors.sandbox import program_exists, sandbox_args
+from runner.executors.terminal import TerminalRelay
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
     LAUNCH,
@@ -126,12 +129,15 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         reserve_exit(folder)
         log = _open_log(job)
         job, missing = _placed(job)  # forks: before any thread of the supervisor starts
-        output, into = os.pipe()
+        output, into = os.openpty() if job.interactive else os.pipe()
         try:
             outcome = missing or _spawn(job, into)
         finally:
             os.close(into)
-        relay = _relay_output(output, log)
+        if job.interactive:  # a terminal: its output to the log and to whoever attaches
+            relay = TerminalRelay(output, log, folder).start()
+        else:
+            relay = _relay_output(output, log)
         _write_meta(folder, job, outcome)
     except Exception as exc:
         traceback.print_exc()
@@ -229,7 +235,9 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
     info_read, info_write = os.pipe() if job.sandbox else (-1, -1)
     argv = job.argv
     if job.sandbox:
-        argv = [job.sandbox[0], "--info-fd", str(info_write), *job.sandbox[1:], "--", *argv]
+        # an interactive command keeps the terminal as its controlling one: no new session
+        placing = [a for a in job.sandbox[1:] if not (job.interactive and a == "--new-session")]
+        argv = [job.sandbox[0], "--info-fd", str(info_write), *placing, "--", *argv]
     try:
         proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
     except OSError as exc:
@@ -254,20 +262,21 @@ def _popen(
         identity = {"user": job.uid, "group": job.gid, "extra_groups": []}
     return subprocess.Popen(
         argv,
-        stdin=subprocess.DEVNULL,
+        stdin=output if job.interactive else subprocess.DEVNULL,
         stdout=output,
         stderr=output,
         env=job.env,
         cwd=job.cwd,
         start_new_session=True,
         pass_fds=pass_fds,
-        preexec_fn=_child_setup(os.getpid(), no_new_privs=not job.sandbox),
+        preexec_fn=_child_setup(os.getpid(), no_new_privs=not job.sandbox, tty=job.interactive),
         **identity,
     )
 
 
-def _child_setup(parent: int, *, no_new_privs: bool) -> Callable[[], None]:
-    """Runs in the child after the uid switch: die with the supervisor; gain no privileges.
+def _child_setup(parent: int, *, no_new_privs: bool, tty: bool = False) -> Callable[[], None]:
+    """Runs in the child after the uid switch: die with the supervisor; gain no privileges;
+    an interactive command's terminal (its standard input) becomes its controlling one.
 
     Under bubblewrap no-new-privileges is left to bubblewrap (a setuid bwrap needs it off).
     """
@@ -278,6 +287,8 @@ def _child_setup(parent: int, *, no_new_privs: bool) -> Callable[[], None]:
             os._exit(1)
         if no_new_privs:
             _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     return setup
 

@@ -67,6 +67,7 @@ class Job:
     drives: list[tuple[str, str, bool]]  # (host source, mount path, read-only)
     log_limit: int = 0  # bytes; 0: none (see runner.executors.logcap)
     log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
+    interactive: bool = False  # a terminal for the command (runner.executors.terminal)
 
     @classmethod
     def load(cls, path: Path) -> Job:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from runner.executors.base import ExecutorError
 from runner.executors.sessions import MAX_ARGV, MAX_ARGV_CHARS, EnterRequest, Session
-from runner.model import RunState, WorkerState
+from runner.model import RunSpec, RunState, WorkerState
 from runner.service.caller import Caller, ServiceError
 from runner.service.reads import Reads
+from runner.store.db import RunRow
 
 MAX_SESSIONS = 8  # exec sessions one user may hold at once
 NOT_OWNER = "only the run's owner or an admin may run commands inside it"
@@ -38,8 +39,14 @@ class Entry:
 class Entries:
     """The exec sessions open now, bounded per user."""
 
-    def __init__(self, reads: Reads, enter: Callable[[str, EnterRequest], Session]) -> None:
-        self.reads, self._enter = reads, enter
+    def __init__(
+        self,
+        reads: Reads,
+        enter: Callable[[str, EnterRequest], Session],
+        terminal: Callable[[str], Session],
+        specs: Callable[[RunRow], RunSpec],
+    ) -> None:
+        self.reads, self._enter, self._terminal, self.specs = reads, enter, terminal, specs
         self._open: dict[int, int] = {}  # uid: sessions held
         self._lock = threading.Lock()
 
@@ -68,6 +75,36 @@ class Entries:
             self._give_back(caller.uid)
             raise ServiceError(409, "CANNOT_ENTER", str(e)) from e
         return Entry(run.name, run.run_uid, target.worker, target.handle or "", caller.uid, session)
+
+    def interactive_run(self, caller: Caller, name: str) -> RunRow:
+        """The interactive run ``caller`` may take the terminal of (as exec's rule)."""
+        run = self.reads.get_run(caller, name)
+        if not (caller.admin or run.uid == caller.uid):
+            raise ServiceError(403, "FORBIDDEN", NOT_OWNER)
+        if not self.specs(run).interactive:
+            raise ServiceError(409, "NOT_INTERACTIVE", f"run {name} is not interactive")
+        if run.state in RunState.FINISHED:
+            raise ServiceError(409, "NOT_RUNNING", f"run {name} is {run.state}")
+        return run
+
+    def attach(self, caller: Caller, run: RunRow) -> Entry:
+        """Attach to the started interactive run's terminal."""
+        live = [
+            w
+            for w in self.reads.workers_of(run.name)
+            if w.state is WorkerState.RUNNING and w.handle and w.run_uid == run.run_uid
+        ]
+        if not live:
+            raise ServiceError(409, "NOT_RUNNING", f"run {run.name} has no running worker")
+        self._take(caller.uid)
+        try:
+            session = self._terminal(live[0].handle or "")
+        except ExecutorError as e:
+            self._give_back(caller.uid)
+            raise ServiceError(409, "CANNOT_ENTER", str(e)) from e
+        return Entry(
+            run.name, run.run_uid, live[0].worker, live[0].handle or "", caller.uid, session
+        )
 
     def still_running(self, entry: Entry) -> bool:
         """Whether the session's run still runs that worker (else the session is ended)."""

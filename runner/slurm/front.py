@@ -125,6 +125,8 @@ class SlurmFront:
 
     def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
         """What sbatch would refuse for the cluster's settings, refused at submit instead."""
+        if spec.interactive:
+            return "interactive runs are not available on the Slurm front: use srun --pty"
         try:
             build_batch(spec, self.config.settings, workspace=workspace)
         except SlurmError as e:
@@ -145,6 +147,9 @@ class SlurmFront:
     def enter(self, handle: str, request: EnterRequest) -> Session:
         """Slurm's own ``srun --jobid … --overlap`` does this on a cluster; not through here."""
         raise ExecutorError("exec is not available on the Slurm front: use srun --jobid --overlap")
+
+    def terminal(self, handle: str) -> Session:
+        raise ExecutorError("interactive runs are not available on the Slurm front: use srun --pty")
 
     def tick(self) -> None:
         now = self.clock()

@@ -84,12 +84,14 @@ def run_document(
     env: Mapping[str, str] | None = None,
     workers: int | None = None,
     after: Sequence[str] = (),
+    interactive: bool = False,
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
     Left out when not given: the image (the daemon's default), the memory (none
     asked), the time limit (none), the workspace (the caller's default), ``env``,
-    ``workers`` (one) and ``after``.
+    ``workers`` (one) and ``after``; ``interactive`` adds ``spec.interactive`` (and no
+    restarts).
     """
     resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
     if memory is not None:
@@ -110,4 +112,6 @@ def run_document(
     spec["task_template"] = task
     if after:
         spec["after"] = list(after)
+    if interactive:  # nobody is at a terminal that starts again: no restarts
+        spec.update(interactive=True, restart_limit=0)
     return {"metadata": meta, "spec": spec}

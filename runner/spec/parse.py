@@ -85,7 +85,9 @@ _SYSTEM_DIRS_SHOWN = "/proc, /sys, /dev, /run, /var/run, /etc, /boot, /bin, /sbi
 
 # ------------------------------------------------------------------ the document
 
-_SPEC_KEYS = ("priority", "workers", "gang", "restart_limit", "after", "task_template")
+_SPEC_KEYS = (
+    "priority", "workers", "gang", "restart_limit", "after", "interactive", "task_template"
+)  # fmt: skip
 MAX_AFTER = 64  # runs one run may wait for
 _TASK_KEYS = (
     "image",
@@ -111,7 +113,7 @@ def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
     name = _required(meta, "metadata", "name", _name)
     workspace = _optional(meta, "metadata", "workspace", _name, None)
     spec = _required(doc, "", "spec", lambda v, p: _object(v, p, _SPEC_KEYS))
-    return RunSpec(
+    parsed = RunSpec(
         name=name,
         workspace=workspace,
         priority=_optional(spec, "spec", "priority", _int_between(MIN_PRIORITY, MAX_PRIORITY), 0),
@@ -125,8 +127,12 @@ def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
             DEFAULT_RESTART_LIMIT,
         ),
         after=_optional(spec, "spec", "after", _after, ()),
+        interactive=_optional(spec, "spec", "interactive", _bool, False),
         task=_required(spec, "spec", "task_template", _stored_task if stored else _task),
     )
+    if parsed.interactive and parsed.workers != 1:
+        raise SpecError("spec.interactive", "an interactive run has one worker")
+    return parsed
 
 
 def _after(value: object, path: str) -> tuple[str, ...]:
@@ -332,6 +338,7 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
             "gang": spec.gang,
             "restart_limit": spec.restart_limit,
             **({"after": list(spec.after)} if spec.after else {}),
+            **({"interactive": True} if spec.interactive else {}),
             "task_template": _task_to_dict(spec.task),
         },
     }

@@ -254,3 +254,63 @@ def read_until(fd: int, wanted: bytes | None, timeout: float) -> bytes:
             break
         out += data
     return out
+
+
+def _astra_in_terminal(lab: Served, *args: str) -> tuple[int, int]:
+    """``astra ARGS`` in a child whose terminal is a pseudo-terminal: (pid, its master)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(lab.env)
+        os.execv(sys.executable, [sys.executable, "-m", "astraeus_tui.cli.main", *args])
+    return pid, fd
+
+
+def test_an_interactive_run_waits_its_turn_then_gets_the_terminal(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    blocker = submit(lab, users[BOB], ["sleep", "4"])
+    lab.astra("priority", blocker, "0")
+    two = submit(lab, users[BOB], ["sleep", "4"])  # both GPUs held for a few seconds
+    name = f"it-{uuid.uuid4().hex[:6]}"
+    pid, fd = _astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
+                                 "--gpus", "1", "--", "sh")  # fmt: skip
+    waited = read_until(fd, b"# ", 60)
+    assert f"{name}: Queued: ".encode() in waited, waited  # its reason while it waits
+    assert lab.json("show", two)["state"] in ("Succeeded", "Running")
+    os.write(fd, b"echo hi-$((1+2)); tty; exit 3\n")
+    out = read_until(fd, None, 30)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 3, waited + out
+    assert b"hi-3\r\n/dev/pts/" in out
+    assert f"{name}: Failed".encode() in out
+    run = lab.json("show", name)
+    assert (run["state"], run["exit_code"], run["restarts"]) == ("Failed", 3, 0)
+    assert b"hi-3" in lab.astra("logs", name).stdout.encode()  # its log kept the terminal
+
+
+def test_closing_the_terminal_cancels_a_waiting_interactive_run(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    for _ in range(2):
+        submit(lab, users[BOB], ["sleep", "60"])
+    name = f"it-{uuid.uuid4().hex[:6]}"
+    pid, fd = _astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
+                                 "--gpus", "1", "--", "sh")  # fmt: skip
+    assert f"{name}: Queued".encode() in read_until(fd, f"{name}: Queued".encode(), 30)
+    os.kill(pid, signal.SIGKILL)  # the terminal goes away, astra with it
+    os.waitpid(pid, 0)
+    os.close(fd)
+    wait_for(lambda: lab.json("show", name)["state"] == "Cancelled", 30, "cancelled")
+
+
+def test_only_an_interactive_run_has_a_terminal(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    name = submit(lab, users[BOB], ["sleep", "60"])
+    pid, fd = _astra_in_terminal(lab, "attach", name)
+    os.kill(pid, signal.SIGINT)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    refused = astra(lab, "run", "-it", "--name", name, "--", "sh", user=users[BOB])
+    assert refused.returncode == 1
+    assert f"a run named {name} exists" in refused.stderr

@@ -129,6 +129,9 @@ class FakeExecutor:
     def enter(self, handle: str, request: EnterRequest) -> Session:
         raise ExecutorError("the fake executor runs nothing inside its workers")
 
+    def terminal(self, handle: str) -> Session:
+        raise ExecutorError("the fake executor's workers have no terminal")
+
     def list_workers(self) -> list[ListedWorker]:
         return [
             ListedWorker(h, launch.run, launch.attempt, launch.worker)

@@ -19,7 +19,9 @@ def test_the_process_executor_declares_no_log_copy_host_gpu_numbers_and_exec(
     tmp_path: Path,
 ) -> None:
     executor: Executor = ProcessExecutor(tmp_path / "workers")
-    assert executor.capabilities == Capabilities(remaps_gpus=False, copies_logs=False, enters=True)
+    assert executor.capabilities == Capabilities(
+        remaps_gpus=False, copies_logs=False, enters=True, terminals=True
+    )
     assert executor.reachable() is True
     log = tmp_path / "log"
     assert executor.follow_logs("astraeus-none-1-0", log) is False

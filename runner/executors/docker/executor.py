@@ -192,6 +192,9 @@ class DockerExecutor:
             user = self._api.inspect_container(handle)["Config"]["User"]
         return docker_enter(self._api, handle, user, request)
 
+    def terminal(self, handle: str) -> DockerSession:
+        raise ExecutorError("interactive runs need the process executor")
+
     def reachable(self) -> bool:
         """False while the engine does not answer; then pinged at most every PROBE_EVERY s."""
         if self._down_since is None:
