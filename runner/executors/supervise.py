@@ -19,7 +19,9 @@ this module in a session of its own, so the worker outlives a daemon killed with
    ``log_limit`` and ``log_reserve`` (:mod:`runner.executors.logcap`): the command never
    waits on the disk. Under bubblewrap the command gets its own session again
    (``--new-session``), so a group signal reaches the command and its children, never
-   bubblewrap itself.
+   bubblewrap itself. An interactive worker's command (``astra run -it``) gets a
+   pseudo-terminal instead of the pipe, as its input too, and keeps it as its
+   controlling terminal (no ``--new-session``): :mod:`runner.executors.terminal`.
 4. It writes ``meta.json`` (atomically), then reports "started": the worker really runs.
    A command that cannot be executed is not an error of the start: it exits at once with
    127 (not found) or 126 (not executable) and says why in ``exit.json``.
