@@ -50,10 +50,7 @@ async def exec_route(request: web.Request) -> web.StreamResponse:
             entries.open, caller, request.match_info["name"], worker, asked
         )
     except ServiceError as e:
-        error = {"status": e.status, "code": e.code, "message": e.message}
-        await ws.send_str(json.dumps({"error": error}))
-        await ws.close()
-        return ws
+        return await _refused(ws, e)
     try:
         code = await _relay(ws, entry, entries)
         if code is not None:
@@ -61,6 +58,13 @@ async def exec_route(request: web.Request) -> web.StreamResponse:
     finally:
         await asyncio.to_thread(entries.close, entry)
         await ws.close()
+    return ws
+
+
+async def _refused(ws: web.WebSocketResponse, e: ServiceError) -> web.WebSocketResponse:
+    error = {"status": e.status, "code": e.code, "message": e.message}
+    await ws.send_str(json.dumps({"error": error}))
+    await ws.close()
     return ws
 
 
@@ -175,10 +179,7 @@ async def terminal_route(request: web.Request) -> web.StreamResponse:
             return ws
         await ws.send_str(json.dumps({"started": {"worker": entry.worker}}))
     except ServiceError as e:
-        error = {"status": e.status, "code": e.code, "message": e.message}
-        await ws.send_str(json.dumps({"error": error}))
-        await ws.close()
-        return ws
+        return await _refused(ws, e)
     try:
         rows, cols = size.get("rows", 24), size.get("cols", 80)
         if isinstance(rows, int) and isinstance(cols, int):

@@ -203,13 +203,14 @@ def test_an_exec_ends_when_the_run_stops(lab: Served, users: dict[str, pwd.struc
 
 def test_a_terminal_for_exec_it(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
     name = submit(lab, users[BOB], ["sleep", "120"])
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: astra exec -it with a terminal, as a person would type it
-        os.environ.update(lab.env)
-        os.execv(sys.executable, [sys.executable, "-m", "astraeus_tui.cli.main",
-                                  "exec", "-it", name, "--", "sh"])  # fmt: skip
-    prompt = read_until(fd, b"$ ", 30)  # the shell runs as bob; typed before, it would be lost
-    assert b"$ " in prompt, prompt
+    shell_in_terminal(lab, name, b"$ ")  # the shell runs as bob
+
+
+def shell_in_terminal(lab: Served, name: str, prompt: bytes) -> None:
+    """``astra exec -it NAME -- sh`` in a terminal, typed into as a person would."""
+    pid, fd = _astra_in_terminal(lab, "exec", "-it", name, "--", "sh")
+    shown = read_until(fd, prompt, 30)  # typed before the prompt, it would be lost
+    assert prompt in shown, shown
     os.write(fd, b"echo hi-$((1+2)); tty; exit 4\n")
     out = read_until(fd, None, 30)
     _, status = os.waitpid(pid, 0)
