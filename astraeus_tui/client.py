@@ -180,6 +180,21 @@ class Client:
     def set_priority(self, name: str, priority: int) -> Run:
         return self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority})
 
+    def update(self, name: str, change: dict[str, Any]) -> Run:
+        """Edit a run (astra update): time_limit_seconds, gpus, cpu_cores, memory, priority."""
+        return self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", change)
+
+    def drain(self, reason: str, gpus: list[int] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"reason": reason, **({"gpus": gpus} if gpus is not None else {})}
+        result: dict[str, Any] = self.request("POST", "/v1/drain", body)
+        return result
+
+    def resume(self, gpus: list[int] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "POST", "/v1/resume", {} if gpus is None else {"gpus": gpus}
+        )
+        return result
+
     def delete(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/v1/runs/{quote(name)}")
         return result
@@ -365,6 +380,9 @@ class AsyncClient:
     async def set_priority(self, name: str, priority: int) -> Run:
         return await self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", {"priority": priority})
 
+    async def update(self, name: str, change: dict[str, Any]) -> Run:
+        return await self.typed(Run, "PATCH", f"/v1/runs/{quote(name)}", change)
+
     async def delete(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/runs/{quote(name)}")
         return result
@@ -406,6 +424,7 @@ class DashboardApi(Protocol):
     async def submit(self, document: object) -> Run: ...
     async def submit_text(self, text: str, content_type: str) -> Run: ...
     async def set_priority(self, name: str, priority: int) -> Run: ...
+    async def update(self, name: str, change: dict[str, Any]) -> Run: ...
     async def delete(self, name: str) -> dict[str, Any]: ...
     async def events(self, run: str | None = None) -> list[Event]: ...
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]: ...

@@ -91,6 +91,9 @@ class EscapedApi:
     async def set_priority(self, name: str, priority: int) -> Run:
         return escape_all(await self.api.set_priority(name, priority))
 
+    async def update(self, name: str, change: dict[str, Any]) -> Run:
+        return escape_all(await self.api.update(name, change))
+
     async def delete(self, name: str) -> dict[str, Any]:
         return escape_all(await self.api.delete(name))
 

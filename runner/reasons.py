@@ -32,6 +32,7 @@ class ReasonCode(StrEnum):
     WAITING = "WAITING"  # waiting for the scheduler
     DEPENDENCY_WAIT = "DEPENDENCY_WAIT"
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
+    DRAINING = "DRAINING"  # the machine (or the GPUs it needs) is drained by an admin
     # the rule that let a run start (the planner), and events
     FITS = "FITS"
     BACKFILLED = "BACKFILLED"
@@ -59,6 +60,9 @@ class ReasonCode(StrEnum):
     REFUSED = "REFUSED"
     PAUSED = "PAUSED"
     RESUMED = "RESUMED"
+    UPDATED = "UPDATED"  # a run's time limit, resources or priority edited (astra update)
+    DRAINED = "DRAINED"  # the machine's events: drained, and resumed again
+    UNDRAINED = "UNDRAINED"
 
 
 # an event's code by its kind; a start's code is its rule's (BACKFILLED or STARTED)

@@ -183,6 +183,7 @@ class Gpu(_Wire, frozen=True, kw_only=True):
     holder: GpuHolder | None = None
     held_for: str | None = None
     foreign_pids: list[int] = []
+    drained: str | None = None  # kept out of every plan by an admin: the drain's reason
 
 
 class GpuList(_Wire, frozen=True, kw_only=True):

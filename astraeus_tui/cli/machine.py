@@ -36,6 +36,9 @@ def gpus(as_json: bool = JsonOption) -> None:
 
 
 def _holder(g: Gpu) -> str:
+    if g.drained:  # kept out of every plan: what runs on it finishes
+        held = f"{g.holder.run} (worker {g.holder.worker}), " if g.holder else ""
+        return f"{held}drained ({g.drained})"
     if g.holder:
         return f"{g.holder.run} (worker {g.holder.worker})"
     if g.held_for:

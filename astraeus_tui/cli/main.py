@@ -12,7 +12,19 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
 
 import typer
 
-from astraeus_tui.cli import admin, daemon, demo, doctor, enter, groups, machine, runs, slurm
+from astraeus_tui.cli import (
+    admin,
+    daemon,
+    demo,
+    doctor,
+    drain,
+    edits,
+    enter,
+    groups,
+    machine,
+    runs,
+    slurm,
+)
 from astraeus_tui.cli.plan import plan_command
 
 app = typer.Typer(
@@ -24,9 +36,11 @@ app = typer.Typer(
 daemon.register(app)
 runs.register(app)
 enter.register(app)
+edits.register(app)
 groups.register(app)
 machine.register(app)
 app.add_typer(slurm.app, name="slurm")
+drain.register(admin.app)
 app.add_typer(admin.app, name="admin")
 app.command("plan")(plan_command)
 demo.register(app)

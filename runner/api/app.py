@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from runner.api.admin import add_admin_routes
 from runner.api.context import (
     CHANGES,
     DAEMON,
@@ -45,6 +46,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_why_routes(app)
     add_group_routes(app)
     add_exec_routes(app)
+    add_admin_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     return app
 

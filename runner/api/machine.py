@@ -38,6 +38,7 @@ async def gpus(request: web.Request) -> web.Response:
     if head is not None:
         head_name = head.run if caller.viewer.sees(head.workspace) else ANONYMOUS_RUN
     foreign = foreign_processes(inventory, set()) if not inventory.simulated else {}
+    drained = {r.gpu: r.reason for r in daemon.store.drains() if r.gpu is not None}
     rows = []
     for g in inventory.gpus:
         rows.append({
@@ -48,6 +49,7 @@ async def gpus(request: web.Request) -> web.Response:
             "holder": holders.get(g.index),
             "held_for": head_name if g.index in held and g.index not in holders else None,
             "foreign_pids": list(foreign.get(g.index, ())) if g.index not in holders else [],
+            "drained": drained.get(g.index),
         })  # fmt: skip
     return web.json_response({"source": inventory.source, "simulated": inventory.simulated,
                               "gpus": rows})  # fmt: skip

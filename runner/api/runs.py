@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from runner.api.admin import drain_now
 from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
 from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, run_objects, sse
@@ -14,6 +15,7 @@ from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
 from runner.drives import latest_checkpoint
 from runner.model import RunState
+from runner.service.edits import edit_fields, update_run
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
 
@@ -73,10 +75,16 @@ async def show_run(request: web.Request) -> web.Response:
 async def patch_run(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await read_document(request)
+    name = request.match_info["name"]
+    if isinstance(body, dict) and set(body) != {
+        "priority"
+    }:  # astra update: runner/service/edits.py
+        fields, capacity = edit_fields(body), daemon.settings.machine.capacity()
+        await asyncio.to_thread(update_run, daemon.service, name, fields, caller, capacity)
+        return web.json_response(_run_json(request, daemon, name, caller))
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
-    name = request.match_info["name"]
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
     return web.json_response(_run_json(request, daemon, name, caller))
 
@@ -131,6 +139,7 @@ async def status(request: web.Request) -> web.Response:
         "head": head,
         "caller": {"user": caller.user, "admin": caller.admin,
                    "workspaces": sorted(caller.workspaces)},
+        "drain": drain_now(daemon),
     })  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from runner.engine import apply_plan
 from runner.engine.adopt import adopt
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.crash import crash_point
+from runner.engine.drain import drained_snapshot, explained
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.engine.settings import LoopSettings
@@ -373,11 +374,14 @@ class Loop:
             apply_plan.settle_dependencies(self.store, deps, active, now)  # fail, or mark met
         independent = found.independent
         snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
-        if self._withdraw(snapshot.waiting, active, live, now):  # the victims run on: again
+        waiting = drained_snapshot(snapshot, found.drain).waiting
+        if self._withdraw(waiting, active, live, now):  # the victims run on: again
             live = self.store.live_workers()
             independent = {name: self.store.workers_of(name) for name in independent}
             snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
-        result = plan(snapshot, now)
+        result = explained(
+            plan(drained_snapshot(snapshot, found.drain), now), snapshot, found.drain
+        )
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000

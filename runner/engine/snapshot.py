@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from runner.clock import Now
 from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.drain import NO_DRAIN, Drain, drained_snapshot
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
 from runner.model import Resources, RunSpec, RunState, WorkerState
@@ -17,20 +18,21 @@ from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 
 
 class SpecCache:
-    """Parsed run specs by run name: a spec never changes once submitted.
+    """Parsed run specs by run name: a spec changes only when edited (astra update).
 
-    A name may be used again once its run is forgotten: the submit time tells them apart.
+    A name may be used again once its run is forgotten: the submit time tells them apart;
+    an edit changes the stored text.
     """
 
     def __init__(self) -> None:
         self._specs: dict[str, RunSpec] = {}
-        self._submitted: dict[str, float] = {}
+        self._submitted: dict[str, tuple[float, str]] = {}
 
     def get(self, run: RunRow) -> RunSpec:
         spec = self._specs.get(run.name)
-        if spec is None or self._submitted[run.name] != run.submitted_at:
+        if spec is None or self._submitted[run.name] != (run.submitted_at, run.spec_text):
             spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
-            self._submitted[run.name] = run.submitted_at
+            self._submitted[run.name] = (run.submitted_at, run.spec_text)
         return spec
 
     def gang(self, name: str) -> bool:
@@ -168,6 +170,7 @@ class Plannable:
     held: dict[str, Reason]  # queued runs their owner may no longer run, with why they wait
     runs: list[RunRow]  # the runs the planner sees: active, neither waiting nor held
     independent: dict[str, list[WorkerRow]]  # every worker row of each non-gang run of runs
+    drain: Drain = NO_DRAIN  # the machine's drains (runner/engine/drain.py)
 
 
 def plannable(store: Store, settings: LoopSettings, specs: SpecCache) -> Plannable:
@@ -179,7 +182,7 @@ def plannable(store: Store, settings: LoopSettings, specs: SpecCache) -> Plannab
     held = revoked(active, settings.authorise)
     runs = held_back(deps.plannable(active), held)
     independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
-    return Plannable(active, deps, held, runs, independent)
+    return Plannable(active, deps, held, runs, independent, Drain.of(store.drains()))
 
 
 def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Snapshot:
@@ -187,4 +190,5 @@ def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: No
     explanations and estimates plan on it)."""
     found = plannable(store, settings, specs)
     live = store.live_workers()
-    return build_snapshot(settings, found.runs, live, specs, found.independent, now)
+    snapshot = build_snapshot(settings, found.runs, live, specs, found.independent, now)
+    return drained_snapshot(snapshot, found.drain)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from runner.model import RunState, WorkerState, sql_list
 from runner.reasons import Reason, ReasonCode, event_code
+from runner.store.drains import DrainTables
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
 from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
@@ -73,7 +74,7 @@ class NameInUse(Exception):
     pass
 
 
-class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables):
+class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:

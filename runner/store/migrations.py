@@ -168,4 +168,14 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT e.code FROM events e WHERE e.run = runs.name AND e.grp IS NULL
         AND e.kind = 'Started' ORDER BY e.id DESC LIMIT 1) = 'BACKFILLED';
     """,
+    # 10: the machine's drains: the whole machine ("machine") or one GPU (its index), who
+    # drained it, when and why (runner/store/drains.py); they outlive a restart
+    """
+    CREATE TABLE IF NOT EXISTS drains (
+        target TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        by_user TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    """,
 )

@@ -148,6 +148,9 @@ class FakeClient:
     async def set_priority(self, name: str, priority: int) -> Run:
         return await self._answer("set_priority", (name, priority), _minimal(name))
 
+    async def update(self, name: str, change: dict[str, Any]) -> Run:
+        return await self._answer("update", (name, change), _minimal(name))
+
     async def delete(self, name: str) -> dict[str, Any]:
         return await self._answer("delete", name, {"name": name, "outcome": "cancelled"})
 
