@@ -129,6 +129,7 @@ class RunDetailScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", tooltip="Back to the queue"),
         Binding("p", "priority", "Priority", tooltip="Change this run's priority"),
+        Binding("e", "edit", "Edit", tooltip="Change its time limit, GPUs, CPUs, memory"),
         Binding("d", "delete", "Delete", tooltip="Delete this run (asks first)"),
         Binding("f", "follow", "Follow", tooltip="Keep the log scrolled to its end, or stop"),
     ]
@@ -296,6 +297,12 @@ class RunDetailScreen(Screen[None]):
 
         if self.run is not None:
             self.app.push_screen(PriorityScreen(self.client, self.run))
+
+    def action_edit(self) -> None:
+        from astraeus_tui.screens.edit import EditRunScreen
+
+        if self.run is not None and self.run.state in RunState.ACTIVE:
+            self.app.push_screen(EditRunScreen(self.client, self.run))
 
     def action_delete(self) -> None:
         from astraeus_tui.screens.dialogs import ConfirmScreen

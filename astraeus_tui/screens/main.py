@@ -133,6 +133,8 @@ class MainScreen(Screen[None]):
     def on_live_feed_machine(self, message: LiveFeed.Machine) -> None:
         self.status, self.workspaces = message.status, message.workspaces
         self.query_one(HeaderBar).status = message.status
+        drained = (message.status.get("drain") or {}).get("machine") or {}
+        self.query_one(HeadBanner).draining = str(drained.get("reason", ""))
         self.query_one(WorkspacesPanel).workspaces = message.workspaces
         self.query_one(PreemptionPanel).grace = float(message.status.get("stop_grace_seconds", 30))
 

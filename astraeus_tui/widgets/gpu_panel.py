@@ -20,6 +20,9 @@ _HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTI
 
 def holder(gpu: Gpu) -> Text:
     held = gpu.holder
+    if gpu.drained:  # an admin keeps it out of every plan; its work finishes
+        text = Text(f"{held.run} · " if held else "", style="green")
+        return text.append(f"drained ({gpu.drained})", style="bold yellow")
     if held:
         state = held.state
         style = _HOLDER_STYLE.get(state or "", "green")

@@ -20,6 +20,7 @@ class HeadBanner(Widget):
     loaded: reactive[bool] = reactive(False)
     now: reactive[float] = reactive(0.0)
     stop_left: reactive[float | None] = reactive(None)  # grace left of the victims, if any
+    draining: reactive[str] = reactive("")  # the whole machine's drain reason, if it drains
 
     def when(self, head: Run) -> Text:
         preempting = head.reason_code in ("PREEMPTING", "STARTING")
@@ -39,6 +40,8 @@ class HeadBanner(Widget):
         head = self.head
         if head is None:
             message = "Nothing waits for room: every run that can start has started."
+            if self.draining:
+                message = f"The machine is draining ({self.draining}): nothing new starts."
             if not self.loaded:
                 message = "Connecting to the daemon…"
             return Text.assemble((" HEAD ", "bold reverse dim"), " ", (message, "dim"))

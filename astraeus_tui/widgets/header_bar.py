@@ -14,6 +14,23 @@ from astraeus_tui.when import utc_clock
 from astraeus_tui.widgets import css_beside
 
 
+def drain_text(drain: dict[str, Any] | None) -> str:
+    """``DRAINING (kernel upgrade)``, ``GPUs 3, 5 drained (fan)``, both, or "" when
+    nothing is drained (``GET /v1/status``'s ``drain``)."""
+    if not drain:
+        return ""
+    parts = []
+    machine = drain.get("machine")
+    if machine:
+        parts.append(f"DRAINING ({machine.get('reason', '')})")
+    gpus = drain.get("gpus") or []
+    if gpus:
+        indices = ", ".join(str(g.get("index")) for g in gpus)
+        reasons = ", ".join(dict.fromkeys(str(g.get("reason", "")) for g in gpus))
+        parts.append(f"GPU{'s' if len(gpus) > 1 else ''} {indices} drained ({reasons})")
+    return " · ".join(parts)
+
+
 class HeaderBar(Widget):
     DEFAULT_CSS = css_beside(__file__)
 
@@ -35,6 +52,9 @@ class HeaderBar(Widget):
             text.append(f"{count} simulated GPUs", style="bold magenta")
         else:
             text.append(f"{count} GPUs", style="bold")
+        draining = drain_text(status.get("drain"))  # before the rest: it is what matters
+        if draining:
+            text.append(" · ").append(draining, style="bold yellow")
         text.append(f" · {status.get('executor', '?')} executor", style="")
         grace = status.get("stop_grace_seconds")
         if grace is not None:

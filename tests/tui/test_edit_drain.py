@@ -1,0 +1,108 @@
+"""The dashboard's edit dialog and drain marks: against a real daemon, and as pictures.
+
+The run page's `e` edits a waiting run (the daemon's refusal shown in one line, nothing
+changed; a change that lets it start does); the header says the machine drains and the
+GPU panel which GPUs are drained.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from astraeus_tui.app import AstraeusApp
+from astraeus_tui.client import Client
+from astraeus_tui.screens.detail import RunDetailScreen
+from astraeus_tui.screens.edit import EditRunScreen, changes
+from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.widgets.gpu_panel import GpuPanel
+from astraeus_tui.widgets.header_bar import HeaderBar, drain_text
+from runner.schema import Run
+from tests.integration.harness import sleeper, spec
+from tests.integration.served import Served
+from tests.tui.fake_client import FakeClient, load_fixture
+from tests.tui.helpers import screen_of, until
+from tests.tui.test_pilot import drive, highlight, text
+from tests.tui.test_snapshots import settled
+
+
+def test_the_edit_dialog_shows_a_refusal_then_the_change_starts_the_run(
+    served: Callable[..., Served],
+) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await until(pilot, lambda: client.show("big").state == "Running", message="big runs")
+        await highlight(pilot, screen, "waiter")
+        await pilot.press("enter")
+        detail = await screen_of(pilot, RunDetailScreen)
+        await until(pilot, lambda: detail.run is not None, message="the run loaded")
+        before = client.show("waiter")
+        await pilot.press("e")
+        dialog = await screen_of(pilot, EditRunScreen)
+        dialog.query_one("#gpus", Input).value = "9"
+        await pilot.press("enter")
+        error = dialog.query_one("#error", Static)
+        expected = "422 INVALID_SPEC: gpus: asks for 9, the machine has 4 in all"
+        await until(pilot, lambda: text(error) == expected, message="the 422")
+        assert client.show("waiter").spec == before.spec
+        dialog.query_one("#gpus", Input).value = "1"
+        dialog.query_one("#time-limit", Input).value = "2h"
+        await pilot.press("enter")
+        await until(pilot, lambda: pilot.app.screen is detail, message="the dialog closes")
+        await until(pilot, lambda: client.show("waiter").state == "Running", message="started")
+        after = client.show("waiter")
+        assert after.gpus_requested == 1 and after.time_limit_seconds == 7200
+
+    drive(served, scenario, spec("big", sleeper(), gpus=3, workspace="vision"),
+          spec("waiter", sleeper(), gpus=2, workspace="vision"))  # fmt: skip
+
+
+def test_the_header_says_the_machine_drains(served: Callable[..., Served]) -> None:
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        client.drain("kernel upgrade")
+        client.drain("fan failing", [3])
+        header = screen.query_one(HeaderBar)
+        wanted = "DRAINING (kernel upgrade) · GPU 3 drained (fan failing)"
+        await until(pilot, lambda: wanted in header.machine().plain, 20, "the header")
+        panel = screen.query_one(GpuPanel)
+        await until(pilot, lambda: panel.gpus is not None and panel.gpus.gpus[3].drained,
+                    message="the GPU panel")  # fmt: skip
+
+    drive(served, scenario)
+
+
+def test_only_the_changed_fields_are_sent() -> None:
+    run = Run(id="r", name="r", workspace="vision", state="Queued", gpus_requested=2,
+              cpu_cores_requested=4.0, memory_requested=64 << 30, priority=1,
+              time_limit_seconds=5400)  # fmt: skip
+    same = {"time-limit": "90m", "gpus": "2", "cpus": "4", "memory": "64GiB", "priority": "1"}
+    assert changes(run, same) == {}
+    assert changes(run, {**same, "time-limit": "", "cpus": "2.5"}) == {
+        "time_limit_seconds": None, "cpu_cores": 2.5}  # fmt: skip
+    assert drain_text({"machine": None, "gpus": []}) == ""
+
+
+def draining() -> FakeClient:
+    """The recorded head scenario, with the machine drained and GPU 3 drained."""
+    data = copy.deepcopy(load_fixture("head"))
+    at = "2026-10-01T12:30:00Z"
+    data["status"]["drain"] = {
+        "machine": {"reason": "kernel upgrade", "by": "root", "at": at},
+        "gpus": [{"index": 3, "reason": "fan failing", "by": "root", "at": at}],
+    }
+    data["gpus"]["gpus"][3]["drained"] = "fan failing"
+    data["status"]["head"] = None  # nothing starts: no head, every waiting run says why
+    for run in data["snapshot"]:
+        if run["state"] == "Queued":
+            run.update(reason="Waits: the machine is draining (kernel upgrade)",
+                       reason_code="DRAINING", starts_by=None, head=False)  # fmt: skip
+    return FakeClient(data)
+
+
+def test_main_screen_while_draining(snap_compare: Any) -> None:
+    fake = draining()
+    app = AstraeusApp(fake, clock=fake.clock)
+    assert snap_compare(app, terminal_size=(120, 36), run_before=settled)
