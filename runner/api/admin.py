@@ -60,8 +60,9 @@ async def post_drain(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await _body(request)
     gpus = daemon.settings.machine.gpus
+    local = daemon.backend.capabilities.plans_locally
     rows = await asyncio.to_thread(
-        drain, daemon.store, caller, body.get("reason"), _gpus(body), gpus
+        drain, daemon.store, caller, body.get("reason"), _gpus(body), gpus, local
     )
     daemon.service.poke()
     return web.json_response(drain_object(rows))

@@ -50,10 +50,16 @@ def _what(targets: list[str]) -> str:
 
 def drain(
     store: Store, caller: Caller, reason: object, gpus: list[int] | None,
-    machine_gpus: Collection[int],
+    machine_gpus: Collection[int], plans_locally: bool = True,
 ) -> list[DrainRow]:  # fmt: skip
-    """Drain the machine (``gpus`` None) or those GPUs; the drains now."""
+    """Drain the machine (``gpus`` None) or those GPUs; the drains now. Only where the
+    built-in planner plans: a front for Slurm leaves draining to Slurm."""
     _admin(caller, "drain")
+    if not plans_locally:
+        raise ServiceError(
+            409, "NOT_SUPPORTED", "Slurm plans this queue: drain its nodes in Slurm"
+            " (scontrol update nodename=… state=drain reason=…)",
+        )  # fmt: skip
     if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
         raise ServiceError(
             422, "INVALID_SPEC", f"reason: say why, in at most {MAX_REASON} characters"

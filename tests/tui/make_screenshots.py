@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from astraeus_tui.app import AstraeusApp
+from tests.tui.test_edit_drain import draining
 from tests.tui.test_snapshots import STATES, app_for, settled
 
 OUT = Path(__file__).resolve().parents[2] / "screenshots"
@@ -22,11 +24,19 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("timeline", "head", 80, 24, ("v",)),  # narrow, the bottom panels take turns
     ("groups", "groups", 120, 36, ("g",)),  # sweeps, replica groups and schedules
     ("slurm", "slurm", 120, 36, ()),  # a front for a Slurm cluster
+    ("draining", "draining", 120, 36, ()),  # the machine and GPU 3 drained by an admin
 ]
 
 
+def app_of(state: str) -> AstraeusApp:
+    if state == "draining":
+        fake = draining()
+        return AstraeusApp(fake, clock=fake.clock)
+    return app_for(state)
+
+
 async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str, ...]) -> Path:
-    app = app_for(state)
+    app = app_of(state)
     async with app.run_test(size=(width, height)) as pilot:
         await settled(pilot)
         await pilot.press(*keys)
