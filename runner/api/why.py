@@ -10,13 +10,14 @@ from aiohttp import web
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
+from runner.engine.drain import Drain, draining_reason, explained
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
 from runner.model import RunState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import as_json, explain
-from runner.reasons import ANONYMOUS_RUN, Reason, RunRef
+from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef
 from runner.service.runs import Caller, ServiceError
 
 if TYPE_CHECKING:
@@ -87,6 +88,14 @@ async def why(request: web.Request) -> web.Response:
         })  # fmt: skip
     if not daemon.backend.capabilities.plans_locally:  # Slurm decides: its reason, no levers
         return web.json_response(_slurm_why(daemon.backend, name, run.state, caller))
+    drain = Drain.of(daemon.store.drains())
+    if drain.machine is not None and run.state == RunState.QUEUED:  # nothing is planned
+        return web.json_response({
+            "run": name, "reason": draining_reason(drain).render(caller.viewer),
+            "chain": ["Nothing new starts until an admin resumes the machine "
+                      "(astra admin resume); running work finishes."],
+            "levers": [], "estimate": None,
+        })  # fmt: skip
     snapshot, now = snapshot_now(daemon), daemon.backend.clock()
     workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
     cap = workspace.max_priority if workspace is not None else 0
@@ -96,6 +105,8 @@ async def why(request: web.Request) -> web.Response:
         return web.json_response({"run": name, "reason": f"It is {state}, not waiting.",
                                   "chain": [], "levers": [], "estimate": None})  # fmt: skip
     body = as_json(answer)
+    if run.reason is not None and run.reason.code is ReasonCode.DRAINING:  # GPUs drained
+        body["reason"] = run.reason.render(caller.viewer)
     ws = {w.name: w.workspace for w in snapshot.waiting} | {
         u.run: u.workspace for u in snapshot.running
     }
@@ -150,9 +161,17 @@ async def preview(request: web.Request) -> web.Response:
         spec.name, workspace, spec.priority, now, spec.worker_resources(),
         tuple(range(spec.workers)), spec.task.time_limit_seconds,
     )  # fmt: skip
-    base = snapshot_now(daemon)
+    base, drain = snapshot_now(daemon), Drain.of(daemon.store.drains())
+    if drain.machine is not None:  # nothing starts: no place in an order
+        return web.json_response({
+            "name": spec.name, "workspace": workspace, "priority": spec.priority,
+            "position": None, "queue_length": 0, "starts_now": False, "backfill": False,
+            "gpus": [], "preempts": [], "reason": draining_reason(drain).render(caller.viewer),
+            "estimate": {"starts_by": None, "after": []},
+        })  # fmt: skip
     snapshot = Snapshot(base.machine, base.workspaces, base.running, (*base.waiting, new))
-    result = plan(snapshot, now)
+    full = Snapshot(daemon.settings.machine, base.workspaces, (), snapshot.waiting)
+    result = explained(plan(snapshot, now), full, drain)  # the GPUs drained say so
     ws = {w.name: w.workspace for w in snapshot.waiting} | {
         u.run: u.workspace for u in snapshot.running
     }

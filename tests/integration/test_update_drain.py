@@ -181,6 +181,9 @@ def test_drain_starts_nothing_new_running_work_finishes_and_it_outlives_a_restar
     waits = "Waits: the machine is draining (kernel upgrade)"
     wait_for(lambda: lab.json("show", "next")["reason"] == waits, message="the drain's reason")
     assert lab.json("show", "next")["reason_code"] == "DRAINING"
+    assert root.why("next")["reason"] == waits
+    would = root.preview(sleeper("maybe", "vision", 5))
+    assert would["starts_now"] is False and would["reason"] == waits
     wait_for(lambda: state(lab, "short") == "Succeeded", 30, "running work finishes")
     assert state(lab, "next") == "Queued"
     status = as_user(alice, lab.socket, lambda c: c.status())["ok"]
@@ -230,6 +233,9 @@ def test_drained_gpus_stay_free_while_their_work_finishes(
         f"Waits: the machine is draining (fan failing): GPU {on[0]} kept out of every plan"
     )
     assert state(lab, "c") == "Queued"  # the one GPU left is a's; the drained one stays free
+    assert root.why("both")["reason"] == lab.json("show", "both")["reason"]
+    would = root.preview(sleeper("pair", "vision", 1, gpus=2))
+    assert would["starts_now"] is False and would["reason"].startswith("Waits: the machine is dr")
     assert lab.json("gpus")["gpus"][on[0]]["holder"] is None
     root.delete("both")  # else the head, which waits for a to end
     assert lab.astra("admin", "resume", "--gpus", str(on[0])).returncode == 0
