@@ -27,10 +27,12 @@ from runner.schema import (
     Group,
     GroupDetail,
     GroupList,
+    History,
     Run,
     RunDetail,
     RunList,
     Snapshot,
+    Usage,
 )
 
 T = TypeVar("T")
@@ -243,6 +245,15 @@ class Client:
         result: dict[str, Any] = self.request("DELETE", f"/v1/groups/{quote(name)}")
         return result
 
+    def usage(self, since: str | None = None, by: str | None = None) -> Usage:
+        return self.typed(Usage, "GET", "/v1/usage", query={"since": since, "by": by})
+
+    def history(
+        self, since: str | None = None, workspace: str | None = None, limit: int | None = None
+    ) -> History:
+        query = {"since": since, "workspace": workspace, "limit": limit}
+        return self.typed(History, "GET", "/v1/history", query=query)
+
 
 _STREAM: dict[str, type[Snapshot] | type[Change]] = {"snapshot": Snapshot, "change": Change}
 
@@ -409,6 +420,9 @@ class AsyncClient:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/groups/{quote(name)}")
         return result
 
+    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
+        return await self.typed(Usage, "GET", "/v1/usage", since=since, by=by)
+
 
 class DashboardApi(Protocol):
     """What the dashboard needs of a daemon: ``AsyncClient``, or a test's fake."""
@@ -432,6 +446,7 @@ class DashboardApi(Protocol):
     async def group(self, name: str) -> GroupDetail: ...
     async def change_group(self, name: str, change: dict[str, Any]) -> Group: ...
     async def delete_group(self, name: str) -> dict[str, Any]: ...
+    async def usage(self, since: str | None = None, by: str | None = None) -> Usage: ...
 
 
 WAITING = -1  # ExecChannel.output's channel for a waiting run's state and reason

@@ -18,7 +18,17 @@ import msgspec
 
 from astraeus_tui.client import DashboardApi
 from astraeus_tui.text import shown
-from runner.schema import Change, Event, GpuList, Group, GroupDetail, Run, RunDetail, Snapshot
+from runner.schema import (
+    Change,
+    Event,
+    GpuList,
+    Group,
+    GroupDetail,
+    Run,
+    RunDetail,
+    Snapshot,
+    Usage,
+)
 
 _T = TypeVar("_T")
 
@@ -111,3 +121,6 @@ class EscapedApi:
 
     async def delete_group(self, name: str) -> dict[str, Any]:
         return escape_all(await self.api.delete_group(name))
+
+    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
+        return escape_all(await self.api.usage(since, by))

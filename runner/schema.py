@@ -30,11 +30,15 @@ __all__ = [
     "Group",
     "GroupDetail",
     "GroupList",
+    "History",
+    "HistoryEntry",
     "Run",
     "RunDetail",
     "RunList",
     "Snapshot",
     "UnsetType",
+    "Usage",
+    "UsageRow",
     "Worker",
 ]
 
@@ -219,3 +223,60 @@ class Change(_Wire, frozen=True, kw_only=True):
     version: int
     upsert: list[Run] = []
     remove: list[str] = []
+
+
+class UsageRow(_Wire, frozen=True, kw_only=True):
+    """One row of ``GET /v1/usage``: a workspace, or a user in a workspace (``by=user``).
+    ``visible`` false: the other workspaces together, neither named (``workspace`` and
+    ``user`` null); the ``total`` row is not visible either."""
+
+    workspace: str | None = None
+    user: str | None = None
+    visible: bool = True
+    runs: int = 0
+    outcomes: dict[str, int] = {}
+    gpu_hours: float = 0.0
+    core_hours: float = 0.0
+    preemptions: int = 0
+    restarts: int = 0
+    wait_p50_seconds: float | None = None
+    wait_p95_seconds: float | None = None
+
+
+class Usage(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/usage``: what runs that finished from ``since`` to ``until`` used."""
+
+    since: str | None = None
+    until: str | None = None
+    by: str = "workspace"
+    rows: list[UsageRow] = []
+    total: UsageRow = UsageRow(visible=False)
+
+
+class HistoryEntry(_Wire, frozen=True, kw_only=True):
+    """One finished run (one life of a replica) of ``GET /v1/history``; kept after the run
+    is forgotten. ``elapsed_seconds``: from its first start to its finish."""
+
+    uid: str
+    name: str
+    workspace: str
+    owner: str
+    outcome: RunState
+    exit_code: int | None = None
+    submitted_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    elapsed_seconds: float | None = None
+    wait_seconds: float | None = None
+    gpus: int = 0
+    gpu_hours: float = 0.0
+    core_hours: float = 0.0
+    preemptions: int = 0
+    restarts: int = 0
+
+
+class History(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/history``: finished runs, oldest first."""
+
+    since: str | None = None
+    runs: list[HistoryEntry] = []

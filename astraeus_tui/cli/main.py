@@ -24,6 +24,7 @@ from astraeus_tui.cli import (
     machine,
     runs,
     slurm,
+    usage,
 )
 from astraeus_tui.cli.plan import plan_command
 
@@ -39,6 +40,7 @@ enter.register(app)
 edits.register(app)
 groups.register(app)
 machine.register(app)
+usage.register(app)
 app.add_typer(slurm.app, name="slurm")
 drain.register(admin.app)
 app.add_typer(admin.app, name="admin")

@@ -32,6 +32,7 @@ from runner.api.machine import add_machine_routes
 from runner.api.runs import add_run_routes
 from runner.api.served import Daemon
 from runner.api.streams import Changes
+from runner.api.usage import add_usage_routes
 from runner.api.why import ESTIMATES, add_why_routes
 
 __all__ = ["CHANGES", "DAEMON", "build_app", "errors", "refuse_if_answered", "start_api"]
@@ -47,6 +48,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_group_routes(app)
     add_exec_routes(app)
     add_admin_routes(app)
+    add_usage_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     return app
 

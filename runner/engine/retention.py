@@ -11,7 +11,8 @@ any other; the group stays.
 Every file of a run is named by its id (``RunRow.run_uid``): ``logs/<run_uid>/`` holds
 ``<attempt>-<worker>.log``, and the executor's worker handles (process executor folders,
 container names) carry it. A forgotten run's files go as soon as the loop sees its note
-(runner/store/forget.py). At the daemon's start, log folders named by a run's *name* (the
+(runner/store/forget.py). Usage records (runner/store/usage.py) are pruned on the same
+pass once older than USAGE_KEPT. At the daemon's start, log folders named by a run's *name* (the
 layout before ids) move to the run's id, and those of runs no longer known are removed.
 """
 
@@ -27,6 +28,7 @@ from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError
 from runner.model import RunState
 from runner.store.db import Store, is_run_uid
+from runner.store.usage import USAGE_KEPT
 
 log = logging.getLogger("astraeus.loop")
 
@@ -46,7 +48,9 @@ def waited_for(store: Store, specs: SpecCache) -> set[str]:
 
 
 def forget_expired(store: Store, specs: SpecCache, retention: float | None, now: float) -> int:
-    """Forget up to BATCH finished runs older than ``retention`` seconds; how many."""
+    """Forget up to BATCH finished runs older than ``retention`` seconds; how many. Usage
+    records older than USAGE_KEPT go too (prune_usage)."""
+    prune_usage(store, now)
     if retention is None or not store.expired_runs(now - retention, 1, ()):
         return 0
     keep = waited_for(store, specs)
@@ -59,6 +63,15 @@ def forget_expired(store: Store, specs: SpecCache, retention: float | None, now:
     if forgotten:
         log.info("forgot %d finished run(s) kept longer than the retention time", forgotten)
     return forgotten
+
+
+def prune_usage(store: Store, now: float) -> int:
+    """Forget the usage records kept longer than USAGE_KEPT (runner/store/usage.py), at
+    most BATCH at a time; how many."""
+    if not store.usage_expired(now - USAGE_KEPT):
+        return 0
+    with store.transaction() as tx:
+        return store.prune_usage(tx, now - USAGE_KEPT, BATCH)
 
 
 def remove_forgotten(store: Store, executor: Executor, logs_dir: Path) -> bool:

@@ -40,6 +40,7 @@ from runner.store.rows import (
     reason_json,
 )
 from runner.store.tx import Tx
+from runner.store.usage import UsageRecord, UsageTables
 from runner.store.writes import RunWrites, WorkerWrites
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "RunRow",
     "Store",
     "StoreError",
+    "UsageRecord",
     "WorkerRow",
     "is_run_uid",
     "latest_workers",
@@ -74,7 +76,7 @@ class NameInUse(Exception):
     pass
 
 
-class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables):
+class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, UsageTables):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:

@@ -178,4 +178,28 @@ MIGRATIONS: tuple[str, ...] = (
         at REAL NOT NULL
     );
     """,
+    # 12: one usage record per finished run (runner/store/usage.py), written with its
+    # finish and kept after the run is forgotten: astra usage and astra history read them
+    """
+    CREATE TABLE usage_records (
+        id INTEGER PRIMARY KEY,
+        run_uid TEXT NOT NULL,
+        run TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        exit_code INTEGER,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL NOT NULL,
+        gpus INTEGER NOT NULL DEFAULT 0,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        cpu_seconds REAL NOT NULL DEFAULT 0,
+        wait_seconds REAL,
+        preemptions INTEGER NOT NULL DEFAULT 0,
+        restarts INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX usage_records_finished ON usage_records(finished_at);
+    CREATE INDEX usage_records_run ON usage_records(run_uid);
+    """,
 )

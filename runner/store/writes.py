@@ -14,6 +14,7 @@ from runner.model import RunState, StopReason, WorkerState, sql_list
 from runner.reasons import Reason, RunRef
 from runner.store.rows import _ref_json, reason_json
 from runner.store.tx import KEEP, Keep, Tx
+from runner.store.usage import record_finish
 
 _LIVE = sql_list(WorkerState.LIVE)
 
@@ -30,6 +31,11 @@ def _reason(reason: Reason | Keep | None) -> str | Keep | None:
 
 def _run(tx: Tx, name: str, **fields: object) -> None:
     tx._update("runs", "name = ?", (name,), fields)
+
+
+def _state(tx: Tx, name: str) -> RunState | None:
+    row = tx._sql("SELECT state FROM runs WHERE name = ?", (name,)).fetchone()
+    return None if row is None else RunState(row[0])
 
 
 def _worker(tx: Tx, worker_id: int, **fields: object) -> None:
@@ -107,14 +113,19 @@ class RunWrites:
         self, tx: Tx, name: str, state: RunState, finished_at: float,
         reason: Reason | Keep | None = KEEP, exit_code: int | Keep | None = KEEP,
     ) -> None:  # fmt: skip
-        """The run is over: Succeeded, Failed or Cancelled."""
+        """The run is over: Succeeded, Failed or Cancelled; its usage record is written
+        with it (runner/store/usage.py)."""
+        was = _state(tx, name)
         _run(tx, name, state=state, finished_at=finished_at, reason=_reason(reason),
              exit_code=exit_code)  # fmt: skip
+        record_finish(tx, name, was)
 
     def cancel_queued(self, tx: Tx, name: str, now: float) -> None:
-        """A queued run deleted: Cancelled at once."""
+        """A queued run deleted: Cancelled at once (its usage record written with it)."""
+        was = _state(tx, name)
         _run(tx, name, state=RunState.CANCELLED, finished_at=now,
              reason=reason_json(Reason("Deleted")), stop_request=StopReason.DELETE)  # fmt: skip
+        record_finish(tx, name, was)
 
     def requeue(
         self, tx: Tx, name: str, *, clear_request: bool = False, restarts: int | Keep = KEEP,

@@ -1,0 +1,116 @@
+"""Accounting commands: `astra usage` (what finished runs used) and `astra history`
+(the finished runs, one line each). Both read records that outlive the runs."""
+
+from __future__ import annotations
+
+import typer
+
+from astraeus_tui.cli.common import JsonOption, call, console, fail
+from astraeus_tui.cli.tables import print_json
+from astraeus_tui.text import plain
+from astraeus_tui.when import epoch, utc_clock
+from runner.schema import HistoryEntry, UsageRow
+
+SinceOption = typer.Option(
+    "7d", "--since", help="From when: a span back from now (7d, 12h, 2w) or a UTC date/time."
+)
+OUTCOMES = ("succeeded", "failed", "cancelled")
+
+
+def _hours(value: float) -> str:
+    return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.4f}"
+
+
+def _span(seconds: float | None) -> str:
+    from astraeus_tui.fmt import compact
+
+    return compact(seconds)
+
+
+def _when(iso: str | None) -> str:
+    t = epoch(iso)
+    return "-" if t is None else f"{utc_clock(t, seconds=False)}"
+
+
+def _usage_cells(row: UsageRow, label: list[str]) -> list[str]:
+    counts = [str(row.outcomes.get(k, 0)) for k in OUTCOMES]
+    return [
+        *label, str(row.runs), *counts, _hours(row.gpu_hours), _hours(row.core_hours),
+        str(row.preemptions), _span(row.wait_p50_seconds), _span(row.wait_p95_seconds),
+    ]  # fmt: skip
+
+
+def usage(
+    since: str = SinceOption,
+    by: str = typer.Option("workspace", "--by", help="One row per workspace, or per user."),
+    as_json: bool = JsonOption,
+) -> None:
+    """GPU-hours, core-hours, runs by outcome, preemptions and wait (submit to first start,
+    p50/p95) of the runs finished since --since, per workspace or per user."""
+    if by not in ("workspace", "user"):
+        fail(f"--by: {by!r} is not workspace or user")
+    data = call(lambda c: c.usage(since, by))
+    if as_json:
+        print_json(data)
+        return
+    from rich.table import Table
+
+    title = f"Runs finished since {_when(data.since)} UTC, by {data.by}"
+    table = Table(title=title, box=None, header_style="bold", title_justify="left")
+    heads = ["WORKSPACE", *(["USER"] if data.by == "user" else [])]
+    heads += ["RUNS", "OK", "FAILED", "CANCELLED", "GPU-H", "CORE-H", "PREEMPT", "WAIT P50",
+              "WAIT P95"]  # fmt: skip
+    for i, head in enumerate(heads):
+        table.add_column(head, justify="left" if i < heads.index("RUNS") else "right")
+    for row in data.rows:
+        if row.visible:
+            label = [row.workspace or "", *([row.user or ""] if data.by == "user" else [])]
+        else:
+            label = ["other workspaces", *([""] if data.by == "user" else [])]
+        table.add_row(*(plain(c) for c in _usage_cells(row, label)))
+    table.add_section()
+    total = ["total", *([""] if data.by == "user" else [])]
+    table.add_row(*(plain(c, "bold") for c in _usage_cells(data.total, total)))
+    console().print(table)
+
+
+def _history_cells(r: HistoryEntry) -> list[str]:
+    code = "-" if r.exit_code is None else str(r.exit_code)
+    return [
+        _when(r.finished_at), r.name, r.workspace, r.owner, r.outcome, code,
+        _span(r.elapsed_seconds), _span(r.wait_seconds), str(r.gpus), _hours(r.gpu_hours),
+        str(r.preemptions),
+    ]  # fmt: skip
+
+
+def history(
+    since: str = SinceOption,
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="One workspace only."),
+    limit: int = typer.Option(1000, "--limit", min=1, max=10_000, help="The newest N at most."),
+    as_json: bool = JsonOption,
+) -> None:
+    """The runs finished since --since, oldest first: elapsed (first start to finish),
+    outcome, exit code, wait, GPUs and GPU-hours. Your workspaces' runs (admins: all)."""
+    data = call(lambda c: c.history(since, workspace, limit))
+    if as_json:
+        print_json(data)
+        return
+    if not data.runs:
+        typer.echo(f"No run finished since {_when(data.since)} UTC.")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    heads = ("FINISHED", "NAME", "WS", "OWNER", "OUTCOME", "EXIT", "ELAPSED", "WAIT", "GPUS",
+             "GPU-H", "PREEMPT")  # fmt: skip
+    right = {"EXIT", "ELAPSED", "WAIT", "GPUS", "GPU-H", "PREEMPT"}
+    for head in heads:
+        table.add_column(head, justify="right" if head in right else "left", no_wrap=True)
+    for r in data.runs:
+        table.add_row(*(plain(c) for c in _history_cells(r)))
+    console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("usage")(usage)
+    app.command("history")(history)

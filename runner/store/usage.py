@@ -1,0 +1,142 @@
+"""Usage records: one row per finished run, kept after the run is forgotten.
+
+A run that finishes (Succeeded, Failed or Cancelled) leaves a record in ``usage_records``,
+written in the transaction that finishes it (``RunWrites.finish_run``, ``cancel_queued``):
+its workspace, owner, outcome and exit code, the GPU- and core-seconds it used (from the
+``usage`` table the loop adds to as each worker ends), its wait (submit to first start),
+preemptions and restarts. ``astra usage`` and ``astra history`` read these, so they outlive
+``[machine] finished_retention``. A replica that finishes again and again leaves one record
+per finish, each with what that life used. Records are pruned after USAGE_KEPT seconds
+(those of runs the store still holds are kept, so each life's share stays exact).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from runner.model import RunState
+from runner.store.tx import Tx
+
+USAGE_KEPT = 400 * 86_400.0  # seconds a usage record is kept (about 13 months)
+MAX_HISTORY = 10_000  # records one history read returns at most
+_EXPIRED = (
+    "usage_records u WHERE u.finished_at < ?"
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_uid = u.run_uid)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One finished run (or one life of a replica), as the accounting keeps it."""
+
+    id: int
+    run_uid: str
+    run: str
+    workspace: str
+    owner: str
+    outcome: RunState
+    exit_code: int | None
+    submitted_at: float
+    started_at: float | None  # its first start, None if it never started
+    finished_at: float
+    gpus: int  # GPUs its last attempt held
+    gpu_seconds: float
+    cpu_seconds: float
+    wait_seconds: float | None  # submit (or a replica's restart) to first start
+    preemptions: int
+    restarts: int
+
+
+def _record(r: sqlite3.Row) -> UsageRecord:
+    return UsageRecord(
+        r["id"], r["run_uid"], r["run"], r["workspace"], r["owner"], RunState(r["outcome"]),
+        r["exit_code"], r["submitted_at"], r["started_at"], r["finished_at"], r["gpus"],
+        r["gpu_seconds"], r["cpu_seconds"], r["wait_seconds"], r["preemptions"], r["restarts"],
+    )  # fmt: skip
+
+
+def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
+    """Within the transaction that finished run ``name``: its usage record.
+
+    ``was``: its state before; a run that was already finished leaves no second record.
+    """
+    if was is None or was.finished:
+        return
+    run = tx._sql(
+        "SELECT run_uid, workspace, owner, state, exit_code, submitted_at, finished_at,"
+        " preemptions, restarts, attempts FROM runs WHERE name = ?",
+        (name,),
+    ).fetchone()
+    if run is None or not RunState(run["state"]).finished:
+        return
+    uid = run["run_uid"] or ""
+    before = tx._sql(
+        "SELECT COUNT(*), MAX(finished_at), TOTAL(gpu_seconds), TOTAL(cpu_seconds),"
+        " TOTAL(preemptions) FROM usage_records WHERE run_uid = ?",
+        (uid,),
+    ).fetchone()
+    begin = before[1] if before[0] else run["submitted_at"]
+    used = tx._sql(
+        "SELECT gpu_seconds, cpu_seconds FROM usage WHERE run_uid = ?", (uid,)
+    ).fetchone()
+    gpu_s = max(0.0, (used[0] if used else 0.0) - before[2])
+    cpu_s = max(0.0, (used[1] if used else 0.0) - before[3])
+    first = tx._sql(
+        "SELECT MIN(started_at) FROM workers WHERE run = ? AND started_at >= ?", (name, begin)
+    ).fetchone()[0]
+    gpus = tx._sql(
+        "SELECT TOTAL(json_array_length(gpus)) FROM workers WHERE run = ? AND attempt = ?",
+        (name, run["attempts"]),
+    ).fetchone()[0]
+    wait = None if first is None else max(0.0, first - begin)
+    tx._sql(
+        "INSERT INTO usage_records (run_uid, run, workspace, owner, outcome, exit_code,"
+        " submitted_at, started_at, finished_at, gpus, gpu_seconds, cpu_seconds,"
+        " wait_seconds, preemptions, restarts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            uid, name, run["workspace"], run["owner"], run["state"], run["exit_code"],
+            begin, first, run["finished_at"], int(gpus), gpu_s, cpu_s, wait,
+            max(0, run["preemptions"] - int(before[4])), run["restarts"],
+        ),
+    )  # fmt: skip
+
+
+class UsageTables:
+    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+
+    def _connect(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def usage_records(
+        self, since: float, workspaces: frozenset[str] | None = None, limit: int | None = None
+    ) -> list[UsageRecord]:
+        """Records of runs finished at ``since`` or later, oldest first (``limit``: the
+        newest that many); of ``workspaces`` only when given (None: every workspace)."""
+        sql, args = "SELECT * FROM usage_records WHERE finished_at >= ?", [since]
+        if workspaces is not None:
+            sql += " AND workspace IN (SELECT value FROM json_each(?))"
+            args.append(_json_list(workspaces))  # type: ignore[arg-type]  # mixed parameters
+        if limit is not None:
+            sql = f"SELECT * FROM ({sql} ORDER BY finished_at DESC, id DESC LIMIT ?)"
+            args.append(limit)
+        rows = self._connect().execute(sql + " ORDER BY finished_at, id", args)
+        return [_record(r) for r in rows]
+
+    def usage_expired(self, before: float) -> bool:
+        """Whether a record of a run the store no longer holds finished before ``before``."""
+        return (
+            self._connect().execute(f"SELECT 1 FROM {_EXPIRED} LIMIT 1", (before,)).fetchone()
+            is not None
+        )
+
+    def prune_usage(self, tx: Tx, before: float, limit: int) -> int:
+        """Forget up to ``limit`` records of runs finished before ``before`` that the store no
+        longer holds; how many. (The running totals in ``usage`` stay, as before.)"""
+        sql = f"DELETE FROM usage_records WHERE id IN (SELECT id FROM {_EXPIRED} LIMIT ?)"
+        return int(tx._sql(sql, (before, limit)).rowcount)
+
+
+def _json_list(values: frozenset[str]) -> str:
+    return json.dumps(sorted(values))
