@@ -57,6 +57,7 @@ class MainScreen(Screen[None]):
         Binding(
             "g", "groups", "Groups", show=False, tooltip="Sweeps, replica groups and schedules"
         ),
+        Binding("u", "usage", "Usage", show=False, tooltip="What each workspace used in 7 days"),
     ]
 
     class Done(Message):
@@ -267,6 +268,11 @@ class MainScreen(Screen[None]):
         from astraeus_tui.screens.groups import GroupsScreen
 
         self.app.push_screen(GroupsScreen(self.client))
+
+    def action_usage(self) -> None:
+        from astraeus_tui.screens.usage import UsageScreen
+
+        self.app.push_screen(UsageScreen(self.client))
 
     def action_head(self) -> None:
         head = self.model.head

@@ -21,7 +21,17 @@ import msgspec
 
 from astraeus_tui.client import ApiError
 from runner.model import RunState
-from runner.schema import Change, Event, GpuList, Group, GroupDetail, Run, RunDetail, Snapshot
+from runner.schema import (
+    Change,
+    Event,
+    GpuList,
+    Group,
+    GroupDetail,
+    Run,
+    RunDetail,
+    Snapshot,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -167,3 +177,8 @@ class FakeClient:
 
     async def delete_group(self, name: str) -> dict[str, Any]:
         return await self._answer("delete_group", name, {"name": name, "runs": {}})
+
+    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
+        """The fixture's ``usage`` answer (as ``GET /v1/usage`` gives it), or none used."""
+        self.calls.append(("usage", (since, by)))
+        return typed(Usage, self.data["usage"]) if "usage" in self.data else Usage()

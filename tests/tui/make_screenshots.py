@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 
 from astraeus_tui.app import AstraeusApp
+from astraeus_tui.widgets.usage_panel import UsagePanel
+from tests.tui.helpers import until
 from tests.tui.test_edit_drain import draining
 from tests.tui.test_snapshots import STATES, app_for, settled
+from tests.tui.test_usage_panel import usage_app
 
 OUT = Path(__file__).resolve().parents[2] / "screenshots"
 # (picture, recorded state, width, height, keys pressed first)
@@ -25,10 +28,13 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("groups", "groups", 120, 36, ("g",)),  # sweeps, replica groups and schedules
     ("slurm", "slurm", 120, 36, ()),  # a front for a Slurm cluster
     ("draining", "draining", 120, 36, ()),  # the machine and GPU 3 drained by an admin
+    ("usage", "usage", 120, 36, ("u",)),  # a week of usage per workspace, as bars
 ]
 
 
 def app_of(state: str) -> AstraeusApp:
+    if state == "usage":
+        return usage_app()
     if state == "draining":
         fake = draining()
         return AstraeusApp(fake, clock=fake.clock)
@@ -41,6 +47,8 @@ async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str,
         await settled(pilot)
         await pilot.press(*keys)
         await pilot.pause()
+        if state == "usage":
+            await until(pilot, lambda: app.screen.query_one(UsagePanel).usage is not None)
         svg = app.export_screenshot(title=f"Astraeus — {state}")
     path = OUT / f"{name}-{width}x{height}.svg"
     path.write_text(svg, encoding="utf-8")
