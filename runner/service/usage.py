@@ -26,7 +26,7 @@ from runner.durations import unit_seconds
 from runner.model import RunState
 from runner.service.caller import Caller, ServiceError
 from runner.store.db import Store, UsageRecord
-from runner.store.usage import MAX_HISTORY, USAGE_KEPT
+from runner.store.usage import MAX_HISTORY, USAGE_KEPT, UsageSum
 
 DEFAULT_SINCE = "7d"
 BY = ("workspace", "user")
@@ -83,16 +83,14 @@ class UsageTotals:
     restarts: int = 0
     waits: list[float] = field(default_factory=list)
 
-    def add(self, r: UsageRecord) -> None:
-        self.runs += 1
+    def add(self, r: UsageSum) -> None:
+        self.runs += r.runs
         key = r.outcome.lower()
-        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+        self.outcomes[key] = self.outcomes.get(key, 0) + r.runs
         self.gpu_seconds += r.gpu_seconds
         self.cpu_seconds += r.cpu_seconds
         self.preemptions += r.preemptions
         self.restarts += r.restarts
-        if r.wait_seconds is not None:
-            self.waits.append(r.wait_seconds)
 
 
 @dataclass(frozen=True)
@@ -119,24 +117,30 @@ def usage_report(
         raise ServiceError(400, "BAD_REQUEST", f"by: {by!r} is not one of {', '.join(BY)}")
     now = time.time() if now is None else now
     start = since_time(since, now)
-    records = store.usage_records(start)
     seen = _visible(caller)
     rows: dict[tuple[str | None, str | None], UsageTotals] = {}
     if by == "workspace":
         for name in workspaces:
             rows[(name, None)] = UsageTotals(name)
     total = UsageTotals(None, visible=False)
-    for r in records:
-        total.add(r)
+
+    def row(workspace: str, owner: str) -> UsageTotals:
         if by == "workspace":
-            key: tuple[str | None, str | None] = (r.workspace, None)
-        elif seen is None or r.workspace in seen:
-            key = (r.workspace, r.owner)
+            key: tuple[str | None, str | None] = (workspace, None)
+        elif seen is None or workspace in seen:
+            key = (workspace, owner)
         else:
-            key = (None, None)
+            key = (None, None)  # the other workspaces, together: neither named
         if key not in rows:
             rows[key] = UsageTotals(key[0], key[1], visible=key[0] is not None)
-        rows[key].add(r)
+        return rows[key]
+
+    for s in store.usage_sums(start):
+        total.add(s)
+        row(s.workspace, s.owner).add(s)
+    for workspace, owner, wait in store.usage_waits(start):
+        total.waits.append(wait)
+        row(workspace, owner).waits.append(wait)
     ordered = sorted(rows.values(), key=lambda t: (t.workspace is None, t.workspace or "",
                                                    t.user or ""))  # fmt: skip
     return UsageReport(start, now, by, ordered, total)

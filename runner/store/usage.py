@@ -28,6 +28,20 @@ _EXPIRED = (
 
 
 @dataclass(frozen=True, slots=True)
+class UsageSum:
+    """The records of one workspace, owner and outcome, added up."""
+
+    workspace: str
+    owner: str
+    outcome: RunState
+    runs: int
+    gpu_seconds: float
+    cpu_seconds: float
+    preemptions: int
+    restarts: int
+
+
+@dataclass(frozen=True, slots=True)
 class UsageRecord:
     """One finished run (or one life of a replica), as the accounting keeps it."""
 
@@ -123,6 +137,28 @@ class UsageTables:
             args.append(limit)
         rows = self._connect().execute(sql + " ORDER BY finished_at, id", args)
         return [_record(r) for r in rows]
+
+    def usage_sums(self, since: float) -> list[UsageSum]:
+        """The records of runs finished at ``since`` or later, added up by workspace,
+        owner and outcome."""
+        rows = self._connect().execute(
+            "SELECT workspace, owner, outcome, COUNT(*), TOTAL(gpu_seconds), TOTAL(cpu_seconds),"
+            " TOTAL(preemptions), TOTAL(restarts) FROM usage_records WHERE finished_at >= ?"
+            " GROUP BY workspace, owner, outcome ORDER BY workspace, owner, outcome",
+            (since,),
+        )
+        return [
+            UsageSum(r[0], r[1], RunState(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
+            for r in rows
+        ]
+
+    def usage_waits(self, since: float) -> list[tuple[str, str, float]]:
+        """(workspace, owner, wait) of each run finished at ``since`` or later that started."""
+        sql = (
+            "SELECT workspace, owner, wait_seconds FROM usage_records"
+            " WHERE finished_at >= ? AND wait_seconds IS NOT NULL"
+        )
+        return [(r[0], r[1], r[2]) for r in self._connect().execute(sql, (since,))]
 
     def usage_expired(self, before: float) -> bool:
         """Whether a record of a run the store no longer holds finished before ``before``."""
