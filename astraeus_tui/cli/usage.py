@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import time
+
 import typer
 
 from astraeus_tui.cli.common import JsonOption, call, console, fail
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.text import plain
-from astraeus_tui.when import epoch, utc_clock
+from astraeus_tui.when import epoch
 from runner.schema import HistoryEntry, UsageRow
 
 SinceOption = typer.Option(
@@ -27,16 +29,22 @@ def _span(seconds: float | None) -> str:
     return compact(seconds)
 
 
-def _when(iso: str | None) -> str:
+def _when(iso: str | None, short: bool = False) -> str:
+    """``2026-10-01 12:00`` (UTC); ``short``: ``10-01 12:00``."""
     t = epoch(iso)
-    return "-" if t is None else f"{utc_clock(t, seconds=False)}"
+    if t is None:
+        return "-"
+    return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M", time.gmtime(t))
 
 
 def _usage_cells(row: UsageRow, label: list[str]) -> list[str]:
     counts = [str(row.outcomes.get(k, 0)) for k in OUTCOMES]
+    wait = "-" if row.wait_p50_seconds is None else (
+        f"{_span(row.wait_p50_seconds)}/{_span(row.wait_p95_seconds)}"
+    )  # fmt: skip
     return [
         *label, str(row.runs), *counts, _hours(row.gpu_hours), _hours(row.core_hours),
-        str(row.preemptions), _span(row.wait_p50_seconds), _span(row.wait_p95_seconds),
+        str(row.preemptions), wait,
     ]  # fmt: skip
 
 
@@ -56,12 +64,14 @@ def usage(
     from rich.table import Table
 
     title = f"Runs finished since {_when(data.since)} UTC, by {data.by}"
-    table = Table(title=title, box=None, header_style="bold", title_justify="left")
-    heads = ["WORKSPACE", *(["USER"] if data.by == "user" else [])]
-    heads += ["RUNS", "OK", "FAILED", "CANCELLED", "GPU-H", "CORE-H", "PREEMPT", "WAIT P50",
-              "WAIT P95"]  # fmt: skip
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="left" if i < heads.index("RUNS") else "right")
+    table = Table(title=title, box=None, header_style="bold", title_justify="left",
+                  padding=(0, 1, 0, 0), pad_edge=False)  # fmt: skip
+    names = ["WORKSPACE", *(["USER"] if data.by == "user" else [])]
+    for head in names:
+        table.add_column(head, overflow="ellipsis", min_width=6)
+    for head in ("RUNS", "OK", "FAILED", "CANCELLED", "GPU-H", "CORE-H", "PREEMPT",
+                 "WAIT P50/P95"):  # fmt: skip
+        table.add_column(head, justify="right", no_wrap=True, min_width=len(head))
     for row in data.rows:
         if row.visible:
             label = [row.workspace or "", *([row.user or ""] if data.by == "user" else [])]
@@ -77,7 +87,7 @@ def usage(
 def _history_cells(r: HistoryEntry) -> list[str]:
     code = "-" if r.exit_code is None else str(r.exit_code)
     return [
-        _when(r.finished_at), r.name, r.workspace, r.owner, r.outcome, code,
+        _when(r.finished_at, short=True), r.name, r.workspace, r.owner, r.outcome, code,
         _span(r.elapsed_seconds), _span(r.wait_seconds), str(r.gpus), _hours(r.gpu_hours),
         str(r.preemptions),
     ]  # fmt: skip
@@ -90,7 +100,8 @@ def history(
     as_json: bool = JsonOption,
 ) -> None:
     """The runs finished since --since, oldest first: elapsed (first start to finish),
-    outcome, exit code, wait, GPUs and GPU-hours. Your workspaces' runs (admins: all)."""
+    outcome, exit code, wait, GPUs, GPU-hours and preemptions (PRE). Your workspaces'
+    runs (admins: all)."""
     data = call(lambda c: c.history(since, workspace, limit))
     if as_json:
         print_json(data)
@@ -100,12 +111,13 @@ def history(
         return
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold")
-    heads = ("FINISHED", "NAME", "WS", "OWNER", "OUTCOME", "EXIT", "ELAPSED", "WAIT", "GPUS",
-             "GPU-H", "PREEMPT")  # fmt: skip
-    right = {"EXIT", "ELAPSED", "WAIT", "GPUS", "GPU-H", "PREEMPT"}
-    for head in heads:
-        table.add_column(head, justify="right" if head in right else "left", no_wrap=True)
+    table = Table(box=None, header_style="bold", padding=(0, 1, 0, 0), pad_edge=False)
+    table.add_column("FINISHED", no_wrap=True, min_width=11)
+    for head in ("NAME", "WS", "OWNER"):
+        table.add_column(head, overflow="ellipsis", min_width=5)
+    table.add_column("OUTCOME", no_wrap=True, min_width=9)
+    for head in ("EXIT", "ELAPSED", "WAIT", "GPUS", "GPU-H", "PRE"):
+        table.add_column(head, justify="right", no_wrap=True, min_width=len(head))
     for r in data.runs:
         table.add_row(*(plain(c) for c in _history_cells(r)))
     console().print(table)

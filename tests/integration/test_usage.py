@@ -149,7 +149,7 @@ def test_astra_usage_and_history_json_and_tables(served: Callable[..., Served]) 
     assert runs[0]["gpus"] == 1 and runs[0]["finished_at"].endswith("Z")
     table = s.astra("usage", "--by", "user")
     assert table.returncode == 0, table.stderr
-    assert "GPU-H" in table.stdout and "WAIT P95" in table.stdout and "root" in table.stdout
+    assert "GPU-H" in table.stdout and "WAIT P50/P95" in table.stdout and "root" in table.stdout
     lines = s.astra("history", "--workspace", "vision").stdout
     assert "broken" in lines and "Failed" in lines and "fine" in lines
     assert s.astra("history", "--since", "2099-01-01").stdout.startswith("No run finished")
