@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 
 from astraeus_tui.client import Client
@@ -28,6 +29,7 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
     wait_for(lambda: client.show("big").reason_code not in (None, "WAITING"), message="a reason")
     template = spec("nightly", ["true"], gpus=1)
     client.create_group({"kind": "schedule", "cron": "0 3 * * *", "template": template})
+    today = time.strftime("%Y-%m-%d", time.gmtime())  # history's since: the same in both
     pinned = {
         ("ls", "--all"): ("/v1/runs", {"all": 1}),
         ("show", "one"): ("/v1/runs/one", None),
@@ -35,6 +37,7 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
         ("gpus",): ("/v1/gpus", None),
         ("schedule", "ls"): ("/v1/groups", {"kind": "schedule"}),
         ("schedule", "show", "nightly"): ("/v1/groups/nightly", None),
+        ("history", "--since", today): ("/v1/history", {"since": today}),
     }
     for args, (path, query) in pinned.items():
         raw = client.answer("GET", path, query=query)
