@@ -8,6 +8,7 @@ read only what the rules of docs/lab-server.md ("Usage and history") let them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pwd
@@ -99,6 +100,22 @@ def test_usage_outlives_the_retention_of_finished_runs(make_daemon: Make) -> Non
     assert [r.run_uid for r in finished(h)] == [uid, again]
     row = usage_report(h.daemon.store, h.root, "1h", "user").rows[0]
     assert (row.workspace, row.user, row.runs) == ("default", "root", 2)
+
+
+def test_each_life_of_a_replica_is_a_record_of_its_own(make_daemon: Make) -> None:
+    h = make_daemon('[workspaces.vision]\nmembers = ["root"]\n', gpus=1)
+    template = spec("pool", hold(0.4), gpus=1, workspace="vision")
+    doc = {"kind": "replicas", "name": "pool", "template": template, "replicas": 1}
+    h.daemon.groups.create(doc, h.root)
+    wait_for(lambda: len(finished(h)) >= 3, 60, "three lives of pool-0")
+    lives = finished(h)[:3]
+    assert {r.run for r in lives} == {"pool-0"} and len({r.run_uid for r in lives}) == 1
+    for life in lives:  # each its own 0.4 s or so, not the sum of the lives before
+        assert life.outcome == "Succeeded" and 0.4 <= life.gpu_seconds < 10
+        assert life.wait_seconds is not None and life.wait_seconds >= 0
+    for before, after in itertools.pairwise(lives):
+        assert after.submitted_at == before.finished_at  # a life waits from the last end
+    h.daemon.groups.delete("pool", h.root)
 
 
 def test_since_filters_by_finish_time(make_daemon: Make) -> None:
