@@ -420,8 +420,10 @@ class AsyncClient:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/groups/{quote(name)}")
         return result
 
-    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
-        return await self.typed(Usage, "GET", "/v1/usage", since=since, by=by)
+    async def usage(
+        self, since: str | None = None, by: str | None = None, daily: bool = False
+    ) -> Usage:
+        return await self.typed(Usage, "GET", "/v1/usage", since=since, by=by, daily=daily)
 
 
 class DashboardApi(Protocol):
@@ -446,7 +448,9 @@ class DashboardApi(Protocol):
     async def group(self, name: str) -> GroupDetail: ...
     async def change_group(self, name: str, change: dict[str, Any]) -> Group: ...
     async def delete_group(self, name: str) -> dict[str, Any]: ...
-    async def usage(self, since: str | None = None, by: str | None = None) -> Usage: ...
+    async def usage(
+        self, since: str | None = None, by: str | None = None, daily: bool = False
+    ) -> Usage: ...
 
 
 WAITING = -1  # ExecChannel.output's channel for a waiting run's state and reason

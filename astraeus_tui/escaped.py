@@ -122,5 +122,7 @@ class EscapedApi:
     async def delete_group(self, name: str) -> dict[str, Any]:
         return escape_all(await self.api.delete_group(name))
 
-    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
-        return escape_all(await self.api.usage(since, by))
+    async def usage(
+        self, since: str | None = None, by: str | None = None, daily: bool = False
+    ) -> Usage:
+        return escape_all(await self.api.usage(since, by, daily))

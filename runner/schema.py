@@ -241,6 +241,7 @@ class UsageRow(_Wire, frozen=True, kw_only=True):
     restarts: int = 0
     wait_p50_seconds: float | None = None
     wait_p95_seconds: float | None = None
+    daily_gpu_hours: list[float] | UnsetType = UNSET  # with ?daily=1: a day each, oldest first
 
 
 class Usage(_Wire, frozen=True, kw_only=True):

@@ -1,6 +1,6 @@
 """Usage: what each workspace's finished runs used in the last 7 days, as bars.
 
-``GET /v1/usage?since=7d&by=workspace`` when opened and every 10 s; ``r`` asks again
+``GET /v1/usage?since=7d&by=workspace&daily=1`` when opened and every 10 s; ``r`` asks again
 at once, ``escape`` goes back. The same numbers as ``astra usage``.
 """
 
@@ -52,7 +52,9 @@ class UsageScreen(Screen[None]):
 
     async def refresh_once(self) -> None:
         try:
-            self.query_one(UsagePanel).usage = await self.client.usage(SINCE, "workspace")
+            self.query_one(UsagePanel).usage = await self.client.usage(
+                SINCE, "workspace", daily=True
+            )
         except ApiError as e:
             self.notify(str(e), severity="error")
 

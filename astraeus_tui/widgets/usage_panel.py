@@ -1,4 +1,5 @@
-"""Usage per workspace over the last days: GPU-hours and core-hours as bars, then runs
+"""Usage per workspace over the last days: GPU-hours and core-hours as bars, GPU-hours a
+day (one bar each, oldest first, when the answer has them), then runs
 by outcome, preemptions and the wait to a first start (p50/p95), from ``GET /v1/usage``."""
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from astraeus_tui.fmt import bar, compact
 from astraeus_tui.widgets import css_beside
 from runner.schema import Usage, UsageRow
 
-BAR = 18
-CORE_BAR = 10
+BAR = 16
+CORE_BAR = 8
+DAY = 2  # cells a day's bar is wide
+SPARKS = " ▁▂▃▄▅▆▇█"
 OTHERS = "other workspaces"
 OUTCOMES = (("succeeded", "ok", "green"), ("failed", "failed", "red"),
             ("cancelled", "cancelled", "yellow"))  # fmt: skip
@@ -27,6 +30,19 @@ def hours(value: float) -> str:
     if value >= 100:
         return f"{value:.0f} h"
     return f"{value:.1f} h" if value >= 10 else f"{value:.2f} h"
+
+
+def days(values: list[float], most: float) -> Text:
+    """One bar a day, oldest first, as tall as its GPU-hours against ``most``; a day with
+    none is a dim dot."""
+    text = Text(no_wrap=True)
+    for v in values:
+        if v <= 0:
+            text.append("·" * DAY, style="dim")
+        else:
+            spark = SPARKS[max(1, round(v / most * (len(SPARKS) - 1)))]
+            text.append(spark * DAY, style="green")
+    return text
 
 
 def _count(row: UsageRow, key: str, style: str) -> Text:
@@ -44,29 +60,42 @@ def usage_rows(usage: Usage) -> Table:
     """One row a workspace: its bars scaled to the largest, and its numbers; then all."""
     most_gpu = max((r.gpu_hours for r in usage.rows), default=0.0) or 1.0
     most_cpu = max((r.core_hours for r in usage.rows), default=0.0) or 1.0
+    daily = [r.daily_gpu_hours for r in usage.rows if isinstance(r.daily_gpu_hours, list)]
+    most_day = max((v for d in daily for v in d), default=0.0) or 1.0
+    per_day = len(daily) == len(usage.rows) and bool(daily)
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(no_wrap=True, overflow="ellipsis", min_width=9, max_width=16)
-    for justify in ("left", "right", "left", "right", "right", "right", "right", "right",
-                    "right", "right"):  # fmt: skip
-        grid.add_column(no_wrap=True, justify=justify)
-    heads = ("workspace", "GPU-hours", "", "core-hours", "", "runs",
-             *(word for _, word, _ in OUTCOMES), "preempted", "wait p50/p95")  # fmt: skip
+    justify = ["left", "right", "left", "right", "right", "right", "right", "right", "right",
+               "right"]  # fmt: skip
+    heads = ["workspace", "GPU-hours", "", "core-h", "", "runs",
+             *(word for _, word, _ in OUTCOMES), "preempted", "wait p50/p95"]  # fmt: skip
+    if per_day:
+        justify.insert(2, "left")
+        heads.insert(3, "GPU-h a day")
+    for j in justify:
+        grid.add_column(no_wrap=True, justify=j)  # type: ignore[arg-type]
     grid.add_row(*(Text(h, style="dim") for h in heads))
     for row in usage.rows:
         name = row.workspace if row.visible and row.workspace else OTHERS
-        grid.add_row(
+        cells = [
             Text(name, style="bold" if row.visible else "dim italic"),
             bar(row.gpu_hours / most_gpu, BAR, "green"), Text(hours(row.gpu_hours)),
             bar(row.core_hours / most_cpu, CORE_BAR, "blue"), Text(hours(row.core_hours)),
             Text(str(row.runs)), *(_count(row, k, st) for k, _, st in OUTCOMES),
             Text(str(row.preemptions)), _wait(row),
-        )  # fmt: skip
+        ]  # fmt: skip
+        if per_day and isinstance(row.daily_gpu_hours, list):
+            cells.insert(3, days(row.daily_gpu_hours, most_day))
+        grid.add_row(*cells)
     t = usage.total
-    grid.add_row(
+    cells = [
         Text("all", style="bold"), Text(""), Text(hours(t.gpu_hours), style="bold"), Text(""),
         Text(hours(t.core_hours), style="bold"), Text(str(t.runs), style="bold"),
         *(_count(t, k, st) for k, _, st in OUTCOMES), Text(str(t.preemptions)), _wait(t),
-    )  # fmt: skip
+    ]  # fmt: skip
+    if per_day:
+        cells.insert(3, Text(""))
+    grid.add_row(*cells)
     return grid
 
 

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller
 from runner.api.views import iso
-from runner.schema import History, HistoryEntry, Usage, UsageRow
+from runner.schema import UNSET, History, HistoryEntry, Usage, UsageRow
 from runner.service.caller import ServiceError
 from runner.service.usage import UsageTotals, history, percentile, usage_report
 from runner.store.db import UsageRecord
@@ -36,6 +36,7 @@ def usage_row(t: UsageTotals) -> UsageRow:
         core_hours=_hours(t.cpu_seconds), preemptions=t.preemptions, restarts=t.restarts,
         wait_p50_seconds=_seconds(percentile(t.waits, 0.50)),
         wait_p95_seconds=_seconds(percentile(t.waits, 0.95)),
+        daily_gpu_hours=UNSET if t.daily is None else [_hours(d) for d in t.daily],
     )  # fmt: skip
 
 
@@ -57,8 +58,11 @@ def _json(value: object) -> web.Response:
 async def usage(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     since, by = request.query.get("since"), request.query.get("by")
+    daily = request.query.get("daily", "0") not in ("", "0", "false")
     names = sorted(daemon.config.workspaces)
-    report = await asyncio.to_thread(usage_report, daemon.store, caller, since, by, names)
+    report = await asyncio.to_thread(
+        usage_report, daemon.store, caller, since, by, names, None, daily
+    )
     return _json(Usage(
         since=iso(report.since), until=iso(report.until), by=report.by,
         rows=[usage_row(t) for t in report.rows], total=usage_row(report.total),

@@ -32,6 +32,7 @@ DEFAULT_SINCE = "7d"
 BY = ("workspace", "user")
 HISTORY_LIMIT = 1000  # finished runs one history answer lists unless asked for more
 OUTCOMES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+MAX_DAYS = 31  # days ``daily`` splits a window into at most
 HISTORY_PRIVATE = "a workspace the caller is not a member of: its history is private"
 _DURATION = re.compile(r"\d+(?:\.\d+)?[smhdw](?:\d+(?:\.\d+)?[smhdw])*")
 _MAX_TEXT = 64  # characters of a since= value read at most
@@ -82,6 +83,7 @@ class UsageTotals:
     preemptions: int = 0
     restarts: int = 0
     waits: list[float] = field(default_factory=list)
+    daily: list[float] | None = None  # GPU-seconds a day, oldest first (when asked for)
 
     def add(self, r: UsageSum) -> None:
         self.runs += r.runs
@@ -108,10 +110,12 @@ def _visible(caller: Caller) -> frozenset[str] | None:
 
 def usage_report(
     store: Store, caller: Caller, since: str | None = None, by: str | None = None,
-    workspaces: Iterable[str] = (), now: float | None = None,
+    workspaces: Iterable[str] = (), now: float | None = None, daily: bool = False,
 ) -> UsageReport:  # fmt: skip
     """The usage of runs finished since ``since``, one row per workspace or per user, with
-    the rules above; ``workspaces``: the config's, listed even when they used nothing."""
+    the rules above; ``workspaces``: the config's, listed even when they used nothing.
+    ``daily``: each row's GPU-seconds per 24 hours too, oldest first, the last ending now
+    (a window of at most MAX_DAYS days)."""
     by = by or "workspace"
     if by not in BY:
         raise ServiceError(400, "BAD_REQUEST", f"by: {by!r} is not one of {', '.join(BY)}")
@@ -141,6 +145,16 @@ def usage_report(
     for workspace, owner, wait in store.usage_waits(start):
         total.waits.append(wait)
         row(workspace, owner).waits.append(wait)
+    if daily:
+        days = max(1, math.ceil((now - start) / 86400 - 1e-9))
+        if days > MAX_DAYS:
+            raise ServiceError(400, "BAD_REQUEST", f"daily: for at most {MAX_DAYS} days")
+        for t in (total, *rows.values()):
+            t.daily = [0.0] * days
+        for workspace, owner, day, gpu_s in store.usage_daily(start, now):
+            for t in (total, row(workspace, owner)):
+                assert t.daily is not None
+                t.daily[days - 1 - min(day, days - 1)] += gpu_s
     ordered = sorted(rows.values(), key=lambda t: (t.workspace is None, t.workspace or "",
                                                    t.user or ""))  # fmt: skip
     return UsageReport(start, now, by, ordered, total)

@@ -160,6 +160,17 @@ class UsageTables:
         )
         return [(r[0], r[1], r[2]) for r in self._connect().execute(sql, (since,))]
 
+    def usage_daily(self, since: float, until: float) -> list[tuple[str, str, int, float]]:
+        """(workspace, owner, day, GPU-seconds) of runs finished from ``since`` to ``until``,
+        day 0 the 24 hours before ``until``, day 1 the 24 before those, and so on."""
+        sql = (
+            "SELECT workspace, owner, CAST((? - finished_at) / 86400 AS INTEGER) AS day,"
+            " TOTAL(gpu_seconds) FROM usage_records WHERE finished_at >= ? AND finished_at <= ?"
+            " GROUP BY workspace, owner, day"
+        )
+        rows = self._connect().execute(sql, (until, since, until))
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
     def usage_expired(self, before: float) -> bool:
         """Whether a record of a run the store no longer holds finished before ``before``."""
         return (

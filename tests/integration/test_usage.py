@@ -20,6 +20,7 @@ import pytest
 
 from astraeus_tui.client import Client
 from runner.api.usage import history_entry, usage_row
+from runner.service.caller import ServiceError
 from runner.service.usage import history, usage_report
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
 from tests.integration.served import Served
@@ -130,6 +131,14 @@ def test_since_filters_by_finish_time(make_daemon: Make) -> None:
     assert history(store, root, tomorrow)[1] == []
     assert usage_report(store, root, tomorrow, "workspace", ["default"]).rows[0].runs == 0
     assert usage_report(store, root, "2w", "workspace", ["default"]).rows[0].runs == 1
+    # a day each, oldest first: it finished in the last 24 hours, or 2 days before "now"
+    week = usage_report(store, root, "7d", "workspace", ["default"], now=now, daily=True)
+    assert week.rows[0].daily is not None and len(week.rows[0].daily) == 7
+    assert week.rows[0].daily[-1] == week.rows[0].gpu_seconds
+    later = usage_report(store, root, "7d", "workspace", [], now=now + 2 * 86400, daily=True)
+    assert later.rows[0].daily == [0.0] * 4 + [later.rows[0].gpu_seconds] + [0.0] * 2
+    with pytest.raises(ServiceError, match="daily: for at most 31 days"):
+        usage_report(store, root, "32d", "workspace", [], daily=True)
 
 
 # ------------------------------------------------------------- the CLI, its JSON

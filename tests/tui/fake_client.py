@@ -178,7 +178,9 @@ class FakeClient:
     async def delete_group(self, name: str) -> dict[str, Any]:
         return await self._answer("delete_group", name, {"name": name, "runs": {}})
 
-    async def usage(self, since: str | None = None, by: str | None = None) -> Usage:
+    async def usage(
+        self, since: str | None = None, by: str | None = None, daily: bool = False
+    ) -> Usage:
         """The fixture's ``usage`` answer (as ``GET /v1/usage`` gives it), or none used."""
-        self.calls.append(("usage", (since, by)))
+        self.calls.append(("usage", (since, by, daily)))
         return typed(Usage, self.data["usage"]) if "usage" in self.data else Usage()

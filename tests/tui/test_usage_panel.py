@@ -36,6 +36,9 @@ def test_u_shows_each_workspaces_finished_runs_and_escape_goes_back(
         rows = {r.workspace: r for r in panel.usage.rows}
         assert rows["vision"].outcomes["succeeded"] == 1 and rows["vision"].gpu_hours > 0
         assert rows["nlp"].outcomes["failed"] == 1 and rows["nlp"].gpu_hours == 0
+        vision_days = rows["vision"].daily_gpu_hours
+        assert isinstance(vision_days, list) and len(vision_days) == 7
+        assert vision_days[-1] == rows["vision"].gpu_hours and sum(vision_days[:-1]) == 0
         shown = plain(panel)
         assert "vision" in shown and "nlp" in shown and "failed" in shown
         assert "█" in shown  # vision's GPU-hours bar
@@ -74,7 +77,7 @@ def test_usage_screen_asks_for_the_last_7_days_by_workspace() -> None:
             assert "Runs finished since 2026-09-24 12:00 UTC" in text
 
     asyncio.run(main())
-    assert ("usage", ("7d", "workspace")) in fake.calls
+    assert ("usage", ("7d", "workspace", True)) in fake.calls
     assert (FIXTURES / "usage" / "week.json").is_file()
 
 
