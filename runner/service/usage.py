@@ -118,7 +118,7 @@ def usage_report(
     (a window of at most MAX_DAYS days)."""
     by = by or "workspace"
     if by not in BY:
-        raise ServiceError(400, "BAD_REQUEST", f"by: {by!r} is not one of {', '.join(BY)}")
+        raise ServiceError(400, "BAD_REQUEST", f"by: must be one of {', '.join(BY)}")
     now = time.time() if now is None else now
     start = since_time(since, now)
     seen = _visible(caller)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from astraeus_tui.client import Client
+from astraeus_tui.client import ApiError, Client
 from runner.api.usage import history_entry, usage_row
 from runner.service.caller import ServiceError
 from runner.service.usage import history, usage_report
@@ -182,6 +182,15 @@ def test_astra_usage_and_history_json_and_tables(served: Callable[..., Served]) 
     bad = s.astra("usage", "--since", "last tuesday")
     assert bad.returncode != 0 and bad.stderr.startswith("400 BAD_REQUEST: since:")
     assert s.astra("usage", "--by", "gpu").returncode != 0
+    client = Client(s.socket)
+    for call, message in (
+        (lambda: client.usage(by="gpu"), "400 BAD_REQUEST: by: must be one of workspace, user"),
+        (lambda: client.history(limit=0), "400 BAD_REQUEST: limit: must be from 1 to 10000"),
+        (lambda: client.usage(since="9" * 65), "400 BAD_REQUEST: since: too long"),
+    ):
+        with pytest.raises(ApiError) as refused:
+            call()
+        assert str(refused.value) == message
 
 
 # ----------------------------------------------------------- two real users
