@@ -201,6 +201,11 @@ class Client:
         result: dict[str, Any] = self.request("DELETE", f"/v1/runs/{quote(name)}")
         return result
 
+    def control(self, name: str, action: str) -> dict[str, Any]:
+        """``hold``, ``release`` or ``requeue`` the run: ``{"name", "outcome"}``."""
+        result: dict[str, Any] = self.request("POST", f"/v1/runs/{quote(name)}/{action}")
+        return result
+
     def logs(self, name: str, follow: bool = False, tail: int = 0) -> Iterator[bytes]:
         return self.stream(f"/v1/runs/{quote(name)}/logs", {"follow": follow, "tail": tail or None})
 
@@ -398,6 +403,11 @@ class AsyncClient:
         result: dict[str, Any] = await self.request("DELETE", f"/v1/runs/{quote(name)}")
         return result
 
+    async def control(self, name: str, action: str) -> dict[str, Any]:
+        """``hold``, ``release`` or ``requeue`` the run: ``{"name", "outcome"}``."""
+        result: dict[str, Any] = await self.request("POST", f"/v1/runs/{quote(name)}/{action}")
+        return result
+
     async def events(self, run: str | None = None) -> list[Event]:
         """The event log so far (of one run), oldest first."""
         text = await self.text("/v1/events", run=run)
@@ -442,6 +452,7 @@ class DashboardApi(Protocol):
     async def set_priority(self, name: str, priority: int) -> Run: ...
     async def update(self, name: str, change: dict[str, Any]) -> Run: ...
     async def delete(self, name: str) -> dict[str, Any]: ...
+    async def control(self, name: str, action: str) -> dict[str, Any]: ...
     async def events(self, run: str | None = None) -> list[Event]: ...
     def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]: ...
     async def groups(self) -> list[Group]: ...

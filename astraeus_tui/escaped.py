@@ -107,6 +107,9 @@ class EscapedApi:
     async def delete(self, name: str) -> dict[str, Any]:
         return escape_all(await self.api.delete(name))
 
+    async def control(self, name: str, action: str) -> dict[str, Any]:
+        return escape_all(await self.api.control(name, action))
+
     async def events(self, run: str | None = None) -> list[Event]:
         return escape_all(await self.api.events(run))
 

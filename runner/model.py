@@ -211,6 +211,8 @@ class RunSpec:
     restart_limit: int = DEFAULT_RESTART_LIMIT
     after: tuple[str, ...] = ()  # runs that must succeed before this one may start
     interactive: bool = False  # one worker with a terminal a client attaches to (run -it)
+    hold: bool = False  # submitted held: out of the order until released (astra release)
+    begin_at: float | None = None  # out of the order until then (wall clock, epoch seconds)
 
     def worker_resources(self) -> Resources:
         """What one worker asks for."""
@@ -283,6 +285,7 @@ class StopReason(StrEnum):
     RESTART = "restart"  # a gang's worker failed: its attempt stops, to start again
     NEVER_STARTED = "never-started"  # ended before it began: not the program's failure
     WITHDRAWN = "withdrawn"  # its preemption was withdrawn: it runs on
+    REQUEUE = "requeue"  # astra requeue: stopped with the grace, queued again, no restart spent
 
 
 def sql_list(states: frozenset[RunState] | frozenset[WorkerState]) -> str:

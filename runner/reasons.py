@@ -33,6 +33,8 @@ class ReasonCode(StrEnum):
     DEPENDENCY_WAIT = "DEPENDENCY_WAIT"
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
     DRAINING = "DRAINING"  # the machine (or the GPUs it needs) is drained by an admin
+    HELD = "HELD"  # held (astra hold): out of the order until released; an event too
+    BEGIN_WAIT = "BEGIN_WAIT"  # waits for its begin time
     # the rule that let a run start (the planner), and events
     FITS = "FITS"
     BACKFILLED = "BACKFILLED"
@@ -46,6 +48,8 @@ class ReasonCode(StrEnum):
     TIME_LIMIT = "TIME_LIMIT"
     RESTARTING = "RESTARTING"
     REQUEUED = "REQUEUED"
+    RELEASED = "RELEASED"  # a held run released: back in the order, in its place
+    REQUEUING = "REQUEUING"  # astra requeue: stopping with the grace, to be queued again
     START_FAILED = "START_FAILED"
     KILLED = "KILLED"
     DELETING = "DELETING"

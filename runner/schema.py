@@ -87,6 +87,8 @@ class Run(_Wire, frozen=True, kw_only=True):
     stopping_for: str | None = None
     group: str | None = None
     after: list[str] = []
+    held: bool = False
+    begin_at: str | None = None
 
 
 class Worker(_Wire, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ import typer
 
 from astraeus_tui.cli import (
     admin,
+    controls,
     daemon,
     demo,
     doctor,
@@ -38,6 +39,7 @@ daemon.register(app)
 runs.register(app)
 enter.register(app)
 edits.register(app)
+controls.register(app)
 groups.register(app)
 machine.register(app)
 usage.register(app)

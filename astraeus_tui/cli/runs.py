@@ -143,13 +143,27 @@ def run(
         bool,
         typer.Option("--tty", "-t", help="Wait in the queue, then give the terminal to it."),
     ] = False,
+    hold: Annotated[
+        bool, typer.Option("--hold", help="Submit it held: it waits until `astra release`.")
+    ] = False,
+    begin: Annotated[
+        str | None,
+        typer.Option(help="Not before this time: 2026-12-02T03:00 (UTC unless an offset), +2h."),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
 
     `astra run -it --gpus 1 -- bash` waits in the queue like any run, then gives this
     terminal to it; closing the terminal cancels it."""
-    from runner.spec.build import FieldError, default_name, drive_ref, env_vars, run_document
+    from runner.spec.build import (
+        FieldError,
+        begin_time,
+        default_name,
+        drive_ref,
+        env_vars,
+        run_document,
+    )
 
     try:
         document = run_document(
@@ -158,6 +172,7 @@ def run(
             time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
             priority=priority, workspace=workspace, workers=workers, after=after or (),
             interactive=interactive or tty,
+            hold=hold, begin_at=None if begin is None else begin_time(begin),
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None

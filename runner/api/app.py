@@ -25,6 +25,7 @@ from runner.api.context import (
     errors,
     guarded,
 )
+from runner.api.controls import add_control_routes
 from runner.api.exec import add_exec_routes
 from runner.api.groups import add_group_routes
 from runner.api.guard import GuardedSite, SocketInUse, answers
@@ -43,6 +44,7 @@ def build_app(daemon: Daemon) -> web.Application:
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
     add_run_routes(app)
+    add_control_routes(app)
     add_machine_routes(app)
     add_why_routes(app)
     add_group_routes(app)

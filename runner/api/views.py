@@ -16,10 +16,11 @@ from typing import Any
 import msgspec
 
 from runner import schema
+from runner.engine.holds import HELD_ANONYMOUS
 from runner.model import RunSpec, RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
-from runner.reasons import ANONYMOUS_RUN, Viewer
+from runner.reasons import ANONYMOUS_RUN, ReasonCode, Viewer
 from runner.store.db import EventRow, RunRow, WorkerRow
 from runner.store.groups import GroupRow
 
@@ -109,6 +110,8 @@ def run_view(
         stopping_for=_stopping_for(stopping, viewer),
         group=run.grp if visible else None,
         after=list(spec.after) if visible else [],
+        held=run.held_by is not None,
+        begin_at=iso(spec.begin_at),
     )
 
 
@@ -141,6 +144,8 @@ def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:
     """The run's reason for ``viewer``: an error's details stay in the run's workspace."""
     if run.reason is None:
         return None
+    if not visible and run.reason.code is ReasonCode.HELD:  # who holds it is the workspace's
+        return HELD_ANONYMOUS
     return run.reason.render(viewer) if visible or not run.reason.private else PRIVATE_REASON
 
 

@@ -10,6 +10,8 @@ run's state follows (docs/scheduling.md, "A run's life"):
 - a worker that exits non-zero or is lost restarts the run (a gang whole)
   while the budget lasts, then the run fails;
 - a gang is queued again only once none of its workers is stopping;
+- a requeue (``astra requeue``) stops every worker with the grace, then the run is
+  queued again, its submission time and restart count as they were;
 - a gang worker that never started (the daemon died between starting its siblings and
   it) restarts the gang whole, without spending the budget: a gang never runs partly.
 """
@@ -20,13 +22,13 @@ from dataclasses import dataclass
 
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
-from runner.reasons import Reason, RunRef
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 from runner.store.tx import Tx
 
 STOPS_THAT_CANCEL = frozenset(
     {StopReason.DELETE, StopReason.TIMELIMIT, StopReason.FAILED, StopReason.RESTART,
-     StopReason.NEVER_STARTED}
+     StopReason.NEVER_STARTED, StopReason.REQUEUE}
 )  # fmt: skip
 
 
@@ -116,6 +118,10 @@ def _finish(
         store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
     elif request == StopReason.FAILED:
         store.finish_run(tx, name, RunState.FAILED, now)
+    elif request == StopReason.REQUEUE:  # its submission time and restarts as they were
+        reason = Reason("Requeued: waiting to run again", code=ReasonCode.REQUEUED)
+        store.requeue(tx, name, clear_request=True, reason=reason)
+        store.add_event(tx, name, ws, "Requeued", Reason("Requeued: stopped, queued again"), now)
     elif len(latest) == spec.workers and all(w.state == WorkerState.DONE for w in latest.values()):
         store.finish_run(tx, name, RunState.SUCCEEDED, now, None, exit_code=0)
         store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"), now)

@@ -37,6 +37,8 @@ from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
 _LIMIT = ReasonCode.TIME_LIMIT
+# stops asked of the loop, carried out here: SIGTERM now, SIGKILL once the grace is over
+_STOPS_ASKED = (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART, StopReason.REQUEUE)
 
 log = logging.getLogger("astraeus.loop")
 
@@ -64,6 +66,7 @@ class Loop:
         self.clock = Clock() if clock is None else as_clock(clock)  # calling it reads the wall
         self.now: Now = self.clock.now()  # this tick's readings of both clocks
         self._planned_mono: float | None = None  # when it last planned, on the monotonic clock
+        self._next_begin: float | None = None  # the next begin time (wall clock) of a run
         self.wake = threading.Event()
         self.status = LoopStatus()
         self.specs = SpecCache()
@@ -160,6 +163,7 @@ class Loop:
         last = self._planned_mono
         self._dirty |= changed
         due = last is None or mono - last >= PLAN_EVERY
+        due |= self._next_begin is not None and now >= self._next_begin  # a calendar time
         if due or (self._dirty and mono - last >= PLAN_GAP):  # type: ignore[operator]
             self._dirty = False
             self._planned_mono = mono
@@ -233,7 +237,7 @@ class Loop:
             limit = self.specs.get(run).task.time_limit_seconds
             running = [w for w in workers if w.state != Recorded.STOPPING]
             request = run.stop_request
-            if request in (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART) and running:
+            if request in _STOPS_ASKED and running:
                 if request == StopReason.DELETE:
                     with self.store.transaction() as tx:
                         reason = Reason("Deleted: stopping", code=ReasonCode.DELETING)
@@ -367,7 +371,8 @@ class Loop:
 
     def plan_and_apply(self, now: float) -> None:
         t0 = time.perf_counter()
-        found = plannable(self.store, self.settings, self.specs)
+        found = plannable(self.store, self.settings, self.specs, now)
+        self._next_begin = found.next_begin  # a begin time passing plans again at once
         live = self.store.live_workers()
         deps, held, active, runs = found.deps, found.held, found.active, found.runs
         if deps.failing or deps.met:

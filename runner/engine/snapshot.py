@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from runner.clock import Now
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.drain import NO_DRAIN, Drain, drained_snapshot
+from runner.engine.holds import kept_out
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
 from runner.model import Resources, RunSpec, RunState, WorkerState
@@ -167,28 +169,37 @@ class Plannable:
 
     active: list[RunRow]  # every active run
     deps: Dependencies  # who waits for or fails on a dependency, and whose were met
-    held: dict[str, Reason]  # queued runs their owner may no longer run, with why they wait
+    held: dict[str, Reason]  # queued runs kept out (owner revoked, held, begin time), with why
     runs: list[RunRow]  # the runs the planner sees: active, neither waiting nor held
     independent: dict[str, list[WorkerRow]]  # every worker row of each non-gang run of runs
     drain: Drain = NO_DRAIN  # the machine's drains (runner/engine/drain.py)
+    next_begin: float | None = None  # the earliest begin time ahead (runner/engine/holds.py)
 
 
-def plannable(store: Store, settings: LoopSettings, specs: SpecCache) -> Plannable:
-    """What the planner is given of the store's runs now (their specs parsed into ``specs``)."""
+def plannable(
+    store: Store, settings: LoopSettings, specs: SpecCache, wall: float | None = None
+) -> Plannable:
+    """What the planner is given of the store's runs now (their specs parsed into ``specs``).
+
+    ``wall``: the wall clock now (default: read it), for begin times (calendar times)."""
     active = store.runs(active_only=True)
     for run in active:
         specs.get(run)
     deps = check_dependencies(active, specs.get, store.run_states)
     held = revoked(active, settings.authorise)
+    kept = kept_out(active, specs.get, time.time() if wall is None else wall)
+    held = {**held, **kept.reasons}  # held, or before its begin time: out of the order too
     runs = held_back(deps.plannable(active), held)
     independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
-    return Plannable(active, deps, held, runs, independent, Drain.of(store.drains()))
+    return Plannable(
+        active, deps, held, runs, independent, Drain.of(store.drains()), kept.next_begin
+    )
 
 
 def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Snapshot:
     """The planner's view of the store right now, as the loop builds it (the API's
     explanations and estimates plan on it)."""
-    found = plannable(store, settings, specs)
+    found = plannable(store, settings, specs, now.wall)
     live = store.live_workers()
     snapshot = build_snapshot(settings, found.runs, live, specs, found.independent, now)
     return drained_snapshot(snapshot, found.drain)

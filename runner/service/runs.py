@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.config.load import Config
+from runner.engine.holds import begin_reason, held_reason
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
@@ -175,12 +176,17 @@ class Service(Reads):
         made from its stored ``template`` (id, document, this run's part) keeps its part."""
         tid, doc, part = template if template is not None else (None, None, None)
         text = json.dumps(part if part is not None else spec_to_dict(spec))
+        reason = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)
+        if spec.begin_at is not None and spec.begin_at > now:
+            reason = begin_reason(spec.begin_at)
+        if spec.hold:  # submitted held (astra run --hold, spec.hold)
+            reason = held_reason(owner.user)
         return RunRow(
             spec.name, workspace, owner.user, owner.uid, owner.gid, text,
-            spec.priority, RunState.QUEUED,
-            Reason("Waiting for the scheduler", code=ReasonCode.WAITING), now,
+            spec.priority, RunState.QUEUED, reason, now,
             None, None, None, 0, 0, 0, None, None, False, grp,
             template=tid, template_doc=doc, run_uid=new_run_uid(now),
+            held_by=owner.user if spec.hold else None,
         )  # fmt: skip
 
     def check_room(self, tx: Tx, owner: Caller, adding: int, what: str) -> None:
@@ -212,6 +218,9 @@ class Service(Reads):
             with self.store.transaction() as tx:
                 self.check_room(tx, caller, 1, "the run")
                 self.store.insert_run_in(tx, row, f"Submitted by {row.owner}")
+                if row.held_by is not None:
+                    held = Reason(f"Held by {row.held_by} at submit", code=ReasonCode.HELD)
+                    self.store.add_event(tx, row.name, workspace, "Held", held, row.submitted_at)
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists") from e
         self.poke()

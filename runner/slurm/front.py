@@ -33,6 +33,7 @@ from runner.config.slurm import SlurmConfig
 from runner.engine.apply_plan import settle_dependencies
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
+from runner.engine.holds import Kept, kept_out
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import ExecutorError
 from runner.executors.sessions import EnterRequest, Session
@@ -96,6 +97,7 @@ class SlurmFront:
         self._on_change: Callable[[], None] = lambda: None
         self._estimates: dict[str, Estimate] = {}
         self._deps = Dependencies()
+        self._kept = Kept({}, None)  # held, or before their begin time: not submitted yet
         self._graces: dict[str, float] = {}
         self._failures: dict[str, int] = {}  # run -> sbatch failures in a row
 
@@ -162,6 +164,7 @@ class SlurmFront:
         if self._deps.failing or self._deps.met:
             settle_dependencies(self.store, self._deps, watched, now)
             watched, changed = self._watched(), True  # failed ones must not be submitted
+        self._kept = kept_out(watched, self.specs.get, now)
         for run in watched:
             changed |= self._follow(run, now)
         for run in self._watched():  # as _follow left them: requests act on fresh rows
@@ -194,8 +197,8 @@ class SlurmFront:
         if not live:
             if run.state != RunState.QUEUED or run.stop_request is not None:
                 return False
-            waits = self._deps.waiting.get(run.name)
-            if waits is not None:  # held here until its dependencies succeed
+            waits = self._deps.waiting.get(run.name) or self._kept.reasons.get(run.name)
+            if waits is not None:  # held here until its dependencies succeed (or released)
                 if run.reason != waits:
                     with self.store.transaction() as tx:
                         self.store.set_reason(tx, run.name, waits)

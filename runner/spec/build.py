@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,17 @@ def time_limit(text: str) -> int:
         raise FieldError("limit", str(e)) from None
 
 
+def begin_time(text: str, now: float | None = None) -> str:
+    """A begin time as typed (``2026-12-02T03:00``, UTC unless it has an offset, or
+    ``+2h`` from now) in the spec's form, ``2026-12-02T03:00:00Z``."""
+    from runner.spec.begin import begin_from_text, iso_begin
+
+    try:
+        return iso_begin(begin_from_text(text, time.time() if now is None else now))
+    except ValueError as e:
+        raise FieldError("begin", str(e)) from None
+
+
 def default_name(command: str) -> str:
     """A run's name when none is given: the command's base name, made a name, and four
     random hex digits (``train-3f2a``)."""
@@ -85,13 +97,15 @@ def run_document(
     workers: int | None = None,
     after: Sequence[str] = (),
     interactive: bool = False,
+    hold: bool = False,
+    begin_at: str | None = None,
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
     Left out when not given: the image (the daemon's default), the memory (none
     asked), the time limit (none), the workspace (the caller's default), ``env``,
-    ``workers`` (one) and ``after``; ``interactive`` adds ``spec.interactive`` (and no
-    restarts).
+    ``workers`` (one), ``after``, ``hold`` and ``begin_at`` (see begin_time);
+    ``interactive`` adds ``spec.interactive`` (and no restarts).
     """
     resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
     if memory is not None:
@@ -114,4 +128,8 @@ def run_document(
         spec["after"] = list(after)
     if interactive:  # nobody is at a terminal that starts again: no restarts
         spec.update(interactive=True, restart_limit=0)
+    if hold:
+        spec["hold"] = True
+    if begin_at is not None:
+        spec["begin_at"] = begin_at
     return {"metadata": meta, "spec": spec}

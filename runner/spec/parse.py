@@ -7,6 +7,7 @@ escapes, whatever the input: each check looks at the type before using a value.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from typing import NamedTuple
 
@@ -19,6 +20,7 @@ from runner.model import (
     RunSpec,
     TaskTemplate,
 )
+from runner.spec.begin import check_begin, iso_begin, iso_seconds
 from runner.spec.fields import (
     _ENV_KEY_RE,
     DOCUMENT,
@@ -86,7 +88,8 @@ _SYSTEM_DIRS_SHOWN = "/proc, /sys, /dev, /run, /var/run, /etc, /boot, /bin, /sbi
 # ------------------------------------------------------------------ the document
 
 _SPEC_KEYS = (
-    "priority", "workers", "gang", "restart_limit", "after", "interactive", "task_template"
+    "priority", "workers", "gang", "restart_limit", "after", "hold", "begin_at", "interactive",
+    "task_template",
 )  # fmt: skip
 MAX_AFTER = 64  # runs one run may wait for
 _TASK_KEYS = (
@@ -128,6 +131,8 @@ def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
         ),
         after=_optional(spec, "spec", "after", _after, ()),
         interactive=_optional(spec, "spec", "interactive", _bool, False),
+        hold=_optional(spec, "spec", "hold", _bool, False),
+        begin_at=_optional(spec, "spec", "begin_at", _begin_at, None),
         task=_required(spec, "spec", "task_template", _stored_task if stored else _task),
     )
     if parsed.interactive and parsed.workers != 1:
@@ -140,6 +145,15 @@ def _after(value: object, path: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise SpecError(path, "names a run twice")
     return names
+
+
+def _begin_at(value: object, path: str) -> float:
+    """ISO 8601, UTC unless it has an offset (runner/spec/begin.py)."""
+    text = _string(value, path, limit=64)
+    try:
+        return float(math.ceil(check_begin(iso_seconds(text))))  # whole seconds, never sooner
+    except ValueError as e:
+        raise SpecError(path, str(e)) from None
 
 
 def _stored_task(value: object, path: str) -> TaskTemplate:
@@ -339,6 +353,8 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
             "restart_limit": spec.restart_limit,
             **({"after": list(spec.after)} if spec.after else {}),
             **({"interactive": True} if spec.interactive else {}),
+            **({"hold": True} if spec.hold else {}),
+            **({"begin_at": iso_begin(spec.begin_at)} if spec.begin_at is not None else {}),
             "task_template": _task_to_dict(spec.task),
         },
     }

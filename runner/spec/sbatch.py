@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from runner.durations import slurm_seconds
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, MountMode, RunSpec
+from runner.spec.begin import begin_from_slurm, iso_begin
 from runner.spec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_value
 
 # ------------------------------------------------------------------ #SBATCH files
 
 _SBATCH_ALIASES = {
     "-J": "--job-name", "-t": "--time", "-c": "--cpus-per-task", "-G": "--gpus",
-    "-d": "--dependency",
+    "-d": "--dependency", "-b": "--begin", "-H": "--hold",
 }  # fmt: skip
+_FLAGS = ("--hold",)  # options without a value
 _TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 _MEM_RE = re.compile(r"([0-9]{1,15})([KMGTkmgt]?)")
 _COUNT_RE = re.compile(r"[0-9]{1,9}")
@@ -37,6 +40,8 @@ _SBATCH_FIELDS = {
     "metadata.name": "#SBATCH --job-name",
     "spec.priority": "#SBATCH --nice",
     "spec.after": "#SBATCH --dependency",
+    "spec.begin_at": "#SBATCH --begin",
+    "spec.hold": "#SBATCH --hold",
     f"{_TEMPLATE}.image": "#SBATCH --container-image",
     f"{_TEMPLATE}.args": SCRIPT,
     f"{_TEMPLATE}.time_limit_seconds": "#SBATCH --time",
@@ -52,7 +57,8 @@ _SBATCH_FIELDS = {
 class _Batch:
     """What the #SBATCH header asks for, as spec fields, and which option set each."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: float) -> None:
+        self.now = now  # the wall clock as the file is read: ``--begin=now+1hour`` counts from it
         self.values: dict[str, object] = {}
         self.origin: dict[str, str] = dict(_SBATCH_FIELDS)
 
@@ -77,15 +83,18 @@ class _Batch:
         return self.origin[max(matches, key=len)] if matches else None
 
 
-def parse_sbatch(text: str, *, name_hint: str | None = None, nice: int | None = None) -> RunSpec:
+def parse_sbatch(
+    text: str, *, name_hint: str | None = None, nice: int | None = None, now: float | None = None
+) -> RunSpec:
     """A RunSpec from a Slurm batch script's #SBATCH header; the script runs as ``bash -c``.
 
     ``name_hint`` (e.g. the file's stem) names the run when there is no --job-name;
-    ``nice`` overrides the file's --nice (priority = -nice).
+    ``nice`` overrides the file's --nice (priority = -nice); ``now``: the wall clock
+    relative begin times count from (default: read now).
     """
     if "\r" in text:  # a lone \r can also hide an #SBATCH line from one reader or another
         raise SpecError(SCRIPT, "has carriage returns (DOS line breaks?); convert it with dos2unix")
-    batch = _Batch()
+    batch = _Batch(time.time() if now is None else now)
     batch.set(f"{_TEMPLATE}.command", _shell(text), SCRIPT)
     batch.set(f"{_TEMPLATE}.args", ["-c", text], SCRIPT)
     hint = _sanitise_name(name_hint) if name_hint else None
@@ -176,6 +185,10 @@ def _next_option(words: list[str], index: int) -> tuple[str, str | None, int]:
     if option not in _SBATCH_HANDLERS:
         supported = ", ".join(sorted(_SBATCH_HANDLERS))
         raise SpecError(f"#SBATCH {option}", f"not supported (supported: {supported})")
+    if option in _FLAGS:
+        if inline is not None:
+            raise SpecError(f"#SBATCH {option}", "takes no value")
+        return option, None, index + 1
     if inline is not None:
         return option, inline, index + 1
     follows = words[index + 1] if index + 1 < len(words) else None
@@ -210,6 +223,19 @@ def _dependency(batch: _Batch, value: str | None, option: str) -> None:
     if kind != "afterok" or not names:
         raise SpecError(option, f"only afterok:RUN[:RUN...] is understood, got {show_value(value)}")
     batch.set("spec.after", names.split(":"), option)
+
+
+def _begin(batch: _Batch, value: str | None, option: str) -> None:
+    """Slurm's clear forms (runner/spec/begin.py); any other is refused, in one line."""
+    try:
+        seconds = begin_from_slurm(value or "", batch.now)
+    except ValueError as e:
+        raise SpecError(option, str(e)) from None
+    batch.set("spec.begin_at", iso_begin(seconds), option)
+
+
+def _hold(batch: _Batch, value: str | None, option: str) -> None:
+    batch.set("spec.hold", True, option)
 
 
 def _time(batch: _Batch, value: str | None, option: str) -> None:
@@ -308,6 +334,8 @@ _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--job-name": _job_name,
     "--nice": _nice,
     "--dependency": _dependency,
+    "--begin": _begin,
+    "--hold": _hold,
     "--time": _time,
     "--gres": _gres,
     "--gpus": _gpus,

@@ -202,14 +202,14 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, Usa
         try:
             tx._sql(
                 "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
-                " reason, submitted_at, grp, run_uid, template)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " reason, submitted_at, grp, run_uid, template, held_by)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run.name, run.workspace, run.owner, run.uid, run.gid,
                     run.spec_text, run.priority, run.state,
                     reason_json(run.reason), run.submitted_at, run.grp,
                     run.run_uid or new_run_uid(run.submitted_at),
-                    run.template,
+                    run.template, run.held_by,
                 ),
             )  # fmt: skip
         except sqlite3.IntegrityError as e:

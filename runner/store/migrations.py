@@ -168,7 +168,7 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT e.code FROM events e WHERE e.run = runs.name AND e.grp IS NULL
         AND e.kind = 'Started' ORDER BY e.id DESC LIMIT 1) = 'BACKFILLED';
     """,
-    # 10: the machine's drains: the whole machine ("machine") or one GPU (its index), who
+    # 9: the machine's drains: the whole machine ("machine") or one GPU (its index), who
     # drained it, when and why (runner/store/drains.py); they outlive a restart
     """
     CREATE TABLE IF NOT EXISTS drains (
@@ -178,7 +178,7 @@ MIGRATIONS: tuple[str, ...] = (
         at REAL NOT NULL
     );
     """,
-    # 12: one usage record per finished run (runner/store/usage.py), written with its
+    # 10: one usage record per finished run (runner/store/usage.py), written with its
     # finish and kept after the run is forgotten: astra usage and astra history read them
     """
     CREATE TABLE usage_records (
@@ -201,5 +201,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX usage_records_finished ON usage_records(finished_at);
     CREATE INDEX usage_records_run ON usage_records(run_uid);
+    """,
+    # 11: who holds a queued run (astra hold; NULL: not held): out of the order until released
+    """
+    ALTER TABLE runs ADD COLUMN held_by TEXT;
     """,
 )

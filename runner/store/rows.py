@@ -54,6 +54,7 @@ class RunRow:
     template: int | None = None
     template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     backfilled: bool = False  # its latest attempt was started by backfill, behind the head
+    held_by: str | None = None  # who holds it (astra hold): out of the order until released
 
     def spec(self) -> dict[str, Any]:
         """The run's whole spec document."""
@@ -139,7 +140,7 @@ def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
         row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
         _stop(row["stop_request"]), bool(row["quota_noted"]), row["grp"], row["streak"],
         bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
-        bool(row["backfilled"]),
+        bool(row["backfilled"]), row["held_by"],
     )  # fmt: skip
 
 

@@ -89,6 +89,10 @@ class RunWrites:
     def set_priority(self, tx: Tx, name: str, priority: int) -> None:
         _run(tx, name, priority=priority)
 
+    def set_held(self, tx: Tx, name: str, held_by: str | None, reason: Reason | None) -> None:
+        """Held by ``held_by`` (astra hold), or released (None); its reason with it."""
+        _run(tx, name, held_by=held_by, reason=reason_json(reason))
+
     def set_attempts(self, tx: Tx, name: str, attempt: int) -> None:
         _run(tx, name, attempts=attempt)
 

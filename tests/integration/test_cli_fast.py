@@ -126,6 +126,22 @@ def test_delete(d: Served) -> None:
     assert same(d, "delete", "gone", rename="gone").strip() == "gone: stopping"
 
 
+def test_hold_release_requeue(d: Served) -> None:
+    for name in ("parked", "parked-typer"):
+        assert d.astra("run", "--name", name, "--gpus", "1", "--", "true").returncode == 0
+    assert same(d, "hold", "parked", rename="parked") == "parked: held\n"
+    assert same(d, "hold", "parked", "nope", "done", rename="parked") == "parked: already held\n"
+    assert same(d, "release", "parked", rename="parked") == "parked: released\n"
+    same(d, "release", "done")
+    assert same(d, "requeue", "queued") == "queued: queued\n"
+    for args in (("requeue", "done"), ("requeue", "nope"), ("hold", "busy")):
+        same(d, *args)
+    same(d, "run", "--name", "later", "--hold", "--begin", "2036-12-02T03:00", "--", "true",
+         rename="later")  # fmt: skip
+    assert d.json("show", "later")["begin_at"] == d.json("show", "later-typer")["begin_at"]
+    same(d, "run", "--name", "x", "--begin", "tomorrow", "--", "true", via_typer=True)
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -164,6 +164,10 @@ class FakeClient:
     async def delete(self, name: str) -> dict[str, Any]:
         return await self._answer("delete", name, {"name": name, "outcome": "cancelled"})
 
+    async def control(self, name: str, action: str) -> dict[str, Any]:
+        outcome = {"hold": "held", "release": "released", "requeue": "requeuing"}[action]
+        return await self._answer(action, name, {"name": name, "outcome": outcome})
+
     async def groups(self) -> list[Group]:
         return list(self.group_list)
 

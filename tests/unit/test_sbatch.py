@@ -261,7 +261,11 @@ def test_a_file_naming_no_image_leaves_it_for_the_daemon() -> None:
         (["--container-image=img", "--job-name=Bad_Name"], "#SBATCH --job-name", "lowercase"),
         (['--container-image="a b"', "-J x"], "#SBATCH --container-image", "spaces"),
         (["--container-image=img", "-J x", "--foo=1"], "#SBATCH --foo", "not supported"),
-        (["--container-image=img", "-J x", "-N 1"], "#SBATCH -N", "supported: --container"),
+        (
+            ["--container-image=img", "-J x", "-N 1"],
+            "#SBATCH -N",
+            "supported: --begin, --container",
+        ),
         (["--container-image=img", "-J x", "--partition=gpu"], "#SBATCH --partition", "not"),
         (["--container-image=img", "-J x", "stray"], "#SBATCH", "expected an option"),
         (["--container-image=img", "-J"], "#SBATCH --job-name", "needs a value"),
@@ -348,7 +352,9 @@ def test_other_errors(text: str, kwargs: dict[str, object], field: str) -> None:
 
 def test_unknown_option_lists_the_supported_ones() -> None:
     error = error_of(script("--container-image=img", "-J x", "--foo"))
-    assert str(error).startswith("#SBATCH --foo: not supported (supported: --container-image, ")
+    assert str(error).startswith(
+        "#SBATCH --foo: not supported (supported: --begin, --container-image, "
+    )
 
 
 # ------------------------------------------------------------------ never anything else

@@ -27,20 +27,25 @@ ADMIN = Viewer(None)
 MEMBER = Viewer(frozenset({"vision"}))  # sees vision's runs, not nlp's
 
 
-def _spec(name: str, workers: int = 1, after: tuple[str, ...] = ()) -> dict[str, Any]:
+def _spec(
+    name: str, workers: int = 1, after: tuple[str, ...] = (), begin_at: str | None = None
+) -> dict[str, Any]:
     task = {"image": "local", "command": "python", "args": ["train.py"],
             "time_limit_seconds": 7200, "requested_resources": {"gpu_requests": {"count": 2},
                 "per_gpu": {"cpu_cores": 2, "memory_bytes": 1 << 32}}}  # fmt: skip
     spec: dict[str, Any] = {"priority": 5, "workers": workers, "task_template": task}
     if after:
         spec["after"] = list(after)
+    if begin_at:
+        spec["begin_at"] = begin_at
     return {"metadata": {"name": name}, "spec": spec}
 
 
 def _run(name: str, workspace: str, state: str, **fields: Any) -> RunRow:
     base: dict[str, Any] = dict(
         name=name, workspace=workspace, owner="alice", uid=1000, gid=1000,
-        spec_text=json.dumps(_spec(name, fields.pop("workers", 1), fields.pop("after", ()))),
+        spec_text=json.dumps(_spec(name, fields.pop("workers", 1), fields.pop("after", ()),
+                                   fields.pop("begin_at", None))),
         priority=5, state=state, reason=None, submitted_at=T0, started_at=None,
         finished_at=None, exit_code=None, restarts=0, preemptions=0, attempts=0,
         preempted_by=None, stop_request=None, quota_noted=False, run_uid="ab" * 16,
@@ -88,6 +93,8 @@ def _runs() -> list[tuple[RunRow, list[WorkerRow], Estimate | None]]:
          stopping, None),
         (_run("done", "vision", "Succeeded", started_at=T0 + 10, finished_at=T0 + 99,
               exit_code=0), [_worker("done", 0, "Done", exit_code=0, finished_at=T0 + 99)], None),
+        (_run("parked", "nlp", "Queued", held_by="bob", begin_at="2026-12-02T03:00:00Z",
+              reason=Reason("Held by bob", code=ReasonCode.HELD)), [], None),
         (_run("broke", "nlp", "Failed", exit_code=2, finished_at=T0 + 50, reason=Reason(
             "cannot open /secret/path", (), True, ReasonCode.MESSAGE)), [], None),
     ]  # fmt: skip

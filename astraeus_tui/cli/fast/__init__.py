@@ -1,6 +1,7 @@
 """The commands people run often, without loading typer, rich or click.
 
-`astra ls`, `run`, `submit`, `show`, `priority`, `delete` and `wait` are parsed
+`astra ls`, `run`, `submit`, `show`, `priority`, `delete`, `wait`, `hold`, `release`
+and `requeue` are parsed
 here when their arguments have a shape this package fully understands (the same
 options as the typer commands, nothing else); anything else (``--help``, an
 unknown option, a typo, a form it does not know) returns None and goes to the
@@ -20,11 +21,12 @@ Command = Callable[[list[str]], "int | None"]
 
 
 def _commands() -> dict[str, Command]:
-    from astraeus_tui.cli.fast import ls, runs
+    from astraeus_tui.cli.fast import controls, ls, runs
 
     return {"ls": ls.fast_ls, "run": runs.fast_run, "submit": runs.fast_submit,
             "show": runs.fast_show, "priority": runs.fast_priority,
-            "delete": runs.fast_delete, "wait": runs.fast_wait}  # fmt: skip
+            "delete": runs.fast_delete, "wait": runs.fast_wait, "hold": controls.fast_hold,
+            "release": controls.fast_release, "requeue": controls.fast_requeue}  # fmt: skip
 
 
 def dispatch(argv: list[str]) -> int | None:

@@ -18,6 +18,7 @@ RUN_OPTIONS = {
     "--time-limit": ("time_limit", VALUE), "--priority": ("priority", VALUE),
     "--workspace": ("workspace", VALUE), "--drive": ("drive", MULTI), "--env": ("env", MULTI),
     "--workers": ("workers", VALUE), "--after": ("after", MULTI), "--json": ("as_json", FLAG),
+    "--hold": ("hold", FLAG), "--begin": ("begin", VALUE),
 }  # fmt: skip
 
 
@@ -33,7 +34,7 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
 def run_document(p: Parsed) -> dict[str, Any] | None:
     """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
     from runner.durations import parse_duration
-    from runner.spec.build import FieldError, default_name, drive_ref, env_vars
+    from runner.spec.build import FieldError, begin_time, default_name, drive_ref, env_vars
     from runner.spec.build import run_document as build
 
     command = p.rest or []
@@ -42,7 +43,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
     gpus, cpus, priority, workers = numbers
     image = text(p, "image")
     image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
-    limit = text(p, "time_limit")
+    limit, begin = text(p, "time_limit"), text(p, "begin")
     try:
         return build(
             text(p, "name") or default_name(command[0]), command, image=image, gpus=gpus,
@@ -50,7 +51,8 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             drives=[drive_ref(d) for d in texts(p, "drive") or []],
             time_limit_seconds=None if limit is None else parse_duration(limit),
             priority=priority, workspace=text(p, "workspace"), workers=workers,
-            after=texts(p, "after") or (),
+            after=texts(p, "after") or (), hold=bool(p.options.get("hold")),
+            begin_at=None if begin is None else begin_time(begin),
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words

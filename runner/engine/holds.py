@@ -1,0 +1,58 @@
+"""Runs kept out of the order: held (``astra hold``) or before their begin time.
+
+Such a run is kept out of the planner's view, as a run waiting for its dependencies
+is: it is not in the order, is never the head and holds nothing back. It keeps its
+submission time, so once released (or once its begin time has passed) it takes its
+place in the order again as if it had never left.
+
+A held run's reason names who holds it, ``Held by alice``; another workspace reads
+``Held`` (runner/api/views.py, by the reason's code). A begin time is a calendar
+time, so it is compared with the wall clock, not measured on the monotonic one: a
+run to begin at 03:00 UTC begins when the wall clock says 03:00 UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from runner.model import RunSpec, RunState
+from runner.reasons import Reason, ReasonCode
+from runner.spec.begin import shown_begin
+from runner.store.db import RunRow
+
+HELD_ANONYMOUS = "Held"  # what another workspace reads of a held run's reason
+
+
+def held_reason(user: str) -> Reason:
+    return Reason(f"Held by {user}", code=ReasonCode.HELD)
+
+
+def begin_reason(begin_at: float) -> Reason:
+    text = f"Waits until {shown_begin(begin_at)} (its begin time)"
+    return Reason(text, code=ReasonCode.BEGIN_WAIT)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The queued runs kept out of the order now, with why; and the next begin time."""
+
+    reasons: dict[str, Reason]
+    next_begin: float | None  # the earliest begin time still ahead: plan again then
+
+
+def kept_out(runs: Iterable[RunRow], spec_of: Callable[[RunRow], RunSpec], wall: float) -> Kept:
+    """Which queued runs are held or wait for their begin time (``wall``: the wall clock)."""
+    reasons: dict[str, Reason] = {}
+    ahead: list[float] = []
+    for run in runs:
+        if run.state != RunState.QUEUED or run.stop_request is not None:
+            continue
+        if run.held_by is not None:
+            reasons[run.name] = held_reason(run.held_by)
+            continue
+        begin = spec_of(run).begin_at
+        if begin is not None and begin > wall:
+            reasons[run.name] = begin_reason(begin)
+            ahead.append(begin)
+    return Kept(reasons, min(ahead) if ahead else None)

@@ -1,0 +1,118 @@
+"""Hold, release and requeue a run: who may, in which states, written before answering.
+
+Who may: the members of the run's workspace and admins, as for a priority change.
+- hold: a queued run leaves the order (runner/engine/holds.py) with the reason
+  ``Held by <user>``; a run already held stays so. A run that has started (or has a
+  stop asked) is not held: ``409 WRONG_STATE``, as Slurm's hold is for pending jobs.
+- release: a held run goes back to its place in the order (its submission time was
+  kept); a run not held is left as it is.
+- requeue: a running run is stopped with the grace and queued again, keeping its
+  submission time and its restart count (a requeue is not a failure); a queued run is
+  left as it is; a finished run, or one already stopping, is refused (``409``: submit
+  a finished run again instead).
+
+Each answers what happened, one word or two (``held``, ``already held``,
+``released``, ``not held``, ``requeuing``, ``queued``).
+"""
+
+from __future__ import annotations
+
+from runner.engine.holds import held_reason
+from runner.model import RunState, StopReason
+from runner.reasons import Reason, ReasonCode
+from runner.service.caller import Caller, ServiceError
+from runner.service.runs import Service
+from runner.store.db import RunRow
+
+WRONG_STATE = "WRONG_STATE"
+SLURM = "slurm"  # the executor name of the front for Slurm (runner/slurm/front.py)
+
+
+def _run_to_change(service: Service, name: str, caller: Caller) -> RunRow:
+    """The run ``caller`` may act on (404, 403 as a priority change answers)."""
+    run = service.find_run(name)
+    if not caller.may_act_on(run.workspace):
+        raise ServiceError(
+            403, "FORBIDDEN", f"run {name} belongs to a namespace you are not a member of"
+        )
+    return run
+
+
+def hold(service: Service, name: str, caller: Caller) -> str:
+    """Hold a queued run: out of the order until released."""
+    _run_to_change(service, name, caller)
+    store = service.store
+    with store.transaction() as tx:
+        run = store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        if run.held_by is not None:
+            return "already held"
+        if (
+            run.state != RunState.QUEUED
+            or run.stop_request is not None
+            or (store.has_live_worker(tx, name))
+        ):
+            what = "has finished" if run.state in RunState.FINISHED else "has started"
+            if run.state == RunState.QUEUED and run.stop_request is None:
+                what = "is with Slurm already"  # the front's pending job is its worker
+            raise ServiceError(
+                409, WRONG_STATE,
+                f"run {name} is {run.state}: only a queued run can be held (it {what})",
+            )  # fmt: skip
+        store.set_held(tx, name, caller.user, held_reason(caller.user))
+        event = Reason(f"Held by {caller.user}", code=ReasonCode.HELD)
+        store.add_event(tx, name, run.workspace, "Held", event)
+    service.poke()
+    return "held"
+
+
+def release(service: Service, name: str, caller: Caller) -> str:
+    """Release a held run: back in the order, in its place."""
+    _run_to_change(service, name, caller)
+    store = service.store
+    with store.transaction() as tx:
+        run = store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        if run.held_by is None:
+            return "not held"
+        waiting = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)
+        store.set_held(tx, name, None, waiting if run.state == RunState.QUEUED else run.reason)
+        event = Reason(f"Released by {caller.user}", code=ReasonCode.RELEASED)
+        store.add_event(tx, name, run.workspace, "Released", event)
+    service.poke()
+    return "released"
+
+
+def requeue(service: Service, name: str, caller: Caller) -> str:
+    """Stop a running run with the grace and queue it again (no restart spent)."""
+    _run_to_change(service, name, caller)
+    if service.executor == SLURM:  # the front does not stop and resubmit jobs itself
+        raise ServiceError(
+            409, WRONG_STATE, f"run {name} runs on Slurm, which this daemon does not requeue"
+            " (delete it and submit it again)",
+        )  # fmt: skip
+    store = service.store
+    with store.transaction() as tx:
+        run = store.get_run(name)
+        if run is None:
+            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        live = store.has_live_worker(tx, name)
+        if run.state == RunState.QUEUED and not live and run.stop_request is None:
+            return "queued"
+        if run.state in RunState.FINISHED:
+            raise ServiceError(
+                409, WRONG_STATE,
+                f"run {name} is {run.state}: only a running run can be requeued"
+                " (submit it again to run it once more)",
+            )  # fmt: skip
+        if run.stop_request is not None or run.state == RunState.STOPPING:
+            raise ServiceError(409, WRONG_STATE, f"run {name} is already stopping")
+        text = f"Requeued by {caller.user}: stopping"
+        store.request_stop(
+            tx, name, StopReason.REQUEUE, Reason(text, code=ReasonCode.REQUEUING), stopping=True
+        )
+        store.add_event(tx, name, run.workspace, "Requeuing", Reason(text))
+    service.poke()
+    return "requeuing"

@@ -1,0 +1,129 @@
+"""Begin times as people and #SBATCH files write them (runner/spec/begin.py), in specs,
+and the runs they keep out of the order (runner/engine/holds.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from runner.engine.holds import kept_out
+from runner.model import RunState, StopReason
+from runner.reasons import ReasonCode
+from runner.spec.begin import begin_from_slurm, begin_from_text, iso_begin, shown_begin
+from runner.spec.build import FieldError, begin_time, run_document
+from runner.spec.parse import SpecError, parse_spec, spec_to_dict
+from runner.spec.sbatch import parse_sbatch
+from runner.store.db import RunRow
+
+NOW = datetime(2026, 12, 1, 16, 30, 15, tzinfo=UTC).timestamp()
+
+
+def at(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("typed", "moment"),
+    [
+        ("2026-12-02T03:00", "2026-12-02T03:00:00"),  # UTC: no offset given
+        ("2026-12-02T03:00:00Z", "2026-12-02T03:00:00"),
+        ("2026-12-02T05:00+02:00", "2026-12-02T03:00:00"),
+        ("2026-12-02 03:00", "2026-12-02T03:00:00"),
+        ("+2h", "2026-12-01T18:30:15"),
+        ("+90m", "2026-12-01T18:00:15"),
+    ],
+)
+def test_astra_run_begin_forms(typed: str, moment: str) -> None:
+    assert begin_from_text(typed, NOW) == at(moment)
+
+
+@pytest.mark.parametrize(
+    ("typed", "moment"),
+    [
+        ("now", "2026-12-01T16:30:15"),
+        ("now+60", "2026-12-01T16:31:15"),
+        ("now+2hours", "2026-12-01T18:30:15"),
+        ("now+1hour", "2026-12-01T17:30:15"),
+        ("now+3days", "2026-12-04T16:30:15"),
+        ("18:00", "2026-12-01T18:00:00"),  # later today
+        ("16:00", "2026-12-02T16:00:00"),  # passed today: tomorrow, as Slurm reads it
+        ("03:15:30", "2026-12-02T03:15:30"),
+        ("2026-12-24", "2026-12-24T00:00:00"),
+        ("2026-12-24T08:00", "2026-12-24T08:00:00"),
+    ],
+)
+def test_sbatch_begin_forms(typed: str, moment: str) -> None:
+    assert begin_from_slurm(typed, NOW) == at(moment)
+
+
+@pytest.mark.parametrize("typed", ["midnight", "teatime", "12/24/26", "now-1hour", "25:00", ""])
+def test_unclear_slurm_forms_are_refused(typed: str) -> None:
+    with pytest.raises(ValueError, match="not"):
+        begin_from_slurm(typed, NOW)
+
+
+def test_refusals_name_the_field() -> None:
+    with pytest.raises(FieldError) as error:
+        begin_time("tomorrow", NOW)
+    assert error.value.field == "begin"
+    assert "ISO 8601" in error.value.message
+    with pytest.raises(FieldError):
+        begin_time("1999-01-01T00:00", NOW)
+
+
+def test_shown_as_messages_say_it() -> None:
+    assert shown_begin(at("2026-12-02T03:00:00")) == "2026-12-02 03:00 UTC"
+    assert shown_begin(at("2026-12-02T03:00:07")) == "2026-12-02 03:00:07 UTC"
+    assert iso_begin(at("2026-12-02T03:00:00")) == "2026-12-02T03:00:00Z"
+
+
+def test_the_spec_fields_round_trip() -> None:
+    doc = run_document("r", ["true"], hold=True, begin_at=begin_time("2026-12-02T05:00+02:00"))
+    assert doc["spec"]["hold"] is True and doc["spec"]["begin_at"] == "2026-12-02T03:00:00Z"
+    spec = parse_spec(doc)
+    assert spec.hold and spec.begin_at == at("2026-12-02T03:00:00")
+    again = spec_to_dict(spec)
+    assert parse_spec(json.loads(json.dumps(again))) == spec
+    assert "hold" not in spec_to_dict(parse_spec(run_document("r", ["true"])))["spec"]  # type: ignore[operator]
+    with pytest.raises(SpecError, match=r"^spec.begin_at: 'soon' is not an ISO 8601"):
+        parse_spec({"metadata": {"name": "r"}, "spec": {"begin_at": "soon", "task_template": {}}})
+    with pytest.raises(SpecError, match=r"spec\.hold"):
+        parse_spec({"metadata": {"name": "r"}, "spec": {"hold": "yes", "task_template": {}}})
+
+
+def test_sbatch_begin_and_hold() -> None:
+    spec = parse_sbatch("#!/bin/bash\n#SBATCH -J x --begin=now+2hours\n#SBATCH -H\ntrue\n", now=NOW)
+    assert spec.begin_at == NOW + 7200 and spec.hold
+    with pytest.raises(SpecError) as error:
+        parse_sbatch("#SBATCH -J x\n#SBATCH --begin=noon\ntrue\n", now=NOW)
+    assert str(error.value).startswith("#SBATCH --begin: 'noon' is not understood")
+    with pytest.raises(SpecError, match="takes no value"):
+        parse_sbatch("#SBATCH -J x\n#SBATCH --hold=1\ntrue\n", now=NOW)
+
+
+def _row(name: str, *, held_by: str | None = None, begin: str | None = None,
+         state: RunState = RunState.QUEUED, stop: StopReason | None = None) -> RunRow:  # fmt: skip
+    doc = run_document(name, ["true"], begin_at=begin)
+    return RunRow(name, "vision", "alice", 1000, 1000, json.dumps(doc), 0, state, None, NOW,
+                  None, None, None, 0, 0, 0, None, stop, False, held_by=held_by)  # fmt: skip
+
+
+def test_held_and_not_yet_begun_runs_are_kept_out_until_their_time() -> None:
+    rows = [
+        _row("held", held_by="bob"),
+        _row("later", begin="2026-12-02T03:00:00Z"),
+        _row("past", begin="2026-12-01T00:00:00Z"),
+        _row("plain"),
+        _row("running", held_by="bob", state=RunState.RUNNING),
+        _row("deleting", begin="2026-12-02T03:00:00Z", stop=StopReason.DELETE),
+    ]
+    kept = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), NOW)
+    assert {n: (r.render(), r.code) for n, r in kept.reasons.items()} == {
+        "held": ("Held by bob", ReasonCode.HELD),
+        "later": ("Waits until 2026-12-02 03:00 UTC (its begin time)", ReasonCode.BEGIN_WAIT),
+    }
+    assert kept.next_begin == at("2026-12-02T03:00:00")
+    after = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), at("2026-12-02T03:00:00"))
+    assert set(after.reasons) == {"held"} and after.next_begin is None
