@@ -299,6 +299,8 @@ class QueueModel:
             return Text("↪ bf", style="cyan")
         if run.paused:
             return Text(f"⏸{pos:>3}", style="magenta")
+        if run.held and run.state == RunState.QUEUED:  # out of the order until released
+            return Text("held", style="dark_orange")
         if run.state == RunState.STOPPING:
             return Text("■", style="red")
         if run.state in RunState.LIVE:

@@ -36,9 +36,10 @@ def start_label(run: Run, now: float) -> str:
 
     ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
     as the planner says it), ``?`` when there is no estimate (work without a time
-    limit is in the way), and nothing for a run that does not wait.
+    limit is in the way), and nothing for a run that does not wait, or is held (it starts
+    only once released).
     """
-    if run.state != RunState.QUEUED:
+    if run.state != RunState.QUEUED or run.held:
         return ""
     at = epoch(run.starts_by)
     if at is None:

@@ -131,6 +131,7 @@ class RunDetailScreen(Screen[None]):
         Binding("p", "priority", "Priority", tooltip="Change this run's priority"),
         Binding("e", "edit", "Edit", tooltip="Change its time limit, GPUs, CPUs, memory"),
         Binding("d", "delete", "Delete", tooltip="Delete this run (asks first)"),
+        Binding("o", "hold", "Hold", tooltip="Hold this queued run, or release it"),
         Binding("f", "follow", "Follow", tooltip="Keep the log scrolled to its end, or stop"),
     ]
 
@@ -314,6 +315,19 @@ class RunDetailScreen(Screen[None]):
         question = f"Delete run {self.run_name}?"
         detail = "A queued run is cancelled at once; a live one is stopped with the grace."
         self.app.push_screen(ConfirmScreen(question, detail, "Delete"), confirmed)
+
+    def action_hold(self) -> None:
+        """Hold this run, or release it when it is held (``held`` decides)."""
+        if self.run is not None:
+            self.hold("release" if self.run.held else "hold")
+
+    @work(exclusive=True, group="hold", exit_on_error=False)
+    async def hold(self, action: str) -> None:
+        try:
+            result = await self.client.control(self.run_name, action)
+            self.app.notify(f"{self.run_name}: {result.get('outcome')}")
+        except ApiError as e:
+            self.app.notify(str(e), severity="error")
 
     @work(exclusive=True, group="delete", exit_on_error=False)
     async def delete(self) -> None:

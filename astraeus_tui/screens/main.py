@@ -48,6 +48,13 @@ class MainScreen(Screen[None]):
         Binding("d", "delete", "Del", tooltip="Delete the highlighted run (asks first)"),
         Binding("enter", "details", "Details", show=False, tooltip="Open the run's page"),
         Binding("l", "logs", "Logs", tooltip="Follow the highlighted run's logs"),
+        Binding(
+            "o",
+            "hold",
+            "Hold",
+            show=False,
+            tooltip="Hold the highlighted queued run, or release it",
+        ),
         Binding("h", "head", "Head", tooltip="Jump to the queue head"),
         Binding("slash", "search", "Find", key_display="/", tooltip="Search the queue"),
         Binding("s", "sort", "Sort", tooltip="Sort the queue: cycle the order"),
@@ -350,6 +357,21 @@ class MainScreen(Screen[None]):
             self.post_message(self.Done(str(e), error=True))
             return
         self.post_message(self.Done(f"{name}: {result.get('outcome', 'deleted')}"))
+
+    def action_hold(self) -> None:
+        """Hold the highlighted run, or release it when it is held (``held`` decides)."""
+        run = self._named_selection()
+        if run is not None:
+            self.hold_run(run.name, "release" if run.held else "hold")
+
+    @work(exclusive=True, group="hold", exit_on_error=False)
+    async def hold_run(self, name: str, action: str) -> None:
+        try:
+            result = await self.client.control(name, action)
+        except ApiError as e:
+            self.post_message(self.Done(str(e), error=True))
+            return
+        self.post_message(self.Done(f"{name}: {result.get('outcome', action)}"))
 
     def on_main_screen_done(self, message: Done) -> None:
         self.notify(message.text, severity="error" if message.error else "information")

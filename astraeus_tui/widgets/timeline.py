@@ -152,7 +152,9 @@ class Timeline(Widget):
             cells[mark] = ("┃", MARK)
         at, when = epoch(run.starts_by), start_label(run, self.now)
         style = MARK if run.head else "bold"
-        if at is None:
+        if run.held:
+            _write(cells, 0, "held: starts once released", "dark_orange")
+        elif at is None:
             _write(cells, 0, "? start not known", "grey50")
         else:
             x = col(at)
