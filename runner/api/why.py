@@ -11,6 +11,7 @@ from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.drain import Drain, draining_reason, explained
+from runner.engine.holds import kept_out
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
 from runner.model import RunState
@@ -79,6 +80,7 @@ async def why(request: web.Request) -> web.Response:
     run = daemon.service.get_run(caller, name)
     deps = check_dependencies([run], daemon.backend.specs.get, daemon.service.run_states)
     waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
+    waiting |= kept_out([run], daemon.backend.specs.get, time.time()).reasons  # held, begin
     if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
             "run": name, "reason": waiting[name].render(caller.viewer),

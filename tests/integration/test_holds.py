@@ -65,6 +65,8 @@ def test_a_held_head_lets_the_next_run_start_and_release_returns_it_to_its_place
     assert (big["held"], big["reason"], big["reason_code"]) == (True, "Held by root", "HELD")
     assert big["position"] is None and big["head"] is False  # out of the order
     assert d.astra("hold", "big").stdout == "big: already held\n"
+    why = d.json("why", "big")
+    assert why["reason"] == "Held by root" and why["chain"][0].startswith("Out of the queue's")
 
     assert d.astra("delete", "busy").returncode == 0
     _run(d, "later", "--gpus", "2")
@@ -245,3 +247,21 @@ def test_members_hold_their_workspaces_runs_and_others_read_only_held(
     assert by_ann == {"ok": {"name": "ann-run", "outcome": "requeuing"}}
     messages = [e["message"] for e in _events(d, "ann-run")]
     assert f"Requeued by {ANN}: stopping" in messages
+
+
+def test_a_requeue_asked_before_a_crash_is_carried_out_after_it(d: Served) -> None:
+    _run(d, "stubborn", argv=("bash", "-c", "trap '' TERM; while true; do sleep 0.1; done"))
+    wait_for(lambda: _state(d, "stubborn") == "Running", 20, "stubborn running")
+    submitted = d.json("show", "stubborn")["submitted_at"]
+    assert d.astra("requeue", "stubborn").returncode == 0
+    d.kill9()  # in its grace: the worker ignores SIGTERM and goes on
+    d.restart()
+
+    def attempts() -> int:
+        return len({w["attempt"] for w in d.json("show", "stubborn")["workers_history"]})
+
+    wait_for(lambda: attempts() == 2, 30, "a second attempt after the SIGKILL")
+    run = d.json("show", "stubborn")
+    first = [w for w in run["workers_history"] if w["attempt"] == 1]
+    assert [(w["stop_reason"], w["killed"]) for w in first] == [("requeue", True)]
+    assert (run["submitted_at"], run["restarts"]) == (submitted, 0)
