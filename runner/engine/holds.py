@@ -44,15 +44,16 @@ class Kept:
 def kept_out(runs: Iterable[RunRow], spec_of: Callable[[RunRow], RunSpec], wall: float) -> Kept:
     """Which queued runs are held or wait for their begin time (``wall``: the wall clock)."""
     reasons: dict[str, Reason] = {}
-    ahead: list[float] = []
+    made: dict[str | float, Reason] = {}  # one reason per holder and per begin time
+    ahead: float | None = None
     for run in runs:
         if run.state != RunState.QUEUED or run.stop_request is not None:
             continue
-        if run.held_by is not None:
-            reasons[run.name] = held_reason(run.held_by)
+        if (user := run.held_by) is not None:
+            reasons[run.name] = made.get(user) or made.setdefault(user, held_reason(user))
             continue
         begin = spec_of(run).begin_at
         if begin is not None and begin > wall:
-            reasons[run.name] = begin_reason(begin)
-            ahead.append(begin)
-    return Kept(reasons, min(ahead) if ahead else None)
+            reasons[run.name] = made.get(begin) or made.setdefault(begin, begin_reason(begin))
+            ahead = begin if ahead is None else min(ahead, begin)
+    return Kept(reasons, ahead)

@@ -109,10 +109,10 @@ def requeue(service: Service, name: str, caller: Caller) -> str:
             )  # fmt: skip
         if run.stop_request is not None or run.state == RunState.STOPPING:
             raise ServiceError(409, WRONG_STATE, f"run {name} is already stopping")
-        text = f"Requeued by {caller.user}: stopping"
-        store.request_stop(
-            tx, name, StopReason.REQUEUE, Reason(text, code=ReasonCode.REQUEUING), stopping=True
-        )
-        store.add_event(tx, name, run.workspace, "Requeuing", Reason(text))
+        # the reason is read by every workspace: who asked is in the event, the workspace's
+        reason = Reason("Requeued: stopping", code=ReasonCode.REQUEUING)
+        store.request_stop(tx, name, StopReason.REQUEUE, reason, stopping=True)
+        event = Reason(f"Requeued by {caller.user}: stopping", code=ReasonCode.REQUEUING)
+        store.add_event(tx, name, run.workspace, "Requeuing", event)
     service.poke()
     return "requeuing"

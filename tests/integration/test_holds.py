@@ -161,7 +161,7 @@ def test_requeue_stops_with_the_grace_and_queues_again_keeping_its_place_and_res
     assert (out.returncode, out.stdout) == (0, "job: requeuing\n"), out.stderr
     stopping = d.json("show", "job")
     assert (stopping["state"], stopping["reason_code"]) == ("Stopping", "REQUEUING")
-    assert stopping["reason"] == "Requeued by root: stopping"
+    assert stopping["reason"] == "Requeued: stopping"  # who asked: in its events
 
     def attempts() -> int:
         return len({w["attempt"] for w in d.json("show", "job")["workers_history"]})
