@@ -12,7 +12,7 @@ Who may: the members of the run's workspace and admins, as for a priority change
   a finished run again instead).
 
 Each answers what happened, one word or two (``held``, ``already held``,
-``released``, ``not held``, ``requeuing``, ``queued``).
+``released``, ``not held``, ``requeuing``, ``already queued``).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def requeue(service: Service, name: str, caller: Caller) -> str:
             raise ServiceError(404, "NOT_FOUND", f"no run {name}")
         live = store.has_live_worker(tx, name)
         if run.state == RunState.QUEUED and not live and run.stop_request is None:
-            return "queued"
+            return "already queued"
         if run.state in RunState.FINISHED:
             raise ServiceError(
                 409, WRONG_STATE,

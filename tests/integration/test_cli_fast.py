@@ -133,7 +133,7 @@ def test_hold_release_requeue(d: Served) -> None:
     assert same(d, "hold", "parked", "nope", "done", rename="parked") == "parked: already held\n"
     assert same(d, "release", "parked", rename="parked") == "parked: released\n"
     same(d, "release", "done")
-    assert same(d, "requeue", "queued") == "queued: queued\n"
+    assert same(d, "requeue", "queued") == "queued: already queued\n"
     for args in (("requeue", "done"), ("requeue", "nope"), ("hold", "busy")):
         same(d, *args)
     same(d, "run", "--name", "later", "--hold", "--begin", "2036-12-02T03:00", "--", "true",

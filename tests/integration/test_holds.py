@@ -176,7 +176,7 @@ def test_requeue_stops_with_the_grace_and_queues_again_keeping_its_place_and_res
     assert "REQUEUING" in codes and "REQUEUED" in codes
 
     _run(d, "waiting", "--gpus", "2")
-    assert d.astra("requeue", "waiting").stdout == "waiting: queued\n"
+    assert d.astra("requeue", "waiting").stdout == "waiting: already queued\n"
     _run(d, "quick", argv=("true",))
     assert d.astra("wait", "quick").returncode == 0
     out = d.astra("requeue", "quick")

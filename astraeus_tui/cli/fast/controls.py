@@ -1,7 +1,7 @@
 """`hold`, `release` and `requeue` of runs, shared by the fast path and the typer twins.
 
 One line a run, ``NAME: OUTCOME`` (``held``, ``already held``, ``released``, ``not held``,
-``requeuing``, ``queued``); a refusal is its one line on stderr and the next run is
+``requeuing``, ``already queued``); a refusal is its one line on stderr and the next run is
 still asked; the exit code is 1 when any run was refused.
 """
 
