@@ -17,6 +17,7 @@ from astraeus_tui.app import AstraeusApp
 from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.tui.helpers import until
 from tests.tui.test_edit_drain import draining
+from tests.tui.test_holds import app_with_a_held_run
 from tests.tui.test_snapshots import STATES, app_for, settled
 from tests.tui.test_usage_panel import usage_app
 
@@ -29,12 +30,15 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("slurm", "slurm", 120, 36, ()),  # a front for a Slurm cluster
     ("draining", "draining", 120, 36, ()),  # the machine and GPU 3 drained by an admin
     ("usage", "usage", 120, 36, ("u",)),  # a week of usage per workspace, as bars
+    ("held", "held", 120, 36, ()),  # a held run out of the order (the head state, one held)
 ]
 
 
 def app_of(state: str) -> AstraeusApp:
     if state == "usage":
         return usage_app()
+    if state == "held":
+        return app_with_a_held_run()
     if state == "draining":
         fake = draining()
         return AstraeusApp(fake, clock=fake.clock)

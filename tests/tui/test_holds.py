@@ -75,7 +75,10 @@ def held_queue() -> dict[str, Any]:
     return data
 
 
-def test_a_held_run_in_the_queue(snap_compare: Any) -> None:
+def app_with_a_held_run() -> AstraeusApp:
     fake = FakeClient(held_queue())
-    app = AstraeusApp(fake, clock=fake.clock)
-    assert snap_compare(app, terminal_size=(120, 36), run_before=settled)
+    return AstraeusApp(fake, clock=fake.clock)
+
+
+def test_a_held_run_in_the_queue(snap_compare: Any) -> None:
+    assert snap_compare(app_with_a_held_run(), terminal_size=(120, 36), run_before=settled)
