@@ -110,7 +110,7 @@ def run_view(
         stopping_for=_stopping_for(stopping, viewer),
         group=run.grp if visible else None,
         after=list(spec.after) if visible else [],
-        held=run.held_by is not None,
+        held=run.held_by is not None and run.state not in RunState.FINISHED,
         begin_at=iso(spec.begin_at),
     )
 

@@ -158,7 +158,7 @@ class RunWrites:
         _run(
             tx, name, state=RunState.QUEUED, reason=reason_json(reason), started_at=None,
             finished_at=None, exit_code=None, restarts=0, stop_request=None, preempted_by=None,
-            quota_noted=0, streak=streak, priority=priority,
+            quota_noted=0, streak=streak, priority=priority, held_by=None,
         )  # fmt: skip
 
 
