@@ -27,6 +27,8 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
     client.submit(spec("big", ["true"], gpus=3))  # more than the machine has: it waits
     # the planner's reason, not the submit's "Waiting for the scheduler": it changes no more
     wait_for(lambda: client.show("big").reason_code not in (None, "WAITING"), message="a reason")
+    held = ("--hold", "--begin", "2036-12-02T03:00")  # held and begin_at set: their fields too
+    assert d.astra("run", "--name", "parked", *held, "--", "true").returncode == 0
     template = spec("nightly", ["true"], gpus=1)
     client.create_group({"kind": "schedule", "cron": "0 3 * * *", "template": template})
     today = time.strftime("%Y-%m-%d", time.gmtime())  # history's since: the same in both
@@ -34,6 +36,7 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
         ("ls", "--all"): ("/v1/runs", {"all": 1}),
         ("show", "one"): ("/v1/runs/one", None),
         ("show", "big"): ("/v1/runs/big", None),
+        ("show", "parked"): ("/v1/runs/parked", None),
         ("gpus",): ("/v1/gpus", None),
         ("schedule", "ls"): ("/v1/groups", {"kind": "schedule"}),
         ("schedule", "show", "nightly"): ("/v1/groups/nightly", None),
