@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from runner.durations import parse_duration
 
 MIN_BEGIN = 946_684_800.0  # 2000-01-01: earlier is surely a mistake
+MAX_BEGIN = 4_102_444_800.0  # 2100-01-01: later is too (and stays within every clock's range)
 ISO_FORMS = "an ISO 8601 time such as 2026-12-02T03:00 (UTC unless it has an offset)"
 SLURM_FORMS = "now+N[seconds|minutes|hours|days|weeks], HH:MM[:SS] or YYYY-MM-DD[THH:MM[:SS]]"
 _SLURM_NOW = re.compile(r"now(?:\+([0-9]{1,9})(?:(second|minute|hour|day|week)s?)?)?")
@@ -39,17 +40,17 @@ def iso_seconds(text: str) -> float:
         value = value[:-1] + "+00:00"
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    except (ValueError, OverflowError):
         raise ValueError(f"{text[:60]!r} is not {ISO_FORMS}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 def check_begin(seconds: float) -> float:
-    """A begin time within bounds: after 2000-01-01."""
-    if not math.isfinite(seconds) or seconds < MIN_BEGIN:
-        raise ValueError("must be after 2000-01-01")
+    """A begin time within bounds: from 2000-01-01 to 2100-01-01."""
+    if not math.isfinite(seconds) or not MIN_BEGIN <= seconds < MAX_BEGIN:
+        raise ValueError("must be between 2000-01-01 and 2100-01-01")
     return seconds
 
 
@@ -57,7 +58,7 @@ def begin_from_text(text: str, now: float) -> float:
     """``astra run --begin``: ISO 8601 (UTC unless an offset is given) or ``+DURATION``."""
     value = text.strip()
     if value.startswith("+"):
-        return now + parse_duration(value[1:])
+        return check_begin(now + parse_duration(value[1:]))
     return check_begin(iso_seconds(value))
 
 
@@ -66,7 +67,7 @@ def begin_from_slurm(text: str, now: float) -> float:
     value = text.strip()
     if match := _SLURM_NOW.fullmatch(value):
         count, unit = match.groups()
-        return now + int(count or 0) * _SLURM_UNITS[unit or "second"]
+        return check_begin(now + int(count or 0) * _SLURM_UNITS[unit or "second"])
     if match := _CLOCK.fullmatch(value):
         hours, minutes, seconds = (int(p or 0) for p in match.groups())
         if hours > 23 or minutes > 59 or seconds > 59:

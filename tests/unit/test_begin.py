@@ -69,8 +69,14 @@ def test_refusals_name_the_field() -> None:
         begin_time("tomorrow", NOW)
     assert error.value.field == "begin"
     assert "ISO 8601" in error.value.message
-    with pytest.raises(FieldError):
-        begin_time("1999-01-01T00:00", NOW)
+    for far in ("1999-01-01T00:00", "9999-12-31T23:59:59.5", "+99999999w"):
+        with pytest.raises(FieldError, match="between 2000-01-01 and 2100-01-01"):
+            begin_time(far, NOW)
+    with pytest.raises(ValueError, match="between"):
+        begin_from_slurm("now+999999999weeks", NOW)
+    early = {"begin_at": "0001-01-01T00:00+01:00", "task_template": {}}
+    with pytest.raises(SpecError, match=r"^spec\.begin_at: must be between"):
+        parse_spec({"metadata": {"name": "r"}, "spec": early})
 
 
 def test_shown_as_messages_say_it() -> None:
