@@ -213,6 +213,8 @@ class RunSpec:
     interactive: bool = False  # one worker with a terminal a client attaches to (run -it)
     hold: bool = False  # submitted held: out of the order until released (astra release)
     begin_at: float | None = None  # out of the order until then (wall clock, epoch seconds)
+    # (Apprise URL, event names) to notify of this run's events (runner/notify)
+    notify: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def worker_resources(self) -> Resources:
         """What one worker asks for."""

@@ -67,6 +67,8 @@ class ReasonCode(StrEnum):
     UPDATED = "UPDATED"  # a run's time limit, resources or priority edited (astra update)
     DRAINED = "DRAINED"  # the machine's events: drained, and resumed again
     UNDRAINED = "UNDRAINED"
+    NOTIFIED = "NOTIFIED"  # a notification delivered (runner/notify)
+    NOTIFY_FAILED = "NOTIFY_FAILED"  # a notification given up on, or not queued
 
 
 # an event's code by its kind; a start's code is its rule's (BACKFILLED or STARTED)

@@ -150,6 +150,17 @@ def run(
         str | None,
         typer.Option(help="Not before this time: 2026-12-02T03:00 (UTC unless an offset), +2h."),
     ] = None,
+    notify: Annotated[
+        list[str] | None,
+        typer.Option(help="An Apprise URL to notify, e.g. json://host/hook (repeatable)."),
+    ] = None,
+    notify_on: Annotated[
+        str | None,
+        typer.Option(
+            help="Events for --notify: succeeded,failed,preempted,started,timelimit "
+            "(default: succeeded,failed)."
+        ),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -162,6 +173,7 @@ def run(
         default_name,
         drive_ref,
         env_vars,
+        event_names,  # --notify-on
         run_document,
     )
 
@@ -173,6 +185,7 @@ def run(
             priority=priority, workspace=workspace, workers=workers, after=after or (),
             interactive=interactive or tty,
             hold=hold, begin_at=None if begin is None else begin_time(begin),
+            notify=notify or (), notify_on=event_names(notify_on),
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None

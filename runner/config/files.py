@@ -207,6 +207,12 @@ DEFAULT_CONFIG_TEXT = """\
 # [drives.<name>]       a host directory that runs mount by name
 #   path                absolute path of an existing directory
 #   workspaces          optional: the workspaces that may mount it (default: all)
+# [[notify]]           an Apprise URL told of runs' events (any number of entries)
+#   url                 e.g. "json://host:9000/hook", "mailto://localhost?to=lab@x",
+#                       "ntfy://topic", "slack://…" (the schemes: docs/api.md)
+#   events              any of "succeeded", "failed", "preempted", "started",
+#                       "timelimit" (default ["succeeded", "failed"])
+#   workspaces          optional: only these workspaces' runs (default: all)
 #
 # Example drive (create the directory first):
 #   [drives.checkpoints]

@@ -65,6 +65,7 @@ from runner.model import (
 
 if TYPE_CHECKING:
     from runner.config.slurm import SlurmConfig
+    from runner.notify.targets import Target
 
 STOP_GRACE_ENV = "ASTRAEUS_STOP_GRACE"
 HOME_ENV = "ASTRAEUS_HOME"
@@ -79,7 +80,7 @@ DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the sta
 
 _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
-_TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm")
+_TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm", "notify")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
     "max_submit_per_user", "log_limit", "log_reserve", "default_image",
@@ -163,6 +164,7 @@ class Config:
     default_workspace: str
     slurm: SlurmConfig | None = None  # executor = "slurm": the [slurm] table
     api: ApiLimits = ApiLimits()
+    notify: tuple[Target, ...] = ()  # [[notify]]: runner/config/notify.py
 
     def workspaces_of(self, user: str) -> frozenset[str]:
         """The workspaces whose members include ``user`` (or everyone)."""
@@ -344,6 +346,11 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
             slurm = parse_slurm(top.get("slurm", {}))
         except SlurmConfigError as e:
             raise _Invalid(e.key, e.reason) from None
+    notify: tuple[Target, ...] = ()
+    if "notify" in top:
+        from runner.config.notify import parse_notify  # lazy: only a [[notify]] loads Apprise
+
+        notify = parse_notify(top["notify"], workspaces)
     return Config(
         path=None,
         machine=machine,
@@ -355,6 +362,7 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
         default_workspace=default,
         slurm=slurm,
         api=_api_limits(api),
+        notify=notify,
     )
 
 

@@ -26,6 +26,7 @@ from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import Inventory, read_inventory
 from runner.model import RunSpec, RunState
+from runner.notify.sender import Sender
 from runner.planner.plan import Machine
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
@@ -168,6 +169,10 @@ class Daemon:
         self.groups = GroupService(self.service)
         groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
         self.backend: Backend = self._backend(slurm, groups, clock)
+        # notifications: the store queues them with their events, this thread sends them
+        self.store.notify_targets = self.config.notify
+        self.notifier = Sender(self.store)
+        self.store.outbox_listener = self.notifier.wake
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -216,6 +221,7 @@ class Daemon:
         self.settings.workspaces = config.workspaces
         self.settings.drives = {name: d.path for name, d in config.drives.items()}
         self.settings.finished_retention = config.machine.finished_retention
+        self.store.notify_targets = config.notify
         self.backend.poke()
 
     def start(self) -> Daemon:
@@ -224,6 +230,7 @@ class Daemon:
             target=self.backend.run_forever, args=(self._stop,), name="astraeus-loop", daemon=True
         )
         self._thread.start()
+        self.notifier.start()
         return self
 
     def stop(self) -> None:
@@ -232,3 +239,4 @@ class Daemon:
         self.backend.poke()  # wakes it from its wait
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.notifier.stop()

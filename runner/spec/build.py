@@ -74,6 +74,11 @@ def begin_time(text: str, now: float | None = None) -> str:
         raise FieldError("begin", str(e)) from None
 
 
+def event_names(text: str | None) -> list[str]:
+    """``--notify-on succeeded,failed`` as a list of names (the daemon checks them)."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
 def default_name(command: str) -> str:
     """A run's name when none is given: the command's base name, made a name, and four
     random hex digits (``train-3f2a``)."""
@@ -99,13 +104,16 @@ def run_document(
     interactive: bool = False,
     hold: bool = False,
     begin_at: str | None = None,
+    notify: Sequence[str] = (),
+    notify_on: Sequence[str] = (),
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
     Left out when not given: the image (the daemon's default), the memory (none
     asked), the time limit (none), the workspace (the caller's default), ``env``,
-    ``workers`` (one), ``after``, ``hold`` and ``begin_at`` (see begin_time);
-    ``interactive`` adds ``spec.interactive`` (and no restarts).
+    ``workers`` (one), ``after``, ``hold`` and ``begin_at`` (see begin_time), and
+    ``notify`` (Apprise URLs, each for the events of ``notify_on``; succeeded and failed
+    when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts).
     """
     resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
     if memory is not None:
@@ -132,4 +140,7 @@ def run_document(
         spec["hold"] = True
     if begin_at is not None:
         spec["begin_at"] = begin_at
+    if notify:  # each URL for the events of notify_on (the daemon's default without)
+        events = {"events": list(notify_on)} if notify_on else {}
+        spec["notify"] = [{"url": url, **events} for url in notify]
     return {"metadata": meta, "spec": spec}

@@ -54,6 +54,7 @@ from runner.spec.fields import (
     one_line,
     show_value,
 )
+from runner.spec.notify import notify_field, stored_notify_field
 
 __all__ = [  # names importers take from here; the field checks live in runner.spec.fields
     "DOCUMENT",
@@ -89,7 +90,7 @@ _SYSTEM_DIRS_SHOWN = "/proc, /sys, /dev, /run, /var/run, /etc, /boot, /bin, /sbi
 
 _SPEC_KEYS = (
     "priority", "workers", "gang", "restart_limit", "after", "hold", "begin_at", "interactive",
-    "task_template",
+    "notify", "task_template",
 )  # fmt: skip
 MAX_AFTER = 64  # runs one run may wait for
 _TASK_KEYS = (
@@ -134,6 +135,9 @@ def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
         hold=_optional(spec, "spec", "hold", _bool, False),
         begin_at=_optional(spec, "spec", "begin_at", _begin_at, None),
         task=_required(spec, "spec", "task_template", _stored_task if stored else _task),
+        notify=_optional(
+            spec, "spec", "notify", stored_notify_field if stored else notify_field, ()
+        ),
     )
     if parsed.interactive and parsed.workers != 1:
         raise SpecError("spec.interactive", "an interactive run has one worker")
@@ -356,6 +360,11 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
             **({"hold": True} if spec.hold else {}),
             **({"begin_at": iso_begin(spec.begin_at)} if spec.begin_at is not None else {}),
             "task_template": _task_to_dict(spec.task),
+            **(
+                {"notify": [{"url": u, "events": list(e)} for u, e in spec.notify]}
+                if spec.notify
+                else {}
+            ),
         },
     }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runner.durations import slurm_seconds
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, MountMode, RunSpec
+from runner.notify.targets import mail_events, mail_url
 from runner.spec.begin import begin_from_slurm, iso_begin
 from runner.spec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_value
 
@@ -61,6 +62,7 @@ class _Batch:
         self.now = now  # the wall clock as the file is read: ``--begin=now+1hour`` counts from it
         self.values: dict[str, object] = {}
         self.origin: dict[str, str] = dict(_SBATCH_FIELDS)
+        self.mail: dict[str, str] = {}  # --mail-type and --mail-user, read together
 
     def set(self, field: str, value: object, option: str) -> None:
         self.values[field] = value
@@ -104,6 +106,7 @@ def parse_sbatch(
         _apply_options(batch, tokens)
     if nice is not None:
         batch.set("spec.priority", -_nice_value(str(nice), "--nice"), "--nice")
+    _mail(batch)
     if "metadata.name" not in batch.values:
         raise SpecError("#SBATCH --job-name", "required (no job name and no file name to use)")
     return _validate_batch(batch)
@@ -330,6 +333,34 @@ def _mount(entry: str, option: str) -> dict[str, str]:
     return {"name": source, "mount_path": target, "mode": mode.value}
 
 
+def _mail_option(batch: _Batch, value: str | None, option: str) -> None:
+    batch.mail[option] = value or ""
+
+
+def _mail(batch: _Batch) -> None:
+    """``--mail-type=END,FAIL --mail-user=a@b``: a mail to a@b (through the machine's mail
+    server) on those events, as ``spec.notify``: BEGIN started, END succeeded and failed,
+    FAIL failed, REQUEUE preempted, TIME_LIMIT timelimit, ALL every one, NONE none."""
+    types, user = batch.mail.get("#SBATCH --mail-type"), batch.mail.get("#SBATCH --mail-user")
+    if types is None:
+        return  # Slurm too sends nothing without a mail type
+    try:
+        events = mail_events(types.split(","))
+    except ValueError as e:
+        raise SpecError("#SBATCH --mail-type", str(e)) from None
+    if not events:
+        return
+    if not user:
+        raise SpecError("#SBATCH --mail-user", "required with --mail-type (the address to mail)")
+    try:
+        url = mail_url(user)
+    except ValueError as e:
+        raise SpecError("#SBATCH --mail-user", str(e)) from None
+    batch.set(
+        "spec.notify", [{"url": url, "events": [e.value for e in events]}], "#SBATCH --mail-user"
+    )
+
+
 _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--job-name": _job_name,
     "--nice": _nice,
@@ -345,4 +376,6 @@ _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--mem-per-gpu": _mem_option(f"{_RES}.per_gpu.memory_bytes"),
     "--container-image": _container_image,
     "--container-mounts": _container_mounts,
+    "--mail-type": _mail_option,
+    "--mail-user": _mail_option,
 }

@@ -27,6 +27,7 @@ from runner.store.drains import DrainTables
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
 from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
+from runner.store.outbox import OutboxTables
 from runner.store.rows import (
     _WORKERS,
     EventRow,
@@ -76,7 +77,9 @@ class NameInUse(Exception):
     pass
 
 
-class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, UsageTables):
+class Store(
+    RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, UsageTables, OutboxTables
+):
     """One SQLite file; one connection per thread, opened on first use."""
 
     def __init__(self, path: Path) -> None:
@@ -166,12 +169,16 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, Usa
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield Tx(conn)
+                    tx = Tx(conn)
+                    yield tx
+                    queued = self._queue_notices(tx) if tx._notes else 0  # runner/store/outbox.py
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
+                if queued and self.outbox_listener is not None:
+                    self.outbox_listener()
             except sqlite3.OperationalError as e:
                 if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     raise DiskFull(
@@ -301,6 +308,8 @@ class Store(RunWrites, WorkerWrites, GroupTables, ForgetTables, DrainTables, Usa
 
         ``code``: what it says, by default the one of its kind (``event_code``)."""
         code = event_code(kind, message) if code is None else code
+        if grp is None:
+            self._note_event(tx, run, code, message, time.time() if now is None else now)
         tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,?,?,?,?)",

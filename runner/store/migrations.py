@@ -206,4 +206,24 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN held_by TEXT;
     """,
+    # 12: the outbox of notifications (runner/store/outbox.py): each row written with the
+    # event that causes it, deleted once delivered; ``failed`` once given up
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_uid TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        event TEXT NOT NULL,
+        url TEXT NOT NULL,
+        label TEXT NOT NULL,
+        notice TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        failed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX outbox_pending ON outbox(failed, id);
+    CREATE INDEX outbox_run ON outbox(run_uid);
+    CREATE INDEX outbox_workspace ON outbox(workspace, failed);
+    """,
 )

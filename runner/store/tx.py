@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
+from runner.reasons import Reason, ReasonCode
+
 
 class Keep(Enum):
     """A write method's argument left as it is in the row (the column is not written)."""
@@ -26,10 +28,12 @@ KEEP = Keep.KEEP
 class Tx:
     """One BEGIN IMMEDIATE … COMMIT, open while the ``with`` block of transaction() runs."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_notes")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        # events that may be notified: (run, code, message, time), queued at COMMIT
+        self._notes: list[tuple[str, ReasonCode, Reason, float]] = []
 
     def _sql(self, statement: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
         """For runner/store/ only: run one statement within this transaction."""

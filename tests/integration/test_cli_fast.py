@@ -97,7 +97,8 @@ def test_reads_and_their_refusals(d: Served) -> None:
 def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> None:
     same(d, "run", "--name", "made", "--gpus", "1", "--cpus", "2", "--memory", "1GiB",
          "--time-limit", "1h30m", "--priority=-2", "--env", "A=1", "--env=B=x=y",
-         "--workers", "1", "--after", "done", "--", "sleep", "5", rename="made")  # fmt: skip
+         "--workers", "1", "--after", "done", "--notify", "json://127.0.0.1:9/hook",
+         "--notify-on", "failed", "--", "sleep", "5", rename="made")  # fmt: skip
     same(d, "run", "--name", "js", "--json", "--", "true", rename="js")
     same(d, "submit", "-", input=SPEC.format(name="sub"), rename="sub")
     same(d, "submit", "-", "--json", "--after", "done", input=SPEC.format(name="sj"), rename="sj")
@@ -113,6 +114,7 @@ def test_run_and_submit_refusals(d: Served) -> None:
                  ["run", "--name", "x", "--priority", "1001", "--", "true"],
                  ["run", "--name", "x", "--drive", "d:/data", "--", "true"],
                  ["run", "--name", "x", "--memory", "lots", "--", "true"],
+                 ["run", "--name", "x", "--notify", "file:///etc/passwd", "--", "true"],
                  ["run", "--name", "done", "--", "true"],
                  ["submit", "/nonexistent.json"]):  # fmt: skip
         same(d, *args)

@@ -143,7 +143,7 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         "colour = 1",
         "colour",
-        "unknown key (expected one of: machine, admins, api, workspaces, drives, slurm)",
+        "unknown key (expected one of: machine, admins, api, workspaces, drives, slurm, notify)",
     ),
     ("machine = 3", "machine", "must be a table, got 3"),
     (

@@ -19,6 +19,7 @@ RUN_OPTIONS = {
     "--workspace": ("workspace", VALUE), "--drive": ("drive", MULTI), "--env": ("env", MULTI),
     "--workers": ("workers", VALUE), "--after": ("after", MULTI), "--json": ("as_json", FLAG),
     "--hold": ("hold", FLAG), "--begin": ("begin", VALUE),
+    "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
 }  # fmt: skip
 
 
@@ -34,7 +35,14 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
 def run_document(p: Parsed) -> dict[str, Any] | None:
     """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
     from runner.durations import parse_duration
-    from runner.spec.build import FieldError, begin_time, default_name, drive_ref, env_vars
+    from runner.spec.build import (
+        FieldError,
+        begin_time,
+        default_name,
+        drive_ref,
+        env_vars,
+        event_names,  # --notify-on
+    )
     from runner.spec.build import run_document as build
 
     command = p.rest or []
@@ -53,6 +61,8 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             priority=priority, workspace=text(p, "workspace"), workers=workers,
             after=texts(p, "after") or (), hold=bool(p.options.get("hold")),
             begin_at=None if begin is None else begin_time(begin),
+            notify=texts(p, "notify") or (),
+            notify_on=event_names(text(p, "notify_on")),
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words

@@ -1,0 +1,187 @@
+"""The outbox of notifications: written with the event that causes it, read by the sender.
+
+``Store.add_event`` notes each event a notification may follow (a run started,
+succeeded, failed, was preempted or reached its time limit); just before that
+transaction commits, :meth:`OutboxTables._queue_notices` reads the run as the
+transaction leaves it and writes one row per URL that asks for the event: the run's own
+(``spec.notify``) and the config's ``[[notify]]`` entries (``notify_targets``, set by the
+daemon). Committed together, nothing acknowledged loses its notification in a crash.
+The sender (runner/notify/sender.py) marks each row delivered (deleted, a ``NOTIFIED``
+event), tried again, or given up (kept with ``failed``, a ``NOTIFY_FAILED`` event).
+
+Bounded: :data:`MAX_PENDING_PER_RUN` rows waiting per run,
+:data:`MAX_PENDING_PER_WORKSPACE` per workspace, :data:`MAX_PENDING` in all; past one,
+the notification is not queued and an event says so. The sender reads the rows of every
+workspace in turn (the first of each, then the second of each, …), so a workspace that
+floods the outbox delays only its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from runner.notify.outbox import Notice, Pending
+from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
+from runner.reasons import Reason, ReasonCode, Viewer
+from runner.store.rows import RunRow
+from runner.store.tx import Tx
+
+MAX_PENDING_PER_RUN = 32
+MAX_PENDING_PER_WORKSPACE = 1000
+MAX_PENDING = 10_000
+MAX_FAILED_KEPT = 1000  # rows given up on, kept to be looked at; the oldest go first
+
+
+class OutboxTables:
+    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+
+    # the config's [[notify]] entries (the daemon sets them, at start and on a change)
+    notify_targets: tuple[Target, ...] = ()
+    # called after a commit that queued notifications (the sender's wake)
+    outbox_listener: Callable[[], None] | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def _run_row(self, row: sqlite3.Row) -> RunRow:
+        raise NotImplementedError
+
+    def add_event(
+        self, tx: Tx, run: str, workspace: str, kind: str, message: Reason,
+        now: float | None = None, grp: str | None = None, code: ReasonCode | None = None,
+    ) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def _note_event(self, tx: Tx, run: str, code: ReasonCode, message: Reason, now: float) -> None:
+        """Within add_event: an event of a run that a notification may follow."""
+        if code in EVENT_OF_CODE:
+            tx._notes.append((run, code, message, now))
+
+    def _queue_notices(self, tx: Tx) -> int:
+        """Just before COMMIT: the rows of the events noted in ``tx``; how many."""
+        notes, tx._notes = tx._notes, []
+        queued = 0
+        for name, code, message, now in notes:
+            row = tx._sql("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                continue
+            run = self._run_row(row)
+            event = EVENT_OF_CODE[code]
+            targets = [(t, "") for t in _run_targets(run) if t.wants(event, run.workspace)]
+            targets += [
+                (t, f"the config's [[notify]] entry {i}: ")
+                for i, t in enumerate(self.notify_targets, 1)
+                if t.wants(event, run.workspace)
+            ]
+            if not targets:
+                continue
+            notice = Notice(
+                event, run.name, run.run_uid, run.workspace, run.state.value, run.exit_code,
+                message.render(Viewer(frozenset({run.workspace}))), now,
+            )  # fmt: skip
+            urls: set[str] = set()
+            for target, prefix in targets:
+                if target.url in urls:
+                    continue
+                urls.add(target.url)
+                if self._outbox_full(tx, run.run_uid, run.workspace):
+                    text = f"Notification ({event.value}) not queued: too many waiting to be sent"
+                    self.add_event(tx, run.name, run.workspace, "NotifyFailed", Reason(text), now)
+                    break
+                tx._sql(
+                    "INSERT INTO outbox (run_uid, workspace, event, url, label, notice,"
+                    " created_at) VALUES (?,?,?,?,?,?,?)",
+                    (run.run_uid, run.workspace, event.value, target.url,
+                     prefix + label(target.url), notice.to_json(), now),
+                )  # fmt: skip
+                queued += 1
+        return queued
+
+    def _outbox_full(self, tx: Tx, run_uid: str, workspace: str) -> bool:
+        waiting = "SELECT COUNT(*) FROM outbox WHERE failed = 0"
+        for where, args, most in (
+            (" AND run_uid = ?", (run_uid,), MAX_PENDING_PER_RUN),
+            (" AND workspace = ?", (workspace,), MAX_PENDING_PER_WORKSPACE),
+            ("", (), MAX_PENDING),
+        ):
+            if tx._sql(waiting + where, args).fetchone()[0] >= most:
+                return True
+        return False
+
+    # ------------------------------------------------------------ the sender's side
+
+    def pending_notices(self, limit: int) -> list[Pending]:
+        """``limit`` notifications still to be delivered: each workspace's oldest, then
+        each one's second oldest, and so on."""
+        sql = (
+            "SELECT id, url, label, notice, attempts FROM (SELECT *, ROW_NUMBER() OVER"
+            " (PARTITION BY workspace ORDER BY id) AS turn FROM outbox WHERE failed = 0)"
+            " ORDER BY turn, id LIMIT ?"
+        )
+        return [
+            Pending(r[0], r[1], r[2], Notice.from_json(r[3]), r[4])
+            for r in self._connect().execute(sql, (limit,))
+        ]
+
+    def failed_notices(self) -> list[tuple[Pending, str]]:
+        """The notifications given up on, with their last error, oldest first."""
+        sql = (
+            "SELECT id, url, label, notice, attempts, last_error FROM outbox WHERE failed = 1"
+            " ORDER BY id"
+        )
+        return [
+            (Pending(r[0], r[1], r[2], Notice.from_json(r[3]), r[4]), r[5] or "")
+            for r in self._connect().execute(sql)
+        ]
+
+    def notice_delivered(self, row: Pending) -> None:
+        with self.transaction() as tx:
+            tx._sql("DELETE FROM outbox WHERE id = ?", (row.id,))
+            text = f"Notification ({row.notice.event.value}) delivered to {row.label}"
+            self._run_event(tx, row, "Notified", Reason(text))
+
+    def notice_retry(self, row: Pending, error: str) -> None:
+        with self.transaction() as tx:
+            sql = "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?"
+            tx._sql(sql, (error, row.id))
+
+    def notice_failed(self, row: Pending, error: str) -> None:
+        with self.transaction() as tx:
+            tx._sql(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, failed = 1"
+                " WHERE id = ?",
+                (error, row.id),
+            )
+            tx._sql(
+                "DELETE FROM outbox WHERE failed = 1 AND id NOT IN"
+                " (SELECT id FROM outbox WHERE failed = 1 ORDER BY id DESC LIMIT ?)",
+                (MAX_FAILED_KEPT,),
+            )
+            tries = row.attempts + 1
+            text = (
+                f"Notification ({row.notice.event.value}) to {row.label} not delivered after"
+                f" {tries} attempt{'s' if tries != 1 else ''}: {error}"
+            )
+            self._run_event(tx, row, "NotifyFailed", Reason(text, private=True))
+
+    def _run_event(self, tx: Tx, row: Pending, kind: str, message: Reason) -> None:
+        """An event on the run the notification is of, if it is still kept (by its id)."""
+        sql = "SELECT name, workspace FROM runs WHERE run_uid = ?"
+        found = tx._sql(sql, (row.notice.run_uid,)).fetchone()
+        if found is not None:
+            self.add_event(tx, found[0], found[1], kind, message)
+
+
+def _run_targets(run: RunRow) -> tuple[Target, ...]:
+    if run.template is None and '"notify"' not in run.spec_text:
+        return ()  # the common case, without reading the spec
+    try:
+        spec = run.spec().get("spec")
+    except ValueError:
+        return ()
+    return stored_targets(spec.get("notify")) if isinstance(spec, dict) else ()
