@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode
 import msgspec
 
 from runner.schema import (
+    Batch,
     Change,
     Event,
     GpuList,
@@ -167,6 +168,11 @@ class Client:
 
     def submit_text(self, text: str, content_type: str) -> Run:
         return self.typed(Run, "POST", "/v1/runs", raw=text.encode(), content_type=content_type)
+
+    def submit_batch(self, ndjson: bytes) -> Batch:
+        """Many run documents, one JSON document a line: each one's run or refusal."""
+        return self.typed(Batch, "POST", "/v1/runs:batch", raw=ndjson,
+                          content_type="application/x-ndjson")  # fmt: skip
 
     def show(self, name: str) -> RunDetail:
         return self.typed(RunDetail, "GET", f"/v1/runs/{quote(name)}")

@@ -9,7 +9,10 @@ system present it measures, as whole processes (median of ``--repeat`` runs):
 * serial submits per second, one process each (``astra run -- true``,
   ``gbatch true``, ``sbatch --hold --wrap true``);
 * an idle submit until the program's first line (the submit command included);
-* ``--help``;
+* ``--help``, and shell completion of the first word (Astraeus only);
+* bulk submits (Astraeus: ``astra submit --ndjson FILE`` of ``--bulk`` specs, and
+  ``astra submit`` of as many spec files; each run durable before the answer), set
+  against each peer's serial rate;
 * the daemon's resident memory with the queue full (Slurm: slurmctld).
 
 Astraeus runs a real daemon (process executor, 8 simulated GPUs) in a temporary
@@ -24,6 +27,8 @@ milliseconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -39,13 +44,18 @@ from pathlib import Path
 
 GFLOW_VENV = Path("/tmp/astraeus-bench-gflow")
 CONFIG = '[machine]\nexecutor = "process"\ngpus = 8\nmax_submit_per_user = 100000\n'
-MEASURES = ("ls", "ls_big", "submits_per_s", "first_line_ms", "help_ms", "rss_mb")
+MEASURES = ("ls", "ls_big", "submits_per_s", "bulk_per_s", "bulk_files_per_s", "first_line_ms",
+            "help_ms", "complete_ms", "rss_mb")  # fmt: skip
+PEER_KEY = {"bulk_per_s": "submits_per_s", "bulk_files_per_s": "submits_per_s"}  # peers: serial
 LABELS = {
     "ls": "ls with {waiting} waiting (ms)",
     "ls_big": "ls with {big} waiting (ms)",
     "submits_per_s": "serial submits, one process each (/s)",
     "first_line_ms": "idle submit -> program's first line (ms)",
+    "bulk_per_s": "bulk submit, NDJSON of {bulk} (/s; peers: serial)",
+    "bulk_files_per_s": "bulk submit, {bulk} spec files (/s; peers: serial)",
     "help_ms": "--help (ms)",
+    "complete_ms": "shell completion, first word (ms)",
     "rss_mb": "daemon memory with {waiting} waiting (MB)",
 }
 Results = dict[str, float | None]
@@ -58,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--big-size", type=int, default=10000, help=argparse.SUPPRESS)
     p.add_argument("--repeat", type=int, default=7, help="runs per median (7)")
     p.add_argument("--submits", type=int, default=30, help="serial submits timed (30)")
+    p.add_argument("--bulk", type=int, default=2000, help="runs in a bulk submit (2000)")
     p.add_argument("--install-gflow", action="store_true", help="(re)install runqd first")
     p.add_argument("--no-gflow", action="store_true")
     p.add_argument("--no-slurm", action="store_true")
@@ -147,6 +158,11 @@ def astraeus_daemon(home: Path) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+        for meta in (home / "workers").glob("*/meta.json"):  # its workers outlive it: end them
+            pgid = json.loads(meta.read_text()).get("child_pgid")
+            if pgid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
 
 
 def astraeus_fill(home: Path, n: int, prefix: str) -> None:
@@ -161,6 +177,31 @@ def astraeus_fill(home: Path, n: int, prefix: str) -> None:
     parallel(n, lambda i: Client(home / "astraeus.sock").submit(doc(f"{prefix}-{i}", 1, "true")))
 
 
+def bulk_rates(astra: list[str], env: dict[str, str], n: int, tmp: Path) -> tuple[float, float]:
+    """Runs a second through `astra submit --ndjson FILE` and `astra submit FILE...`, each
+    run acknowledged after its commit (the command's whole wall time)."""
+    task = {"command": "true", "requested_resources": {"gpu_requests": {"count": 1}}}
+    lines = [json.dumps({"metadata": {"name": f"bulk-{i}"}, "spec": {"task_template": task}})
+             for i in range(n)]  # fmt: skip
+    (tmp / "bulk.ndjson").write_text("\n".join(lines) + "\n")
+    folder = tmp / "bulk-files"
+    folder.mkdir()
+    files = []
+    for i in range(n):
+        files.append(str(folder / f"spec-{i}.toml"))
+        Path(files[-1]).write_text(f'[metadata]\nname = "file-{i}"\n[spec.task_template]\n'
+                                   'command = "true"\n')  # fmt: skip
+    rates = []
+    for cmd in (
+        [*astra, "submit", "--ndjson", str(tmp / "bulk.ndjson")],
+        [*astra, "submit", *files],
+    ):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        rates.append(n / (time.perf_counter() - t0))
+    return rates[0], rates[1]
+
+
 def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
     astra = [str(Path(sys.executable).with_name("astra"))]
     out: Results = {}
@@ -170,6 +211,8 @@ def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
             lambda sh: [*astra, "run", "--", "sh", "-c", sh], env, args.repeat, tmp
         )
         out["help_ms"] = median_ms([*astra, "--help"], args.repeat, env)
+        complete = {"_ASTRA_COMPLETE": "complete_bash", "COMP_WORDS": "astra s", "COMP_CWORD": "1"}
+        out["complete_ms"] = median_ms(astra, args.repeat, {**env, **complete})
     home = tmp / "full"
     with astraeus_daemon(home) as proc:
         env = {**os.environ, "ASTRAEUS_HOME": str(home), "COLUMNS": "160"}
@@ -179,6 +222,7 @@ def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
         out["submits_per_s"] = submit_rate(
             lambda i: [*astra, "run", "--name", f"s-{i}", "--", "true"], args.submits, env
         )
+        out["bulk_per_s"], out["bulk_files_per_s"] = bulk_rates(astra, env, args.bulk, tmp)
         if args.big:
             astraeus_fill(home, args.big_size - args.waiting, "b")
             out["ls_big"] = median_ms([*astra, "ls"], args.repeat, env)
@@ -318,13 +362,15 @@ def table(results: dict[str, Results], args: argparse.Namespace) -> str:
     peers = [name for name in results if name != "Astraeus"]
     head = ["measure", *results, *(f"Astraeus/{p}" for p in peers)]
     rows = [head, ["---"] * len(head)]
-    sizes = {"waiting": f"{args.waiting:,}", "big": f"{args.big_size:,}"}
+    sizes = {"waiting": f"{args.waiting:,}", "big": f"{args.big_size:,}", "bulk": f"{args.bulk:,}"}
     for key in MEASURES:
         if key == "ls_big" and not args.big:
             continue
         ours = results.get("Astraeus", {}).get(key)
-        row = [LABELS[key].format(**sizes), *(cell(r.get(key)) for r in results.values())]
-        rows.append(row + [ratio(ours, results[p].get(key)) for p in peers])
+        theirs = PEER_KEY.get(key, key)
+        row = [LABELS[key].format(**sizes), cell(ours),
+               *(cell(results[p].get(theirs)) for p in peers)]  # fmt: skip
+        rows.append(row + [ratio(ours, results[p].get(theirs)) for p in peers])
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 

@@ -21,6 +21,9 @@ from runner.model import RunState
 
 __all__ = [
     "UNSET",
+    "Batch",
+    "BatchError",
+    "BatchItem",
     "Change",
     "Checkpoint",
     "Event",
@@ -210,6 +213,30 @@ class GroupList(_Wire, frozen=True, kw_only=True):
     """``GET /v1/groups``."""
 
     groups: list[Group]
+
+
+class BatchError(_Wire, frozen=True, kw_only=True):
+    """One refused document of a batch: what ``POST /v1/runs`` would have answered."""
+
+    status: int
+    code: str
+    message: str
+
+
+class BatchItem(_Wire, frozen=True, kw_only=True):
+    """One document of a batch, at its ``index`` (from 0): its run, or its error."""
+
+    index: int
+    run: Run | None = None
+    error: BatchError | None = None
+
+
+class Batch(_Wire, frozen=True, kw_only=True):
+    """``POST /v1/runs:batch``: every document's outcome, in the order sent."""
+
+    accepted: int
+    refused: int
+    results: list[BatchItem] = []
 
 
 class Snapshot(_Wire, frozen=True, kw_only=True):

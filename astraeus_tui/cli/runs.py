@@ -28,16 +28,34 @@ AfterOption = Annotated[
 
 
 def submit(
-    file: Annotated[str, typer.Argument(help="A JSON or TOML run spec, or - for stdin.")],
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(help="JSON or TOML run specs (- for stdin); NDJSON with --ndjson."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
     ] = False,
     after: AfterOption = None,
+    ndjson: Annotated[
+        bool, typer.Option("--ndjson", help="One JSON run document a line (stdin if no file).")
+    ] = False,
     as_json: bool = JsonOption,
 ) -> None:
-    """Submit a run spec (JSON or TOML; an #SBATCH script works too).
+    """Submit a run spec (JSON or TOML; an #SBATCH script works too), or many at once.
 
-    A spec with a `spec.sweep` section (a grid or a list) submits a sweep."""
+    A spec with a `spec.sweep` section (a grid or a list) submits a sweep. Many files, or
+    NDJSON, are one batch: each refusal is one line, the others are submitted."""
+    files = files or []
+    if len(files) > 1 or ndjson:
+        if dry_run:
+            fail("--dry-run: give one spec file")
+        from astraeus_tui.cli.fast.batch import submit_many
+        from astraeus_tui.cli.fast.out import finish
+
+        raise typer.Exit(finish(lambda: submit_many(files, ndjson, after, as_json)))
+    if not files:
+        raise typer.BadParameter("give a spec file, or --ndjson to read NDJSON on stdin")
+    file = files[0]
     text = sys.stdin.read() if file == "-" else None
     sweep = _sweep(file, text)
     if sweep is not None and not dry_run:

@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from runner.api.admin import drain_now
+from runner.api.batch import submit_batch
 from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
 from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, run_objects, sse
@@ -152,6 +153,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 def add_run_routes(app: web.Application) -> None:
     app.router.add_get("/v1/runs", list_runs)
     app.router.add_post("/v1/runs", submit)
+    app.router.add_post("/v1/runs:batch", submit_batch)
     app.router.add_get("/v1/runs/{name}", show_run)
     app.router.add_patch("/v1/runs/{name}", patch_run)
     app.router.add_delete("/v1/runs/{name}", delete_run)

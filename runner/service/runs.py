@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from runner.config.load import Config
 from runner.engine.holds import begin_reason, held_reason
@@ -30,8 +30,17 @@ from runner.store.db import (
 from runner.store.tx import Tx
 
 LOCAL_IMAGE = "local"  # the process executor runs the command on the host
+BATCH_SPACING = 1e-6  # seconds between a batch's runs' submit times: they queue in its order
 Template = tuple[int, dict[str, Any], dict[str, Any]]  # a group's: id, document, a run's part
 __all__ = ["LOCAL_IMAGE", "Caller", "Service", "ServiceError", "caller_for", "start_refusal"]
+
+
+class Submitted(NamedTuple):
+    """One document of a batch: its run's row and spec once accepted, else its refusal."""
+
+    row: RunRow | None
+    spec: RunSpec | None
+    error: ServiceError | None = None
 
 
 class Service(Reads):
@@ -115,7 +124,9 @@ class Service(Reads):
             raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         return spec, self._check_spec(spec, caller)
 
-    def _check_spec(self, spec: RunSpec, caller: Caller) -> str:
+    def _check_spec(
+        self, spec: RunSpec, caller: Caller, pending: dict[str, str] | None = None
+    ) -> str:
         try:
             check_spec(spec)  # no escape sequences for others' terminals
         except SpecError as e:
@@ -123,7 +134,7 @@ class Service(Reads):
         workspace = self._workspace_for(spec, caller)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
-        self._check_after(spec, caller)
+        self._check_after(spec, caller, pending)
         image = spec.task.image or self.default_image(workspace)
         if image == LOCAL_IMAGE and self.executor not in ("process", "slurm"):
             raise ServiceError(
@@ -153,11 +164,19 @@ class Service(Reads):
         task = dataclasses.replace(spec.task, image=self.default_image(workspace))
         return dataclasses.replace(spec, task=task)
 
-    def _check_after(self, spec: RunSpec, caller: Caller) -> None:
-        """Each run waited for exists, may be seen by the caller, and can still succeed."""
+    def _check_after(
+        self, spec: RunSpec, caller: Caller, pending: dict[str, str] | None = None
+    ) -> None:
+        """Each run waited for exists, may be seen by the caller, and can still succeed.
+        ``pending``: the runs (name: workspace) accepted before it in the same batch."""
         if spec.name in spec.after:
             raise ServiceError(422, "INVALID_SPEC", "spec.after: a run cannot wait for itself")
+        if not spec.after:
+            return
         states = self.store.run_states(spec.after)
+        for name in spec.after:
+            if pending and name in pending and name not in states:
+                states[name] = (RunState.QUEUED, pending[name])
         for name in spec.after:
             state, workspace = states.get(name, ("", ""))
             if not state or not caller.viewer.sees(workspace):
@@ -192,8 +211,11 @@ class Service(Reads):
     def check_room(self, tx: Tx, owner: Caller, adding: int, what: str) -> None:
         """``owner`` may have ``adding`` more unfinished runs (max_submit_per_user, admins
         too): 429 TOO_MANY_RUNS otherwise. Within the transaction that writes them."""
+        self.room_left(self.store.unfinished_runs_of(tx, owner.uid), owner, adding, what)
+
+    def room_left(self, have: int, owner: Caller, adding: int, what: str) -> None:
+        """check_room's rule for an owner with ``have`` unfinished runs."""
         limit = self.config.machine.max_submit_per_user
-        have = self.store.unfinished_runs_of(tx, owner.uid)
         if have + adding > limit:
             message = (
                 f"user {owner.user} has {have} runs queued or running and may have at most"
@@ -211,6 +233,63 @@ class Service(Reads):
     def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
         workspace = self._check_spec(spec, caller)
         return self._insert(self.resolved(spec, workspace), workspace, caller, now)
+
+    def submit_batch(
+        self, documents: Sequence[object], caller: Caller, now: float | None = None
+    ) -> list[Submitted]:
+        """Many documents, each checked as ``submit`` checks it, in order (a run may come
+        after one before it in the batch); the valid ones committed in one transaction
+        before this returns, in the order given. Each outcome is the run's row and spec, or
+        the refusal of that document, of which nothing is stored (docs/api.md)."""
+        now = time.time() if now is None else now
+        outcomes: list[Submitted] = []
+        pending: dict[str, str] = {}  # the names accepted so far: their workspaces
+        for document in documents:
+            try:
+                if isinstance(document, ServiceError):
+                    raise document  # the API could not read it
+                try:
+                    spec = parse_spec(document)
+                except SpecError as e:
+                    raise ServiceError(422, "INVALID_SPEC", str(e)) from e
+                workspace = self._check_spec(spec, caller, pending)
+                if spec.name in pending:
+                    raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
+            except ServiceError as e:
+                outcomes.append(Submitted(None, None, e))
+                continue
+            pending[spec.name] = workspace
+            resolved = self.resolved(spec, workspace)
+            at = now + len(outcomes) * BATCH_SPACING  # in the batch's order
+            outcomes.append(Submitted(self.new_row(resolved, workspace, caller, at), resolved))
+        if pending:
+            self._insert_batch(outcomes, caller)
+            self.poke()
+        return outcomes
+
+    def _insert_batch(self, outcomes: list[Submitted], caller: Caller) -> None:
+        """Write the accepted rows of ``outcomes`` together; those whose name is taken or
+        past the caller's max_submit_per_user become refusals (in place)."""
+        with self.store.transaction() as tx:
+            taken = self.store.names_in_use(tx, (o.row.name for o in outcomes if o.row))
+            have = self.store.unfinished_runs_of(tx, caller.uid)
+            rows: list[RunRow] = []
+            refused: set[str] = set()  # accepted before, refused here: not for runs after them
+            for i, o in enumerate(outcomes):
+                if o.row is None or o.spec is None:
+                    continue
+                try:
+                    self.room_left(have + len(rows), caller, 1, "the run")  # as submit: first
+                    if o.row.name in taken:
+                        raise ServiceError(409, "NAME_IN_USE", f"a run named {o.row.name} exists")
+                    if refused.intersection(o.spec.after):  # checked again without them
+                        self._check_after(o.spec, caller, {r.name: r.workspace for r in rows})
+                except ServiceError as e:
+                    outcomes[i] = Submitted(None, None, e)
+                    refused.add(o.row.name)
+                    continue
+                rows.append(o.row)
+            self.store.insert_runs_in(tx, rows, Reason(f"Submitted by {caller.user}"))
 
     def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
         row = self.new_row(spec, workspace, caller, time.time() if now is None else now)

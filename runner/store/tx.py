@@ -39,6 +39,10 @@ class Tx:
         """For runner/store/ only: run one statement within this transaction."""
         return self._conn.execute(statement, tuple(args))
 
+    def _many(self, statement: str, rows: Iterable[Iterable[Any]]) -> None:
+        """For runner/store/ only: one statement for each of ``rows`` (executemany)."""
+        self._conn.executemany(statement, (tuple(r) for r in rows))
+
     def _update(self, table: str, where: str, key: tuple[Any, ...], fields: dict[str, Any]) -> None:
         """For runner/store/ only: ``UPDATE table SET …`` of the fields not left as KEEP."""
         written = {k: v for k, v in fields.items() if v is not KEEP}

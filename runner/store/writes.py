@@ -8,11 +8,12 @@ An argument given as ``KEEP`` (the default) leaves its column as it is.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from runner.model import RunState, StopReason, WorkerState, sql_list
-from runner.reasons import Reason, RunRef
-from runner.store.rows import _ref_json, reason_json
+from runner.reasons import Reason, RunRef, event_code
+from runner.store.rows import RunRow, _ref_json, new_run_uid, reason_json
 from runner.store.tx import KEEP, Keep, Tx
 from runner.store.usage import record_finish
 
@@ -43,7 +44,35 @@ def _worker(tx: Tx, worker_id: int, **fields: object) -> None:
 
 
 class RunWrites:
-    """Writes of one run's row."""
+    """Writes of one run's row (and of many new ones: ``insert_runs_in``)."""
+
+    def names_in_use(self, tx: Tx, names: Iterable[str]) -> set[str]:
+        """Within ``tx``: which of ``names`` a stored run has."""
+        wanted, taken = sorted(set(names)), set[str]()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            sql = f"SELECT name FROM runs WHERE name IN ({','.join('?' * len(chunk))})"
+            taken.update(r[0] for r in tx._sql(sql, chunk))
+        return taken
+
+    def insert_runs_in(self, tx: Tx, runs: Sequence[RunRow], message: Reason) -> None:
+        """A batch of new runs and each one's Submitted event (``message``), within ``tx``.
+
+        The names are free (``names_in_use`` read in the same transaction): a clash is
+        sqlite3.IntegrityError, and the whole transaction rolls back."""
+        tx._many(
+            "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
+            " reason, submitted_at, grp, run_uid, template) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            ((r.name, r.workspace, r.owner, r.uid, r.gid, r.spec_text, r.priority, r.state,
+              reason_json(r.reason), r.submitted_at, r.grp,
+              r.run_uid or new_run_uid(r.submitted_at), r.template) for r in runs),
+        )  # fmt: skip
+        why, code = reason_json(message), event_code("Submitted", message).value
+        tx._many(
+            "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
+            " VALUES (?,?,?,'Submitted',?,NULL,?)",
+            ((r.name, r.workspace, r.submitted_at, why, code) for r in runs),
+        )
 
     def claim_start(
         self, tx: Tx, name: str, attempt: int, state: RunState, now: float, *, backfilled: bool

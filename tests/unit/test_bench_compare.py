@@ -37,3 +37,16 @@ def test_table_has_a_ratio_to_each_peer_and_dashes_for_the_unmeasured() -> None:
     assert "| --help (ms) | 8.0 | 4.0 | - | 2.00 | - |" in lines
     assert "| idle submit -> program's first line (ms) | - | 99 | - | - | - |" in lines
     assert not any("10,000" in line for line in lines)  # no --big: no row for it
+
+
+def test_bulk_rows_set_astraeus_bulk_against_each_peers_serial_rate() -> None:
+    compare = _compare()
+    args = compare.parse_args(["--bulk", "500"])
+    results = {"Astraeus": {"submits_per_s": 20.0, "bulk_per_s": 2000.0},
+               "gflow": {"submits_per_s": 50.0}, "Slurm": {"submits_per_s": 200.0}}  # fmt: skip
+    lines = compare.table(results, args).splitlines()
+    assert (
+        "| bulk submit, NDJSON of 500 (/s; peers: serial) | 2,000 | 50 | 200 | 40.00 | 10.00 |"
+        in lines
+    )
+    assert "| bulk submit, 500 spec files (/s; peers: serial) | - | 50 | 200 | - | - |" in lines

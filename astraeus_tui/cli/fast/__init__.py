@@ -1,5 +1,7 @@
 """The commands people run often, without loading typer, rich or click.
 
+`astra --help`, `astra COMMAND --help` and shell completion of the first word and of
+run names are answered from texts made from the typer app (cli/fast/help.py).
 `astra ls`, `run`, `submit`, `show`, `priority`, `delete`, `wait`, `hold`, `release`
 and `requeue` are parsed
 here when their arguments have a shape this package fully understands (the same
@@ -31,10 +33,16 @@ def _commands() -> dict[str, Command]:
 
 def dispatch(argv: list[str]) -> int | None:
     """The exit code of a command handled here, or None to let typer handle ``argv``."""
-    if not argv or os.environ.get("ASTRAEUS_CLI_FAST") == "0":
+    if os.environ.get("ASTRAEUS_CLI_FAST") == "0":
         return None
     if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
-        return None  # shell completion is click's
+        from astraeus_tui.cli.fast.help import fast_complete
+
+        return fast_complete()  # the first word and run names; the rest is click's
+    if not argv or argv[-1] == "--help":
+        from astraeus_tui.cli.fast.help import fast_help
+
+        return fast_help(argv)
     command = _commands().get(argv[0])
     if command is None:
         return None

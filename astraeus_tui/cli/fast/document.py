@@ -84,14 +84,21 @@ def is_plain_spec(file: str, text: str | None) -> bool:
 def spec_document(file: str, text: str | None) -> dict[str, Any]:
     """cli/common.py's ``spec_document``: the daemon's own checks, its own messages."""
     from astraeus_tui.cli.fast.out import Failed
-    from runner.spec.documents import load_spec_file, load_spec_text
-    from runner.spec.parse import SpecError, spec_to_dict
-    from runner.spec.printable import check_spec
+    from runner.spec.parse import SpecError
 
     try:
-        spec = load_spec_text(text) if text is not None else load_spec_file(file)
-        check_spec(spec)
+        return checked_document(file, text)
     except SpecError as e:
         raise Failed(f"422 INVALID_SPEC: {e}") from None
+
+
+def checked_document(file: str, text: str | None) -> dict[str, Any]:
+    """The spec in ``file`` (or ``text``) as its run document; SpecError as the daemon says it."""
+    from runner.spec.documents import load_spec_file, load_spec_text
+    from runner.spec.parse import spec_to_dict
+    from runner.spec.printable import check_spec
+
+    spec = load_spec_text(text) if text is not None else load_spec_file(file)
+    check_spec(spec)
     result: dict[str, Any] = spec_to_dict(spec)
     return result

@@ -44,3 +44,9 @@ def print_json(data: object) -> None:
     from astraeus_tui.cli.tables import print_json as dump
 
     dump(data)
+
+
+def print_json_line(data: object) -> None:
+    from astraeus_tui.cli.tables import print_json_line as dump
+
+    dump(data)

@@ -129,9 +129,18 @@ def fast_run(argv: list[str]) -> int | None:
 
 
 def fast_submit(argv: list[str]) -> int | None:
-    """``submit FILE [--after RUN]... [--json]`` of a spec that is not a sweep."""
-    parsed = parse(argv, {**JSON, "--after": ("after", MULTI)})
-    if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
+    """``submit FILE [--after RUN]... [--json]`` of a spec that is not a sweep; with many
+    files or ``--ndjson``, a batch (cli/fast/batch.py)."""
+    parsed = parse(argv, {**JSON, "--after": ("after", MULTI), "--ndjson": ("ndjson", FLAG)})
+    if parsed is None or parsed.rest is not None:
+        return None
+    if len(parsed.positional) > 1 or parsed.options.get("ndjson"):
+        from astraeus_tui.cli.fast.batch import submit_many
+
+        files, ndjson = parsed.positional, bool(parsed.options.get("ndjson"))
+        after, json_out = texts(parsed, "after"), bool(parsed.options.get("as_json"))
+        return finish(lambda: submit_many(files, ndjson, after, json_out))
+    if len(parsed.positional) != 1:
         return None
     from astraeus_tui.cli.fast.document import is_plain_spec, spec_document
 
