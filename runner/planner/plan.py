@@ -54,12 +54,12 @@ import math
 from collections.abc import Iterable
 
 from runner.model import Resources, amounts
+from runner.planner.inquota import InQuota
 from runner.planner.messages import (
     as_room,
     behind_message,
     format_utc,
     head_message,
-    preempting_message,
     quota_reason,
     too_large,
 )
@@ -104,8 +104,10 @@ _NOTHING = Resources()
 _BACKFILL, _PREEMPTED = ReasonCode.BACKFILLED, ReasonCode.PREEMPTED_WAITING
 
 
-class _Walk:
+class _Walk(InQuota):
     """The state of one walk over the waiting runs. Used once, by ``plan``."""
+
+    ordering: Order  # the walk's order (set by ``walk``): told when a share moves
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         machine = snapshot.machine
@@ -121,7 +123,6 @@ class _Walk:
         for unit in snapshot.running:
             self.free = self.free - unit.resources
             self.usage[unit.workspace] = self.usage.get(unit.workspace, _NOTHING) + unit.resources
-        self.shares = {ws: self._share(ws) for ws in {run.workspace for run in snapshot.waiting}}
         # What each workspace with a quota may still take; updated as runs start.
         self.quota_room = {
             name: as_room(ws.quota) for name, ws in self.workspaces.items() if ws.quota
@@ -129,7 +130,9 @@ class _Walk:
         self.headroom = {
             name: room - self.usage.get(name, _NOTHING) for name, room in self.quota_room.items()
         }
-        self.quota_messages: dict[str, dict[Resources, tuple[Reason, Reason]]] = {}
+        # each workspace's share (only one with a quota has one; see Order)
+        self.shares = {name: self._share(name) for name in self.headroom}
+        self.quota_messages: dict[str, dict[tuple[int, ...], tuple[Reason, Reason]]] = {}
         self.started_ends: list[tuple[float, Resources]] = []
         self.starts: list[Start] = []
         self.preemptions: list[Preempt] = []
@@ -147,7 +150,7 @@ class _Walk:
         self.awaited = {u.stopping_for for u in snapshot.running if u.stopping_for is not None}
         # (workspace, priority, ask, time limit) of in-quota preemptions refused since
         # the walk's room last changed
-        self.refused: set[tuple[str, int, Resources, float | None]] = set()
+        self.refused: set[tuple[str, int, tuple[int, ...], float | None]] = set()
         self.spare = _NOTHING
         self.behind = Reason("")
         # the running work the head's shadow counts on, by unit (set by make_head)
@@ -161,11 +164,54 @@ class _Walk:
         return share / max(ws.weight, 1e-9)
 
     def walk(self, waiting: Iterable[WaitingRun]) -> None:
-        record, visit = self.order.append, self.visit
-        fixed = {ws for ws in self.shares if ws not in self.headroom}
-        for run in Order(waiting, self.shares, fixed):
-            record(run.name)
-            visit(run)
+        """Visit each run in order. The visits most of a long queue gets are made here,
+        as ``visit`` would make them: over its quota and refused by ``preempt_own``
+        before it looks at running work, a run waits for its quota (step 1); behind the
+        head, a run within its quota that fits on the machine but not in the free room
+        waits behind the head (step 4)."""
+        record, visit, reasons, headroom = (
+            self.order.append,
+            self.visit,
+            self.reasons,
+            self.headroom,
+        )
+        lowest, quota_waits, quota_reached = self.lowest.get, self.quota_waits, self.quota_reached
+        quota_room, awaited, refused = self.quota_room, self.awaited, self.refused
+        cap_gpus, cap_cpu, cap_memory, cap_workers = amounts(self.capacity)
+        head, free, behind = self.head, self.free, self.behind
+        self.ordering = Order(waiting, self.shares, headroom)
+        for piece in self.ordering.pieces():
+            for run in piece:
+                name = run.name
+                record(name)
+                if run.preempted_by is None:
+                    ask, room = run.total, headroom.get(run.workspace)
+                    if room is not None and not ask.fits_in(room):
+                        ws, priority = run.workspace, run.priority
+                        if (  # as preempt_own refuses it, before it looks at running work
+                            priority <= lowest(ws, priority)
+                            or not ask.fits_in(quota_room[ws])
+                            or (
+                                name not in awaited
+                                and (ws, priority, amounts(ask), run.time_limit) in refused
+                            )
+                        ):
+                            reasons[name], reached = self._quota_message(ws, ask)
+                            quota_waits.add(name)
+                            quota_reached[name] = reached
+                            continue
+                    elif (
+                        head is not None
+                        and (ask.gpus > free.gpus or not ask.fits_in(free))
+                        and ask.gpus <= cap_gpus
+                        and ask.cpu_milli <= cap_cpu
+                        and ask.memory <= cap_memory
+                        and ask.workers <= cap_workers
+                    ):
+                        reasons[name] = behind
+                        continue
+                visit(run)
+                head, free, behind = self.head, self.free, self.behind
 
     def visit(self, run: WaitingRun) -> None:
         ask = run.total
@@ -218,101 +264,12 @@ class _Walk:
         else:
             self.wait(run, self.behind, follows_prefix=False)
 
-    def preempt_own(self, run: WaitingRun, headroom: Resources) -> bool:
-        """Over quota only because of its own workspace's lower-priority running work:
-        preempt that work (strictly lower, fewest, newest, gangs whole). The run is
-        never the head; behind one it takes only room the head does not need and
-        never makes the head's shadow later (``_keeps_shadow``).
-
-        A refusal holds for every run asking the same until the walk's room changes
-        (a start, a preemption, the head), unless units already stop for the run."""
-        if run.priority <= self.lowest.get(run.workspace, run.priority):
-            return False
-        if not run.total.fits_in(self.quota_room[run.workspace]):  # more than it allows at all
-            return False
-        key = (run.workspace, run.priority, run.total, run.time_limit)
-        cacheable = run.name not in self.awaited
-        if cacheable and key in self.refused:
-            return False
-        if self._preempt_own(run, headroom):
-            self.refused.clear()
-            return True
-        if cacheable:
-            self.refused.add(key)
-        return False
-
-    def _preempt_own(self, run: WaitingRun, headroom: Resources) -> bool:
-        own = [u for u in self.own_units.get(run.workspace, ())
-               if u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
-        stopping = [u for u in own if u.stopping and u.stopping_for == run.name]
-        room = Resources(*map(min, amounts(headroom), amounts(self.free)))
-        if self.head is not None:  # backfill rule (b): only room the head does not need
-            room = Resources(*map(min, amounts(room), amounts(self.spare)))
-        for unit in stopping:
-            room = room + unit.resources
-        victims = choose_victims(run, room, [u for u in own if not u.stopping])
-        if victims is None or not (victims or stopping):
-            return False
-        freed = _NOTHING
-        for unit in victims + stopping:
-            freed = freed + unit.resources
-        take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
-        ends = self._preemptor_end(run, take, victims + stopping)
-        if self.head is None:  # the head chosen later counts on this run's end, as on a start's
-            self.started_ends.append(ends)
-        elif not self._keepsreplay_shadow(ends, victims + stopping):
-            return False
-        self.claimed.update(u.unit_id for u in victims + stopping)
-        take_gpus(self.free_gpus, take.gpus)
-        self.free = self.free - take
-        self.headroom[run.workspace] = headroom - take
-        for_run = RunRef(run.name, run.workspace)
-        self.preemptions += [
-            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
-        ]
-        waiting_for = sum(u.workers for u in stopping)
-        self.wait(run, preempting_message(victims, waiting_for) or FITS, follows_prefix=True)
-        return True
-
-    def _preemptor_end(
-        self, run: WaitingRun, take: Resources, claimed: list[RunningUnit]
-    ) -> tuple[float, Resources]:
-        """When an in-quota preemptor gives its room back, and how much: it starts once
-        the claimed units have stopped (their stop deadline, or the grace from now), and
-        holds ``take`` and all the claimed units' room until its limit plus grace later."""
-        start_by = max([self.now + self.grace] + [u.stop_deadline or 0.0 for u in claimed])
-        limit = run.time_limit
-        end = math.inf if limit is None else start_by + limit + self.grace
-        held = take
-        for unit in claimed:
-            held = held + unit.resources
-        return end, held
-
-    def _keepsreplay_shadow(self, end: tuple[float, Resources], claimed: list[RunningUnit]) -> bool:
-        """Behind the head: replay its shadow with the claimed units' ends replaced by
-        the preemptor's ``end``; True (and the spare updated) when the shadow is no later.
-        """
-        assert self.head is not None
-        take = end[1]
-        for unit in claimed:
-            take = take - unit.resources
-        gone = {u.unit_id for u in claimed}
-        ends = [e for unit_id, e in self.head_ends.items() if unit_id not in gone]
-        ends += [*self.started_ends, end]
-        shadow, spare = replay_shadow(self.free - take, self.head.need, ends, self.now)
-        before = self.head.shadow
-        if before is not None and (shadow is None or shadow > before):
-            return False
-        for unit_id in gone:
-            self.head_ends.pop(unit_id, None)
-        self.started_ends.append(end)
-        self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
-        return True
-
     def _quota_message(self, workspace: str, ask: Resources) -> tuple[Reason, Reason]:
         """The quota message, shared by every run of the workspace asking the same."""
         cache = self.quota_messages.setdefault(workspace, {})
-        if ask not in cache:
+        key = amounts(ask)  # hashed faster than the Resources
+        found = cache.get(key)
+        if found is None:
             quota = self.workspaces[workspace].quota
             used = self.usage.get(workspace, _NOTHING)
             # room held for an in-quota preemptor is not in ``used``, but it is taken: it
@@ -320,8 +277,8 @@ class _Walk:
             held = self.quota_room[workspace] - self.headroom[workspace]
             found = quota_reason(used, ask, quota) or quota_reason(held, ask, quota)
             assert found is not None, "a quota wait the quota allows"
-            cache[ask] = found
-        return cache[ask]
+            cache[key] = found
+        return found
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
         if run.preempted_by is not None:
@@ -338,7 +295,10 @@ class _Walk:
         if run.workspace in self.headroom:
             self.headroom[run.workspace] = self.headroom[run.workspace] - ask
             self.quota_messages.pop(run.workspace, None)
-        self.shares[run.workspace] = self._share(run.workspace)
+        share = self._share(run.workspace)
+        if share != self.shares.get(run.workspace, 0.0):
+            self.shares[run.workspace] = share
+            self.ordering.moved()
         end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
         self.started_ends.append((end, ask))
         self.starts.append(Start(run.name, run.workers, gpus, backfill, why))
