@@ -1,7 +1,8 @@
-"""Start overhead and preemption latency on the real Docker engine.
+"""Start overhead and preemption latency on the real Docker engine; the process
+executor's idle submit -> first line.
 
 Run by hand, as root, with the engine up (``bash tests/docker/setup.sh``):
-``.venv/bin/python bench/bench_start.py [N]``.
+``.venv/bin/python bench/bench_start.py [N]``; ``--process`` measures only 3.
 
 1. From a run becoming startable (its submit is acknowledged) to its container
    running, against creating and starting the same container directly with the
@@ -13,17 +14,21 @@ Run by hand, as root, with the engine up (``bash tests/docker/setup.sh``):
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import docker
+from typing import TYPE_CHECKING
 
 from runner.daemon.daemon import Daemon
 from runner.service.runs import caller_for
+
+if TYPE_CHECKING:
+    import docker
 
 CONFIG = """
 [machine]
@@ -121,8 +126,79 @@ def preemption_latency(daemon: Daemon, n: int) -> list[float]:
     return lat
 
 
+PROCESS_CONFIG = """
+[machine]
+executor = "process"
+gpus = 8
+[workspaces.default]
+members = ["*"]
+"""
+
+
+def first_line(submit: Callable[[str], None], mark: Path) -> float:
+    """Seconds from the submit to the clock reading the program wrote first."""
+    t0 = time.time()
+    submit(f"date +%s.%N > {mark}.tmp && mv {mark}.tmp {mark}")
+    wait(mark.exists)
+    return float(mark.read_text()) - t0
+
+
+def process_first_line(n: int) -> None:
+    astra = str(Path(sys.executable).with_name("astra"))
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        (home / "config.toml").write_text(PROCESS_CONFIG)
+        daemon = Daemon(home).start()
+        root = caller_for(0, 0, daemon.config)
+
+        def service(i: int) -> Callable[[str], None]:
+            def submit(sh: str) -> None:
+                task = {"command": "sh", "args": ["-c", sh]}
+                daemon.service.submit(
+                    {"metadata": {"name": f"p{i}"}, "spec": {"task_template": task}}, root
+                )
+
+            return submit
+
+        try:
+            inside = []
+            for i in range(n):
+                inside.append(first_line(service(i), home / f"in-{i}"))
+                time.sleep(0.2)  # idle again: the worker has ended
+        finally:
+            daemon.stop()
+        env = {**os.environ, "ASTRAEUS_HOME": str(home), "ASTRAEUS_LOG": "WARNING"}
+        serve = [sys.executable, "-m", "astraeus_tui.cli.main", "serve"]
+        proc = subprocess.Popen(serve, env=env, stderr=subprocess.DEVNULL)
+        try:
+            wait(lambda: (home / "astraeus.sock").exists())
+            time.sleep(0.5)
+
+            def command(sh: str) -> None:
+                run = [astra, "run", "--", "sh", "-c", sh]
+                subprocess.run(run, env=env, check=True, capture_output=True)
+
+            whole = []
+            for i in range(n):
+                whole.append(first_line(command, home / f"cli-{i}"))
+                time.sleep(0.2)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    load = os.getloadavg()[0]
+    print(f"idle submit -> first line, process executor (median of {n}, load {load:.2f}):")
+    print(f"  through the service: {statistics.median(inside) * 1000:.0f} ms")
+    print(f"  through astra run (the command included): {statistics.median(whole) * 1000:.0f} ms")
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    args = [a for a in sys.argv[1:] if a != "--process"]
+    n = int(args[0]) if args else 15
+    if "--process" in sys.argv[1:]:
+        process_first_line(n)
+        return
+    import docker
+
     client = docker.from_env()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

@@ -9,8 +9,9 @@ one folder per worker, ``state_dir/<launch.key>/``, which is also the worker's h
 - ``exit.json``    exit code (128 + N when killed by signal N), signal, time, error;
 - ``supervisor.log``  what the supervisor itself had to say.
 
-A worker runs under ``python -m runner.executors.supervise`` (see that module) in a session
-of its own, so it outlives the daemon; a restarted daemon adopts it by listing the folders.
+A worker runs under ``python -S -P -m runner.executors.supervise`` (see that module) in a
+session of its own, so it outlives the daemon; a restarted daemon adopts it by listing the
+folders.
 ``start`` returns once the command runs. A command that cannot be executed does not make
 ``start`` fail: the worker exits at once with 127 (not found) or 126 (not executable) and
 its status carries the reason, as Docker reports a missing executable.
@@ -233,7 +234,10 @@ class ProcessExecutor:
         """Start the supervisor and wait for its word that the command runs."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-        argv = [sys.executable, "-P", "-m", "runner.executors.supervise", str(folder)]
+        # -S: no site. The supervisor needs the standard library and this package (on
+        # PYTHONPATH) only; site's scan of site-packages and its .pth files would be on
+        # every start's path (a sitecustomize on PYTHONPATH still runs: supervise.py).
+        argv = [sys.executable, "-S", "-P", "-m", "runner.executors.supervise", str(folder)]
         with open(folder / SUPERVISOR_LOG, "ab") as log:
             proc = subprocess.Popen(
                 argv,

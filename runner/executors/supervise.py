@@ -1,4 +1,4 @@
-"""The supervisor of one process worker: ``python -P -m runner.executors.supervise FOLDER``.
+"""The supervisor of one process worker: ``python -S -P -m runner.executors.supervise FOLDER``.
 
 :class:`runner.executors.process.ProcessExecutor` writes ``FOLDER/launch.json`` and starts
 this module in a session of its own, so the worker outlives a daemon killed with -9. Steps:
@@ -45,6 +45,7 @@ import contextlib
 import ctypes
 import dataclasses
 import fcntl
+import importlib
 import json
 import os
 import signal
@@ -53,16 +54,12 @@ import sys
 import termios
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.executors.logcap import CappedLog
-from runner.executors.member import as_member
-from runner.executors.sandbox import program_exists, sandbox_args
-from runner.executors.terminal import TerminalRelay
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
     LAUNCH,
@@ -137,11 +134,15 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         finally:
             os.close(into)
         if job.interactive:  # a terminal: its output to the log and to whoever attaches
+            from runner.executors.terminal import TerminalRelay  # only then: off the start's path
+
             relay = TerminalRelay(output, log, folder).start()
         else:
             relay = _relay_output(output, log)
         _write_meta(folder, job, outcome)
     except Exception as exc:
+        import traceback  # only here: off the start's path
+
         traceback.print_exc()
         _tell(ready, " ".join(str(exc).split()) or type(exc).__name__)
         return 1
@@ -199,6 +200,12 @@ def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
     """
     if not job.sandbox:
         return job, None
+    # imported only for drives, and here, as root: the child that drops to the member
+    # reads no file of this package
+    from runner.executors.member import as_member
+    from runner.executors.sandbox import load_rules
+
+    load_rules()
     placed = as_member(job, lambda: _place(job))
     sandbox, found = placed["sandbox"], placed["found"]
     job = dataclasses.replace(job, sandbox=[str(a) for a in sandbox])
@@ -206,6 +213,8 @@ def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
 
 
 def _place(job: Job) -> dict[str, object]:
+    from runner.executors.sandbox import program_exists, sandbox_args  # imported: _placed
+
     args, mapping = sandbox_args(job.sandbox[0], job.drives)
     path = job.env.get("PATH", "")
     return {"sandbox": args, "found": program_exists(job.argv[0], job.cwd, path, mapping)}
@@ -391,4 +400,6 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
 
 
 if __name__ == "__main__":
+    with contextlib.suppress(ImportError):  # started with -S (process.py): site's hook stays
+        importlib.import_module("sitecustomize")
     sys.exit(main(sys.argv))
