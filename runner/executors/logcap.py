@@ -28,8 +28,6 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from runner.model import format_size
-
 CHUNK = 1 << 20  # bytes copied at a time
 LINE_SEARCH = 1 << 16  # how far a cut looks for a line start
 _HEADER_MAX = 256
@@ -38,6 +36,8 @@ _CUT_RE = re.compile(rb"\[astraeus: [^\]\n]* of earlier output cut \((\d+) bytes
 
 def cut_line(cut: int, limit: int) -> bytes:
     """The first line of a log whose oldest ``cut`` bytes were cut."""
+    from runner.model import format_size  # off the supervisor's start (runner.model is big)
+
     return (
         f"[astraeus: {_mib(cut)} of earlier output cut ({cut} bytes): "
         f"log_limit is {format_size(limit)}]\n"
@@ -45,6 +45,8 @@ def cut_line(cut: int, limit: int) -> bytes:
 
 
 def drop_line(reserve: int) -> bytes:
+    from runner.model import format_size  # off the supervisor's start (runner.model is big)
+
     return (
         f"[astraeus: output dropped from here: less than log_reserve ({format_size(reserve)})"
         " is free on the log disk]\n"
@@ -52,6 +54,8 @@ def drop_line(reserve: int) -> bytes:
 
 
 def resume_line(dropped: int, reserve: int) -> bytes:
+    from runner.model import format_size  # off the supervisor's start (runner.model is big)
+
     return (
         f"[astraeus: {_mib(dropped)} of output dropped: less than log_reserve "
         f"({format_size(reserve)}) was free on the log disk]\n"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[2])
-LATER = ("runner.executors.member", "runner.spec.parse", "traceback")
+LATER = ("runner.executors.member", "runner.spec.parse", "runner.model", "traceback")
 
 
 def test_the_supervisor_needs_no_site_and_leaves_drive_placement_for_drives() -> None:
