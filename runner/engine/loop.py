@@ -102,9 +102,18 @@ class Loop:
                     log.exception("tick failed")
                 last_error = text
                 self.status.errors = [*self.status.errors[-9:], text]
-            if self.wake.wait(PLAN_GAP if self._dirty else TICK):
+            if self.wake.wait(self.pause()):
                 self.wake.clear()
                 self._dirty = True
+
+    def pause(self) -> float:
+        """How long to wait for a change before the next tick: a change not planned yet
+        (it came within PLAN_GAP of the last plan) waits only for the rest of the gap,
+        not a whole one; otherwise a tick. A poke ends the wait at once either way."""
+        last = self._planned_mono
+        if not self._dirty or last is None:
+            return TICK
+        return min(PLAN_GAP, max(0.0, PLAN_GAP - (self.clock.now().mono - last)))
 
     def poke(self) -> None:
         """Something changed (submit, delete, priority): plan at once."""
