@@ -267,6 +267,26 @@ class Client:
 
 
 _STREAM: dict[str, type[Snapshot] | type[Change]] = {"snapshot": Snapshot, "change": Change}
+STREAM_CHUNK = 1 << 20  # bytes read at a time from the change stream
+
+
+async def _sse_lines(content: Any) -> AsyncIterator[bytes]:
+    """The stream's lines without their newline, however long: a snapshot of 10,000 runs
+    is one line of megabytes, past what aiohttp's ``readline`` takes (LineTooLong)."""
+    pending = bytearray()
+    async for chunk in content.iter_chunked(STREAM_CHUNK):
+        start, end = 0, chunk.find(b"\n")
+        while end >= 0:
+            if pending:
+                pending += chunk[start:end]
+                yield bytes(pending)
+                pending.clear()
+            else:
+                yield chunk[start:end]
+            start, end = end + 1, chunk.find(b"\n", end + 1)
+        pending += chunk[start:]
+    if pending:
+        yield bytes(pending)
 
 
 class AsyncClient:
@@ -329,11 +349,10 @@ class AsyncClient:
             if response.status >= 400:
                 _raise_for(response.status, await response.read())
             event = ""
-            async for raw in response.content:
-                line = raw.decode().rstrip("\n")
-                if line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: ") and event in _STREAM:
+            async for line in _sse_lines(response.content):
+                if line.startswith(b"event: "):
+                    event = line[7:].decode()
+                elif line.startswith(b"data: ") and event in _STREAM:
                     yield event, msgspec.json.decode(line[6:], type=_STREAM[event])
 
     async def text(self, path: str, **query: Any) -> str:
