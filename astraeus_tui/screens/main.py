@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run
@@ -203,13 +203,13 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------ the table
 
-    @on(DataTable.RowHighlighted)
+    @on(QueueTable.RowHighlighted)
     def _highlighted(self) -> None:
         run, line = self.selected(), self.query_one(ReasonLine)
         line.backfilled = run is not None and run.id in self.model.backfilled
         line.run = run
 
-    @on(DataTable.RowSelected)
+    @on(QueueTable.RowSelected)
     def _selected(self) -> None:
         self.action_details()
 
@@ -234,9 +234,9 @@ class MainScreen(Screen[None]):
         bar.sort, bar.workspace, bar.state, bar.search = f.sort, f.workspace, f.state, f.search
         self.show_queue(Diff())
 
-    @on(DataTable.HeaderSelected)
-    def _sort_by_header(self, event: DataTable.HeaderSelected) -> None:
-        by = HEADER_SORTS.get(str(event.column_key.value))
+    @on(QueueTable.HeaderSelected)
+    def _sort_by_header(self, event: QueueTable.HeaderSelected) -> None:
+        by = HEADER_SORTS.get(event.column)
         if by is not None:
             self.model.filters.sort = by
             self._refilter()

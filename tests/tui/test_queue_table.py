@@ -12,7 +12,9 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 import astraeus_tui.widgets.queue_table as queue_table
-from astraeus_tui.widgets.queue_table import FEW_GONE, FEW_ROWS, QueueTable
+from astraeus_tui.widgets.queue_table import QueueTable
+
+FEW_ROWS, FEW_GONE = 500, 64  # a merge that removes many rows at once
 
 
 class TableApp(App[None]):
