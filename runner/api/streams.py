@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from aiohttp import web
 
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
 from runner.model import RunState
 from runner.planner.estimates import Estimate
+from runner.planner.plan import Plan
+from runner.reasons import ADMIN, RunRef, Viewer
 from runner.service.runs import Caller
-from runner.store.db import RunRow
+from runner.store.db import RunRow, WorkerRow
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
@@ -45,22 +51,58 @@ def run_objects(
     ]
 
 
+@dataclass(frozen=True)
+class Frame:
+    """The active runs as one diff saw them: their rows and everything their objects
+    are rendered from, so each viewer's objects come from the same moment."""
+
+    version: int
+    rows: dict[str, RunRow]  # by name
+    objects: dict[str, dict[str, Any]]  # the admin view, by name
+    live: dict[str, list[WorkerRow]]
+    plan: Plan | None
+    now: float
+    estimates: Mapping[str, Estimate]
+    at: float  # monotonic: when it was read
+    timed: bool  # an object holds a stop grace that counts down with the clock
+
+    def render(self, daemon: Daemon, names: list[str], viewer: Viewer) -> list[dict[str, Any]]:
+        """The objects of ``names`` for ``viewer``; the admin view as it is."""
+        if viewer.workspaces is None:
+            return [self.objects[n] for n in names]
+        specs, rows = daemon.backend.specs, self.rows
+        return [
+            run_object(rows[n], specs.get(rows[n]), viewer, self.plan, self.live.get(n, ()),
+                       self.now, self.estimates.get(n))
+            for n in names
+        ]  # fmt: skip
+
+
 class Changes:
     """Turns the loop's "something changed" into versioned diffs of run objects.
 
-    Diffs are computed once (admin view), then each subscriber re-renders the
-    changed runs for its own caller, so names stay anonymised per viewer.
+    The store is read once per diff (admin view, ``Frame``); each subscriber is sent the
+    changed runs rendered for its own caller from that frame, so names stay anonymised
+    per viewer, and a viewer's encoded snapshot or diff is made once for all its
+    subscribers. A new subscriber starts from the frame when it is current.
     """
 
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.version = 0
-        self.last: dict[str, dict[str, Any]] = {}  # admin view, by name
-        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[str]] | None]] = set()
+        self.frame: Frame | None = None
+        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[RunRef]] | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = False
+        self._fresh = False  # the frame is the store's state: no change arrived since
+        self._encoded: dict[tuple[str, int, Viewer], bytes] = {}  # SSE messages, this version
         self.estimates: Callable[[], Mapping[str, Estimate]] = dict  # set by build_app
         self._followed = False
+
+    @property
+    def last(self) -> dict[str, dict[str, Any]]:
+        """The admin view of every active run, as last diffed, by name."""
+        return {} if self.frame is None else self.frame.objects
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -76,41 +118,122 @@ class Changes:
             self._loop.call_soon_threadsafe(self._schedule)
 
     def _schedule(self) -> None:
+        self._fresh = False
         if not self._pending:  # merge bursts of changes into one diff
             self._pending = True
             asyncio.get_running_loop().call_later(DIFF_GAP, self._compute)
 
     def _follow_up(self) -> None:
-        if not self._pending:  # else a diff is on its way anyway
-            self._pending = True
-            self._compute(follow=False)
         self._followed = False
+        if self._pending:  # a diff is on its way anyway
+            return
+        frame = self.frame
+        if frame is not None and self.estimates() is frame.estimates:
+            return  # the estimates did not move since: nothing of the objects can have
+        self._pending = True
+        self._compute(follow=False)
 
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""
-        runs = self.daemon.service.list_runs(caller)
-        objects = run_objects(self.daemon, runs, caller, self.estimates())
-        return {r.name: o for r, o in zip(runs, objects, strict=True)}
+        frame = self.current_frame()
+        return dict(zip(frame.rows, frame.render(self.daemon, list(frame.rows), caller.viewer),
+                        strict=True))  # fmt: skip
+
+    def current_frame(self) -> Frame:
+        """The frame, read again unless it is the store's state (and young enough, when a
+        stop grace in it counts down)."""
+        frame = self.frame
+        if frame is None or not self._fresh or (frame.timed and _age(frame) > TIMED_REUSE):
+            self._diff()
+            frame = self.frame
+            assert frame is not None
+        return frame
 
     def _compute(self, follow: bool = True) -> None:
         self._pending = False
         if not self.subscribers:  # no one listens: nothing to diff (a subscriber starts
-            return  # from a snapshot; upserts and removes of a stale diff are idempotent)
+            self._fresh = False  # from a frame read for it; a stale diff is idempotent)
+            return
         if (
             follow and not self._followed
         ):  # estimates may lag the plan by their cache's gap: look again
             self._followed = True
             asyncio.get_running_loop().call_later(ESTIMATE_LAG, self._follow_up)
-        admin = Caller(0, 0, "root", True, frozenset())
-        now = self.current(admin)
-        changed = [n for n, o in now.items() if self.last.get(n) != o]
-        removed = [n for n in self.last if n not in now]
-        self.last = now
+        self._diff()
+
+    def _read(self) -> Frame:
+        daemon = self.daemon
+        rows = {r.name: r for r in daemon.service.list_runs(ADMIN_CALLER)}
+        live = daemon.service.live_by_run()
+        plan, now = daemon.backend.status.plan, daemon.backend.clock()
+        estimates, specs = self.estimates(), daemon.backend.specs
+        objects = {
+            n: run_object(r, specs.get(r), ADMIN, plan, live.get(n, ()), now, estimates.get(n))
+            for n, r in rows.items()
+        }
+        timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
+        return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
+                     timed)  # fmt: skip
+
+    def _diff(self) -> None:
+        """Read the store into a new frame and send every subscriber what changed."""
+        old, new = self.last, self._read()
+        rows = {} if self.frame is None else self.frame.rows
+        changed = [n for n, o in new.objects.items() if old.get(n) != o]
+        removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
+        self._fresh = True
         if not changed and not removed:
+            self.frame = dataclasses.replace(new, version=self.version)
             return
         self.version += 1
+        self.frame = dataclasses.replace(new, version=self.version)
+        self._encoded.clear()
         for queue in list(self.subscribers):
             queue.put_nowait((self.version, changed, removed))
+
+    def snapshot(self, viewer: Viewer) -> bytes:
+        """``event: snapshot`` for ``viewer``: made once a version for all its subscribers."""
+        frame = self.current_frame()
+        key = ("snapshot", frame.version, viewer)
+        found = self._encoded.get(key)
+        if found is None:
+            runs = frame.render(self.daemon, list(frame.rows), viewer)
+            found = self._encoded[key] = _message("snapshot", {"version": frame.version,
+                                                               "runs": runs})  # fmt: skip
+        return found
+
+    def change(self, version: int, changed: list[str], removed: list[RunRef],
+               viewer: Viewer) -> bytes | None:  # fmt: skip
+        """``event: change`` for ``viewer`` (None when the diff is no longer the frame's:
+        a later one follows, and upserts of the latest state are what it needs)."""
+        frame = self.frame
+        if frame is None:
+            return None
+        key = ("change", version, viewer)
+        found = self._encoded.get(key)
+        if found is None:
+            names = [n for n in changed if n in frame.rows]
+            gone = [run_id(r.name, r.workspace, viewer) for r in removed]
+            found = _message("change", {"version": version,
+                                        "upsert": frame.render(self.daemon, names, viewer),
+                                        "remove": gone})  # fmt: skip
+            if version == frame.version:
+                self._encoded[key] = found
+        return found
+
+
+ADMIN_CALLER = Caller(0, 0, "root", True, frozenset())
+TIMED_REUSE = 0.5  # seconds a frame whose stop graces count down is reused for a new stream
+SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the loop
+
+
+def _age(frame: Frame) -> float:
+    return time.monotonic() - frame.at
+
+
+def _message(event: str, data: object) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + msgspec.json.encode(data, enc_hook=str) \
+        + b"\n\n"  # fmt: skip
 
 
 async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.StreamResponse:
@@ -118,11 +241,14 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})  # fmt: skip
     await response.prepare(request)
-    queue: asyncio.Queue[tuple[int, list[str], list[str]] | None] = asyncio.Queue()
-    changes.subscribers.add(queue)
+    queue: asyncio.Queue[tuple[int, list[str], list[RunRef]] | None] = asyncio.Queue()
+    viewer = caller.viewer
     try:
-        runs = list(changes.current(caller).values())
-        await _send(response, "snapshot", {"version": changes.version, "runs": runs})
+        snapshot = changes.snapshot(viewer)
+        changes.subscribers.add(queue)  # no await since the frame: no diff is missed
+        view = memoryview(snapshot)
+        for at in range(0, len(view), SSE_CHUNK):
+            await response.write(view[at : at + SSE_CHUNK])
         while True:
             try:
                 item = await asyncio.wait_for(queue.get(), 15)
@@ -131,26 +257,14 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
                 continue
             if item is None:
                 break
-            version, changed, removed = item
-            objects = changes.current(caller)
-            upsert = [objects[n] for n in changed if n in objects]
-            gone = [_gone_id(changes, caller, n) for n in removed]
-            await _send(response, "change", {"version": version, "upsert": upsert, "remove": gone})
+            message = changes.change(*item, viewer)
+            if message is not None:
+                await response.write(message)
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
         changes.subscribers.discard(queue)
     return response
-
-
-def _gone_id(changes: Changes, caller: Caller, name: str) -> str:
-    workspace = changes.last.get(name, {}).get("workspace", "")
-    return run_id(name, workspace, caller.viewer)
-
-
-async def _send(response: web.StreamResponse, event: str, data: object) -> None:
-    text = json.dumps(data, default=str)
-    await response.write(f"event: {event}\ndata: {text}\n\n".encode())
 
 
 async def follow_events(

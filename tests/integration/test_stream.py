@@ -1,0 +1,92 @@
+"""The change stream (``GET /v1/stream``) as the dashboard reads it, from a real daemon.
+
+A queue of hundreds of runs makes a snapshot of more than half a megabyte on one SSE
+line: the dashboard's client reads it whole, and the changes after it (a submit, a
+delete) arrive as diffs of the runs they touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from astraeus_tui.client import AsyncClient, Client
+from runner.schema import Change, Snapshot
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+
+QUEUED = 750  # past 512 KiB of run objects: more than aiohttp's readline takes at once
+LINE_LIMIT = 1 << 19
+SLEEP = ["sleep", "600"]
+
+
+class _Unix(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("localhost", timeout=60)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(self.path))
+
+
+def fill(path: Path, count: int) -> None:
+    """A blocker on the only GPU, then ``count`` one-GPU runs: one kept-alive connection."""
+    conn = _Unix(path)
+    for i, name in enumerate(["blocker", *(f"wait-{i:04d}" for i in range(count))]):
+        body = json.dumps(spec(name, SLEEP, gpus=1)).encode()
+        conn.request("POST", "/v1/runs", body, {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        assert answer.status == 201, (i, answer.read())
+        answer.read()
+    conn.close()
+
+
+async def next_change(stream: object, check: Callable[[Change], bool]) -> Change:
+    async for event, data in stream:  # type: ignore[attr-defined]
+        if event == "change" and isinstance(data, Change) and check(data):
+            return data
+    raise AssertionError("the stream ended")
+
+
+def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
+    served: Callable[..., Served],
+) -> None:
+    daemon = served(gpus=1, machine="max_submit_per_user = 5000")
+    fill(daemon.socket, QUEUED)
+    client = Client(daemon.socket)
+    planned = lambda: all(r.position or r.state == "Running" for r in client.runs())  # noqa: E731
+    wait_for(planned, 30, "the queue planned")
+    listed = {r.id: r for r in client.runs()}
+
+    async def main() -> None:
+        dashboard = AsyncClient(daemon.socket)
+        stream = dashboard.changes()
+        try:
+            event, snapshot = await asyncio.wait_for(anext(stream), 60)
+            assert event == "snapshot" and isinstance(snapshot, Snapshot)
+            assert len(msgspec.json.encode(snapshot)) > LINE_LIMIT  # one line, that long
+            assert {r.id: r for r in snapshot.runs} == listed  # what GET /v1/runs says
+
+            late = await asyncio.to_thread(client.submit, spec("late", SLEEP, gpus=1))
+            added = await asyncio.wait_for(
+                next_change(stream, lambda c: any(r.id == "late" for r in c.upsert)), 30
+            )
+            run = next(r for r in added.upsert if r.id == "late")
+            assert (run.state, run.position, run.uid) == ("Queued", QUEUED + 1, late.uid)
+            assert added.version > snapshot.version
+
+            await asyncio.to_thread(client.delete, "late")
+            gone = await asyncio.wait_for(next_change(stream, lambda c: "late" in c.remove), 30)
+            assert gone.version > added.version
+        finally:
+            await stream.aclose()
+            await dashboard.close()
+
+    asyncio.run(main())
