@@ -21,13 +21,15 @@ from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
 
 
-def _run_json(request: web.Request, daemon: Daemon, name: str, caller: Caller) -> dict[str, Any]:
+def _run_json(
+    request: web.Request, daemon: Daemon, name: str, caller: Caller, cached: bool = False
+) -> dict[str, Any]:
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.get(run)
     live = daemon.service.workers_of(name)
-    estimate = (
-        request.app[ESTIMATES].get(daemon).get(name) if run.state == RunState.QUEUED else None
-    )
+    estimates = request.app[ESTIMATES]
+    found = estimates.cached(daemon) if cached else estimates.get(daemon)
+    estimate = found.get(name) if run.state == RunState.QUEUED else None
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return run_object(run, spec, caller.viewer, plan, live, now, estimate)
 
@@ -121,7 +123,7 @@ async def status(request: web.Request) -> web.Response:
     head = None
     if plan is not None and plan.head is not None:
         head = (
-            _run_json(request, daemon, plan.head.run, caller)
+            _run_json(request, daemon, plan.head.run, caller, cached=True)
             if daemon.service.run_now(plan.head.run)
             else None
         )

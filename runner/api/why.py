@@ -61,6 +61,18 @@ class Estimates:
             self._at = time.monotonic()
         return self._values
 
+    def cached(self, daemon: Daemon) -> dict[str, Estimate]:
+        """As ``get``, but not recomputed for their age alone, only once the loop planned
+        again (at least every PLAN_EVERY): for what is polled every few seconds
+        (``/v1/status``, by each dashboard), which would else replay the queue each time."""
+        backend = daemon.backend
+        if not backend.capabilities.plans_locally or self._at < 0:
+            return self.get(daemon)
+        replanned = backend.status.last_plan_at != self._plan_at
+        if replanned and time.monotonic() - self._at >= ESTIMATE_GAP:
+            return self.get(daemon)
+        return self._values
+
 
 ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
 
