@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from aiohttp import web
 
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
-from runner.model import RunState
+from runner.model import RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.reasons import ADMIN, RunRef, Viewer
@@ -96,6 +96,7 @@ class Changes:
         self._pending = False
         self._fresh = False  # the frame is the store's state: no change arrived since
         self._encoded: dict[tuple[str, int, Viewer], bytes] = {}  # SSE messages, this version
+        self._inputs: dict[str, tuple[object, ...]] = {}  # what each admin object came from
         self.estimates: Callable[[], Mapping[str, Estimate]] = dict  # set by build_app
         self._followed = False
 
@@ -167,10 +168,18 @@ class Changes:
         live = daemon.service.live_by_run()
         plan, now = daemon.backend.status.plan, daemon.backend.clock()
         estimates, specs = self.estimates(), daemon.backend.specs
-        objects = {
-            n: run_object(r, specs.get(r), ADMIN, plan, live.get(n, ()), now, estimates.get(n))
-            for n, r in rows.items()
-        }
+        last, keys = self.last, self._inputs
+        objects: dict[str, dict[str, Any]] = {}
+        self._inputs = {}
+        for n, r in rows.items():
+            workers, estimate = live.get(n, ()), estimates.get(n)
+            key = _inputs(r, plan, workers, estimate)
+            if key is not None and keys.get(n) == key and n in last:
+                objects[n] = last[n]  # rendered from the same inputs: the same object
+            else:
+                objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate)
+            if key is not None:
+                self._inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
         return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
                      timed)  # fmt: skip
@@ -179,7 +188,7 @@ class Changes:
         """Read the store into a new frame and send every subscriber what changed."""
         old, new = self.last, self._read()
         rows = {} if self.frame is None else self.frame.rows
-        changed = [n for n, o in new.objects.items() if old.get(n) != o]
+        changed = [n for n, o in new.objects.items() if old.get(n) is not o and old.get(n) != o]
         removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
         self._fresh = True
         if not changed and not removed:
@@ -225,6 +234,19 @@ class Changes:
 ADMIN_CALLER = Caller(0, 0, "root", True, frozenset())
 TIMED_REUSE = 0.5  # seconds a frame whose stop graces count down is reused for a new stream
 SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the loop
+
+
+def _inputs(
+    run: RunRow, plan: Plan | None, live: Sequence[WorkerRow], estimate: Estimate | None
+) -> tuple[object, ...] | None:
+    """All a run's object is rendered from (runner/api/views.py run_view), to compare with
+    the last diff's; None when it moves with the clock (a stop grace counting down)."""
+    if any(w.state == WorkerState.STOPPING and w.stop_deadline is not None for w in live):
+        return None
+    head = plan is not None and plan.head is not None and plan.head.run == run.name
+    position = None if plan is None else plan.positions.get(run.name)
+    shadow = plan.head.shadow if head and plan is not None and plan.head is not None else None
+    return (run, tuple(live), position, head, shadow, estimate)
 
 
 def _age(frame: Frame) -> float:

@@ -85,6 +85,14 @@ def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
             await asyncio.to_thread(client.delete, "late")
             gone = await asyncio.wait_for(next_change(stream, lambda c: "late" in c.remove), 30)
             assert gone.version > added.version
+
+            await asyncio.to_thread(client.delete, "wait-0000")  # the head: every place moves
+            moved = await asyncio.wait_for(
+                next_change(stream, lambda c: any(r.id == "wait-0001" for r in c.upsert)), 30
+            )
+            places = {r.id: r.position for r in moved.upsert}
+            assert (places["wait-0001"], places["wait-0002"], places["wait-0749"]) == (1, 2, 749)
+            assert next(r for r in moved.upsert if r.id == "wait-0001").head
         finally:
             await stream.aclose()
             await dashboard.close()
