@@ -52,6 +52,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_admin_routes(app)
     add_usage_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
+    app[CHANGES].last_estimates = lambda: app[ESTIMATES].last(daemon)
     return app
 
 

@@ -98,6 +98,7 @@ class Changes:
         self._encoded: dict[tuple[str, int, Viewer], bytes] = {}  # SSE messages, this version
         self._inputs: dict[str, tuple[object, ...]] = {}  # what each admin object came from
         self.estimates: Callable[[], Mapping[str, Estimate]] = dict  # set by build_app
+        self.last_estimates: Callable[[], Mapping[str, Estimate]] = dict  # without a replay
         self._followed = False
 
     @property
@@ -129,7 +130,8 @@ class Changes:
         if self._pending:  # a diff is on its way anyway
             return
         frame = self.frame
-        if frame is not None and self.estimates() is frame.estimates:
+        estimates = self.estimates()  # computed again for the plan the diff followed
+        if frame is not None and (estimates is frame.estimates or estimates == frame.estimates):
             return  # the estimates did not move since: nothing of the objects can have
         self._pending = True
         self._compute(follow=False)
@@ -167,7 +169,9 @@ class Changes:
         rows = {r.name: r for r in daemon.service.list_runs(ADMIN_CALLER)}
         live = daemon.service.live_by_run()
         plan, now = daemon.backend.status.plan, daemon.backend.clock()
-        estimates, specs = self.estimates(), daemon.backend.specs
+        # the estimates as they are: replaying the queue for them (a store read) would hold
+        # this diff back; the follow-up a second later brings the plan's new ones
+        estimates, specs = self.last_estimates(), daemon.backend.specs
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}
         self._inputs = {}

@@ -73,6 +73,13 @@ class Estimates:
             return self.get(daemon)
         return self._values
 
+    def last(self, daemon: Daemon) -> dict[str, Estimate]:
+        """The estimates as last computed (now only if never): what the change stream's
+        first diff after a change renders, the plan's new estimates following it."""
+        if not daemon.backend.capabilities.plans_locally or self._at < 0:
+            return self.get(daemon)
+        return self._values
+
 
 ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
 

@@ -98,3 +98,33 @@ def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
             await dashboard.close()
 
     asyncio.run(main())
+
+
+def test_a_new_run_s_estimate_follows_on_the_stream(served: Callable[..., Served]) -> None:
+    """The diff after a submit goes out at once; the plan's estimate of when the run
+    starts (it waits behind two runs with time limits) follows on the same stream."""
+    daemon = served(gpus=1)
+    client = Client(daemon.socket)
+    client.submit(spec("blocker", SLEEP, gpus=1, limit=600))
+    wait_for(lambda: client.show("blocker").state == "Running", 30, "the blocker running")
+
+    async def main() -> None:
+        dashboard = AsyncClient(daemon.socket)
+        stream = dashboard.changes()
+        try:
+            event, _ = await asyncio.wait_for(anext(stream), 30)
+            assert event == "snapshot"
+            await asyncio.to_thread(client.submit, spec("next", SLEEP, gpus=1, limit=600))
+            await asyncio.to_thread(client.submit, spec("second", SLEEP, gpus=1, limit=600))
+
+            def estimated(change: Change) -> bool:
+                return any(r.id == "second" and r.starts_by for r in change.upsert)
+
+            change = await asyncio.wait_for(next_change(stream, estimated), 30)
+            second = next(r for r in change.upsert if r.id == "second")
+            assert second.position == 2 and second.starts_by == client.show("second").starts_by
+        finally:
+            await stream.aclose()
+            await dashboard.close()
+
+    asyncio.run(main())
