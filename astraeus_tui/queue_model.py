@@ -8,6 +8,7 @@ order under the current sort and filters; ``cells()`` renders one table row.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -162,8 +163,14 @@ class QueueModel:
     def victims(self) -> list[Run]:
         return [r for r in self.active() if r.state == RunState.STOPPING and r.stopping_for]
 
-    def waiting(self, n: int) -> list[Run]:
-        """The first ``n`` queued runs, in the planner's order."""
+    def waiting(self, n: int, view: list[str] | None = None) -> list[Run]:
+        """The first ``n`` queued runs, in the planner's order; ``view``, when given, is
+        ``view()``'s answer, read from its start when it holds every run in that order."""
+        f = self.filters
+        if view is not None and f == Filters() and len(view) == len(self.runs):
+            runs, queued = self.runs, self._queued
+            return [runs[rid] for rid in itertools.islice(
+                (rid for rid in view if rid in queued), n)]  # fmt: skip
         first = heapq.nsmallest(n, self._queued, key=self._keys.__getitem__)
         return [self.runs[rid] for rid in first]
 

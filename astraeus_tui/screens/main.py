@@ -172,7 +172,7 @@ class MainScreen(Screen[None]):
         timeline.backfilled = frozenset(model.backfilled)
         timeline.head = head
         timeline.running = model.active()
-        timeline.queued, timeline.waiting = model.waiting(QUEUED_ROWS), model.queued
+        timeline.queued, timeline.waiting = model.waiting(QUEUED_ROWS, order), model.queued
         self._highlighted()
 
     def _empty(self, shown: int, total: int) -> None:

@@ -182,7 +182,8 @@ class QueueTable(ScrollView, can_focus=True):
         self._seq += 1
         at, rows = self._seq, self.rows
         order = list(order)
-        if len(order) != len(rows) or any(rid not in rows for rid in order):
+        same = order == self._order  # the same runs in the same places: none added or gone
+        if not same and (len(order) != len(rows) or rows.keys() != set(order)):
             wanted = set(order)
             for rid in [rid for rid in rows if rid not in wanted]:
                 del rows[rid]
@@ -193,7 +194,7 @@ class QueueTable(ScrollView, can_focus=True):
             row = rows.get(rid)
             if row is not None and row.at != at:
                 row.source, row.cells, row.at = cells, None, at
-        if order != self._order:
+        if not same:
             self._order = order
             self._index = {rid: i for i, rid in enumerate(order)}
         self._lines.clear()
