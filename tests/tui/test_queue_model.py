@@ -1,0 +1,41 @@
+"""The queue model's reads that the screen takes on every refresh."""
+
+from __future__ import annotations
+
+import random
+
+from astraeus_tui.queue_model import Batch, QueueModel
+from runner.model import RunState
+from runner.schema import Run
+
+STATES = [RunState.QUEUED] * 6 + [RunState.RUNNING, RunState.STARTING, RunState.STOPPING]
+
+
+def model(seed: int, n: int = 400) -> QueueModel:
+    rnd, runs = random.Random(seed), []
+    for i in range(n):
+        state = rnd.choice(STATES)
+        queued = state == RunState.QUEUED
+        runs.append(Run(id=f"r{i:03d}", name=f"r{i:03d}", workspace=rnd.choice(["a", "b"]),
+                        state=state, priority=rnd.randint(-3, 3),
+                        position=rnd.randint(1, n) if queued and rnd.random() < 0.9 else None,
+                        submitted_at=f"2026-12-01T10:{rnd.randint(0, 59):02d}:00Z"))  # fmt: skip
+    m = QueueModel()
+    m.apply(Batch(snapshot=runs, at=0.0))
+    return m
+
+
+def test_the_first_waiting_runs_from_the_view_are_the_planner_s_order() -> None:
+    for seed in range(20):
+        m = model(seed)
+        for n in (0, 1, 8, 1000):
+            assert m.waiting(n, m.view()) == m.waiting(n)
+
+
+def test_a_filtered_or_sorted_view_is_not_read_for_the_waiting_runs() -> None:
+    m = model(3)
+    expected = m.waiting(8)
+    m.filters.workspace = "a"
+    assert m.waiting(8, m.view()) == expected  # every workspace's, as without a view
+    m.filters.workspace, m.filters.sort = None, "name"
+    assert m.waiting(8, m.view()) == expected
