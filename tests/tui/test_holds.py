@@ -34,7 +34,8 @@ def test_the_hold_key_holds_and_releases_the_highlighted_run(
         await until(
             pilot, lambda: screen.model.runs["waiting"].reason == "Held by root", message="why"
         )
-        assert "held" in str(screen.query_one(QueueTable).get_row("waiting")[0])
+        table = screen.query_one(QueueTable)
+        assert "held" in str(table.get_row_at(table.get_row_index("waiting"))[0])
         await pilot.press("o")
         await until(pilot, lambda: not client.show("waiting").held, message="released")
         await pilot.press("enter")  # the run's page has the key too
