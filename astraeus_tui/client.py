@@ -9,13 +9,13 @@ as the JSON's dicts.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
 import msgspec
@@ -35,6 +35,9 @@ from runner.schema import (
     Snapshot,
     Usage,
 )
+
+if TYPE_CHECKING:
+    import http.client
 
 T = TypeVar("T")
 
@@ -59,16 +62,48 @@ class ApiError(Exception):
         return f"{self.status} {self.code}: {self.message}"
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float | None) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
+@cache
+def _unix_connection() -> Callable[[Path, float | None], http.client.HTTPConnection]:
+    """http.client over the Unix socket; imported on first use (``astra ls`` reads the
+    queue without it, see ``Client.get``)."""
+    import http.client
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(str(self._path))
-        self.sock = sock
+    class UnixConnection(http.client.HTTPConnection):
+        def __init__(self, path: Path, timeout: float | None) -> None:
+            super().__init__("localhost", timeout=timeout)
+            self._path = path
+
+        def connect(self) -> None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            sock.connect(str(self._path))
+            self.sock = sock
+
+    return UnixConnection
+
+
+def _unreachable(socket_path: Path, e: OSError) -> ApiError:
+    """The one line for a socket no daemon answers on, or one the caller may not use."""
+    if isinstance(e, PermissionError):
+        return ApiError(0, "NO_ACCESS", f"no permission to use {socket_path}")
+    return ApiError(
+        0, "NO_DAEMON",
+        f"no daemon answers on {socket_path} (start it with `astra up` "
+        f"or `astra serve`): {e.strerror}",
+    )  # fmt: skip
+
+
+def _dechunk(body: bytes) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, joined."""
+    out: list[bytes] = []
+    at = 0
+    while True:
+        end = body.index(b"\r\n", at)
+        size = int(body[at:end].split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(body[end + 2 : end + 2 + size])
+        at = end + 2 + size + 2
 
 
 def _path(path: str, query: dict[str, Any] | None) -> str:
@@ -95,22 +130,15 @@ class Client:
 
     def _open(
         self, method: str, path: str, body: bytes | None, content_type: str
-    ) -> tuple[_UnixConnection, http.client.HTTPResponse]:
-        conn = _UnixConnection(self.socket_path, self.timeout)
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = _unix_connection()(self.socket_path, self.timeout)
         headers = {"Content-Type": content_type} if body is not None else {}
         try:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
-        except (FileNotFoundError, ConnectionRefusedError) as e:
+        except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
             conn.close()
-            raise ApiError(
-                0, "NO_DAEMON",
-                f"no daemon answers on {self.socket_path} (start it with `astra up` "
-                f"or `astra serve`): {e.strerror}",
-            ) from None  # fmt: skip
-        except PermissionError:
-            conn.close()
-            raise ApiError(0, "NO_ACCESS", f"no permission to use {self.socket_path}") from None
+            raise _unreachable(self.socket_path, e) from None
         if response.status >= 400:
             data = response.read()
             conn.close()
@@ -149,6 +177,36 @@ class Client:
         data = self.answer(method, path, body, query=query, raw=raw, content_type=content_type)
         return msgspec.json.decode(data, type=kind)
 
+    def get(self, path: str, query: dict[str, Any] | None = None) -> bytes:
+        """A GET's body, over a plain socket (HTTP/1.1, one request, the connection closed
+        after it): the queue's read without loading http.client."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            try:
+                sock.connect(str(self.socket_path))
+            except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
+                raise _unreachable(self.socket_path, e) from None
+            request = f"GET {_path(path, query)} HTTP/1.1\r\nHost: localhost\r\n"
+            sock.sendall(request.encode() + b"Connection: close\r\n\r\n")
+            chunks = []
+            while chunk := sock.recv(1 << 20):
+                chunks.append(chunk)
+        finally:
+            sock.close()
+        head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+        status_line, *lines = head.split(b"\r\n")
+        try:
+            status = int(status_line.split()[1])
+        except (IndexError, ValueError):
+            raise ApiError(0, "ERROR", f"not an HTTP answer from {self.socket_path}") from None
+        fields = dict(line.lower().split(b":", 1) for line in lines if b":" in line)
+        if b"chunked" in fields.get(b"transfer-encoding", b""):
+            body = _dechunk(body)
+        if status >= 400:
+            _raise_for(status, body)
+        return body
+
     def stream(self, path: str, query: dict[str, Any] | None = None) -> Iterator[bytes]:
         """The body as it arrives, line by line."""
         conn, response = self._open("GET", _path(path, query), None, "")
@@ -161,7 +219,8 @@ class Client:
     # ------------------------------------------------------------ calls
 
     def runs(self, **query: Any) -> list[Run]:
-        return self.typed(RunList, "GET", "/v1/runs", query=query).runs
+        """The queue (``fields="name,state"``: only those fields sent, the rest default)."""
+        return msgspec.json.decode(self.get("/v1/runs", query), type=RunList).runs
 
     def submit(self, document: object) -> Run:
         return self.typed(Run, "POST", "/v1/runs", document)

@@ -46,13 +46,35 @@ def _age(iso: str | None, now: float) -> str:
 
 def run_cells(r: Run, now: float) -> list[str]:
     """One run's cells, escaped as the table shows them."""
-    held = ",".join(str(g) for g in r.gpus)
-    gpus = held if held else str(r.gpus_requested)
-    waiting = r.state == RunState.QUEUED
-    mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
-    cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
-             _age(r.submitted_at, now), start_label(r, now), r.reason or "")  # fmt: skip
-    return [shown(c) for c in cells]
+    return Cells(now).of(r)
+
+
+class Cells:
+    """Rows of cells at one ``now``: an age or a start said once per distinct time (a
+    queue's runs share their submit seconds and their estimates)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self._moment = datetime.fromtimestamp(now, UTC)
+        self._ages: dict[str | None, str] = {}
+        self._starts: dict[tuple[str, str | None], str] = {}
+
+    def of(self, r: Run) -> list[str]:
+        held = ",".join(str(g) for g in r.gpus)
+        gpus = held if held else str(r.gpus_requested)
+        waiting = r.state == RunState.QUEUED
+        mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
+        submitted = r.submitted_at
+        aged = self._ages.get(submitted)
+        if aged is None:
+            aged = self._ages[submitted] = age(submitted, self._moment)
+        key = (r.state, r.starts_by)
+        start = self._starts.get(key)
+        if start is None:
+            start = self._starts[key] = start_label(r, self.now)
+        cells = (mark, r.name, r.workspace, str(r.priority), str(r.state), gpus, aged, start,
+                 r.reason or "")  # fmt: skip
+        return [c if c.isprintable() else shown(c) for c in cells]
 
 
 def _one_cell_each(text: str) -> bool:
@@ -110,7 +132,7 @@ def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
     total = terminal_width()
     if total < 1 or any(k in os.environ for k in RICH_ENV):
         return None
-    if not all(_one_cell_each(c) for row in rows for c in row):
+    if not all("".join(row).isascii() or all(_one_cell_each(c) for c in row) for row in rows):
         return None
     widths = _widths(rows, total)
     if widths is None:
@@ -126,4 +148,12 @@ def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
             parts = [f"\x1b[1m{p}\x1b[0m" for p in parts]
         return "  ".join(parts)
 
-    return [line(HEADER, header=True), *(line(row) for row in rows)]
+    pads = [(w, str.rjust if right else str.ljust) for w, right in zip(inner, RIGHT, strict=True)]
+
+    def fitted(row: list[str]) -> str:  # as line(): each cell padded, or cut with …
+        return "  ".join([
+            pad(c, w) if len(c) <= w else _cell(c, w, pad is str.rjust)
+            for c, (w, pad) in zip(row, pads, strict=True)
+        ])  # fmt: skip
+
+    return [line(HEADER, header=True), *(fitted(row) for row in rows)]

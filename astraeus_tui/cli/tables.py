@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -15,14 +16,39 @@ if TYPE_CHECKING:
 from astraeus_tui.cli.plain import age
 from runner.model import RunState
 
-__all__ = ["age", "print_json", "print_json_line", "print_runs", "print_runs_rich", "show_runs"]
+__all__ = [
+    "age",
+    "indented_json",
+    "print_json",
+    "print_json_line",
+    "print_runs",
+    "print_runs_rich",
+    "show_runs",
+]
+
+
+# a float json writes in exponent form: msgspec writes 1e16 as 1e16, 1e-05 as 0.00001
+_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]|0\.0000")
+
+
+def indented_json(data: object) -> str:
+    """``json.dumps(data, indent=2)``, byte for byte, made by msgspec's encoder when it
+    writes the same bytes: printable ASCII only (json escapes the rest as ``\\uXXXX``) and
+    no float json writes in exponent form (``1e+16``, ``1e-05``); else by json itself
+    (whose indenting encoder is pure Python: seconds for a queue of 10,000)."""
+    try:
+        fast = msgspec.json.format(msgspec.json.encode(data), indent=2)
+    except (TypeError, ValueError, OverflowError):
+        fast = None
+    if fast is not None and fast.isascii() and b"\x7f" not in fast and not _EXPONENT.search(fast):
+        return fast.decode()
+    return json.dumps(data, indent=2, default=str)
 
 
 def print_json(data: object) -> None:
     """``data`` (the client's Structs, or plain JSON values) as the daemon sent it, indented:
     a Struct's fields keep the daemon's key order (runner/schema.py)."""
-    json.dump(msgspec.to_builtins(data), sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    sys.stdout.write(indented_json(msgspec.to_builtins(data)) + "\n")
 
 
 def print_json_line(data: object) -> None:
@@ -39,10 +65,10 @@ def print_runs(runs: list[Run], wide: bool = False) -> None:
     Laid out here as Rich lays out its table (same widths, same cuts, same bytes when not
     on a terminal) without importing Rich; the rare layouts it does not know go to Rich.
     """
-    from astraeus_tui.cli.plain import layout, run_cells
+    from astraeus_tui.cli.plain import Cells, layout
 
-    now = time.time()
-    rows = [run_cells(r, now) for r in runs]
+    cells = Cells(time.time())
+    rows = [cells.of(r) for r in runs]
     lines = layout(rows, wide)
     if lines is None:
         print_runs_rich(runs, wide)

@@ -10,8 +10,9 @@ from aiohttp import web
 from runner.api.admin import drain_now
 from runner.api.batch import submit_batch
 from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
+from runner.api.lists import LISTS, ListCache, list_body
 from runner.api.served import Daemon
-from runner.api.streams import follow_events, follow_log, run_objects, sse
+from runner.api.streams import follow_events, follow_log, sse
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
 from runner.drives import latest_checkpoint
@@ -39,16 +40,9 @@ def _run_json(
 
 async def list_runs(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
-    q = request.query
-    states = [s.strip() for s in q["state"].split(",")] if "state" in q else None
-    runs = daemon.service.list_runs(
-        caller, everything=q.get("all") in ("1", "true"), workspace=q.get("workspace"),
-        group=q.get("group"), states=states,
-    )  # fmt: skip
-    objects = run_objects(daemon, runs, caller, request.app[ESTIMATES].get(daemon))
-    running = (RunState.RUNNING, RunState.STOPPING, RunState.STARTING)
-    objects.sort(key=lambda o: (o["state"] not in running, o["position"] or 1 << 30))
-    return web.json_response({"runs": objects})
+    estimates = request.app[ESTIMATES].get(daemon)
+    body = list_body(daemon, caller, request.query, estimates, request.app[LISTS])
+    return web.Response(body=body, content_type="application/json", charset="utf-8")
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -153,6 +147,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 def add_run_routes(app: web.Application) -> None:
+    app[LISTS] = ListCache()
     app.router.add_get("/v1/runs", list_runs)
     app.router.add_post("/v1/runs", submit)
     app.router.add_post("/v1/runs:batch", submit_batch)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +59,25 @@ def run_object(
     return obj
 
 
+def run_views(
+    runs: Iterable[RunRow],
+    spec_of: Callable[[RunRow], RunSpec],
+    viewer: Viewer,
+    plan: Plan | None,
+    live: Mapping[str, Sequence[WorkerRow]],
+    now: float | None,
+    estimates: Mapping[str, Estimate],
+) -> list[schema.Run]:
+    """Many runs for one viewer (the queue's list): each as ``run_view`` makes it, a
+    reason the runs share (the queue's "Queued behind …") rendered once."""
+    rendered: dict[tuple[int, bool], str | None] = {}
+    return [
+        run_view(r, spec_of(r), viewer, plan, live.get(r.name, ()), now,
+                 estimates.get(r.name), rendered)
+        for r in runs
+    ]  # fmt: skip
+
+
 def run_view(
     run: RunRow,
     spec: RunSpec,
@@ -67,10 +86,19 @@ def run_view(
     live: Iterable[WorkerRow] = (),
     now: float | None = None,
     estimate: Estimate | None = None,
+    rendered: dict[tuple[int, bool], str | None] | None = None,
 ) -> schema.Run:
     """One run for ``viewer``. ``starts_by``: the head's shadow time, else the estimate
-    when there is one."""
+    when there is one. ``rendered``: reasons already rendered for ``viewer``, by the
+    reason's identity (``run_views``; the rows, and so their reasons, outlive it)."""
     visible = viewer.sees(run.workspace)
+    if rendered is None:
+        reason = _reason(run, viewer, visible)
+    else:
+        key = (id(run.reason), visible)
+        if key not in rendered:
+            rendered[key] = _reason(run, viewer, visible)
+        reason = rendered[key]
     live = [w for w in live if w.state in WorkerState.LIVE]
     stopping, grace_left, deadline = _stopping(live, now)
     request = spec.worker_resources()
@@ -83,7 +111,7 @@ def run_view(
         owner=run.owner if visible else None,
         priority=run.priority,
         state=run.state,
-        reason=_reason(run, viewer, visible),
+        reason=reason,
         reason_code=None if run.reason is None else run.reason.code.value,
         backfilled=run.backfilled,
         paused=PAUSED if run.preempted_by is not None and run.state == RunState.QUEUED else None,

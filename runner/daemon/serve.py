@@ -50,8 +50,22 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     return 0
 
 
+def _return_large_buffers() -> None:
+    """Large buffers (a queue's list, its JSON) go back to the system once freed.
+
+    glibc raises its mmap threshold after the first large free, so later lists come from
+    the heap and stay in the daemon's memory; a fixed threshold keeps them mmapped. Other
+    C libraries: nothing to do."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+
 def serve(home: Path) -> int:
     """Run until SIGTERM/SIGINT. Returns the exit status."""
+    _return_large_buffers()
     logging.basicConfig(level=os.environ.get("ASTRAEUS_LOG", "INFO"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
     home.mkdir(parents=True, exist_ok=True)

@@ -70,6 +70,11 @@ class Reads:
             runs = [r for r in runs if r.state.lower() in wanted]
         return runs
 
+    def runs_generation(self) -> int:
+        """A number that moves whenever a committed write changed the store: what was
+        rendered from it at the same number is still what it holds."""
+        return self.store.generation
+
     def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each named run's state and workspace (runs not known are left out)."""
         return self.store.run_states(names)

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from runner.model import RunSpec
 from runner.spec.fields import (
     _ENV_KEY_RE,
@@ -145,6 +143,8 @@ def _policy(value: object, path: str) -> str:
 
 
 def _cron(value: object, path: str) -> str:
+    from croniter import croniter  # lazy: a daemon without schedules never loads it
+
     text = " ".join(_string(value, path, 200).split())
     if not croniter.is_valid(text):
         raise SpecError(path, f"is not a cron expression, got {show_value(value)}")
@@ -288,6 +288,8 @@ def replica_backoff(streak: int) -> float:
 def next_fire(cron: str, after: float) -> float:
     """The first time of ``cron`` strictly after ``after`` (epoch seconds), in the local time
     zone's rules: across a daylight-saving change, ``0 3 * * *`` stays at 03:00."""
+    from croniter import croniter
+
     start = datetime.fromtimestamp(after, local_zone())
     return float(croniter(cron, start).get_next(float))
 

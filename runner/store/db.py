@@ -17,9 +17,11 @@ import json
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from runner.model import RunState, WorkerState, sql_list
 from runner.reasons import Reason, ReasonCode, event_code
@@ -30,15 +32,17 @@ from runner.store.migrations import MIGRATIONS, SCHEMA_APPLICATION_ID
 from runner.store.outbox import OutboxTables
 from runner.store.rows import (
     _WORKERS,
+    RUN_COLUMNS,
+    RUN_TEMPLATE,
     EventRow,
     RunRow,
     WorkerRow,
-    _run,
     _worker,
     is_run_uid,
     latest_workers,
     new_run_uid,
     reason_json,
+    run_from_tuple,
 )
 from runner.store.tx import Tx
 from runner.store.usage import UsageRecord, UsageTables
@@ -60,6 +64,20 @@ __all__ = [
     "new_run_uid",
     "reason_json",
 ]
+
+
+# Each thread's connection keeps this much of the file in memory (SQLite's default: 2 MiB);
+# the queue's reads are kept above it (runs()), the rest of the file is in the OS's cache.
+PAGE_CACHE_KIB = 512
+
+
+WRITES_KEPT = 1024  # commits whose written runs are remembered (older: the queue read whole)
+REREAD_MAX = 500  # runs written since the last read, at most, read again one by one
+_ACTIVE = sql_list(RunState.ACTIVE)
+
+
+def _queue_order(run: RunRow) -> tuple[float, str]:
+    return run.submitted_at, run.name  # as ORDER BY submitted_at, name (names are unique)
 
 
 class StoreError(Exception):
@@ -89,6 +107,14 @@ class Store(
         # instead of in SQLite's busy handler, which sleeps between retries.
         self._writer = threading.Lock()
         self._templates = {}
+        # Bumped by every transaction that changed a row: the queue read last (runs(),
+        # active_only) is answered again while it stays the same. This process is its
+        # file's one writer while the daemon runs (daemon.lock), every write a transaction.
+        self._generation = 0
+        self._active: tuple[int, list[RunRow]] | None = None
+        # the runs each committed generation wrote (None: any); older ones are forgotten
+        self._written: deque[tuple[int, frozenset[str] | None]] = deque()
+        self._forgotten = 0  # the newest generation no longer in _written
         self._check_and_migrate()
 
     # ----------------------------------------------------------- plumbing
@@ -101,6 +127,7 @@ class Store(
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
             self._local.conn = conn
         return conn
 
@@ -167,12 +194,15 @@ class Store(
         conn = self._connect()
         with self._writer:
             try:
+                before = conn.total_changes
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     tx = Tx(conn)
                     yield tx
                     queued = self._queue_notices(tx) if tx._notes else 0  # runner/store/outbox.py
                     conn.execute("COMMIT")
+                    if conn.total_changes != before:
+                        self._committed(tx._runs_written)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -187,6 +217,31 @@ class Store(
                     ) from e
                 raise
 
+    def _committed(self, runs: set[str] | None) -> None:
+        """A transaction that changed rows committed (``runs``: the runs it wrote)."""
+        self._generation += 1
+        if runs is None or runs:
+            self._written.append((self._generation, None if runs is None else frozenset(runs)))
+            if len(self._written) > WRITES_KEPT:
+                self._forgotten = self._written.popleft()[0]
+
+    def _written_since(self, generation: int) -> set[str] | None:
+        """The runs written after ``generation``; None: any may have been."""
+        if generation < self._forgotten:
+            return None
+        names: set[str] = set()
+        for at, runs in self._written:
+            if at > generation:
+                if runs is None:
+                    return None
+                names |= runs
+        return names
+
+    @property
+    def generation(self) -> int:
+        """Moves with every committed transaction that changed a row (this process's)."""
+        return self._generation
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
@@ -195,9 +250,15 @@ class Store(
 
     # --------------------------------------------------------------- runs
 
-    def _run_row(self, row: sqlite3.Row) -> RunRow:
-        template = row["template"]
-        return _run(row, None if template is None else self.template_doc(template))
+    def _read_runs(self, where: str = "", args: tuple[Any, ...] = ()) -> list[RunRow]:
+        """``SELECT`` of runs by position (plain tuples: the queue's reads are thousands)."""
+        cursor = self._connect().cursor()
+        cursor.row_factory = None
+        template = self.template_doc
+        return [
+            run_from_tuple(r, None if r[RUN_TEMPLATE] is None else template(r[RUN_TEMPLATE]))
+            for r in cursor.execute(f"SELECT {RUN_COLUMNS} FROM runs {where}", args)
+        ]
 
     def insert_run(self, run: RunRow) -> None:
         """Acknowledge a submit: committed when this returns. NameInUse on a clash."""
@@ -218,6 +279,7 @@ class Store(
                     run.run_uid or new_run_uid(run.submitted_at),
                     run.template, run.held_by,
                 ),
+                run=run.name,
             )  # fmt: skip
         except sqlite3.IntegrityError as e:
             raise NameInUse(run.name) from e
@@ -225,16 +287,43 @@ class Store(
         self.add_event(tx, run.name, run.workspace, "Submitted", why, run.submitted_at)
 
     def get_run(self, name: str) -> RunRow | None:
-        row = self._connect().execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
-        return None if row is None else self._run_row(row)
+        found = self._read_runs("WHERE name = ?", (name,))
+        return found[0] if found else None
 
     def runs(self, *, active_only: bool = False) -> list[RunRow]:
-        sql = "SELECT * FROM runs"
-        if active_only:
-            sql += f" WHERE state IN {sql_list(RunState.ACTIVE)}"
-        return [
-            self._run_row(r) for r in self._connect().execute(sql + " ORDER BY submitted_at, name")
-        ]
+        """Every run (``active_only``: not finished), by submit time then name.
+
+        The active runs last read are kept: after a commit only the rows it wrote are read
+        again (the whole queue when a statement may have written any). The loop, the list
+        and the estimates read the same queue, thousands of rows."""
+        if not active_only:
+            return self._read_runs("ORDER BY submitted_at, name")
+        where = f"WHERE state IN {_ACTIVE}"
+        if self._connect().in_transaction:  # its own writes, not committed: never kept
+            return self._read_runs(where + " ORDER BY submitted_at, name")
+        with self._writer:  # no commit between the generation and the rows read
+            generation, cached = self._generation, self._active
+            if cached is not None and cached[0] == generation:
+                return list(cached[1])
+            written = None if cached is None else self._written_since(cached[0])
+            if cached is not None and written is not None and len(written) <= REREAD_MAX:
+                rows = self._merged(cached[1], written, where)
+                self._active = (generation, rows)
+                return list(rows)
+        generation = self._generation  # read whole, outside the lock: one SELECT
+        rows = self._read_runs(where + " ORDER BY submitted_at, name")
+        self._active = (generation, rows)  # read after ``generation``: at least as new
+        return list(rows)
+
+    def _merged(self, rows: list[RunRow], written: set[str], where: str) -> list[RunRow]:
+        """``rows`` with the runs ``written`` read again (gone when no longer active)."""
+        if not written:
+            return rows
+        fresh = self._read_runs(f"{where} AND name IN ({','.join('?' * len(written))})",
+                                tuple(written))  # fmt: skip
+        merged = [r for r in rows if r.name not in written] + fresh
+        merged.sort(key=_queue_order)
+        return merged
 
     def runs_to_settle(self) -> list[RunRow]:
         """Runs with workers, or a stop asked for: the only ones whose state may move."""
@@ -242,7 +331,7 @@ class Store(
             f"SELECT * FROM runs WHERE state IN {sql_list(RunState.LIVE)}"
             " OR (state = 'Queued' AND stop_request IS NOT NULL)"
         )
-        return [self._run_row(r) for r in self._connect().execute(sql)]
+        return self._read_runs(sql.removeprefix("SELECT * FROM runs "))
 
     def delete_run_row(self, tx: Tx, name: str) -> None:
         """Forget a run: its row, workers and events; its files are noted for the loop to
@@ -250,7 +339,7 @@ class Store(
         self.note_forgotten(tx, name)
         row = tx._sql("SELECT template FROM runs WHERE name = ?", (name,)).fetchone()
         tx._sql("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
-        tx._sql("DELETE FROM runs WHERE name = ?", (name,))
+        tx._sql("DELETE FROM runs WHERE name = ?", (name,), run=name)
         if row is not None and row[0] is not None:
             self.drop_template_if_unused(tx, row[0])
 
@@ -261,8 +350,7 @@ class Store(
         return count
 
     def runs_of_group(self, grp: str) -> list[RunRow]:
-        sql = "SELECT * FROM runs WHERE grp = ? ORDER BY submitted_at, name"
-        return [self._run_row(r) for r in self._connect().execute(sql, (grp,))]
+        return self._read_runs("WHERE grp = ? ORDER BY submitted_at, name", (grp,))
 
     def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each named run's (state, workspace); runs that do not exist are left out."""

@@ -21,11 +21,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from runner.notify.outbox import Notice, Pending
 from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
 from runner.reasons import Reason, ReasonCode, Viewer
-from runner.store.rows import RunRow
+from runner.store.rows import RUN_COLUMNS, RUN_TEMPLATE, RunRow, run_from_tuple
 from runner.store.tx import Tx
 
 MAX_PENDING_PER_RUN = 32
@@ -48,7 +49,7 @@ class OutboxTables:
     def transaction(self) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
-    def _run_row(self, row: sqlite3.Row) -> RunRow:
+    def template_doc(self, template: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def add_event(
@@ -67,10 +68,12 @@ class OutboxTables:
         notes, tx._notes = tx._notes, []
         queued = 0
         for name, code, message, now in notes:
-            row = tx._sql("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+            sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?"
+            row = tx._sql(sql, (name,)).fetchone()
             if row is None:
                 continue
-            run = self._run_row(row)
+            tid = row[RUN_TEMPLATE]
+            run = run_from_tuple(tuple(row), None if tid is None else self.template_doc(tid))
             event = EVENT_OF_CODE[code]
             targets = [(t, "") for t in _run_targets(run) if t.wants(event, run.workspace)]
             targets += [

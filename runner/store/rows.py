@@ -120,8 +120,22 @@ def _ref(text: str | None) -> RunRef | None:
     return RunRef(str(name), str(workspace))
 
 
+_REASONS: dict[str, Reason] = {}  # a reason's stored JSON -> the Reason (immutable)
+_REASONS_MAX = 4096  # distinct texts kept; the queue's waiting runs share a few
+
+
 def _reason(text: str | None) -> Reason | None:
-    return None if text is None else Reason.from_json(json.loads(text))
+    """The stored reason, parsed once per distinct text: the waiting runs of a queue
+    carry the same few ("Queued behind …"), and a Reason never changes."""
+    if text is None:
+        return None
+    reason = _REASONS.get(text)
+    if reason is None:
+        reason = Reason.from_json(json.loads(text))
+        if len(_REASONS) >= _REASONS_MAX:
+            _REASONS.clear()
+        _REASONS[text] = reason
+    return reason
 
 
 def _stop(text: str | None) -> StopReason | None:
@@ -132,15 +146,56 @@ def reason_json(reason: Reason | None) -> str | None:
     return None if reason is None else json.dumps(reason.to_json())
 
 
-def _run(row: sqlite3.Row, template: dict[str, Any] | None) -> RunRow:
+# The runs table's columns in the order run_from_tuple reads them (see RunRow).
+RUN_COLUMNS = (
+    "name, workspace, owner, uid, gid, spec, priority, state, reason, submitted_at,"
+    " started_at, finished_at, exit_code, restarts, preemptions, attempts, preempted_by,"
+    " stop_request, quota_noted, grp, streak, deps_met, run_uid, template, backfilled,"
+    " held_by"
+)
+RUN_TEMPLATE = 23  # the position of ``template`` in RUN_COLUMNS
+_STATES = {s.value: s for s in RunState}
+_STOPS = {s.value: s for s in StopReason}
+
+
+def run_from_tuple(row: tuple[Any, ...], template: dict[str, Any] | None) -> RunRow:
+    """A row of ``SELECT {RUN_COLUMNS}`` read as a plain tuple: by position (the
+    queue's reads decode thousands of rows)."""
+    (
+        name,
+        workspace,
+        owner,
+        uid,
+        gid,
+        spec,
+        priority,
+        state,
+        reason,
+        submitted_at,
+        started_at,
+        finished_at,
+        exit_code,
+        restarts,
+        preemptions,
+        attempts,
+        preempted_by,
+        stop_request,
+        quota_noted,
+        grp,
+        streak,
+        deps_met,
+        run_uid,
+        tid,
+        backfilled,
+        held_by,
+    ) = row
     return RunRow(
-        row["name"], row["workspace"], row["owner"], row["uid"], row["gid"],
-        row["spec"], row["priority"], RunState(row["state"]), _reason(row["reason"]),
-        row["submitted_at"], row["started_at"], row["finished_at"], row["exit_code"],
-        row["restarts"], row["preemptions"], row["attempts"], _ref(row["preempted_by"]),
-        _stop(row["stop_request"]), bool(row["quota_noted"]), row["grp"], row["streak"],
-        bool(row["deps_met"]), row["run_uid"] or "", row["template"], template,
-        bool(row["backfilled"]), row["held_by"],
+        name, workspace, owner, uid, gid, spec, priority,
+        _STATES.get(state) or RunState(state), _reason(reason), submitted_at, started_at,
+        finished_at, exit_code, restarts, preemptions, attempts, _ref(preempted_by),
+        None if stop_request is None else _STOPS.get(stop_request) or StopReason(stop_request),
+        bool(quota_noted), grp, streak, bool(deps_met), run_uid or "", tid, template,
+        bool(backfilled), held_by,
     )  # fmt: skip
 
 

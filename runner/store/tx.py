@@ -8,6 +8,7 @@ statement lives in runner/store/.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable
 from enum import Enum
@@ -25,22 +26,44 @@ class Keep(Enum):
 KEEP = Keep.KEEP
 
 
-class Tx:
-    """One BEGIN IMMEDIATE … COMMIT, open while the ``with`` block of transaction() runs."""
+# a statement that may change rows of ``runs`` (or the table itself)
+_RUNS_WRITE = re.compile(
+    r"\s*(UPDATE|INSERT\b.*?\bINTO|DELETE\s+FROM|REPLACE\s+INTO|ALTER\s+TABLE|DROP\s+TABLE)"
+    r"\s+runs\b",
+    re.IGNORECASE | re.DOTALL,
+)
 
-    __slots__ = ("_conn", "_notes")
+
+class Tx:
+    """One BEGIN IMMEDIATE … COMMIT, open while the ``with`` block of transaction() runs.
+
+    ``_runs_written``: the names of the runs whose rows it wrote, or None when a statement
+    may have written any (the store reads the queue again whole after it)."""
+
+    __slots__ = ("_conn", "_notes", "_runs_written")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         # events that may be notified: (run, code, message, time), queued at COMMIT
         self._notes: list[tuple[str, ReasonCode, Reason, float]] = []
+        self._runs_written: set[str] | None = set()
 
-    def _sql(self, statement: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
-        """For runner/store/ only: run one statement within this transaction."""
+    def _sql(
+        self, statement: str, args: Iterable[Any] = (), *, run: str | None = None
+    ) -> sqlite3.Cursor:
+        """For runner/store/ only: run one statement within this transaction. ``run``: the
+        one run whose row a write of ``runs`` touches (else it may have touched any)."""
+        if self._runs_written is not None and _RUNS_WRITE.match(statement):
+            if run is None:
+                self._runs_written = None
+            else:
+                self._runs_written.add(run)
         return self._conn.execute(statement, tuple(args))
 
     def _many(self, statement: str, rows: Iterable[Iterable[Any]]) -> None:
         """For runner/store/ only: one statement for each of ``rows`` (executemany)."""
+        if _RUNS_WRITE.match(statement):
+            self._runs_written = None  # many runs at once: the queue is read again whole
         self._conn.executemany(statement, (tuple(r) for r in rows))
 
     def _update(self, table: str, where: str, key: tuple[Any, ...], fields: dict[str, Any]) -> None:
@@ -48,4 +71,7 @@ class Tx:
         written = {k: v for k, v in fields.items() if v is not KEEP}
         if written:
             cols = ", ".join(f"{k} = ?" for k in written)
-            self._sql(f"UPDATE {table} SET {cols} WHERE {where}", (*written.values(), *key))
+            one = str(key[0]) if table == "runs" and where == "name = ?" else None
+            self._sql(
+                f"UPDATE {table} SET {cols} WHERE {where}", (*written.values(), *key), run=one
+            )

@@ -104,7 +104,8 @@ class RunWrites:
 
     def run_started(self, tx: Tx, name: str) -> None:
         """A worker runs: a Starting run is Running (a run in any other state stays)."""
-        tx._sql("UPDATE runs SET state='Running' WHERE name=? AND state='Starting'", (name,))
+        sql = "UPDATE runs SET state='Running' WHERE name=? AND state='Starting'"
+        tx._sql(sql, (name,), run=name)
 
     def set_run_state(
         self, tx: Tx, name: str, state: RunState, reason: Reason | Keep | None = KEEP,

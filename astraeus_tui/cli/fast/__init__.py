@@ -2,8 +2,8 @@
 
 `astra --help`, `astra COMMAND --help` and shell completion of the first word and of
 run names are answered from texts made from the typer app (cli/fast/help.py).
-`astra ls`, `run`, `submit`, `show`, `priority`, `delete`, `wait`, `hold`, `release`
-and `requeue` are parsed
+`astra ls`, `run`, `submit`, `show`, `priority`, `delete`, `wait`, `hold`, `release`,
+`requeue` and `serve` are parsed
 here when their arguments have a shape this package fully understands (the same
 options as the typer commands, nothing else); anything else (``--help``, an
 unknown option, a typo, a form it does not know) returns None and goes to the
@@ -23,12 +23,13 @@ Command = Callable[[list[str]], "int | None"]
 
 
 def _commands() -> dict[str, Command]:
-    from astraeus_tui.cli.fast import controls, ls, runs
+    from astraeus_tui.cli.fast import controls, ls, runs, serve
 
     return {"ls": ls.fast_ls, "run": runs.fast_run, "submit": runs.fast_submit,
             "show": runs.fast_show, "priority": runs.fast_priority,
             "delete": runs.fast_delete, "wait": runs.fast_wait, "hold": controls.fast_hold,
-            "release": controls.fast_release, "requeue": controls.fast_requeue}  # fmt: skip
+            "release": controls.fast_release, "requeue": controls.fast_requeue,
+            "serve": serve.fast_serve}  # fmt: skip
 
 
 def dispatch(argv: list[str]) -> int | None:

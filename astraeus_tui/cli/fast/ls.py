@@ -11,6 +11,9 @@ OPTIONS = {
     "--state": ("state", VALUE), "--json": ("as_json", FLAG), "--wide": ("wide", FLAG),
     "-w": ("wide", FLAG),
 }  # fmt: skip
+# what the table shows of a run (astraeus_tui/cli/plain.py, tables.py): a lighter answer
+TABLE_FIELDS = ("id,name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,"
+                "starts_by,head,position")  # fmt: skip
 
 
 def fast_ls(argv: list[str]) -> int | None:
@@ -21,16 +24,18 @@ def fast_ls(argv: list[str]) -> int | None:
     from astraeus_tui.cli.tables import show_runs
     from astraeus_tui.client import ApiError, Client
 
+    as_json = bool(parsed.options.get("as_json"))
     try:
         runs = Client().runs(
             all=bool(parsed.options.get("all_runs")),
             workspace=text(parsed, "workspace"),
             state=text(parsed, "state"),
+            fields=None if as_json else TABLE_FIELDS,  # --json prints whole objects
         )
     except ApiError as e:
         from astraeus_tui.text import shown
 
         print(shown(e), file=sys.stderr)
         return 1
-    show_runs(runs, bool(parsed.options.get("as_json")), bool(parsed.options.get("wide")))
+    show_runs(runs, as_json, bool(parsed.options.get("wide")))
     return 0

@@ -1,0 +1,77 @@
+"""``GET /v1/runs`` (runner/api/lists.py): the queue encoded once from the wire Structs, a
+body kept only while nothing it was made from moved, ``?fields=`` for lighter objects."""
+
+from __future__ import annotations
+
+import json
+import pwd
+from collections.abc import Callable
+
+import pytest
+
+from astraeus_tui.client import ApiError, Client
+from runner import schema
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
+
+__all__ = ["users"]  # the module fixture: real Unix users
+
+
+def _runs(raw: bytes) -> list[dict[str, object]]:
+    runs: list[dict[str, object]] = json.loads(raw)["runs"]
+    return runs
+
+
+def test_the_list_follows_every_change_and_sends_the_fields_asked_for(
+    served: Callable[..., Served],
+) -> None:
+    d = served(gpus=1)
+    client = Client(d.socket, timeout=30)
+    client.submit(spec("blocker", ["sleep", "60"], gpus=1))
+    for name in ("a", "b"):
+        client.submit(spec(name, ["true"], gpus=1))
+    wait_for(lambda: [r["name"] for r in _runs(client.answer("GET", "/v1/runs"))]
+             == ["blocker", "a", "b"], message="the queue in its order")  # fmt: skip
+    first = client.answer("GET", "/v1/runs")
+    assert client.answer("GET", "/v1/runs") == first  # nothing moved: the same bytes
+    for run in _runs(first):
+        assert list(run) == list(schema.Run.__struct_fields__)  # the documented keys, in order
+    client.set_priority("a", -5)  # in the store at once; a goes behind b once planned
+    assert {r.name: r.priority for r in client.runs()}["a"] == -5
+    wait_for(lambda: [r.name for r in client.runs()][1:] == ["b", "a"], message="replanned")
+    client.submit(spec("c", ["true"], gpus=1))
+    assert "c" in [r.name for r in client.runs()]
+    light = _runs(client.answer("GET", "/v1/runs", query={"fields": "state, name"}))
+    assert [list(r) for r in light] == [["name", "state"]] * 4  # in the object's order
+    full = {r["name"]: r for r in _runs(client.answer("GET", "/v1/runs"))}
+    assert all(r["state"] == full[r["name"]]["state"] for r in light)  # type: ignore[index]
+    with pytest.raises(ApiError) as bad:
+        client.answer("GET", "/v1/runs", query={"fields": "name,owner_password"})
+    assert (bad.value.status, bad.value.code) == (400, "BAD_REQUEST")
+    assert bad.value.message == "fields: no run field owner_password"
+    client.delete("a")
+    wait_for(lambda: "a" not in [r.name for r in client.runs()], message="a deleted")
+
+
+def test_a_kept_list_is_never_shown_to_another_viewer(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    lab = served(CONFIG, gpus=2)
+    as_user(users[ALICE], lab.socket, lambda c: c.submit(_doc("v-run", "vision")))
+    as_user(users[BOB], lab.socket, lambda c: c.submit(_doc("n-run", "nlp")))
+    admin = Client(lab.socket, timeout=30)
+    names = {r.name for r in admin.runs()}
+    assert names == {"v-run", "n-run"}
+    assert admin.runs() == admin.runs()  # kept for root's view
+    for user, own, other in ((ALICE, "v-run", "n-run"), (BOB, "n-run", "v-run")):
+        for _ in range(2):  # the second answer is the kept one
+            seen = as_user(users[user], lab.socket, lambda c: [r.name for r in c.runs()])["ok"]
+            assert sorted(seen) == sorted([own, "a job in another namespace"])
+            assert other not in json.dumps(seen)
+
+
+def _doc(name: str, workspace: str) -> dict[str, object]:
+    task = {"image": "local", "command": "sleep", "args": ["60"],
+            "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
+    return {"metadata": {"name": name, "workspace": workspace}, "spec": {"task_template": task}}
