@@ -51,13 +51,14 @@ def started(log_path: Path) -> bool:
 
 
 def test_capabilities_follow_the_engines_runtimes(docker_client: Any) -> None:
-    """It copies the logs itself; GPUs are renumbered only with the NVIDIA runtime."""
+    """It copies the logs itself and runs commands in a worker (exec); GPUs are
+    renumbered only with the NVIDIA runtime; no terminals (interactive runs)."""
     nvidia = "nvidia" in (docker_client.info().get("Runtimes") or {})
     detected = DockerExecutor(docker_client)
-    assert detected.capabilities == Capabilities(remaps_gpus=nvidia, copies_logs=True)
+    assert detected.capabilities == Capabilities(remaps_gpus=nvidia, copies_logs=True, enters=True)
     assert detected.reachable() is True
     forced = DockerExecutor(docker_client, nvidia=True)
-    assert forced.capabilities == Capabilities(remaps_gpus=True, copies_logs=True)
+    assert forced.capabilities == Capabilities(remaps_gpus=True, copies_logs=True, enters=True)
 
 
 # ---------------------------------------------------------------- exit codes, env, logs

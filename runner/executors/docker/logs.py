@@ -98,7 +98,9 @@ class LogFollower:
                 for chunk in stream:
                     if self._stopped.is_set():
                         break
-                    _append(out, chunk, since_ns)
+                    since_ns = _append(out, chunk, since_ns)
+                if not self._stopped.is_set():
+                    self._catch_up(out, since_ns)
             finally:
                 out.close()
         except OSError as err:
@@ -106,14 +108,25 @@ class LogFollower:
         except Exception as err:  # a daemon thread must end quietly, whatever happened
             log.debug("log stream of %s ended: %s", self.handle, describe(err))
 
+    def _catch_up(self, out: CappedLog, since_ns: int | None) -> None:
+        """A followed stream may end before the last lines of a container that has just
+        exited: read what Docker has after the last line written, once, unfollowed."""
+        since = max(since_ns / 1e9 - 1.0, 1.0) if since_ns else None
+        for chunk in self._api.logs(self.handle, stream=True, follow=False, timestamps=True,
+                                    since=since):  # fmt: skip
+            since_ns = _append(out, chunk, since_ns)
 
-def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> None:
+
+def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> int | None:
+    """Write the frame unless it is at or before ``since_ns``; the newest time written."""
     ts_ns, payload = split_timestamp(chunk)
     if since_ns is not None and ts_ns is not None and ts_ns <= since_ns:
-        return  # already in the file before a restart
+        return since_ns  # already in the file (before a restart, or read twice)
     out.write(payload)
     if ts_ns is not None:
         os.utime(out.fileno(), ns=(ts_ns, ts_ns))
+        return ts_ns
+    return since_ns
 
 
 def resume_point(log_path: Path) -> int | None:
