@@ -30,6 +30,7 @@ from runner.api.exec import add_exec_routes
 from runner.api.groups import add_group_routes
 from runner.api.guard import GuardedSite, SocketInUse, answers
 from runner.api.machine import add_machine_routes
+from runner.api.metrics import add_metrics_routes
 from runner.api.runs import add_run_routes
 from runner.api.served import Daemon
 from runner.api.streams import Changes
@@ -51,6 +52,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_exec_routes(app)
     add_admin_routes(app)
     add_usage_routes(app)
+    add_metrics_routes(app, daemon)  # GET /metrics: any caller of the socket
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     app[CHANGES].last_estimates = lambda: app[ESTIMATES].last(daemon)
     return app

@@ -55,6 +55,7 @@ from runner.config.checks import (
     _users,
     _whole,
 )
+from runner.config.metrics import METRICS_KEYS, MetricsConfig, parse_metrics
 from runner.model import (
     DEFAULT_STOP_GRACE,
     MAX_PRIORITY,
@@ -91,6 +92,7 @@ _API_KEYS = (
     "request_timeout_seconds",
     "idle_timeout_seconds",
     "max_connections_per_user",
+    *METRICS_KEYS,  # runner/config/metrics.py
 )
 MAX_API_TIMEOUT = 3600.0
 MAX_CONNECTIONS = 100_000
@@ -165,6 +167,7 @@ class Config:
     slurm: SlurmConfig | None = None  # executor = "slurm": the [slurm] table
     api: ApiLimits = ApiLimits()
     notify: tuple[Target, ...] = ()  # [[notify]]: runner/config/notify.py
+    metrics: MetricsConfig = MetricsConfig()  # noqa: RUF009 (frozen) [api] metrics_*
 
     def workspaces_of(self, user: str) -> frozenset[str]:
         """The workspaces whose members include ``user`` (or everyone)."""
@@ -363,6 +366,7 @@ def _build(data: _Table, env: Mapping[str, str]) -> Config:
         slurm=slurm,
         api=_api_limits(api),
         notify=notify,
+        metrics=parse_metrics(api),
     )
 
 

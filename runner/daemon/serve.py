@@ -29,6 +29,16 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     except SocketInUse as e:  # checked again: one may have started since serve() looked
         print(f"error: {e}", file=sys.stderr)
         return 1
+    from runner.api.metrics import start_metrics_site
+
+    try:  # [api] metrics_address: GET /metrics on TCP too
+        scraped = await start_metrics_site(runner.app, daemon)
+    except OSError as e:
+        why = os.strerror(e.errno) if e.errno else str(e)
+        print(f"error: api.metrics_address {daemon.config.metrics.where}: {why}", file=sys.stderr)
+        await runner.cleanup()
+        sock.unlink(missing_ok=True)
+        return 1
     daemon.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -45,6 +55,8 @@ async def _run(daemon: Daemon, sock: Path) -> int:
 
     runner.app[CHANGES].close()
     await runner.cleanup()
+    if scraped is not None:
+        await scraped.cleanup()
     daemon.stop()
     sock.unlink(missing_ok=True)
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from runner.clock import Clock
+from runner.engine.plantimes import PlanTimes
 from runner.engine.snapshot import SpecCache
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec
@@ -47,6 +48,7 @@ class LoopStatus:
     last_plan_at: float | None = None
     last_plan_ms: float = 0.0
     plan: Plan | None = None
+    plan_times: PlanTimes = field(default_factory=PlanTimes)  # every plan's, for GET /metrics
     errors: list[str] = field(default_factory=list)
 
 

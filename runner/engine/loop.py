@@ -399,6 +399,7 @@ class Loop:
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
+        self.status.plan_times.observe(self.status.last_plan_ms)
         apply_plan.apply_reasons(self.store, result, active, now, {**deps.waiting, **held})
         grace = self.settings.machine.stop_grace
         apply_plan.apply_preemptions(

@@ -172,6 +172,7 @@ class SlurmFront:
         self._plan(now)
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
+        self.status.plan_times.observe(self.status.last_plan_ms)
         if changed:
             self._on_change()
 

@@ -167,7 +167,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "[api]\nsocket = 'x'",
         "api.socket",
         "unknown key (expected one of: socket_group, request_timeout_seconds, "
-        "idle_timeout_seconds, max_connections_per_user)",
+        "idle_timeout_seconds, max_connections_per_user, metrics_address, metrics_run_names)",
     ),
     (
         "[api]\nidle_timeout_seconds = 0",

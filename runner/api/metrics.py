@@ -1,0 +1,186 @@
+"""``GET /metrics``: the daemon in Prometheus's text format, for any caller of the socket, and
+on ``[api] metrics_address`` (runner/config/metrics.py) when set: a TCP listener that serves
+only this.
+
+One registry per daemon (never the client library's global one), one collector that reads at
+scrape time: the queue (the store's active runs, by workspace and state), the GPUs (the
+inventory, the live workers, the drains), each workspace's GPUs held, the plans' times (the
+back end's ``plan_times``), and counters of submits, starts, preemptions and restarts taken
+from the events table by code (runner/store/counts.py): their totals start from the events
+the store keeps, so that they survive a restart, and only move forward. Runs are named only
+when the admin asks (``metrics_run_names = true``): the series per run carry its name and
+workspace, for every scraper to read; without it no run is named, of any workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from runner.api.served import Daemon
+from runner.engine.plantimes import PLAN_BUCKETS_MS
+from runner.model import RunState
+from runner.reasons import ReasonCode
+from runner.store.counts import event_counts_since
+
+__all__ = ["CONTENT_TYPE", "METRICS", "Metrics", "add_metrics_routes", "start_metrics_site"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# counter name -> the event codes it counts, and what it says
+_COUNTERS: dict[str, tuple[tuple[ReasonCode, ...], str]] = {
+    "astraeus_submits": ((ReasonCode.SUBMITTED,), "Runs submitted"),
+    "astraeus_starts": (
+        (ReasonCode.STARTED, ReasonCode.BACKFILLED),
+        "Runs started (backfilled ones included)",
+    ),
+    "astraeus_preemptions": ((ReasonCode.PREEMPTED,), "Runs preempted"),
+    "astraeus_restarts": ((ReasonCode.RESTARTING,), "Runs restarted after their workers ended"),
+}
+_ACTIVE = sorted(RunState.ACTIVE, key=list(RunState).index)
+
+
+class _DaemonCollector(Collector):
+    """Everything read at scrape time; the event counts carried forward between scrapes."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self._lock = threading.Lock()
+        self._after = 0  # the newest event counted
+        self._counts: Counter[tuple[ReasonCode, str]] = Counter()
+
+    def _event_counts(self) -> Counter[tuple[ReasonCode, str]]:
+        codes = [c for codes, _doc in _COUNTERS.values() for c in codes]
+        with self._lock:
+            self._after, more = event_counts_since(self.daemon.store, self._after, codes)
+            self._counts.update(more)
+            return Counter(self._counts)
+
+    def collect(self) -> Iterator[Metric]:
+        daemon = self.daemon
+        runs = daemon.store.runs(active_only=True)
+        workspaces = sorted(set(daemon.config.workspaces) | {r.workspace for r in runs})
+        depth = GaugeMetricFamily(
+            "astraeus_runs", "Runs not finished, by workspace and state",
+            labels=["workspace", "state"],
+        )  # fmt: skip
+        by = Counter((r.workspace, r.state) for r in runs)
+        for ws in workspaces:
+            for state in _ACTIVE:
+                depth.add_metric([ws, state.value], by[ws, state])
+        yield depth
+        yield from self._gpus(workspaces, {r.name: r.workspace for r in runs})
+        yield from self._plans()
+        counts = self._event_counts()
+        for name, (codes, doc) in _COUNTERS.items():
+            counter = CounterMetricFamily(name, doc, labels=["workspace"])
+            for ws in sorted(set(workspaces) | {w for (_c, w) in counts}):
+                counter.add_metric([ws], sum(counts[c, ws] for c in codes))
+            yield counter
+
+    def _gpus(self, workspaces: list[str], workspace_of: dict[str, str]) -> Iterable[Metric]:
+        daemon = self.daemon
+        total = daemon.inventory.count
+        held_by: dict[str, int] = Counter()
+        held: set[int] = set()
+        for w in daemon.store.live_workers():
+            held.update(w.gpus)
+            held_by[w.run] += len(w.gpus)
+        drains = daemon.store.drains()
+        if any(d.gpu is None for d in drains):  # the whole machine
+            drained = set(range(total))
+        else:
+            drained = {d.gpu for d in drains if d.gpu is not None}
+        for name, doc, value in (
+            ("astraeus_gpus", "GPUs of the machine", total),
+            ("astraeus_gpus_held", "GPUs held by running work", len(held)),
+            ("astraeus_gpus_drained", "GPUs drained by an admin", len(drained)),
+            ("astraeus_gpus_free", "GPUs neither held nor drained", total - len(held | drained)),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        per_ws = GaugeMetricFamily(
+            "astraeus_workspace_gpus_held", "GPUs held by a workspace's runs", labels=["workspace"]
+        )
+        totals = Counter({ws: 0 for ws in workspaces})
+        for run, n in held_by.items():
+            totals[workspace_of.get(run, "")] += n
+        for ws, n in sorted(totals.items()):
+            if ws:
+                per_ws.add_metric([ws], n)
+        yield per_ws
+        if daemon.config.metrics.run_names:  # the admin's choice: runs named for every scraper
+            per_run = GaugeMetricFamily(
+                "astraeus_run_gpus_held", "GPUs held by a run", labels=["workspace", "run"]
+            )
+            for run, n in sorted(held_by.items()):
+                if run in workspace_of:
+                    per_run.add_metric([workspace_of[run], run], n)
+            yield per_run
+
+    def _plans(self) -> Iterable[Metric]:
+        status = self.daemon.backend.status
+        times = status.plan_times.read()
+        buckets = [(f"{b / 1000:g}", n) for b, n in zip(PLAN_BUCKETS_MS, times.cumulative,
+                                                         strict=True)]  # fmt: skip
+        yield HistogramMetricFamily(
+            "astraeus_plan_seconds", "How long each plan took",
+            buckets=[*buckets, ("+Inf", times.count)], sum_value=times.total_ms / 1000,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "astraeus_last_plan_seconds", "How long the last plan took",
+            value=status.last_plan_ms / 1000,
+        )  # fmt: skip
+
+
+class Metrics:
+    """The daemon's registry: its text, read at scrape time."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_DaemonCollector(daemon))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = await asyncio.to_thread(request.app[METRICS].render)  # the store's reads
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+def add_metrics_routes(app: web.Application, daemon: Daemon) -> None:
+    app[METRICS] = Metrics(daemon)
+    app.router.add_get("/metrics", metrics)
+
+
+async def start_metrics_site(app: web.Application, daemon: Daemon) -> web.AppRunner | None:
+    """``[api] metrics_address``: a TCP listener serving only ``GET /metrics`` (the socket's
+    registry), read-only; None when unset. OSError when the address cannot be bound."""
+    address = daemon.config.metrics.address
+    if address is None:
+        return None
+    scraped = web.Application(client_max_size=1024)  # a GET has no body to read
+    scraped[METRICS] = app[METRICS]
+    scraped.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(scraped, access_log=None, keepalive_timeout=5)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, address[0], address[1]).start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    return runner

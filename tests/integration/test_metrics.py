@@ -1,0 +1,191 @@
+"""GET /metrics end to end: a real `astra serve`, scraped over its socket and over TCP.
+
+The text must parse as Prometheus's exposition format; its values follow submits, starts and
+restarts of the daemon; no run is named unless the admin sets `metrics_run_names`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.harness import sleeper, wait_for
+from tests.integration.served import Served
+from tests.integration.test_bulk_submit import lab_users
+
+Start = Callable[..., Served]
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+SECRET = "secret-run-name"
+
+
+def _get(path: str) -> bytes:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: astraeus\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        return data
+
+
+def raw(d: Served, user: pwd.struct_passwd | None = None) -> str:
+    """The socket's answer to GET /metrics, head and body; as ``user`` in a child that is
+    really that user."""
+    if user is None:
+        return _get(str(d.socket)).decode()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the user, scrape, report back
+        os.close(read)
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.write(write, _get(str(d.socket)))
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, "the member could not scrape"
+    return b"".join(chunks).decode()
+
+
+def body(answer: str) -> str:
+    head, _, text = answer.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200"), head
+    assert "content-type: text/plain; version=0.0.4" in head.lower(), head
+    return text
+
+
+def samples(text: str) -> Samples:
+    """Every sample, parsed by the client library's own parser (which refuses bad text)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def scrape(d: Served) -> Samples:
+    return samples(body(raw(d)))
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found[name, tuple(sorted(labels.items()))]
+
+
+def run(d: Served, name: str, gpus: int = 1) -> None:
+    out = d.astra("run", "--name", name, "--gpus", str(gpus), "--", *sleeper())
+    assert out.returncode == 0, out.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_the_socket_serves_the_queue_the_gpus_and_the_counters(served: Start) -> None:
+    d = served(gpus=2)
+    before = scrape(d)
+    assert value(before, "astraeus_gpus") == 2 and value(before, "astraeus_gpus_free") == 2
+    assert value(before, "astraeus_gpus_held") == 0
+    assert value(before, "astraeus_runs", workspace="default", state="Running") == 0
+    assert value(before, "astraeus_submits_total", workspace="default") == 0
+    run(d, SECRET)
+    run(d, "waits", gpus=2)
+    wait_for(lambda: d.json("show", SECRET)["state"] == "Running", 20, "the run to start")
+    after = wait_for(
+        lambda: (s := scrape(d))[("astraeus_gpus_held", ())] == 1 and s, 20, "the held GPU"
+    )
+    assert value(after, "astraeus_gpus_free") == 1
+    assert value(after, "astraeus_runs", workspace="default", state="Running") == 1
+    assert value(after, "astraeus_runs", workspace="default", state="Queued") == 1
+    assert value(after, "astraeus_workspace_gpus_held", workspace="default") == 1
+    assert value(after, "astraeus_submits_total", workspace="default") == 2
+    assert value(after, "astraeus_starts_total", workspace="default") == 1
+    assert value(after, "astraeus_plan_seconds_count") >= 1
+    assert value(after, "astraeus_plan_seconds_bucket", le="+Inf") == value(
+        after, "astraeus_plan_seconds_count"
+    )
+    text = body(raw(d))
+    assert SECRET not in text and "waits" not in text  # no run named without the admin's word
+    assert "astraeus_run_gpus_held" not in text
+    # the counters come from the events the store keeps: a restarted daemon counts on
+    d.stop()
+    d.restart()
+    again = scrape(d)
+    assert value(again, "astraeus_submits_total", workspace="default") == 2
+    assert value(again, "astraeus_starts_total", workspace="default") >= 1
+
+
+def test_metrics_address_serves_only_metrics_and_names_runs_when_asked(served: Start) -> None:
+    port = free_port()
+    config = f'[api]\nmetrics_address = "127.0.0.1:{port}"\nmetrics_run_names = true\n'
+    d = served(config, gpus=1)
+    run(d, SECRET)
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def read() -> str:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text: str = answer.read().decode()
+            return text
+
+    text = wait_for(lambda: (t := read()) and f'run="{SECRET}"' in t and t, 20, "the named run")
+    assert value(samples(text), "astraeus_run_gpus_held", workspace="default", run=SECRET) == 1
+    assert value(samples(text), "astraeus_gpus_held") == 1
+    for path, method in (("/v1/runs", "GET"), ("/metrics", "POST"), ("/v1/shutdown", "POST")):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, data=b"")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code in (404, 405), path
+    assert d.proc is not None and d.proc.poll() is None  # still serving
+    assert f'run="{SECRET}"' in body(raw(d))  # the socket says the same
+
+
+def test_a_taken_metrics_address_stops_the_start_with_one_line(served: Start) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(AssertionError) as failed:
+            served(f'[api]\nmetrics_address = "127.0.0.1:{port}"\n')
+    assert f"error: api.metrics_address 127.0.0.1:{port}: Address already in use" in str(
+        failed.value
+    )
+
+
+GROUP, MEMBER = "astra-metrics", "astra-metrics-a"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
+def test_any_member_of_the_socket_scrapes_and_sees_no_run_names(served: Start) -> None:
+    config = f'[api]\nsocket_group = "{GROUP}"\n\n[workspaces.nlp]\nmembers = ["root"]\n'
+    config += f'\n[workspaces.vision]\nmembers = ["{MEMBER}"]\n'
+    with lab_users(GROUP, MEMBER) as users:
+        d = served(config, gpus=1)
+        out = d.astra(
+            "run", "--name", SECRET, "--gpus", "1", "--workspace", "nlp", "--", *sleeper()
+        )
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: d.json("show", SECRET)["state"] == "Running", 20, "the run to start")
+        text = body(raw(d, user=users[MEMBER]))
+        assert SECRET not in text
+        found = samples(text)
+        assert value(found, "astraeus_workspace_gpus_held", workspace="nlp") == 1
+        assert value(found, "astraeus_workspace_gpus_held", workspace="vision") == 0
