@@ -196,6 +196,11 @@ DEFAULT_CONFIG_TEXT = """\
 #                       closed after this (default 5); streams are not idle
 #   max_connections_per_user  open connections one Unix user may hold (default
 #                       64); one more is answered 429 TOO_MANY_CONNECTIONS
+#   metrics_address     optional "host:port" (e.g. "127.0.0.1:9480"): GET /metrics
+#                       also served there, over TCP, to anyone who reaches it;
+#                       unset: only on the socket. Read at the daemon's start
+#   metrics_run_names   true: /metrics names running runs (and their workspaces)
+#                       for every scraper (default false: no run is named)
 # [workspaces.<name>]   name: 1-63 lowercase letters, digits or '-'
 #   members             Unix user names; "*" means every user of the machine
 #   max_priority        the highest priority its runs may ask (-1000..1000)
