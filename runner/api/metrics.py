@@ -34,6 +34,7 @@ from runner.engine.plantimes import PLAN_BUCKETS_MS
 from runner.model import RunState
 from runner.reasons import ReasonCode
 from runner.store.counts import event_counts_since
+from runner.store.db import RunRow
 
 __all__ = ["CONTENT_TYPE", "METRICS", "Metrics", "add_metrics_routes", "start_metrics_site"]
 
@@ -69,18 +70,18 @@ class _DaemonCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         daemon = self.daemon
-        runs = daemon.store.runs(active_only=True)
-        workspaces = sorted(set(daemon.config.workspaces) | {r.workspace for r in runs})
+        runs = daemon.store.runs(active_only=True)  # the loop's read, kept while nothing moves
+        by = Counter((r.workspace, r.state) for r in runs)
+        workspaces = sorted(set(daemon.config.workspaces) | {ws for ws, _state in by})
         depth = GaugeMetricFamily(
             "astraeus_runs", "Runs not finished, by workspace and state",
             labels=["workspace", "state"],
         )  # fmt: skip
-        by = Counter((r.workspace, r.state) for r in runs)
         for ws in workspaces:
             for state in _ACTIVE:
                 depth.add_metric([ws, state.value], by[ws, state])
         yield depth
-        yield from self._gpus(workspaces, {r.name: r.workspace for r in runs})
+        yield from self._gpus(workspaces, runs)
         yield from self._plans()
         counts = self._event_counts()
         for name, (codes, doc) in _COUNTERS.items():
@@ -89,7 +90,7 @@ class _DaemonCollector(Collector):
                 counter.add_metric([ws], sum(counts[c, ws] for c in codes))
             yield counter
 
-    def _gpus(self, workspaces: list[str], workspace_of: dict[str, str]) -> Iterable[Metric]:
+    def _gpus(self, workspaces: list[str], runs: list[RunRow]) -> Iterable[Metric]:
         daemon = self.daemon
         total = daemon.inventory.count
         held_by: dict[str, int] = Counter()
@@ -97,6 +98,7 @@ class _DaemonCollector(Collector):
         for w in daemon.store.live_workers():
             held.update(w.gpus)
             held_by[w.run] += len(w.gpus)
+        workspace_of = {r.name: r.workspace for r in runs if r.name in held_by}
         drains = daemon.store.drains()
         if any(d.gpu is None for d in drains):  # the whole machine
             drained = set(range(total))
