@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pwd
 import socket
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -189,3 +190,33 @@ def test_any_member_of_the_socket_scrapes_and_sees_no_run_names(served: Start) -
         found = samples(text)
         assert value(found, "astraeus_workspace_gpus_held", workspace="nlp") == 1
         assert value(found, "astraeus_workspace_gpus_held", workspace="vision") == 0
+
+
+def test_preemptions_and_restarts_are_counted(served: Start) -> None:
+    config = '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'
+    d = served(config, gpus=1)
+    low = d.astra("run", "--name", "low", "--gpus", "1", "--priority", "-5", "--", *sleeper())
+    assert low.returncode == 0, low.stderr
+    wait_for(lambda: d.json("show", "low")["state"] == "Running", 20, "low to start")
+    high = d.astra("run", "--name", "high", "--gpus", "1", "--priority", "5", "--", *sleeper())
+    assert high.returncode == 0, high.stderr
+    found = wait_for(
+        lambda: (s := scrape(d))[("astraeus_preemptions_total", (("workspace", "default"),))] and s,
+        30,
+        "the preemption",
+    )
+    assert value(found, "astraeus_preemptions_total", workspace="default") == 1
+    assert value(found, "astraeus_restarts_total", workspace="default") == 0
+    d.astra("delete", "high")
+    d.astra("delete", "low")
+    bad = d.astra("run", "--name", "bad", "--", sys.executable, "-c", "import sys; sys.exit(3)")
+    assert bad.returncode == 0, bad.stderr
+    wait_for(
+        lambda: scrape(d)[("astraeus_restarts_total", (("workspace", "default"),))] >= 1,
+        30,
+        "a restart",
+    )
+    # deleted runs are still counted: a counter never goes back
+    after = scrape(d)
+    assert value(after, "astraeus_preemptions_total", workspace="default") == 1
+    assert value(after, "astraeus_submits_total", workspace="default") == 3
