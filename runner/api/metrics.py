@@ -36,7 +36,14 @@ from runner.reasons import ReasonCode
 from runner.store.counts import event_counts_since
 from runner.store.db import RunRow
 
-__all__ = ["CONTENT_TYPE", "METRICS", "Metrics", "add_metrics_routes", "start_metrics_site"]
+__all__ = [
+    "CONTENT_TYPE",
+    "KEPT_SECONDS",
+    "METRICS",
+    "Metrics",
+    "add_metrics_routes",
+    "start_metrics_site",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # counter name -> the event codes it counts, and what it says
@@ -145,15 +152,29 @@ class _DaemonCollector(Collector):
         )  # fmt: skip
 
 
+KEPT_SECONDS = 1.0  # a scrape this soon after the last one is given the same text
+
+
 class Metrics:
-    """The daemon's registry: its text, read at scrape time."""
+    """The daemon's registry: its text, read at scrape time. However many scrape, and
+    however often (the TCP listener is open to anyone who reaches it), the store is read at
+    most once every KEPT_SECONDS on the monotonic clock."""
 
     def __init__(self, daemon: Daemon) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_DaemonCollector(daemon))
+        self._clock = daemon.backend.clock
+        self._lock = threading.Lock()
+        self._kept: tuple[float, bytes] | None = None
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        with self._lock:  # scrapes at once wait for one reading
+            now = self._clock.mono()
+            if self._kept is not None and 0 <= now - self._kept[0] < KEPT_SECONDS:
+                return self._kept[1]
+            text = generate_latest(self.registry)
+            self._kept = (now, text)
+            return text
 
 
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)

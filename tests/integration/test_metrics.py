@@ -17,7 +17,9 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.harness import sleeper, wait_for
+from runner.api.metrics import KEPT_SECONDS, Metrics
+from runner.clock import Clock
+from tests.integration.harness import Harness, sleeper, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_bulk_submit import lab_users
 
@@ -220,3 +222,27 @@ def test_preemptions_and_restarts_are_counted(served: Start) -> None:
     after = scrape(d)
     assert value(after, "astraeus_preemptions_total", workspace="default") == 1
     assert value(after, "astraeus_submits_total", workspace="default") == 3
+
+
+class Stepped(Clock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.at = 1000.0
+
+    def mono(self) -> float:
+        return self.at
+
+
+def test_scrapes_within_a_second_are_given_the_same_text(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    h = make_daemon(gpus=1)
+    metrics = Metrics(h.daemon)
+    clock = metrics._clock = Stepped()
+    first = metrics.render()
+    h.submit(spec("one", sleeper(), gpus=0))
+    clock.at += KEPT_SECONDS / 2
+    assert metrics.render() == first  # the store is not read again
+    clock.at += KEPT_SECONDS
+    found = samples(metrics.render().decode())
+    assert value(found, "astraeus_submits_total", workspace="default") == 1
