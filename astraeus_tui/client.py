@@ -33,6 +33,7 @@ from runner.schema import (
     RunDetail,
     RunList,
     Snapshot,
+    Telemetry,
     Usage,
 )
 
@@ -323,6 +324,10 @@ class Client:
     ) -> History:
         query = {"since": since, "workspace": workspace, "limit": limit}
         return self.typed(History, "GET", "/v1/history", query=query)
+
+    def telemetry(self, history: bool = False) -> Telemetry:
+        query = {"history": 1 if history else None}
+        return self.typed(Telemetry, "GET", "/v1/telemetry", query=query)
 
 
 _STREAM: dict[str, type[Snapshot] | type[Change]] = {"snapshot": Snapshot, "change": Change}

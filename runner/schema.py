@@ -39,6 +39,11 @@ __all__ = [
     "RunDetail",
     "RunList",
     "Snapshot",
+    "Telemetry",
+    "TelemetryGpu",
+    "TelemetryGpuSample",
+    "TelemetryRun",
+    "TelemetryRunSample",
     "UnsetType",
     "Usage",
     "UsageRow",
@@ -310,3 +315,68 @@ class History(_Wire, frozen=True, kw_only=True):
 
     since: str | None = None
     runs: list[HistoryEntry] = []
+
+
+class TelemetryGpuSample(_Wire, frozen=True, kw_only=True):
+    """One GPU at one time (``GET /v1/telemetry?history=1``). ``time``: Unix seconds."""
+
+    time: float
+    utilization: int | None = None
+    memory_used: int | None = None
+    temperature: int | None = None
+    power_watts: float | None = None
+
+
+class TelemetryGpu(_Wire, frozen=True, kw_only=True):
+    """A GPU's last readings: ``utilization`` in percent, memory in bytes, ``temperature``
+    in °C, ``power_watts`` in W; null where unknown. ``simulated``: made up from the runs
+    holding it. ``history``: the last hour's samples, only when asked."""
+
+    index: int
+    uuid: str = ""
+    name: str = ""
+    simulated: bool = False
+    utilization: int | None = None
+    memory_used: int | None = None
+    memory_total: int | None = None
+    temperature: int | None = None
+    power_watts: float | None = None
+    history: list[TelemetryGpuSample] | UnsetType = UNSET
+
+
+class TelemetryRunSample(_Wire, frozen=True, kw_only=True):
+    time: float
+    cpu_percent: float | None = None
+    memory_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_util: float | None = None
+
+
+class TelemetryRun(_Wire, frozen=True, kw_only=True):
+    """A running run's use, summed over its live workers: ``cpu_percent`` (100 = one
+    core) and ``memory_bytes`` (resident) over its process trees, ``gpu_memory_bytes``
+    (NVML's per-process memory of its processes; on simulated GPUs, theirs),
+    ``gpu_util`` (its GPUs' mean). Another workspace's run is named as in
+    ``GET /v1/runs``: ``visible`` false, ``a job in another namespace``, no uid."""
+
+    uid: str | None = None
+    name: str
+    visible: bool = True
+    workspace: str
+    gpus: list[int] = []
+    cpu_percent: float | None = None
+    memory_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_util: float | None = None
+    history: list[TelemetryRunSample] | UnsetType = UNSET
+
+
+class Telemetry(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/telemetry``: the last sample (``time`` null before the first one),
+    taken every ``interval_seconds``."""
+
+    time: str | None = None
+    interval_seconds: float | None = None
+    simulated: bool = False
+    gpus: list[TelemetryGpu] = []
+    runs: list[TelemetryRun] = []

@@ -25,6 +25,7 @@ from astraeus_tui.cli import (
     machine,
     runs,
     slurm,
+    top,
     usage,
 )
 from astraeus_tui.cli.plan import plan_command
@@ -43,6 +44,7 @@ controls.register(app)
 groups.register(app)
 machine.register(app)
 usage.register(app)
+top.register(app)
 app.add_typer(slurm.app, name="slurm")
 drain.register(admin.app)
 app.add_typer(admin.app, name="admin")

@@ -34,6 +34,7 @@ from runner.api.metrics import add_metrics_routes
 from runner.api.runs import add_run_routes
 from runner.api.served import Daemon
 from runner.api.streams import Changes
+from runner.api.telemetry import add_telemetry_routes
 from runner.api.usage import add_usage_routes
 from runner.api.why import ESTIMATES, add_why_routes
 
@@ -53,6 +54,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_admin_routes(app)
     add_usage_routes(app)
     add_metrics_routes(app, daemon)  # GET /metrics: any caller of the socket
+    add_telemetry_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     app[CHANGES].last_estimates = lambda: app[ESTIMATES].last(daemon)
     return app

@@ -16,6 +16,7 @@ from runner.gpus import Inventory
 from runner.service.groups import GroupService
 from runner.service.runs import Service
 from runner.store.db import Store
+from runner.telemetry.sampler import Sampler
 
 __all__ = ["Daemon"]
 
@@ -29,6 +30,7 @@ class Daemon(Protocol):
     settings: LoopSettings  # the machine, drives and authorisation the back end uses
     inventory: Inventory  # the GPUs as found at the start
     executor_why: str  # why this executor: shown by the status route
+    telemetry: Sampler | None  # GPUs' and runs' readings; None in front of Slurm
 
     def apply_config(self, config: Config) -> None:
         """A changed config (admin commands): workspaces and drives take effect now."""

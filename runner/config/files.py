@@ -185,6 +185,8 @@ DEFAULT_CONFIG_TEXT = """\
 #   default_image       the image of a run that names none (astra run without
 #                       --image); unset: "local" under the process executor,
 #                       refused under docker
+#   telemetry_seconds   seconds between two samples of the GPUs and the running
+#                       runs (astra top, GET /v1/telemetry); default 5
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too

@@ -78,13 +78,15 @@ DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
 MAX_MAX_SUBMIT = 1_000_000
 DEFAULT_LOG_LIMIT = 64 << 20  # bytes per worker's log; the newest part is kept
 DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the state database
+DEFAULT_TELEMETRY = 5.0  # seconds between two telemetry samples (runner/telemetry)
+MIN_TELEMETRY, MAX_TELEMETRY = 0.2, 3600.0
 
 _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm", "notify")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
-    "max_submit_per_user", "log_limit", "log_reserve", "default_image",
+    "max_submit_per_user", "log_limit", "log_reserve", "default_image", "telemetry_seconds",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = (
@@ -133,6 +135,7 @@ class MachineConfig:
     # the image of a run that names none; None: "local" under the process executor,
     # else such a run is refused. A workspace's default_image goes first.
     default_image: str | None = None
+    telemetry_seconds: float = DEFAULT_TELEMETRY  # between two samples of GPUs and runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +242,18 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         log_limit=_log_limit(table.get("log_limit", DEFAULT_LOG_LIMIT), "machine.log_limit"),
         log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
         default_image=_default_image(table.get("default_image"), "machine.default_image"),
+        telemetry_seconds=_telemetry(table.get("telemetry_seconds", DEFAULT_TELEMETRY)),
     )
+
+
+def _telemetry(value: object) -> float:
+    if not _number(value) or not MIN_TELEMETRY <= value <= MAX_TELEMETRY:
+        raise _Invalid(
+            "machine.telemetry_seconds",
+            f"must be a number of seconds between {MIN_TELEMETRY:g} and {MAX_TELEMETRY:g}, "
+            f"got {_show(value)}",
+        )
+    return float(value)
 
 
 MAX_IMAGE = 4096

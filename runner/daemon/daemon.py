@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from runner.clock import Clock
@@ -31,6 +32,8 @@ from runner.planner.plan import Machine
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.store.db import RunRow, Store
+from runner.telemetry.sampler import Sampler
+from runner.telemetry.workers import live_workers
 
 log = logging.getLogger("astraeus.daemon")
 
@@ -173,6 +176,15 @@ class Daemon:
         self.store.notify_targets = self.config.notify
         self.notifier = Sender(self.store)
         self.store.outbox_listener = self.notifier.wake
+        # telemetry: GPUs and live runs sampled on a thread; none in front of Slurm
+        self.telemetry: Sampler | None = None
+        if self.executor is not None:
+            self.telemetry = Sampler(
+                self.config.machine.telemetry_seconds,
+                tuple(g.index for g in self.inventory.gpus),
+                self.inventory.simulated,
+                partial(live_workers, self.store, self.executor),
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -231,6 +243,8 @@ class Daemon:
         )
         self._thread.start()
         self.notifier.start()
+        if self.telemetry is not None:
+            self.telemetry.start()
         return self
 
     def stop(self) -> None:
@@ -240,3 +254,5 @@ class Daemon:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.notifier.stop()
+        if self.telemetry is not None:
+            self.telemetry.stop()

@@ -150,7 +150,13 @@ ERRORS: list[tuple[str, str, str]] = [
         "[machine]\ngpu = 1",
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
-        " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image)",
+        " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image,"
+        " telemetry_seconds)",
+    ),
+    (
+        "[machine]\ntelemetry_seconds = 0",
+        "machine.telemetry_seconds",
+        "must be a number of seconds between 0.2 and 3600, got 0",
     ),
     (
         '[machine]\nlog_limit = "100KiB"',
@@ -369,6 +375,11 @@ def test_log_limit_and_reserve_have_defaults_and_take_sizes() -> None:
     machine = parse('[machine]\nlog_limit = "8MiB"\nlog_reserve = 0').machine
     assert (machine.log_limit, machine.log_reserve) == (8 << 20, 0)
     assert parse("[machine]\nlog_limit = 0").machine.log_limit == 0  # no limit
+
+
+def test_telemetry_seconds_defaults_to_five() -> None:
+    assert parse("").machine.telemetry_seconds == 5.0
+    assert parse("[machine]\ntelemetry_seconds = 0.5").machine.telemetry_seconds == 0.5
 
 
 def test_stop_grace_env_overrides_the_config(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,147 @@
+"""Each GPU's readings: NVML through pynvml, or a simulation driven by the runs holding
+simulated GPUs.
+
+NVML is given as a module (``import pynvml`` by default) so that tests pass a stub. A
+field NVML cannot answer (unsupported, or an error) is None; the others stay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from runner.gpus import SIM_MEMORY
+
+SIM_IDLE_TEMPERATURE = 34
+SIM_IDLE_POWER = 62.0  # watts
+SIM_BUSY_POWER = 180.0  # watts at 0 %, plus up to 2.2 W a point of utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU at one time. ``memory_*`` in bytes, ``power_watts`` in W, ``temperature``
+    in °C; None where unknown."""
+
+    index: int
+    uuid: str
+    name: str
+    utilization: int | None
+    memory_used: int | None
+    memory_total: int | None
+    temperature: int | None
+    power_watts: float | None
+    simulated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process on a GPU, as NVML's per-process query reports it."""
+
+    pid: int
+    gpu: int
+    memory_used: int | None
+
+
+def _errors(nvml: Any) -> tuple[type[BaseException], ...]:
+    return (getattr(nvml, "NVMLError", OSError), OSError)
+
+
+def _optional(call: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> Any:
+    try:
+        return call()
+    except errors:
+        return None
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
+    """Every device's readings and its compute processes; NVML must be initialised.
+
+    Raises NVML's error when the device count cannot be read."""
+    errors = _errors(nvml)
+    sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+    readings: list[GpuReading] = []
+    processes: list[GpuProcess] = []
+    for index in range(int(nvml.nvmlDeviceGetCount())):
+        handle = _optional(partial(nvml.nvmlDeviceGetHandleByIndex, index), errors)
+        if handle is None:
+            continue
+
+        def ask(name: str, *args: object, h: object = handle) -> Any:
+            call = getattr(nvml, name, None)  # older pynvml: some queries are missing
+            return None if call is None else _optional(partial(call, h, *args), errors)
+
+        memory = ask("nvmlDeviceGetMemoryInfo")
+        rates = ask("nvmlDeviceGetUtilizationRates")
+        util = None if rates is None else getattr(rates, "gpu", None)
+        temp = ask("nvmlDeviceGetTemperature", sensor)
+        power = ask("nvmlDeviceGetPowerUsage")  # milliwatts
+        uuid = ask("nvmlDeviceGetUUID")
+        name = ask("nvmlDeviceGetName")
+        readings.append(
+            GpuReading(
+                index=index,
+                uuid="" if uuid is None else _text(uuid),
+                name="" if name is None else _text(name),
+                utilization=None if util is None else int(util),
+                memory_used=None if memory is None else int(memory.used),
+                memory_total=None if memory is None else int(memory.total),
+                temperature=None if temp is None else int(temp),
+                power_watts=None if power is None else int(power) / 1000,
+                simulated=False,
+            )
+        )
+        running = ask("nvmlDeviceGetComputeRunningProcesses")
+        for p in running or ():
+            pid = getattr(p, "pid", None)
+            if isinstance(pid, int) and pid > 0:
+                used = getattr(p, "usedGpuMemory", None)
+                processes.append(
+                    GpuProcess(pid, index, used if isinstance(used, int) and used >= 0 else None)
+                )
+    return readings, processes
+
+
+def _fraction(*parts: object) -> float:
+    """A number in [0, 1) fixed by ``parts``: the same run, GPU and time, the same value."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def simulate(indexes: tuple[int, ...], holders: Mapping[int, str], now: float) -> list[GpuReading]:
+    """Simulated GPUs: one held by a run (``holders``: GPU index -> run uid) is busy,
+    80–100 % with 60–90 % of its 80 GiB in use; an idle one is at 0 %.
+
+    Deterministic: the run's uid, the GPU and the whole second ``now`` fix each value."""
+    readings = []
+    second = int(now)
+    for index in indexes:
+        uid = holders.get(index)
+        if uid is None:
+            util, used = 0, 0
+            temperature, power = SIM_IDLE_TEMPERATURE, SIM_IDLE_POWER
+        else:
+            util = 80 + int(_fraction(uid, index, second, "util") * 21)
+            used = int(SIM_MEMORY * (0.6 + 0.3 * _fraction(uid, index, second, "memory")))
+            temperature = 55 + util // 4
+            power = SIM_BUSY_POWER + 2.2 * util
+        readings.append(
+            GpuReading(
+                index=index,
+                uuid=f"SIM-GPU-{index}",
+                name="Simulated GPU",
+                utilization=util,
+                memory_used=used,
+                memory_total=SIM_MEMORY,
+                temperature=temperature,
+                power_watts=round(power, 1),
+                simulated=True,
+            )
+        )
+    return readings

@@ -1,0 +1,124 @@
+"""Telemetry through a real daemon on simulated GPUs: ``GET /v1/telemetry`` and
+``astra top --once`` show each running run's simulated GPU load and its real memory,
+another workspace's run anonymous; the sampler ends with the daemon."""
+
+from __future__ import annotations
+
+import http.client  # noqa: F401 (loaded before as_user's child drops root's rights)
+import os
+import pwd
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from astraeus_tui.cli.top import render
+from astraeus_tui.client import Client
+from runner.schema import Telemetry
+from tests.integration.harness import Harness, wait_for
+from tests.integration.served import Served
+from tests.integration.test_identity import as_user, unix_users
+
+GROUP, ALICE, BOB = "astra-tel", "astra-tel-alice", "astra-tel-bob"
+HOLD = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(300)"
+ANON = "a job in another namespace"
+# the run's interpreter: one its user may run (the tests' own may live in root's home)
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+CONFIG = f"""
+[api]
+socket_group = "{GROUP}"
+
+[workspaces.vision]
+members = ["{ALICE}"]
+
+[workspaces.nlp]
+members = ["{BOB}"]
+"""
+
+
+def spec(name: str, workspace: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "workspace": workspace},
+        "spec": {"task_template": {
+            "image": "local", "command": PYTHON, "args": ["-c", HOLD],
+            "requested_resources": {"gpu_requests": {"count": 1}},
+        }},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    if os.geteuid() != 0:
+        pytest.skip("creating two Unix users needs root")
+    with unix_users(GROUP, ALICE, BOB) as made:
+        yield made
+
+
+def _measured(telemetry: Telemetry, count: int) -> bool:
+    runs = telemetry.runs
+    return len(runs) == count and all(
+        r.memory_bytes and r.memory_bytes > 32 << 20 and r.gpu_util for r in runs
+    )
+
+
+def test_running_runs_show_their_gpus_and_memory_anonymous_outside_their_workspace(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    lab = served(CONFIG, gpus=3, machine="telemetry_seconds = 0.3")
+    alice, bob = users[ALICE], users[BOB]
+    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(spec("tel-alice", "vision")))
+    assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(spec("tel-bob", "nlp")))
+    wait_for(lambda: {r["state"] for r in lab.json("ls")} == {"Running"}, 30, "both running")
+    admin = Client(lab.socket)
+    wait_for(lambda: _measured(admin.telemetry(), 2), 30, "both runs measured")
+
+    seen = admin.telemetry(history=True)
+    assert seen.simulated and len(seen.gpus) == 3
+    runs = {r.name: r for r in seen.runs}
+    assert set(runs) == {"tel-alice", "tel-bob"}
+    held = {g for r in seen.runs for g in r.gpus}
+    for g in seen.gpus:
+        assert g.simulated and g.memory_total == 80 << 30
+        assert g.utilization is not None
+        if g.index in held:
+            assert 80 <= g.utilization <= 100 and g.memory_used
+        else:
+            assert (g.utilization, g.memory_used) == (0, 0)
+        assert isinstance(g.history, list) and g.history
+    for r in seen.runs:
+        assert r.visible and r.uid and r.gpu_util is not None and r.gpu_util >= 80
+        assert r.memory_bytes is not None and r.memory_bytes > 48 << 20  # the bytearray
+        assert r.gpu_memory_bytes is not None and r.gpu_memory_bytes >= 0.6 * (80 << 30)
+        assert r.cpu_percent is not None and r.cpu_percent >= 0
+        assert isinstance(r.history, list) and r.history
+
+    mine = as_user(alice, lab.socket, lambda c: c.telemetry())["ok"]["runs"]
+    by_workspace = {r["workspace"]: r for r in mine}
+    assert by_workspace["vision"]["name"] == "tel-alice" and by_workspace["vision"]["uid"]
+    other = by_workspace["nlp"]
+    assert (other["name"], other["uid"], other["visible"]) == (ANON, None, False)
+    assert other["memory_bytes"] > 0  # the machine's load is no secret; whose it is, is
+    assert "history" not in other
+
+    screen = lab.astra("top", "--once")
+    assert screen.returncode == 0, screen.stderr
+    assert "tel-alice" in screen.stdout and "tel-bob" in screen.stdout
+    assert "\x1b[" not in screen.stdout and "(simulated)" in screen.stdout
+    assert "GiB" in screen.stdout and "%" in screen.stdout
+    theirs = as_user(alice, lab.socket, lambda c: render(c.telemetry()))["ok"]  # top's screen
+    assert "tel-alice" in theirs and ANON in theirs and "tel-bob" not in theirs
+
+
+def test_the_sampler_stops_with_the_daemon(make_daemon: Callable[..., Harness]) -> None:
+    harness = make_daemon(gpus=2, machine="telemetry_seconds = 0.2")
+    sampler = harness.daemon.telemetry
+    assert sampler is not None and sampler.running
+    wait_for(lambda: sampler.latest() is not None, 10, "a first sample")
+    harness.daemon.stop()
+    assert not sampler.running
+    last = sampler.latest()
+    time.sleep(0.6)  # three intervals
+    assert sampler.latest() is last  # nothing sampled after the stop
