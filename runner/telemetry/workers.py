@@ -2,8 +2,7 @@
 its process tree as its executor knows it.
 
 The process executor's ``meta.json`` names the worker's supervisor (a child subreaper:
-every process of the worker descends from it), checked alive by its start time. Docker
-containers are not measured yet (``root`` None: their CPU and memory are null); their
+every process of the worker descends from it), checked alive by its start time.
 GPU memory is null too, as NVML's pids cannot be mapped to them without a tree.
 """
 
@@ -11,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, cast
 
 from runner.executors.base import Executor
 from runner.executors.tree import is_alive
@@ -38,15 +38,28 @@ def supervisor_pid(state_dir: Path, handle: str) -> int | None:
     return pid if isinstance(pid, int) and is_alive(pid, start) else None
 
 
+class _Containers(Protocol):
+    def init_pid(self, handle: str) -> int | None: ...
+
+
+def root_pid(executor: Executor | None, started_by: str | None, handle: str) -> int | None:
+    """The root of a live worker's process tree, by the executor that started it."""
+    if executor is None or not handle or started_by not in (executor.name, None):
+        return None
+    state_dir = getattr(executor, "state_dir", None)
+    if executor.name == "process" and isinstance(state_dir, Path):
+        return supervisor_pid(state_dir, handle)
+    if executor.name == "docker" and callable(getattr(executor, "init_pid", None)):
+        return cast(_Containers, executor).init_pid(handle)
+    return None
+
+
 def live_workers(store: Store, executor: Executor | None) -> list[LiveWorker]:
-    state_dir = getattr(executor, "state_dir", None) if executor is not None else None
     found = []
     for w in store.live_workers():
         run = store.get_run(w.run)
         if run is None:
             continue
-        root = None
-        if isinstance(state_dir, Path) and w.executor in ("process", None) and w.handle:
-            root = supervisor_pid(state_dir, w.handle)
+        root = root_pid(executor, w.executor, w.handle or "")
         found.append(LiveWorker(run.name, run.run_uid, run.workspace, w.gpus, root))
     return found

@@ -183,6 +183,16 @@ class DockerExecutor:
             )
         return status
 
+    def init_pid(self, handle: str) -> int | None:
+        """The host pid of the running container's first process (telemetry measures its
+        tree); None when it is not running or the engine does not answer."""
+        try:
+            state = self._state(handle)
+        except ExecutorError:
+            return None
+        pid = None if state is None or not state.get("Running") else state.get("Pid")
+        return pid if isinstance(pid, int) and pid > 0 else None
+
     def enter(self, handle: str, request: EnterRequest) -> DockerSession:
         """``docker exec`` in the worker's container as the user it runs as."""
         state = self._state(handle)
