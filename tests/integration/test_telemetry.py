@@ -7,6 +7,9 @@ from __future__ import annotations
 import http.client  # noqa: F401 (loaded before as_user's child drops root's rights)
 import os
 import pwd
+import shlex
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -122,3 +125,34 @@ def test_the_sampler_stops_with_the_daemon(make_daemon: Callable[..., Harness]) 
     last = sampler.latest()
     time.sleep(0.6)  # three intervals
     assert sampler.latest() is last  # nothing sampled after the stop
+
+
+def _tmux(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["tmux", "-L", name, *args], capture_output=True, text=True, timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the live view is driven through tmux")
+def test_the_live_view_refreshes_and_q_quits(served: Callable[..., Served]) -> None:
+    lab = served(gpus=2, machine="telemetry_seconds = 0.2")
+    started = lab.astra("run", "--name", "live-one", "--gpus", "1", "--", "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    wait_for(lambda: Client(lab.socket).telemetry().runs, 30, "the run measured")
+    name = f"astra-top-{os.getpid()}"
+    env = " ".join(f"{k}={shlex.quote(lab.env[k])}" for k in ("ASTRAEUS_HOME", "ASTRAEUS_SOCKET"))
+    command = f"env {env} {shlex.quote(sys.executable)} -m astraeus_tui.cli.main top"
+    assert _tmux(name, "new-session", "-d", "-x", "120", "-y", "30", command).returncode == 0
+    try:
+
+        def shown() -> str:
+            text = _tmux(name, "capture-pane", "-p").stdout
+            return text if "live-one" in text else ""
+
+        screen = wait_for(shown, 20, "the live view")
+        assert "UTIL" in screen and "q quits" in screen and "(simulated)" in screen
+        first = screen.splitlines()[0]
+        wait_for(lambda: _tmux(name, "capture-pane", "-p").stdout.splitlines()[0] != first,
+                 10, "a refresh")  # fmt: skip
+        _tmux(name, "send-keys", "q")
+        wait_for(lambda: _tmux(name, "has-session").returncode != 0, 10, "top to quit")
+    finally:
+        _tmux(name, "kill-server")

@@ -217,3 +217,23 @@ def test_the_sampler_reads_nvml_once_initialised_and_shuts_it_down() -> None:
     latest = sampler.latest()
     assert latest is not None and [g.utilization for g in latest.gpus] == [40, 41]
     assert (nvml.inits, nvml.shutdowns) == (1, 1) and not sampler.running
+
+
+def test_the_wire_shape_keeps_its_key_order_and_leaves_out_history_unless_asked() -> None:
+    import msgspec
+
+    from runner import schema
+
+    gpu = schema.TelemetryGpu(index=0, utilization=None)
+    run = schema.TelemetryRun(name="a job in another namespace", visible=False, workspace="nlp")
+    body = msgspec.json.encode(schema.Telemetry(gpus=[gpu], runs=[run]))
+    assert body == (
+        b'{"time":null,"interval_seconds":null,"simulated":false,"gpus":[{"index":0,"uuid":"",'
+        b'"name":"","simulated":false,"utilization":null,"memory_used":null,'
+        b'"memory_total":null,"temperature":null,"power_watts":null}],"runs":[{"uid":null,'
+        b'"name":"a job in another namespace","visible":false,"workspace":"nlp","gpus":[],'
+        b'"cpu_percent":null,"memory_bytes":null,"gpu_memory_bytes":null,"gpu_util":null}]}'
+    )
+    assert msgspec.json.decode(body, type=schema.Telemetry).runs == [run]
+    with_history = schema.TelemetryGpu(index=1, history=[schema.TelemetryGpuSample(time=1.0)])
+    assert b'"history":[{"time":1.0,"utilization":null' in msgspec.json.encode(with_history)
