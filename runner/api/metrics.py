@@ -89,6 +89,7 @@ class _DaemonCollector(Collector):
                 depth.add_metric([ws, state.value], by[ws, state])
         yield depth
         yield from self._gpus(workspaces, runs)
+        yield from self._telemetry()
         yield from self._plans()
         counts = self._event_counts()
         for name, (codes, doc) in _COUNTERS.items():
@@ -135,6 +136,48 @@ class _DaemonCollector(Collector):
             for run, n in sorted(held_by.items()):
                 if run in workspace_of:
                     per_run.add_metric([workspace_of[run], run], n)
+            yield per_run
+
+    def _telemetry(self) -> Iterable[Metric]:
+        """The sampler's last readings: each GPU's utilisation, memory, temperature and
+        power (``simulated`` says which are), and each workspace's runs' GPU memory."""
+        sampler = self.daemon.telemetry
+        sample = sampler.latest() if sampler is not None else None
+        if sample is None:
+            return
+        labels = ["gpu", "simulated"]
+        fields = (
+            ("astraeus_gpu_utilization_ratio", "A GPU's utilisation, 0 to 1", "utilization", 0.01),
+            ("astraeus_gpu_memory_used_bytes", "A GPU's memory in use", "memory_used", 1),
+            ("astraeus_gpu_memory_total_bytes", "A GPU's memory", "memory_total", 1),
+            ("astraeus_gpu_temperature_celsius", "A GPU's temperature", "temperature", 1),
+            ("astraeus_gpu_power_watts", "A GPU's power draw", "power_watts", 1),
+        )
+        for name, doc, field, scale in fields:
+            family = GaugeMetricFamily(name, doc, labels=labels)
+            for gpu in sample.gpus:
+                value = getattr(gpu, field)
+                if value is not None:
+                    family.add_metric([str(gpu.index), str(gpu.simulated).lower()], value * scale)
+            yield family
+        by_ws: Counter[str] = Counter()
+        for run in sample.runs:
+            by_ws[run.workspace] += run.gpu_memory_bytes or 0
+        per_ws = GaugeMetricFamily(
+            "astraeus_workspace_gpu_memory_bytes", "GPU memory used by a workspace's runs",
+            labels=["workspace"],
+        )  # fmt: skip
+        for ws, used in sorted(by_ws.items()):
+            per_ws.add_metric([ws], used)
+        yield per_ws
+        if self.daemon.config.metrics.run_names:  # the admin's choice, as for GPUs held
+            per_run = GaugeMetricFamily(
+                "astraeus_run_gpu_memory_bytes", "GPU memory used by a run",
+                labels=["workspace", "run"],
+            )  # fmt: skip
+            for run in sorted(sample.runs, key=lambda r: r.run):
+                if run.gpu_memory_bytes is not None:
+                    per_run.add_metric([run.workspace, run.run], run.gpu_memory_bytes)
             yield per_run
 
     def _plans(self) -> Iterable[Metric]:

@@ -246,3 +246,25 @@ def test_scrapes_within_a_second_are_given_the_same_text(
     clock.at += KEPT_SECONDS
     found = samples(metrics.render().decode())
     assert value(found, "astraeus_submits_total", workspace="default") == 1
+
+
+def test_the_gpus_readings_are_scraped_marked_simulated(served: Start) -> None:
+    d = served(gpus=2, machine="telemetry_seconds = 0.2")
+    run(d, "busy")
+    held = wait_for(lambda: (r := d.json("show", "busy"))["state"] == "Running" and r, 20, "run")
+    gpu = str(held["gpus"][0])
+    idle = str(1 - held["gpus"][0])
+
+    def measured() -> Samples | None:
+        found = scrape(d)
+        key = ("astraeus_gpu_utilization_ratio", (("gpu", gpu), ("simulated", "true")))
+        return found if found.get(key, 0) > 0 else None
+
+    found = wait_for(measured, 20, "the held GPU's readings")
+    busy = value(found, "astraeus_gpu_utilization_ratio", gpu=gpu, simulated="true")
+    assert 0.8 <= busy <= 1.0  # the simulation: a held GPU is 80-100% busy
+    assert value(found, "astraeus_gpu_utilization_ratio", gpu=idle, simulated="true") == 0
+    total = value(found, "astraeus_gpu_memory_total_bytes", gpu=gpu, simulated="true")
+    assert total == 80 * 2**30
+    assert 0 < value(found, "astraeus_gpu_memory_used_bytes", gpu=gpu, simulated="true") < total
+    assert "busy" not in body(raw(d))  # the run is not named without the admin's word
