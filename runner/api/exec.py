@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import WSMsgType, web
 
@@ -37,6 +39,7 @@ FIRST_WITHIN = 10.0  # seconds for the client's first message
 WATCH_EVERY = 1.0  # seconds between looks at whether the run still runs
 WAIT_POLL = 0.5  # seconds between looks at a waiting interactive run
 SETTLE_WITHIN = 10.0  # seconds the end waits for the run's final state
+T = TypeVar("T")
 
 
 async def exec_route(request: web.Request) -> web.StreamResponse:
@@ -111,11 +114,40 @@ async def _relay(ws: web.WebSocketResponse, entry: Entry, entries: Entries | Non
                 break
             if not ws.closed:
                 await ws.send_bytes(bytes([channel]) + data)
+        # a command that closed its output may go on: it is still ended with its run or
+        # when the client goes away (the tasks stay until it exits)
+        code = await _in_own_thread(entry.session.wait)
     finally:
         for task in tasks:
             task.cancel()
-    code = await asyncio.to_thread(entry.session.wait)
     return None if ws.closed else code
+
+
+def _in_own_thread(call: Callable[[], T]) -> asyncio.Future[T]:
+    """``call()`` in a thread of its own: a session's blocking calls (a wait for a command
+    that does not end, a write to one that does not read) last as long as the member
+    wants, and must not hold the default pool every request of every member uses."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            value, error = call(), None
+        except BaseException as e:  # handed to the awaiting coroutine
+            value, error = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is closing: the daemon stops
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=run, name="exec-session", daemon=True).start()
+    return future
 
 
 def _read_in_thread(
@@ -138,7 +170,7 @@ def _read_in_thread(
 async def _from_client(ws: web.WebSocketResponse, session: Session) -> None:
     async for message in ws:
         if message.type is WSMsgType.BINARY and message.data[:1] == bytes([STDIN]):
-            await asyncio.to_thread(session.write, message.data[1:])
+            await _in_own_thread(functools.partial(session.write, message.data[1:]))
         elif message.type is WSMsgType.TEXT:
             with contextlib.suppress(ValueError, TypeError):
                 control = json.loads(message.data)
