@@ -15,7 +15,8 @@ child before it runs anything the member chose:
    as the member: a program the member cannot reach is "not found" (exit 127).
 
 The command has a session (process group) of its own, so :meth:`ProcessSession.kill`
-ends it and what it started; the API ends it when the run stops running.
+ends it and what it started; the API ends it when the run stops running. The group is
+signalled only while the command is not yet reaped: a reaped pid may be anyone's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import signal
 import struct
 import subprocess
 import termios
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,6 +78,8 @@ class ProcessSession:
         self, proc: subprocess.Popen[bytes], outputs: dict[int, int], stdin: int, tty: bool
     ) -> None:
         self.proc, self._outputs, self._stdin, self._tty = proc, dict(outputs), stdin, tty
+        self._reaped = False  # from then on the pid may be another process's: never signalled
+        self._lock = threading.Lock()
 
     def read(self) -> tuple[int, bytes]:
         while self._outputs:
@@ -110,13 +114,25 @@ class ProcessSession:
                 fcntl.ioctl(self._stdin, termios.TIOCSWINSZ, size)
 
     def wait(self) -> int:
-        code = self.proc.wait()
+        # the ended command stays a zombie (its pid and group number are still ours) while
+        # what it left in its group is ended; only then is it reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
+        with self._lock:
+            self._killpg()
+            code = self.proc.wait()
+            self._reaped = True
         if self._tty:
             with contextlib.suppress(OSError):
                 os.close(self._stdin)
         return 128 - code if code < 0 else code
 
     def kill(self) -> None:
+        with self._lock:
+            if not self._reaped:
+                self._killpg()
+
+    def _killpg(self) -> None:
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 
