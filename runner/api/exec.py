@@ -172,14 +172,21 @@ async def _from_client(ws: web.WebSocketResponse, session: Session) -> None:
         if message.type is WSMsgType.BINARY and message.data[:1] == bytes([STDIN]):
             await _in_own_thread(functools.partial(session.write, message.data[1:]))
         elif message.type is WSMsgType.TEXT:
-            with contextlib.suppress(ValueError, TypeError):
+            with contextlib.suppress(ValueError):
                 control = json.loads(message.data)
+                if not isinstance(control, dict):
+                    continue  # not a control: ignored, as an unknown key is
                 if control.get("eof"):
                     session.close_stdin()
-                if isinstance(control.get("resize"), list) and len(control["resize"]) == 2:
-                    rows, cols = control["resize"]
-                    session.resize(int(rows), int(cols))
+                size = control.get("resize")
+                if isinstance(size, list) and len(size) == 2 and all(_dimension(n) for n in size):
+                    session.resize(*size)
     session.kill()  # the client went away: so does the command
+
+
+def _dimension(n: object) -> bool:
+    """A terminal's rows or columns, as the first message bounds them."""
+    return isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10000
 
 
 async def _watch(entry: Entry, entries: Entries) -> None:
@@ -214,7 +221,7 @@ async def terminal_route(request: web.Request) -> web.StreamResponse:
         return await _refused(ws, e)
     try:
         rows, cols = size.get("rows", 24), size.get("cols", 80)
-        if isinstance(rows, int) and isinstance(cols, int):
+        if _dimension(rows) and _dimension(cols):
             entry.session.resize(rows, cols)
         code = await _relay(ws, entry, None)
         if code is None:  # the client went away: so does the run

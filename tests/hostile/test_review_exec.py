@@ -3,8 +3,10 @@ its run nor hold the daemon's shared threads. A real daemon, real Unix users."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import grp
+import json
 import os
 import pwd
 import signal
@@ -13,12 +15,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp  # noqa: F401  (imported here: a child that became a user cannot read it)
 import pytest
 
 from astraeus_tui.cli.main import app
+from astraeus_tui.client import AsyncClient
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
@@ -155,3 +159,37 @@ def test_quiet_execs_do_not_hold_the_daemon_from_other_members(
         assert time.monotonic() - start < 30
     finally:
         end(everyone())
+
+
+def resize_then_leave(socket: Path, name: str, size: object, seconds: str) -> str:
+    """Open an exec of a silent ``sleep SECONDS``, send the resize ``size``, go away."""
+
+    async def run() -> str:
+        client = AsyncClient(socket)
+        try:
+            async with client.exec(name, ["sleep", seconds]) as channel:
+                await asyncio.sleep(1.0)  # the command has started
+                await channel._ws.send_str(json.dumps({"resize": size}))
+                await channel._ws.send_str(json.dumps(["not", "an", "object"]))
+                await asyncio.sleep(0.5)
+        finally:
+            await client.close()
+        return "left"
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("size", [[70000, 80], [24, -1], ["x", 80]])
+def test_an_odd_resize_does_not_keep_the_command_past_its_client(
+    lab: Served, users: dict[str, pwd.struct_passwd], size: object
+) -> None:
+    bob, seconds = users[BOB], "3013"
+    name = submit(lab, bob)
+    try:
+        left = as_user(
+            bob, lab.socket, lambda c: resize_then_leave(lab.socket, name, size, seconds)
+        )
+        assert left == {"ok": "left"}
+        wait_for(lambda: not sleeping(bob, seconds), 15, "the command to end with its client")
+    finally:
+        end(sleeping(bob, seconds))
