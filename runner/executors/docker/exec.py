@@ -86,11 +86,27 @@ class DockerSession:
 
     def kill(self) -> None:
         with contextlib.suppress(Exception):
-            pid = self._api.exec_inspect(self._id).get("Pid")
-            if isinstance(pid, int) and pid > 0:
-                os.kill(pid, signal.SIGKILL)
+            self._kill_running()
         with contextlib.suppress(OSError):
             self._sock.close()
+
+    def _kill_running(self) -> None:
+        """Docker keeps an ended exec's pid, which may since be any process's: the pid is
+        held by a pidfd, then signalled only if Docker still says the exec runs as it."""
+        pid = self._running_pid()
+        if pid is None:
+            return
+        pidfd = os.pidfd_open(pid)
+        try:
+            if self._running_pid() == pid:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        finally:
+            os.close(pidfd)
+
+    def _running_pid(self) -> int | None:
+        info = self._api.exec_inspect(self._id)
+        pid = info.get("Pid")
+        return pid if info.get("Running") and isinstance(pid, int) and pid > 0 else None
 
 
 def docker_enter(api: Any, container: str, user: str, request: EnterRequest) -> DockerSession:
