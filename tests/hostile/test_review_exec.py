@@ -25,6 +25,7 @@ from astraeus_tui.cli.main import app
 from astraeus_tui.client import AsyncClient
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
+from tests.integration.test_exec import remove_user
 from tests.integration.test_identity import as_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
@@ -37,13 +38,11 @@ QUIET = "exec >/dev/null 2>&1 </dev/null; exec sleep {}"
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
     subprocess.run(["groupadd", "-f", GROUP], check=True)
     for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-        subprocess.run(["groupdel", user], check=False, capture_output=True)
+        remove_user(user)
         subprocess.run(["useradd", "-m", "-U", "-G", GROUP, "-s", "/bin/sh", user], check=True)
     yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
     for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-        subprocess.run(["groupdel", user], check=False, capture_output=True)
+        remove_user(user)
     subprocess.run(["groupdel", GROUP], check=False)
 
 

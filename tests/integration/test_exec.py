@@ -41,14 +41,20 @@ GROUP, ALICE, BOB = "astra-ex-g", "astra-ex-a", "astra-ex-b"
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
     subprocess.run(["groupadd", "-f", GROUP], check=True)
     for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-        subprocess.run(["groupdel", user], check=False, capture_output=True)
+        remove_user(user)
         subprocess.run(["useradd", "-m", "-U", "-G", GROUP, "-s", "/bin/sh", user], check=True)
     yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
     for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-        subprocess.run(["groupdel", user], check=False, capture_output=True)
+        remove_user(user)
     subprocess.run(["groupdel", GROUP], check=False)
+
+
+def remove_user(user: str) -> None:
+    """The user, its group and anything still running as it (userdel refuses while a
+    process of the user lives: a run or an exec that a failed test left behind)."""
+    subprocess.run(["pkill", "-KILL", "-u", user], check=False, capture_output=True)
+    subprocess.run(["userdel", "-r", "-f", user], check=False, capture_output=True)
+    subprocess.run(["groupdel", user], check=False, capture_output=True)
 
 
 @pytest.fixture
