@@ -14,9 +14,11 @@ child before it runs anything the member chose:
    then enters the working directory and looks the program up on the worker's PATH
    as the member: a program the member cannot reach is "not found" (exit 127).
 
-The command has a session (process group) of its own, so :meth:`ProcessSession.kill`
-ends it and what it started; the API ends it when the run stops running. The group is
-signalled only while the command is not yet reaped: a reaped pid may be anyone's.
+The command runs under a keeper of its own (:mod:`runner.executors.execwrap`), a child
+subreaper: whatever the command starts stays below it, also what leaves its session,
+and all of it is ended with the command, or when :meth:`ProcessSession.kill` asks the
+keeper (the API does when the session closes or the run stops running). The keeper is
+signalled only while it is not yet reaped: a reaped pid may be anyone's.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
 import os
 import select
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import threading
 from collections.abc import Callable
@@ -40,35 +44,10 @@ from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json, write_json_atomic
 
 ENTER = "enter.json"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 CLONE_NEWNS = 0x00020000
 PR_SET_NO_NEW_PRIVS = 38
 READ = 65536
-
-
-class NotRun:
-    """A command that could not be executed: its message on stderr, then 127 or 126,
-    as a worker's own command that cannot be executed ends."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self._code, self._left = code, [(STDERR, message.encode() + b"\n")]
-
-    def read(self) -> tuple[int, bytes]:
-        return self._left.pop() if self._left else (STDOUT, b"")
-
-    def write(self, data: bytes) -> None:
-        pass
-
-    def close_stdin(self) -> None:
-        pass
-
-    def resize(self, rows: int, cols: int) -> None:
-        pass
-
-    def wait(self) -> int:
-        return self._code
-
-    def kill(self) -> None:
-        pass
 
 
 class ProcessSession:
@@ -114,12 +93,11 @@ class ProcessSession:
                 fcntl.ioctl(self._stdin, termios.TIOCSWINSZ, size)
 
     def wait(self) -> int:
-        # the ended command stays a zombie (its pid and group number are still ours) while
-        # what it left in its group is ended; only then is it reaped
+        # the keeper ends what the command left before it exits; it is reaped only once
+        # it has (until then its pid is still ours to signal)
         with contextlib.suppress(ChildProcessError):
             os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
         with self._lock:
-            self._killpg()
             code = self.proc.wait()
             self._reaped = True
         if self._tty:
@@ -128,19 +106,11 @@ class ProcessSession:
         return 128 - code if code < 0 else code
 
     def kill(self) -> None:
+        """Ask the keeper to end the command and all below it (it does, then exits)."""
         with self._lock:
             if not self._reaped:
-                self._killpg()
-
-    def _killpg(self) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-
-class _CannotExecute(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+                with contextlib.suppress(OSError):
+                    os.kill(self.proc.pid, signal.SIGTERM)
 
 
 def write_enter(folder: Path, job: dict[str, object]) -> None:
@@ -149,7 +119,7 @@ def write_enter(folder: Path, job: dict[str, object]) -> None:
     write_json_atomic(folder / ENTER, {k: job[k] for k in keep})
 
 
-def enter(folder: Path, request: EnterRequest) -> ProcessSession | NotRun:
+def enter(folder: Path, request: EnterRequest) -> ProcessSession:
     """Run ``request.argv`` inside the worker whose folder is ``folder``."""
     launch, meta = read_json(folder / ENTER), read_json(folder / META)
     if launch is None or meta is None:
@@ -167,10 +137,11 @@ def enter(folder: Path, request: EnterRequest) -> ProcessSession | NotRun:
 
 def _spawn(
     request: EnterRequest, launch: dict[str, object], namespace: int | None
-) -> ProcessSession | NotRun:
+) -> ProcessSession:
     env = {str(k): str(v) for k, v in dict(launch.get("env") or {}).items()}  # type: ignore[call-overload]
     uid, gid = launch.get("uid"), launch.get("gid")
-    setup = _child_setup(namespace, uid, gid, str(launch.get("cwd") or "/tmp"), request.tty)
+    job = {"argv": list(request.argv), "env": env, "cwd": str(launch.get("cwd") or "/tmp"),
+           "uid": uid, "gid": gid, "tty": request.tty, "namespace": namespace}  # fmt: skip
     if request.tty:
         master, slave = os.openpty()
         size = struct.pack("HHHH", request.rows, request.cols, 0, 0)
@@ -183,11 +154,7 @@ def _spawn(
         streams = {"stdin": in_read, "stdout": out_write, "stderr": err_write}
         ours = [in_write, out_read, err_read]
     try:
-        proc = _popen(list(request.argv), env, setup, streams)
-    except _CannotExecute as e:
-        for fd in ours:
-            os.close(fd)
-        return NotRun(e.code, str(e))
+        proc = _keeper(job, streams)
     except BaseException:
         for fd in ours:
             os.close(fd)
@@ -200,23 +167,22 @@ def _spawn(
     return ProcessSession(proc, {out_read: STDOUT, err_read: STDERR}, in_write, tty=False)
 
 
-def _popen(
-    argv: list[str], env: dict[str, str], setup: Callable[[], None], streams: dict[str, int]
-) -> subprocess.Popen[bytes]:
+def _keeper(job: dict[str, object], streams: dict[str, int]) -> subprocess.Popen[bytes]:
+    """Start the command's keeper (runner.executors.execwrap) on the session's streams."""
+    namespace = job["namespace"]
+    env = {"PYTHONPATH": _PACKAGE_ROOT, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    argv = [sys.executable, "-S", "-P", "-m", "runner.executors.execwrap", json.dumps(job)]
     try:
-        return subprocess.Popen(  # the member's own command, as the member
-            argv, env=env, cwd="/", start_new_session=True, preexec_fn=setup, close_fds=True,
+        return subprocess.Popen(
+            argv, env=env, cwd="/", start_new_session=True, close_fds=True,
+            pass_fds=() if not isinstance(namespace, int) else (namespace,),
             stdin=streams["stdin"], stdout=streams["stdout"], stderr=streams["stderr"],
         )  # fmt: skip
-    except FileNotFoundError as e:
-        raise _CannotExecute(127, f"command not found: {argv[0]}") from e
     except OSError as e:
-        raise _CannotExecute(126, f"cannot execute {argv[0]}: {e.strerror}") from e
-    except subprocess.SubprocessError as e:  # the child could not become the worker's user
-        raise ExecutorError(f"cannot enter the worker: {e}") from e
+        raise ExecutorError(f"cannot start the exec's keeper: {e.strerror}") from e
 
 
-def _child_setup(
+def child_setup(
     namespace: int | None, uid: object, gid: object, cwd: str, tty: bool
 ) -> Callable[[], None]:
     """What the forked child does before it runs the member's program (module doc)."""

@@ -66,7 +66,7 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.enter import NotRun, ProcessSession, enter, write_enter
+from runner.executors.enter import ProcessSession, enter, write_enter
 from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
@@ -204,7 +204,7 @@ class ProcessExecutor:
             self.signal(handle, SIGKILL)  # a lost supervisor may leave the command's children
         shutil.rmtree(folder, ignore_errors=True)
 
-    def enter(self, handle: str, request: EnterRequest) -> ProcessSession | NotRun:
+    def enter(self, handle: str, request: EnterRequest) -> ProcessSession:
         """Run a command inside the live worker (see :mod:`runner.executors.enter`)."""
         if self.status(handle).state is not WorkerState.RUNNING:
             raise ExecutorError("the worker is not running")

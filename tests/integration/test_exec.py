@@ -321,3 +321,20 @@ def test_only_an_interactive_run_has_a_terminal(
     refused = astra(lab, "run", "-it", "--name", name, "--", "sh", user=users[BOB])
     assert refused.returncode == 1
     assert f"a run named {name} exists" in refused.stderr
+
+
+def test_what_an_exec_starts_ends_with_it_even_in_a_session_of_its_own(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    name = submit(lab, users[BOB], ["sleep", "120"])
+    marker = f"{uuid.uuid4().int % 10**6 + 3_000_000}"  # a sleep nobody else runs
+    escape = f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started"
+    result = astra(lab, "exec", name, "--", "sh", "-c", escape, user=users[BOB])
+    assert (result.returncode, result.stdout) == (0, "started\n"), result.stderr
+
+    def running() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+        return found.stdout.split()
+
+    wait_for(lambda: not running(), 10, "what the exec left to be ended with it")
+    assert lab.json("show", name)["state"] == "Running"  # the run itself goes on

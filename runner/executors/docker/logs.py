@@ -95,12 +95,15 @@ class LogFollower:
                 return
             out = CappedLog(self.log_path, *self.bounds)
             try:
+                newest = since_ns
                 for chunk in stream:
                     if self._stopped.is_set():
                         break
-                    since_ns = _append(out, chunk, since_ns)
+                    written = _append(out, chunk, since_ns)
+                    if written is not None and (newest is None or written > newest):
+                        newest = written
                 if not self._stopped.is_set():
-                    self._catch_up(out, since_ns)
+                    self._catch_up(out, newest)
             finally:
                 out.close()
         except OSError as err:
@@ -114,19 +117,18 @@ class LogFollower:
         since = max(since_ns / 1e9 - 1.0, 1.0) if since_ns else None
         for chunk in self._api.logs(self.handle, stream=True, follow=False, timestamps=True,
                                     since=since):  # fmt: skip
-            since_ns = _append(out, chunk, since_ns)
+            _append(out, chunk, since_ns)  # only what is newer than all the stream gave
 
 
 def _append(out: CappedLog, chunk: bytes, since_ns: int | None) -> int | None:
-    """Write the frame unless it is at or before ``since_ns``; the newest time written."""
+    """Write the frame unless it is at or before ``since_ns``; its time when written."""
     ts_ns, payload = split_timestamp(chunk)
     if since_ns is not None and ts_ns is not None and ts_ns <= since_ns:
-        return since_ns  # already in the file (before a restart, or read twice)
+        return None  # already in the file (before a restart, or read twice)
     out.write(payload)
     if ts_ns is not None:
         os.utime(out.fileno(), ns=(ts_ns, ts_ns))
-        return ts_ns
-    return since_ns
+    return ts_ns
 
 
 def resume_point(log_path: Path) -> int | None:
