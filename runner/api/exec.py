@@ -322,5 +322,10 @@ def add_exec_routes(app: web.Application) -> None:
     daemon = app[DAEMON]
     service, backend = daemon.service, daemon.backend
     app[ENTRIES] = Entries(service, backend.enter, backend.terminal, backend.specs.get)
+
+    async def end_sessions(app: web.Application) -> None:  # the daemon stops: so do they
+        await asyncio.to_thread(app[ENTRIES].close_all)
+
+    app.on_shutdown.append(end_sessions)
     app.router.add_get("/v1/runs/{name}/exec", exec_route)
     app.router.add_get("/v1/runs/{name}/terminal", terminal_route)

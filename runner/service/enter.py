@@ -18,7 +18,7 @@ from runner.executors.sessions import MAX_ARGV, MAX_ARGV_CHARS, EnterRequest, Se
 from runner.model import RunSpec, RunState, WorkerState
 from runner.service.caller import Caller, ServiceError
 from runner.service.reads import Reads
-from runner.store.db import RunRow
+from runner.store.db import RunRow, WorkerRow
 
 MAX_SESSIONS = 8  # exec sessions one user may hold at once
 NOT_OWNER = "only the run's owner or an admin may run commands inside it"
@@ -48,6 +48,7 @@ class Entries:
     ) -> None:
         self.reads, self._enter, self._terminal, self.specs = reads, enter, terminal, specs
         self._open: dict[int, int] = {}  # uid: sessions held
+        self._entries: dict[int, Entry] = {}  # the sessions open, by id
         self._lock = threading.Lock()
 
     def open(self, caller: Caller, name: str, worker: int | None, request: EnterRequest) -> Entry:
@@ -68,13 +69,7 @@ class Entries:
             which = f"worker {worker}" if worker is not None else "a worker"
             raise ServiceError(409, "NOT_RUNNING", f"run {name} has no running {which}")
         target = min(chosen, key=lambda w: w.worker)
-        self._take(caller.uid)
-        try:
-            session = self._enter(target.handle or "", request)
-        except ExecutorError as e:
-            self._give_back(caller.uid)
-            raise ServiceError(409, "CANNOT_ENTER", str(e)) from e
-        return Entry(run.name, run.run_uid, target.worker, target.handle or "", caller.uid, session)
+        return self._opened(caller, run, target, lambda h: self._enter(h, request))
 
     def interactive_run(self, caller: Caller, name: str) -> RunRow:
         """The interactive run ``caller`` may take the terminal of (as exec's rule)."""
@@ -96,15 +91,24 @@ class Entries:
         ]
         if not live:
             raise ServiceError(409, "NOT_RUNNING", f"run {run.name} has no running worker")
+        return self._opened(caller, run, live[0], self._terminal)
+
+    def _opened(
+        self, caller: Caller, run: RunRow, worker: WorkerRow, start: Callable[[str], Session]
+    ) -> Entry:
+        """A session of ``caller``'s in ``worker``, counted against its bound."""
         self._take(caller.uid)
         try:
-            session = self._terminal(live[0].handle or "")
+            session = start(worker.handle or "")
         except ExecutorError as e:
             self._give_back(caller.uid)
             raise ServiceError(409, "CANNOT_ENTER", str(e)) from e
-        return Entry(
-            run.name, run.run_uid, live[0].worker, live[0].handle or "", caller.uid, session
+        entry = Entry(
+            run.name, run.run_uid, worker.worker, worker.handle or "", caller.uid, session
         )
+        with self._lock:
+            self._entries[id(entry)] = entry
+        return entry
 
     def still_running(self, entry: Entry) -> bool:
         """Whether the session's run still runs that worker (else the session is ended)."""
@@ -118,7 +122,17 @@ class Entries:
 
     def close(self, entry: Entry) -> None:
         entry.session.kill()
-        self._give_back(entry.uid)
+        with self._lock:
+            known = self._entries.pop(id(entry), None) is not None
+        if known:
+            self._give_back(entry.uid)
+
+    def close_all(self) -> None:
+        """The daemon stops: every command it runs inside a worker ends with it."""
+        with self._lock:
+            entries = list(self._entries.values())
+        for entry in entries:
+            self.close(entry)
 
     def _take(self, uid: int) -> None:
         with self._lock:

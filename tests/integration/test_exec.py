@@ -338,3 +338,22 @@ def test_what_an_exec_starts_ends_with_it_even_in_a_session_of_its_own(
 
     wait_for(lambda: not running(), 10, "what the exec left to be ended with it")
     assert lab.json("show", name)["state"] == "Running"  # the run itself goes on
+
+
+def test_exec_commands_end_when_the_daemon_stops(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    name = submit(lab, users[BOB], ["sleep", "120"])
+    marker = f"{uuid.uuid4().int % 10**6 + 4_000_000}"
+    command = [sys.executable, "-m", "astraeus_tui.cli.main", "exec", name, "--",
+               "sleep", marker]  # fmt: skip
+    session = subprocess.Popen(command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def running() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+        return found.stdout.split()
+
+    wait_for(running, 20, "the exec's command")
+    lab.stop()  # its workers go on (they are adopted after a restart); an exec does not
+    wait_for(lambda: not running(), 20, "the exec's command ended with the daemon")
+    session.wait(30)
