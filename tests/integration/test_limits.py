@@ -106,9 +106,22 @@ def full(have: int, extra: str = "") -> str:
 
 
 def fill(lab: Served, user: pwd.struct_passwd, count: int = LIMIT) -> None:
+    """Submit ``count`` runs that cannot start, then wait for the loop to have planned them.
+
+    Until the loop's pass has written each run's reason (``TOO_LARGE``) the state DB
+    still changes on its own, and a test that compares it before and after a refused
+    request would see the loop's write, not the request's.
+    """
     for i in range(count):
         answer = as_user(user, lab.socket, lambda c, i=i: c.submit(run_doc(f"mine-{i}")))
         assert "ok" in answer, answer
+    wait_for(lambda: planned(lab.home, count), 30, f"the loop to plan {count} runs")
+
+
+def planned(home: Path, count: int) -> bool:
+    """Whether ``count`` runs are in the state DB, each with the loop's reason written."""
+    runs = db_state(home)["runs"]
+    return len(runs) == count and all('"TOO_LARGE"' in str(row) for row in runs)
 
 
 def test_a_submit_past_the_limit_is_refused_and_writes_nothing(
