@@ -1,6 +1,6 @@
 """``GET /metrics``: the daemon in Prometheus's text format, for any caller of the socket, and
 on ``[api] metrics_address`` (runner/config/metrics.py) when set: a TCP listener that serves
-only this.
+only this, bounded (runner/api/metrics_site.py).
 
 One registry per daemon (never the client library's global one), one collector that reads at
 scrape time: the queue (the store's active runs, by workspace and state), the GPUs (the
@@ -42,7 +42,7 @@ __all__ = [
     "METRICS",
     "Metrics",
     "add_metrics_routes",
-    "start_metrics_site",
+    "metrics",
 ]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -56,6 +56,7 @@ _COUNTERS: dict[str, tuple[tuple[ReasonCode, ...], str]] = {
     "astraeus_preemptions": ((ReasonCode.PREEMPTED,), "Runs preempted"),
     "astraeus_restarts": ((ReasonCode.RESTARTING,), "Runs restarted after their workers ended"),
 }
+_RUN_LABELS = ["workspace", "run", "uid"]  # only with metrics_run_names: the run's name and id
 _ACTIVE = sorted(RunState.ACTIVE, key=list(RunState).index)
 
 
@@ -130,12 +131,13 @@ class _DaemonCollector(Collector):
                 per_ws.add_metric([ws], n)
         yield per_ws
         if daemon.config.metrics.run_names:  # the admin's choice: runs named for every scraper
+            uid_of = {r.name: r.run_uid for r in runs if r.name in held_by}
             per_run = GaugeMetricFamily(
-                "astraeus_run_gpus_held", "GPUs held by a run", labels=["workspace", "run"]
+                "astraeus_run_gpus_held", "GPUs held by a run", labels=_RUN_LABELS
             )
             for run, n in sorted(held_by.items()):
                 if run in workspace_of:
-                    per_run.add_metric([workspace_of[run], run], n)
+                    per_run.add_metric([workspace_of[run], run, uid_of[run]], n)
             yield per_run
 
     def _telemetry(self) -> Iterable[Metric]:
@@ -171,14 +173,21 @@ class _DaemonCollector(Collector):
             per_ws.add_metric([ws], used)
         yield per_ws
         if self.daemon.config.metrics.run_names:  # the admin's choice, as for GPUs held
-            per_run = GaugeMetricFamily(
-                "astraeus_run_gpu_memory_bytes", "GPU memory used by a run",
-                labels=["workspace", "run"],
+            memory = GaugeMetricFamily(
+                "astraeus_run_gpu_memory_bytes", "GPU memory used by a run", labels=_RUN_LABELS
+            )
+            busy = GaugeMetricFamily(
+                "astraeus_run_gpu_utilization_ratio",
+                "The mean utilisation of the GPUs a run holds, 0 to 1", labels=_RUN_LABELS,
             )  # fmt: skip
             for run in sorted(sample.runs, key=lambda r: r.run):
+                labels = [run.workspace, run.run, run.run_uid]
                 if run.gpu_memory_bytes is not None:
-                    per_run.add_metric([run.workspace, run.run], run.gpu_memory_bytes)
-            yield per_run
+                    memory.add_metric(labels, run.gpu_memory_bytes)
+                if run.gpu_util is not None:
+                    busy.add_metric(labels, run.gpu_util * 0.01)
+            yield memory
+            yield busy
 
     def _plans(self) -> Iterable[Metric]:
         status = self.daemon.backend.status
@@ -231,22 +240,3 @@ async def metrics(request: web.Request) -> web.Response:
 def add_metrics_routes(app: web.Application, daemon: Daemon) -> None:
     app[METRICS] = Metrics(daemon)
     app.router.add_get("/metrics", metrics)
-
-
-async def start_metrics_site(app: web.Application, daemon: Daemon) -> web.AppRunner | None:
-    """``[api] metrics_address``: a TCP listener serving only ``GET /metrics`` (the socket's
-    registry), read-only; None when unset. OSError when the address cannot be bound."""
-    address = daemon.config.metrics.address
-    if address is None:
-        return None
-    scraped = web.Application(client_max_size=1024)  # a GET has no body to read
-    scraped[METRICS] = app[METRICS]
-    scraped.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(scraped, access_log=None, keepalive_timeout=5)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, address[0], address[1]).start()
-    except OSError:
-        await runner.cleanup()
-        raise
-    return runner

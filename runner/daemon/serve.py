@@ -29,7 +29,7 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     except SocketInUse as e:  # checked again: one may have started since serve() looked
         print(f"error: {e}", file=sys.stderr)
         return 1
-    from runner.api.metrics import start_metrics_site
+    from runner.api.metrics_site import start_metrics_site
 
     try:  # [api] metrics_address: GET /metrics on TCP too
         scraped = await start_metrics_site(runner.app, daemon)

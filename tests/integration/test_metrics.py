@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import socket
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -150,7 +152,9 @@ def test_metrics_address_serves_only_metrics_and_names_runs_when_asked(served: S
             return text
 
     text = wait_for(lambda: (t := read()) and f'run="{SECRET}"' in t and t, 20, "the named run")
-    assert value(samples(text), "astraeus_run_gpus_held", workspace="default", run=SECRET) == 1
+    uid = d.json("show", SECRET)["uid"]
+    held = value(samples(text), "astraeus_run_gpus_held", workspace="default", run=SECRET, uid=uid)
+    assert held == 1
     assert value(samples(text), "astraeus_gpus_held") == 1
     for path, method in (("/v1/runs", "GET"), ("/metrics", "POST"), ("/v1/shutdown", "POST")):
         request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, data=b"")
@@ -268,3 +272,41 @@ def test_the_gpus_readings_are_scraped_marked_simulated(served: Start) -> None:
     assert total == 80 * 2**30
     assert 0 < value(found, "astraeus_gpu_memory_used_bytes", gpu=gpu, simulated="true") < total
     assert "busy" not in body(raw(d))  # the run is not named without the admin's word
+
+
+def _documented() -> dict[str, tuple[str, frozenset[str]]]:
+    """docs/api.md's table of metrics: each family's type and labels."""
+    text = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    section = text.split("### `GET /metrics`", 1)[1].split("\n### ", 1)[0]
+    found = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`astraeus_"):
+            continue
+        kind = cells[1]
+        labels = frozenset(re.findall(r"`([a-z_]+)`", cells[2]))
+        for name in re.findall(r"`(astraeus_[a-z_]+)`", cells[0]):
+            found[name.removesuffix("_total") if kind == "counter" else name] = (kind, labels)
+    return found
+
+
+def test_every_metric_served_is_documented_with_its_labels(served: Start) -> None:
+    port = free_port()
+    config = f'[api]\nmetrics_address = "127.0.0.1:{port}"\nmetrics_run_names = true\n'
+    d = served(config, gpus=2, machine="telemetry_seconds = 0.2")
+    run(d, "busy")
+    key = ("astraeus_run_gpu_memory_bytes", "run", "busy")
+
+    def every_family() -> dict[str, tuple[str, frozenset[str]]] | None:
+        families = list(text_string_to_metric_families(body(raw(d))))
+        served = {
+            f.name: (f.type, frozenset(k for s in f.samples for k in s.labels if k != "le"))
+            for f in families
+        }
+        named = any(
+            f.name == key[0] and s.labels.get(key[1]) == key[2] for f in families for s in f.samples
+        )
+        return served if named else None
+
+    found = wait_for(every_family, 20, "the run's GPU memory")
+    assert found == _documented()
