@@ -5,9 +5,9 @@ Whoever reaches the address may connect (no SO_PEERCRED on TCP), so its door is 
 for all of them together:
 
 - at most ``MAX_CONNECTIONS`` open at once; one more pushes out a connection that is not
-  being answered (idle, or still sending its request): of the peer address holding the most,
-  the one in its state longest. Idle connections never lock a scrape out; when every
-  connection is being answered, the new one is closed;
+  being answered: of the peer address holding the most, the one in its state longest, one
+  that sends nothing before one whose request is arriving. Idle connections never lock a
+  scrape out; when every connection is being answered, the new one is closed;
 - a request arrives whole (its head; a scrape has no body) within ``[api]
   request_timeout_seconds`` of its first byte, else ``408 REQUEST_TIMEOUT`` and closed; a
   connection with nothing in progress is closed after ``[api] idle_timeout_seconds`` (the
@@ -35,7 +35,15 @@ from typing import Any
 from aiohttp import web
 
 from runner.api.context import error_response, guarded
-from runner.api.guard import _CLOSING, _HANDLING, CLOSE_AFTER, Acceptor, Guarded, error_bytes
+from runner.api.guard import (
+    _CLOSING,
+    _HANDLING,
+    _REQUEST,
+    CLOSE_AFTER,
+    Acceptor,
+    Guarded,
+    error_bytes,
+)
 from runner.api.metrics import METRICS, metrics
 from runner.api.served import Daemon
 from runner.config.load import ApiLimits
@@ -128,6 +136,16 @@ class _Place:
         transport = self.scrape.transport if self.scrape is not None else None
         return transport.get_write_buffer_size() if transport is not None else 0
 
+    def asking(self) -> bool:
+        """Whether a request is arriving: begun, or its bytes waiting to be read (a
+        connection accepted in the same batch as many others is read after them)."""
+        if self.scrape is not None and self.scrape._state == _REQUEST:
+            return True
+        try:
+            return bool(self.conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:  # nothing waiting, or closed
+            return False
+
     def made(self, scrape: _Scrape) -> bool:
         """Its protocol is connected; False when it was pushed out meanwhile."""
         self.scrape = scrape
@@ -166,7 +184,8 @@ class _Door:
         if not pushable:
             return False
         held = Counter(p.peer for p in self.places)
-        min(pushable, key=lambda p: (-held[p.peer], p.unsent > 0, p.since)).push_out()
+        order = sorted(pushable, key=lambda p: (-held[p.peer], p.unsent > 0, p.since))
+        next((p for p in order if not p.asking()), order[0]).push_out()
         return self.count < self.cap
 
 

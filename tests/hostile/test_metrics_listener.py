@@ -242,3 +242,32 @@ def test_an_ipv6_address_is_bound_as_written(served: Start, host: str) -> None:
     conn = connect(port, host="::1")
     conn.sendall(SCRAPE)
     assert until_closed(conn).startswith(b"HTTP/1.1 200 OK")
+
+
+def test_the_peer_holding_the_most_is_pushed_out_first(served: Start) -> None:
+    config, port = listening("idle_timeout_seconds = 120\n", host="0.0.0.0")
+    served(config, gpus=1)
+    scraper = connect(port)  # the oldest connection, kept alive between scrapes
+    scraper.sendall(SCRAPE.replace(b"Connection: close", b"Connection: keep-alive"))
+    first = scraper.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200 OK")
+    flood = []
+    try:
+        for _ in range(2 * MAX_CONNECTIONS):  # another peer address takes every place
+            conn = socket.socket()
+            conn.settimeout(WAIT)
+            conn.bind(("127.0.0.2", 0))
+            conn.connect(("127.0.0.1", port))
+            flood.append(conn)
+        time.sleep(0.5)
+        assert sum(not closed(c) for c in flood) < MAX_CONNECTIONS
+        with contextlib.suppress(TimeoutError):  # the rest of the first answer, if any
+            scraper.settimeout(0.5)
+            while scraper.recv(65536):
+                pass
+        scraper.settimeout(WAIT)
+        scraper.sendall(SCRAPE)  # still there: the flood's own connections went instead
+        assert until_closed(scraper).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for conn in flood:
+            conn.close()
