@@ -44,9 +44,10 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    metrics = f"; metrics on http://{daemon.config.metrics.where}/metrics" if scraped else ""
     print(
         f"astraeus: listening on {sock}; executor {daemon.executor_why}; "
-        f"GPUs {daemon.inventory.source}",
+        f"GPUs {daemon.inventory.source}{metrics}",
         file=sys.stderr,
         flush=True,
     )

@@ -207,10 +207,12 @@ def _listening_sockets(pid: int) -> list[tuple[str, int]]:
 def test_the_listener_is_on_the_configured_address_only(served: Start) -> None:
     d = served(gpus=1)  # unset: no TCP listener at all
     assert d.proc is not None and _listening_sockets(d.proc.pid) == []
+    assert "metrics on" not in (d.home / "serve.log").read_text()
     d.stop()
     config, port = listening()
     d = served(config, gpus=1)
     assert d.proc is not None and _listening_sockets(d.proc.pid) == [("127.0.0.1", port)]
+    assert f"; metrics on http://127.0.0.1:{port}/metrics\n" in (d.home / "serve.log").read_text()
     with pytest.raises(ConnectionRefusedError):  # loopback, but not the address bound
         socket.create_connection(("127.0.0.2", port), timeout=WAIT)
     scrape(port)
