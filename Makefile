@@ -30,6 +30,7 @@ bench: $(STAMP)
 
 screenshots: $(STAMP)
 	$(PY) -m tests.tui.make_screenshots
+	$(PY) docs/metrics-plot.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
