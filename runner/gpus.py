@@ -10,6 +10,13 @@ Simulated GPUs stand in twice:
   (``simulated: NVML not available (Driver Not Loaded)``) so nobody mistakes them
   for hardware. Set ``ASTRAEUS_SIM_GPUS=0`` for a CPU-only machine.
 
+A GPU NVML reports in MIG mode is not scheduled whole: each of its MIG instances
+is a GPU of its own size, numbered on from the GPUs before it and labelled as
+nvidia-smi numbers it (``0:1``: GPU 0's instance 1). On such a machine every GPU is
+named by its UUID (``MIG-…`` or ``GPU-…``) in ``CUDA_VISIBLE_DEVICES`` and in Docker's
+device requests (:attr:`Inventory.devices`); on any other machine by its index, as
+before.
+
 NVML's PIDs are those of the host's PID namespace: a daemon inside a container
 with its own PID namespace sees every GPU process as foreign.
 """
@@ -18,10 +25,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +42,8 @@ MAX_SIM_GPUS = 1024
 SIM_MEMORY = 80 * GIB
 SIM_NAME = "Simulated GPU"
 NVML_SOURCE = "nvml"
+NVML_MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE: nvmlDeviceGetMigMode's current mode
+MAX_MIG_INSTANCES = 64  # MIG instances looked for on one GPU, at most
 
 _PROC = Path("/proc")
 _MAX_ANCESTRY = 4096  # /proc parent links followed from one PID, at most
@@ -54,6 +63,18 @@ class GpuInfo:
     temperature: int | None
     pids: tuple[int, ...]
     simulated: bool
+    mig: str | None = None  # a MIG instance: "GPU:instance" as nvidia-smi numbers it
+    device: str = ""  # what CUDA and Docker name it by; "": its index
+
+    @property
+    def label(self) -> str:
+        """How people see it: its index, or a MIG instance's ``0:1``."""
+        return str(self.index) if self.mig is None else self.mig
+
+    @property
+    def device_name(self) -> str:
+        """Its name in ``CUDA_VISIBLE_DEVICES`` and Docker's ``device_ids``."""
+        return self.device or str(self.index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +89,12 @@ class Inventory:
     @property
     def count(self) -> int:
         return len(self.gpus)
+
+    @property
+    def devices(self) -> dict[int, str]:
+        """GPU index -> the name CUDA and Docker know it by, for the GPUs not named by
+        their index (all of them on a machine with a GPU in MIG mode; else none)."""
+        return {g.index: g.device for g in self.gpus if g.device}
 
 
 def simulated_inventory(count: int, source: str) -> Inventory:
@@ -114,8 +141,10 @@ def read_inventory(
     except errors as error:
         return _fallback(_describe(error), env)
     try:
-        count = int(module.nvmlDeviceGetCount())
-        gpus = tuple(_read_gpu(module, index, errors) for index in range(count))
+        devices = list(nvml_devices(module, errors))
+        gpus = tuple(_read_gpu(module, d, errors) for d in devices)
+        if any(d.mig is not None or d.index != d.position for d in devices):
+            gpus = tuple(replace(g, device=g.uuid) for g in gpus)  # indexes are not CUDA's
         version = _optional(module.nvmlSystemGetDriverVersion, errors)
     except errors as error:
         return _fallback(_describe(error), env)
@@ -129,15 +158,78 @@ def read_inventory(
 _Errors = tuple[type[BaseException], ...]
 
 
-def _read_gpu(nvml: Any, index: int, errors: _Errors) -> GpuInfo:
-    """One device; utilization, temperature and processes may be unsupported."""
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+@dataclass(frozen=True, slots=True)
+class NvmlDevice:
+    """One GPU to schedule as NVML knows it: a whole GPU, or a MIG instance of one
+    (``mig`` ``"0:1"``, ``parent`` the whole GPU's handle). ``handle`` is None for a
+    device whose handle could not be read (only with ``skip_lost``)."""
+
+    index: int
+    handle: Any
+    position: int  # NVML's index of the whole GPU
+    mig: str | None = None
+    parent: Any = None
+
+
+def nvml_devices(nvml: Any, errors: _Errors, *, skip_lost: bool = False) -> Iterator[NvmlDevice]:
+    """The devices to schedule, numbered from 0: each GPU, or each MIG instance of a GPU
+    in MIG mode; NVML must be initialised. Without MIG, index ``i`` is NVML's GPU ``i``.
+
+    A handle that cannot be read raises NVML's error, or with ``skip_lost`` is yielded
+    as None (a whole GPU: its number is kept, so the others keep theirs)."""
+    index = 0
+    for position in range(int(nvml.nvmlDeviceGetCount())):
+        if skip_lost:
+            handle = _optional(partial(nvml.nvmlDeviceGetHandleByIndex, position), errors)
+        else:
+            handle = nvml.nvmlDeviceGetHandleByIndex(position)
+        instances = [] if handle is None else _mig_instances(nvml, handle, position, errors)
+        if instances is None:
+            yield NvmlDevice(index, handle, position)
+            index += 1
+            continue
+        for label, instance in instances:
+            yield NvmlDevice(index, instance, position, label, handle)
+            index += 1
+
+
+def _mig_instances(
+    nvml: Any, handle: object, position: int, errors: _Errors
+) -> list[tuple[str, Any]] | None:
+    """A GPU in MIG mode: its instances' labels and handles (maybe none); else None.
+
+    A GPU or a pynvml that knows no MIG (NVMLError_NotSupported, a missing call) is
+    a whole GPU."""
+    mode_of = getattr(nvml, "nvmlDeviceGetMigMode", None)
+    mode = None if mode_of is None else _optional(partial(mode_of, handle), errors)
+    if not mode or int(mode[0]) != NVML_MIG_ENABLED:
+        return None
+    count_of = getattr(nvml, "nvmlDeviceGetMaxMigDeviceCount", None)
+    by_index = getattr(nvml, "nvmlDeviceGetMigDeviceHandleByIndex", None)
+    count = None if count_of is None else _optional(partial(count_of, handle), errors)
+    if by_index is None or not count:
+        return []
+    found = []
+    for slot in range(min(int(count), MAX_MIG_INSTANCES)):
+        instance = _optional(partial(by_index, handle, slot), errors)  # NotFound: a gap
+        if instance is not None:
+            found.append((f"{position}:{slot}", instance))
+    return found
+
+
+def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
+    """One device; utilization, temperature and processes may be unsupported (a MIG
+    instance reads no utilization; its temperature is its GPU's)."""
+    handle = device.handle
     memory = nvml.nvmlDeviceGetMemoryInfo(handle)
     sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
     utilization = _optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu, errors)
     temperature = _optional(lambda: nvml.nvmlDeviceGetTemperature(handle, sensor), errors)
+    if temperature is None and device.parent is not None:
+        parent = device.parent
+        temperature = _optional(lambda: nvml.nvmlDeviceGetTemperature(parent, sensor), errors)
     return GpuInfo(
-        index=index,
+        index=device.index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
         name=_text(nvml.nvmlDeviceGetName(handle)),
         memory_total=int(memory.total),
@@ -146,6 +238,7 @@ def _read_gpu(nvml: Any, index: int, errors: _Errors) -> GpuInfo:
         temperature=None if temperature is None else int(temperature),
         pids=_pids(nvml, handle, errors),
         simulated=False,
+        mig=device.mig,
     )
 
 

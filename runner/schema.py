@@ -198,6 +198,7 @@ class Gpu(_Wire, frozen=True, kw_only=True):
     held_for: str | None = None
     foreign_pids: list[int] = []
     drained: str | None = None  # kept out of every plan by an admin: the drain's reason
+    mig: str | None = None  # a MIG instance: "GPU:instance" as nvidia-smi numbers it ("0:1")
 
 
 class GpuList(_Wire, frozen=True, kw_only=True):

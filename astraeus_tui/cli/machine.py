@@ -27,12 +27,17 @@ def gpus(as_json: bool = JsonOption) -> None:
         table.add_column(col, no_wrap=col != "RUN", overflow="fold")
     for g in data.gpus:
         table.add_row(*(plain(c) for c in (
-            str(g.index), g.name + (" (simulated)" if g.simulated else ""),
+            _label(g), g.name + (" (simulated)" if g.simulated else ""),
             f"{format_size(g.memory_used)}/{format_size(g.memory_total)}",
             "-" if g.utilization is None else f"{g.utilization}%",
             "-" if g.temperature is None else f"{g.temperature}C", _holder(g),
         )))  # fmt: skip
     console().print(table)
+
+
+def _label(g: Gpu) -> str:
+    """The GPU's index, and a MIG instance's place on its GPU: ``2 (0:1)``."""
+    return str(g.index) if g.mig is None else f"{g.index} ({g.mig})"
 
 
 def _holder(g: Gpu) -> str:

@@ -40,7 +40,7 @@ def holder(gpu: Gpu) -> Text:
 
 def gpu_row(gpu: Gpu) -> tuple[Text, ...]:
     """Index, utilisation, memory, temperature, holder; a simulated GPU has no readings."""
-    index = Text(str(gpu.index), style="bold")
+    index = Text(str(gpu.index) if gpu.mig is None else f"{gpu.index} {gpu.mig}", style="bold")
     if gpu.remote:  # a front for Slurm: the GPU is on a node, read by no one here
         util_text = Text("node", style="cyan")
         mem_text = Text("--", style="dim")

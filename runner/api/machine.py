@@ -50,6 +50,7 @@ async def gpus(request: web.Request) -> web.Response:
             "held_for": head_name if g.index in held and g.index not in holders else None,
             "foreign_pids": list(foreign.get(g.index, ())) if g.index not in holders else [],
             "drained": drained.get(g.index),
+            "mig": g.mig,
         })  # fmt: skip
     return web.json_response({"source": inventory.source, "simulated": inventory.simulated,
                               "gpus": rows})  # fmt: skip

@@ -196,6 +196,7 @@ class Daemon:
             drives={name: d.path for name, d in self.config.drives.items()},
             logs_dir=self.home / "logs",
             executor_remaps_gpus=remaps,
+            gpu_devices=self.inventory.devices,
             instance=instance_id(self.home),
             finished_retention=self.config.machine.finished_retention,
             log_limit=self.config.machine.log_limit,

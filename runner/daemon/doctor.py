@@ -232,6 +232,12 @@ def check_nvidia_runtime(docker: Any, inventory: Inventory) -> Check:
     return Check("nvidia runtime", "fail", why, fix)
 
 
+def _mig_profile(name: str) -> str:
+    """``MIG 3g.40gb`` from NVML's name of a MIG instance (``NVIDIA H100 … MIG 3g.40gb``)."""
+    at = name.rfind("MIG ")
+    return name[at:] if at >= 0 else "MIG"
+
+
 def check_nvml(
     configured: int | None, read: Callable[[int | None], Inventory] = read_inventory
 ) -> tuple[Check, Inventory]:
@@ -239,6 +245,9 @@ def check_nvml(
     if not inventory.simulated:
         driver = inventory.driver_version or "unknown"
         message = f"NVML reads {inventory.count} GPU(s), driver {driver}"
+        migs = [f"{g.mig} {_mig_profile(g.name)}" for g in inventory.gpus if g.mig is not None]
+        if migs:
+            message += "; MIG instances, each a GPU of its own: " + ", ".join(migs)
         if configured is not None:
             message += f"; but the config simulates {configured} (gpus = {configured})"
             return Check("nvml", "warn", message, 'set gpus = "auto" in [machine]'), inventory

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.engine.revocation import Authorise
@@ -20,6 +20,7 @@ class LoopSettings:
     drives: Mapping[str, Path]  # drive name -> host path
     logs_dir: Path
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
+    gpu_devices: Mapping[int, str] = field(default_factory=dict)  # MIG: index -> UUID
     instance: str = ""  # names this daemon's workers apart from another daemon's
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
     log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runner.clock import Now
@@ -35,11 +36,23 @@ class StartContext:
     tick: Now | None = None  # both clocks' readings: workers' starts are measured from them
 
 
+def gpu_names(gpus: tuple[int, ...], devices: Mapping[int, str]) -> tuple[str, ...]:
+    """What CUDA and Docker call ``gpus``: their indexes, or where ``devices`` names
+    them (a machine with MIG instances) their UUIDs."""
+    return tuple(devices.get(i, str(i)) for i in gpus)
+
+
 def worker_env(
-    run: RunRow, spec: RunSpec, worker: int, gpus: tuple[int, ...], remap: bool
+    run: RunRow,
+    spec: RunSpec,
+    worker: int,
+    gpus: tuple[int, ...],
+    remap: bool,
+    devices: Mapping[int, str] | None = None,
 ) -> dict[str, str]:
     """The environment every worker gets, over the spec's own (docs/scheduling.md)."""
-    visible = ",".join(str(i) for i in (range(len(gpus)) if remap else gpus))
+    names = gpu_names(gpus, devices or {})
+    visible = ",".join(str(i) for i in range(len(gpus))) if remap else ",".join(names)
     env = dict(spec.task.env)
     env.update(
         ASTRAEUS_RUN_NAME=run.name,
@@ -51,7 +64,7 @@ def worker_env(
         SLURM_JOB_NAME=run.name,
         CUDA_DEVICE_ORDER="PCI_BUS_ID",  # CUDA numbers GPUs as NVML does
         CUDA_VISIBLE_DEVICES=visible,
-        NVIDIA_VISIBLE_DEVICES=",".join(str(i) for i in gpus) if gpus else "void",
+        NVIDIA_VISIBLE_DEVICES=",".join(names) if gpus else "void",
     )
     return env
 
@@ -184,8 +197,10 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
             launch = WorkerLaunch(
                 run=run.name, attempt=attempt, worker=index, image=spec.task.image,
                 argv=_argv(spec),
-                env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus),
-                gpus=gpus, cpu_milli=spec.worker_resources().cpu_milli,
+                env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus,
+                               ctx.settings.gpu_devices),
+                gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
+                cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
                 instance=ctx.settings.instance, run_uid=run.run_uid,

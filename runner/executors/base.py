@@ -47,6 +47,7 @@ class WorkerLaunch:
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
+    gpu_devices: tuple[str, ...] = ()  # what CUDA and Docker call ``gpus``; (): their indexes
     cpu_milli: int = 0  # 0: no limit
     memory: int = 0  # bytes; 0: no limit
     mounts: tuple[Mount, ...] = ()
@@ -58,6 +59,12 @@ class WorkerLaunch:
     interactive: bool = False  # the command gets a terminal that a client attaches to
     instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
     run_uid: str = ""  # the run's immutable id: the loop always gives it
+
+    @property
+    def gpu_names(self) -> tuple[str, ...]:
+        """The GPUs as CUDA and Docker name them: UUIDs on a machine with MIG instances
+        (``gpu_devices``), else their indexes."""
+        return self.gpu_devices or tuple(str(i) for i in self.gpus)
 
     @property
     def key(self) -> str:

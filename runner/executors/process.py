@@ -307,7 +307,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
     env.setdefault("HOME", home or "/tmp")
     with contextlib.suppress(KeyError):
         env.setdefault("USER", pwd.getpwuid(uid).pw_name)
-    env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in launch.gpus))
+    env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(launch.gpu_names))
     cwd = home if home and _owned_dir(home, uid) else "/tmp"
     drives = [(m.source, m.target, m.read_only) for m in launch.mounts]
     return Job(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from runner.gpus import SIM_MEMORY
+from runner.gpus import SIM_MEMORY, nvml_devices
 
 SIM_IDLE_TEMPERATURE = 34
 SIM_IDLE_POWER = 62.0  # watts
@@ -62,14 +62,16 @@ def _text(value: object) -> str:
 
 def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
     """Every device's readings and its compute processes; NVML must be initialised.
+    Numbered as the inventory numbers them (runner.gpus.nvml_devices): a MIG
+    instance is a device of its own.
 
     Raises NVML's error when the device count cannot be read."""
     errors = _errors(nvml)
     sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
     readings: list[GpuReading] = []
     processes: list[GpuProcess] = []
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _optional(partial(nvml.nvmlDeviceGetHandleByIndex, index), errors)
+    for device in nvml_devices(nvml, errors, skip_lost=True):
+        index, handle = device.index, device.handle
         if handle is None:
             continue
 
@@ -81,6 +83,8 @@ def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
         rates = ask("nvmlDeviceGetUtilizationRates")
         util = None if rates is None else getattr(rates, "gpu", None)
         temp = ask("nvmlDeviceGetTemperature", sensor)
+        if temp is None and device.parent is not None:  # a MIG instance: its GPU's
+            temp = ask("nvmlDeviceGetTemperature", sensor, h=device.parent)
         power = ask("nvmlDeviceGetPowerUsage")  # milliwatts
         uuid = ask("nvmlDeviceGetUUID")
         name = ask("nvmlDeviceGetName")

@@ -95,7 +95,7 @@ def resource_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
         kwargs["device_requests"] = [
             docker.types.DeviceRequest(
                 driver="nvidia",
-                device_ids=[str(i) for i in launch.gpus],
+                device_ids=list(launch.gpu_names),  # indexes, or UUIDs (MIG-…)
                 capabilities=[["gpu"]],
             )
         ]
@@ -141,11 +141,11 @@ def gpu_environment(launch: WorkerLaunch, nvidia: bool) -> dict[str, str]:
     ``CUDA_VISIBLE_DEVICES`` names the host indices unless already set.
     """
     env = dict(launch.env)
-    env["NVIDIA_VISIBLE_DEVICES"] = ",".join(str(i) for i in launch.gpus) or "void"
+    env["NVIDIA_VISIBLE_DEVICES"] = ",".join(launch.gpu_names) or "void"
     if nvidia:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(launch.gpus)))
     else:
-        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in launch.gpus))
+        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(launch.gpu_names))
     return env
 
 
