@@ -11,7 +11,8 @@
 # (process executor, NVML inventory) and runs tests/gpu/checks.py against it. The daemon
 # is stopped, what its runs left is killed and the temporary home removed on any exit.
 #   --env PY         use PY, which already has astraeus installed, instead of a venv
-#   --budget S       seconds the checks may take in all (default 420)
+#   --budget S       seconds the checks may take in all (default 300: with the venv,
+#                    the install and the clean-up, under ten minutes in all)
 #   --docker-image   the image the docker check runs nvidia-smi in (no pulls)
 #   --keep           keep the temporary home (its logs) and say where it is
 #   --dry-run        check the arguments, the Python and the wheels; start nothing
@@ -21,12 +22,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 python=${PYTHON:-python3}
 wheels=$here/wheels
 env_python=""
-budget=420
+budget=300
 docker_image=""
 keep=0
 dry_run=0
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 die() { echo "check.sh: $*" >&2; exit 2; }
 line() { printf '%-4s %s\n' "$1" "$2"; }
 
@@ -101,7 +102,8 @@ stop_pid() {  # SIGTERM, up to 15 s, then SIGKILL
     kill -KILL "$pid" 2>/dev/null
 }
 cleanup() {
-    trap - EXIT INT TERM
+    trap "" INT TERM  # a second Ctrl-C must not cut the clean-up short
+    trap - EXIT
     [ -n "$daemon_pid" ] && stop_pid "$daemon_pid"
     [ -f "$work/docker-daemon.pid" ] && stop_pid "$(cat "$work/docker-daemon.pid")"
     # the process executor's workers outlive the daemon: their groups, by what it wrote
@@ -123,11 +125,11 @@ if [ -n "$env_python" ]; then
     py=$env_python
 else
     py=$work/venv/bin/python
-    if ! out=$(timeout 120 "$python" -m venv --system-site-packages "$work/venv" 2>&1); then
+    if ! out=$(timeout 60 "$python" -m venv --system-site-packages "$work/venv" 2>&1); then
         # no ensurepip (Debian's python3-venv missing): a venv without pip, filled by
         # the system's pip
         rm -rf "$work/venv"
-        if ! out=$(timeout 120 "$python" -m venv --system-site-packages --without-pip "$work/venv" 2>&1); then
+        if ! out=$(timeout 60 "$python" -m venv --system-site-packages --without-pip "$work/venv" 2>&1); then
             line FAIL "install: $python -m venv failed: ${out##*$'\n'}"
             skip_rest "astraeus is not installed"; exit 1
         fi
@@ -135,7 +137,7 @@ else
     else
         pip=("$py" -m pip)
     fi
-    if ! out=$(timeout 300 "${pip[@]}" install --quiet --disable-pip-version-check --no-index \
+    if ! out=$(timeout 150 "${pip[@]}" install --quiet --disable-pip-version-check --no-index \
             --find-links "$wheels" astraeus 2>&1); then
         line FAIL "install: pip install --no-index --find-links $wheels astraeus failed: ${out##*$'\n'}"
         skip_rest "astraeus is not installed"; exit 1
@@ -171,7 +173,8 @@ line ok "daemon: pid $daemon_pid on $socket (process executor, gpus = \"auto\")"
 
 args=(--home "$home" --socket "$socket" --work "$work" --budget "$budget")
 [ -n "$docker_image" ] && args+=(--docker-image "$docker_image")
-timeout -k 10 $((budget + 30)) "$py" "$here/checks.py" "${args[@]}"
+# --foreground: a Ctrl-C reaches the checks, which cancel their runs; the trap does the rest
+timeout --foreground -k 10 $((budget + 30)) "$py" "$here/checks.py" "${args[@]}"
 rc=$?
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     line FAIL "checks: past their budget of $budget s; stopped"

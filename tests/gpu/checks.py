@@ -35,6 +35,7 @@ MARK = "ASTRAEUS-CHECK "  # a run's report line in its log: MARK + JSON
 
 # What a run reports: its CUDA_VISIBLE_DEVICES and what torch sees through it. With
 # ALLOC, it holds that many bytes on its GPU until RELEASE exists (at most HOLD seconds).
+# It exits 0 whatever it found (its report says): a failed run would be restarted.
 PROBE = r"""
 import json, os, sys, time
 report = {"cvd": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}
@@ -43,7 +44,7 @@ try:
 except Exception as error:
     report["error"] = f"torch cannot be imported: {error}"
     print("ASTRAEUS-CHECK " + json.dumps(report), flush=True)
-    sys.exit(3)
+    sys.exit(0)
 report["torch"] = torch.__version__
 try:
     report["count"] = torch.cuda.device_count()
@@ -66,7 +67,6 @@ release, hold = os.environ.get("CHECK_RELEASE"), float(os.environ.get("CHECK_HOL
 end = time.monotonic() + hold
 while release and not os.path.exists(release) and time.monotonic() < end:
     time.sleep(0.2)
-sys.exit(0 if "error" not in report else 4)
 """
 
 
@@ -502,7 +502,7 @@ def check_docker(ctx: Context) -> str:
             "--",
             "sh",
             "-c",
-            "echo CVD=$CUDA_VISIBLE_DEVICES; nvidia-smi -L",
+            "echo CVD=$CUDA_VISIBLE_DEVICES; nvidia-smi -L 2>&1; true",
             env=env,
         )
         end = time.monotonic() + ctx.left(120)
