@@ -31,6 +31,7 @@ from runner.executors.tree import kill_descendants
 
 _PR_SET_CHILD_SUBREAPER = 36
 _ENDING = False
+_REAPED: dict[int, int] = {}  # pid -> wait status, of the children reaped while ending all
 
 
 def main(argv: list[str]) -> int:
@@ -70,18 +71,26 @@ def _let_go_of_streams() -> None:
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
+    """The command's exit code, whichever of its processes is reaped first, and where."""
     while True:
+        if proc.pid in _REAPED:  # reaped while ending everything (the signal's handler)
+            return _exit_code(_REAPED[proc.pid])
         try:
             pid, status = os.waitpid(-1, 0)  # the command, and orphans reparented to us
-        except ChildProcessError:  # reaped while ending everything: it was killed
+        except ChildProcessError:  # nothing left, the command's status taken elsewhere
+            if proc.pid in _REAPED:
+                continue
             return 128 + signal.SIGKILL if _ENDING else 1
         except InterruptedError:
             continue
         if pid == proc.pid:
-            code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
-        if _ENDING:
-            return 128 + signal.SIGKILL
+            return _exit_code(status)
+        # an orphan: the command is still to be reaped (SIGKILLed already once ending)
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
 
 
 def _end(signum: int, frame: object) -> None:
@@ -96,10 +105,12 @@ def _end_all() -> None:
         alive, _refused = kill_descendants(os.getpid())
         while True:
             try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
+            if pid == 0:
+                break
+            _REAPED[pid] = status
         if not alive:
             return
         time.sleep(0.02)
