@@ -16,6 +16,8 @@ from astraeus_tui.cli.common import (
     parse_duration,
     spec_document,
 )
+from astraeus_tui.cli.fast.preview import show_preview
+from astraeus_tui.cli.fast.preview import when as _when
 from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.cli.tables import print_json, print_json_line, show_runs
 from astraeus_tui.client import ApiError, Client
@@ -69,7 +71,7 @@ def submit(
     if after:
         document["spec"]["after"] = after
     if dry_run:
-        _show_preview(call(lambda c: c.preview(document)), as_json)
+        show_preview(call(lambda c: c.preview(document)), as_json)
         return
     run = call(lambda c: c.submit(document))
     if as_json:
@@ -91,31 +93,6 @@ def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
         if "sweep" in str(e):
             fail(f"422 INVALID_SPEC: {e}")
         return None  # not a sweep: the spec's own checks say what is wrong
-
-
-def _when(estimate: dict[str, Any]) -> str:
-    if estimate["starts_by"]:
-        return f"starts by {estimate['starts_by'].replace('T', ' ').replace('Z', ' UTC')}"
-    if estimate["after"]:
-        return "starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
-    return "start not known"
-
-
-def _show_preview(p: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(p)
-        return
-    where = (f"position {p['position']} of {p['queue_length']}" if p["position"] is not None
-             else "not in the order until its dependencies succeed")  # fmt: skip
-    echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
-    if p["starts_now"]:
-        how = "by backfill" if p["backfill"] else "at once"
-        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
-    else:
-        echo(f"Would wait: {p['reason']} ({_when(p['estimate'])}).")
-    if p["preempts"]:
-        echo("Would preempt: " + ", ".join(p["preempts"]) + ".")
-    echo("Nothing was submitted.")
 
 
 def why(name: RunArg, as_json: bool = JsonOption) -> None:
@@ -179,6 +156,9 @@ def run(
             "(default: succeeded,failed)."
         ),
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
+    ] = False,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -207,6 +187,9 @@ def run(
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None
+    if dry_run:
+        show_preview(call(lambda c: c.preview(document)), as_json)
+        return
     created = call(lambda c: c.submit(document))
     if interactive or tty:
         from astraeus_tui.cli.enter import take_terminal

@@ -11,7 +11,7 @@ from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.views import iso
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.drain import Drain, draining_reason, explained
-from runner.engine.holds import kept_out
+from runner.engine.holds import begin_reason, held_reason, kept_out
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
 from runner.model import RunState
@@ -169,13 +169,18 @@ async def preview(request: web.Request) -> web.Response:
     now = daemon.backend.clock()
     states = daemon.service.run_states(spec.after)
     unmet = [n for n in spec.after if states.get(n, ("", ""))[0] != RunState.SUCCEEDED]
-    if unmet:  # it would wait out of the order: nothing to place
-        ref = RunRef(unmet[0], states[unmet[0]][1])
+    kept = None  # held, or before its begin time: the reason a submit would write
+    if spec.begin_at is not None and spec.begin_at > now:
+        kept = begin_reason(spec.begin_at)
+    if spec.hold:
+        kept = held_reason(caller.user)
+    if kept is not None or unmet:  # it would wait out of the order: nothing to place
+        why = kept or Reason.of(WAITS_FOR, RunRef(unmet[0], states[unmet[0]][1]))
         return web.json_response({
             "name": spec.name, "workspace": workspace, "priority": spec.priority,
             "position": None, "queue_length": len(snapshot_now(daemon).waiting),
             "starts_now": False, "backfill": False, "gpus": [], "preempts": [],
-            "reason": Reason.of(WAITS_FOR, ref).render(caller.viewer),
+            "reason": why.render(caller.viewer), "reason_code": why.code,
             "estimate": {"starts_by": None, "after": []},
         })  # fmt: skip
     new = WaitingRun(
@@ -188,6 +193,7 @@ async def preview(request: web.Request) -> web.Response:
             "name": spec.name, "workspace": workspace, "priority": spec.priority,
             "position": None, "queue_length": 0, "starts_now": False, "backfill": False,
             "gpus": [], "preempts": [], "reason": draining_reason(drain).render(caller.viewer),
+            "reason_code": draining_reason(drain).code,
             "estimate": {"starts_by": None, "after": []},
         })  # fmt: skip
     snapshot = Snapshot(base.machine, base.workspaces, base.running, (*base.waiting, new))
@@ -207,6 +213,7 @@ async def preview(request: web.Request) -> web.Response:
         "starts_now": start is not None, "backfill": bool(start and start.backfill),
         "gpus": [g for w in start.gpus for g in w] if start else [],
         "preempts": victims, "reason": result.reason(spec.name, caller.viewer),
+        "reason_code": None if (r := result.reasons.get(spec.name)) is None else r.code,
         "estimate": estimate_json(estimate, ws, caller),
     })  # fmt: skip
 

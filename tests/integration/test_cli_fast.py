@@ -109,6 +109,30 @@ def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> 
     assert d.json("show", "sj")["spec"]["spec"] == d.json("show", "sj-typer")["spec"]["spec"]
 
 
+def test_dry_runs_say_a_held_or_later_run_waits_as_its_submit_would(d: Served) -> None:
+    later = "2099-01-02T03:00:00Z"
+    cases = ((("--hold",), 'hold = true', "HELD"),
+             (("--begin", later), f'begin_at = "{later}"', "BEGIN_WAIT"))  # fmt: skip
+    for flags, field, code in cases:
+        name, file = f"dry-{code.lower().replace('_', '')}", f"file-{code.lower()[:4]}"
+        preview = json.loads(same(d, "run", "--name", name, *flags, "--dry-run", "--json",
+                                  "--", "true"))  # fmt: skip
+        said = same(d, "run", "--name", name, *flags, "--dry-run", "--", "true")
+        spec = SPEC.format(name=file).replace("[spec]\n", f"[spec]\n{field}\n")
+        from_file = json.loads(same(d, "submit", "-", "--dry-run", "--json", input=spec))
+        assert same(d, "submit", "-", "--dry-run", input=spec).endswith("Nothing was submitted.\n")
+        assert d.astra("show", name).returncode == d.astra("show", file).returncode == 1
+        assert d.astra("run", "--name", name, *flags, "--", "true").returncode == 0
+        assert d.astra("submit", "-", input=spec).returncode == 0
+        for got, run in ((preview, d.json("show", name)), (from_file, d.json("show", file))):
+            assert run["state"] == "Queued" and run["reason_code"] == code, run
+            assert (got["reason"], got["reason_code"]) == (run["reason"], code)
+            assert got["position"] is None and got["starts_now"] is False
+        assert said.splitlines()[1:] == [f"Would wait: {preview['reason']} (start not known).",
+                                         "Nothing was submitted."], said  # fmt: skip
+        assert ("released" if code == "HELD" else "its begin time") in said.splitlines()[0]
+
+
 def test_run_and_submit_refusals(d: Served) -> None:
     for args in (["run", "--name", "Bad_Name", "--", "true"],
                  ["run", "--name", "x", "--priority", "1001", "--", "true"],
@@ -156,7 +180,7 @@ def test_hold_release_requeue(d: Served) -> None:
         ("ls", "--wor", "x"),
         ("ls", "-aw"),
         ("priority", "done"),
-        ("submit", "--dry-run", "x.json"),
+        ("submit", "--dry-run", "x.json", "y.json"),
         ("delet", "done"),
     ],
 )

@@ -20,6 +20,7 @@ RUN_OPTIONS = {
     "--workers": ("workers", VALUE), "--after": ("after", MULTI), "--json": ("as_json", FLAG),
     "--hold": ("hold", FLAG), "--begin": ("begin", VALUE),
     "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
+    "--dry-run": ("dry_run", FLAG),
 }  # fmt: skip
 
 

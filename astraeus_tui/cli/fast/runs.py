@@ -116,6 +116,8 @@ def fast_run(argv: list[str]) -> int | None:
     if document is None:
         return None
     as_json = bool(parsed.options.get("as_json"))
+    if parsed.options.get("dry_run"):
+        return finish(lambda: _preview(document, as_json))
 
     def work() -> int:
         created = call(lambda c: c.submit(document))
@@ -131,9 +133,13 @@ def fast_run(argv: list[str]) -> int | None:
 def fast_submit(argv: list[str]) -> int | None:
     """``submit FILE [--after RUN]... [--json]`` of a spec that is not a sweep; with many
     files or ``--ndjson``, a batch (cli/fast/batch.py)."""
-    parsed = parse(argv, {**JSON, "--after": ("after", MULTI), "--ndjson": ("ndjson", FLAG)})
+    parsed = parse(argv, {**JSON, "--after": ("after", MULTI), "--ndjson": ("ndjson", FLAG),
+                          "--dry-run": ("dry_run", FLAG)})  # fmt: skip
     if parsed is None or parsed.rest is not None:
         return None
+    dry_run = bool(parsed.options.get("dry_run"))
+    if dry_run and (len(parsed.positional) != 1 or parsed.options.get("ndjson")):
+        return None  # typer's submit says what is wrong
     if len(parsed.positional) > 1 or parsed.options.get("ndjson"):
         from astraeus_tui.cli.fast.batch import submit_many
 
@@ -158,6 +164,8 @@ def fast_submit(argv: list[str]) -> int | None:
         document = spec_document(file, stdin)
         if after:
             document["spec"]["after"] = after
+        if dry_run:
+            return _preview(document, as_json)
         run = call(lambda c: c.submit(document))
         if as_json:
             print_json(run)
@@ -166,3 +174,11 @@ def fast_submit(argv: list[str]) -> int | None:
         return 0
 
     return finish(work)
+
+
+def _preview(document: object, as_json: bool) -> int:
+    """``--dry-run``: where the run would go, as typer's commands say it; nothing submitted."""
+    from astraeus_tui.cli.fast.preview import show_preview
+
+    show_preview(call(lambda c: c.preview(document)), as_json)
+    return 0

@@ -1,0 +1,40 @@
+"""``POST /v1/preview``'s answer as ``astra submit --dry-run`` and ``astra run --dry-run``
+say it, for typer's commands and the fast path alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from astraeus_tui.cli.fast.out import echo, print_json
+
+OUT_OF_ORDER = {  # why a run would not be in the order, by its reason's code
+    "HELD": "not in the order until it is released",
+    "BEGIN_WAIT": "not in the order before its begin time",
+    "DRAINING": "not in the order while the machine drains",
+}
+DEPENDENCIES = "not in the order until its dependencies succeed"
+
+
+def when(estimate: dict[str, Any]) -> str:
+    if estimate["starts_by"]:
+        return f"starts by {estimate['starts_by'].replace('T', ' ').replace('Z', ' UTC')}"
+    if estimate["after"]:
+        return "starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
+    return "start not known"
+
+
+def show_preview(p: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(p)
+        return
+    where = (f"position {p['position']} of {p['queue_length']}" if p["position"] is not None
+             else OUT_OF_ORDER.get(p.get("reason_code") or "", DEPENDENCIES))  # fmt: skip
+    echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
+    if p["starts_now"]:
+        how = "by backfill" if p["backfill"] else "at once"
+        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
+    else:
+        echo(f"Would wait: {p['reason']} ({when(p['estimate'])}).")
+    if p["preempts"]:
+        echo("Would preempt: " + ", ".join(p["preempts"]) + ".")
+    echo("Nothing was submitted.")
