@@ -257,6 +257,11 @@ class Client:
         result: dict[str, Any] = self.request("POST", "/v1/drain", body)
         return result
 
+    def drains(self) -> dict[str, Any]:
+        """``GET /v1/drain``: the machine's drain and each drained GPU's."""
+        result: dict[str, Any] = self.request("GET", "/v1/drain")
+        return result
+
     def resume(self, gpus: list[int] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
             "POST", "/v1/resume", {} if gpus is None else {"gpus": gpus}

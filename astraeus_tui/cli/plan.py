@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from runner.planner.drains import Drain
     from runner.planner.plan import Plan, Snapshot
 
 EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "queue.toml"
@@ -36,6 +37,11 @@ def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
             decision = "head" if result.head and result.head.run == name else "wait"
             reason = result.reason(name) or ""
         table.add_row(str(position), name, run.workspace, str(run.priority), gpus, decision, reason)
+    for run in snapshot.waiting:  # kept out of the order: the whole machine drains
+        kept = result.reason(run.name) if run.name not in result.order else None
+        if kept is not None:
+            table.add_row("-", run.name, run.workspace, str(run.priority),
+                          str(run.ask().gpus), "wait", kept)  # fmt: skip
     console.print(table)
     for unit in snapshot.running:
         if unit.run in victims:
@@ -47,7 +53,10 @@ def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
 def plan_command(
     queue: Annotated[Path, typer.Argument(help="A queue file such as config/examples/queue.toml")],
 ) -> None:
-    """Show what the planner decides for a queue described in TOML."""
+    """Show what the planner decides for a queue described in TOML.
+
+    While the daemon drains the machine (or some GPUs: astra admin drain), the plan
+    says so, as a submit's would."""
     from rich.console import Console
 
     from runner.planner.plan import plan
@@ -61,4 +70,24 @@ def plan_command(
     except QueueFileError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    render_plan(snapshot, plan(snapshot, now), Console())
+    from runner.planner.drains import drained_snapshot, explained
+
+    drain = daemon_drains()
+    result = explained(plan(drained_snapshot(snapshot, drain), now), snapshot, drain)
+    render_plan(snapshot, result, Console())
+
+
+def daemon_drains() -> Drain:
+    """The daemon's drains now (``astra admin drain``), applied to the file's machine as a
+    submit's plan is; none when no daemon answers."""
+    from astraeus_tui.client import ApiError, Client
+    from runner.planner.drains import NO_DRAIN, Drain, DrainedAs
+
+    try:
+        drains = Client(timeout=5).drains()
+    except ApiError:
+        return NO_DRAIN
+    machine = drains.get("machine")
+    rows = [DrainedAs(None, str(machine["reason"]))] if machine else []
+    rows += [DrainedAs(int(g["index"]), str(g["reason"])) for g in drains.get("gpus", [])]
+    return Drain.of(rows)
