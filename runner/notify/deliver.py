@@ -4,12 +4,20 @@ Apprise's Python API, without its command line's plugin folders or config files:
 the URL's own service is loaded. Whatever the URL asks (``cto``, ``rto``, ``retry``),
 a send gives up after :data:`CONNECT_TIMEOUT` s to connect and :data:`READ_TIMEOUT` s
 to read, and is not retried by Apprise: the sender retries, with its back-off.
+
+A read timeout bounds each read, not the answer: a receiver that trickles one byte a
+second would hold a send for ever. So each send has an overall deadline
+(:data:`SEND_DEADLINE`, connect + send + answer) that the sender keeps
+(runner/notify/sender.py): past it, :func:`cut` shuts down the connections the send's
+thread opened (each HTTP service's, through urllib3), and its read ends at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -18,6 +26,11 @@ from runner.notify.outbox import Notice
 MAX_ERROR = 300  # characters of Apprise's complaint kept in an event
 CONNECT_TIMEOUT = 15.0  # Apprise's own default for mail; 4 s for the HTTP services
 READ_TIMEOUT = 15.0
+SEND_DEADLINE = 10.0  # seconds a send may take in all, connect + send + answer
+
+_open: dict[int, list[socket.socket]] = {}  # a send's thread -> its connections (dups)
+_open_lock = threading.Lock()
+_watching = False
 
 
 def deliver(url: str, notice: Notice) -> str | None:
@@ -27,7 +40,8 @@ def deliver(url: str, notice: Notice) -> str | None:
     service = apprise.Apprise.instantiate(url)
     if service is None:
         return "Apprise cannot use this URL"
-    with _complaints() as said:  # the service's own notify sends in this thread
+    _watch_connections()
+    with _complaints() as said, _connections():  # the service's notify sends in this thread
         delivered = bounded(service).notify(
             title=notice.title(), body=notice.body(url), notify_type=notice.kind
         )
@@ -45,6 +59,55 @@ def bounded(service: Any) -> Any:
     if hasattr(service, "retry"):
         service.retry = 0
     return service
+
+
+def cut(thread: int) -> None:
+    """End the send running in ``thread`` now: its connections are shut down, so what
+    it waits for (an answer trickling in) fails at once. Any thread may call it."""
+    with _open_lock:
+        connections = list(_open.get(thread, ()))
+    for sock in connections:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def _connections() -> Any:
+    """Keep the connections this thread's send opens, for :func:`cut`; close them after."""
+    me = threading.get_ident()
+    with _open_lock:
+        _open[me] = []
+    try:
+        yield
+    finally:
+        with _open_lock:
+            kept = _open.pop(me, [])
+        for sock in kept:
+            sock.close()  # the duplicate only: the service closed its own
+
+
+def _watch_connections() -> None:
+    """Have urllib3 (requests, so every HTTP service of Apprise) tell :func:`_connections`
+    of each connection it opens: a duplicate of it is kept, so that a shutdown reaches
+    the connection also once TLS wraps (and detaches) the socket urllib3 made."""
+    global _watching
+    from urllib3.util import connection
+
+    with _open_lock:
+        if _watching:
+            return
+        _watching = True
+        opened = connection.create_connection
+
+        def create_connection(*args: Any, **kwargs: Any) -> socket.socket:
+            sock = opened(*args, **kwargs)
+            with _open_lock:
+                kept = _open.get(threading.get_ident())
+                if kept is not None:
+                    kept.append(sock.dup())
+            return sock
+
+        connection.create_connection = create_connection
 
 
 class _complaints:

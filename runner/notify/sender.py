@@ -7,10 +7,15 @@ after an exponential back-off (1 s, 2 s, 4 s … at most 5 min between tries), o
 measured on the monotonic clock and kept in memory: after a restart every pending row
 is due at once, its count of attempts kept in the store.
 
-Each round sends at most :data:`PARALLEL` due rows at once, then reads the outbox
-again: a round lasts at most one send's bounded time (runner/notify/deliver.py), and the
+Sends run on their own threads, at most :data:`PARALLEL` at once and one at a time to
+each URL, and nothing waits for a round of them: each is recorded as it ends, and a
+free place is given at once to the next due row of another target. A send has an
+overall deadline (:data:`SEND_DEADLINE`, connect + send + answer): past it, it is
+recorded as failed (retried with the back-off) and its connections are cut
+(runner/notify/deliver.py), so a receiver that accepts and never answers, or trickles
+its answer, holds one place for at most that long and delays no other target. The
 store hands out the workspaces' rows in turn, so a notification of a quiet workspace
-waits for a round or two, whatever another workspace has queued.
+waits for a send or two, whatever another workspace has queued.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from runner.notify.deliver import deliver
+from runner.notify.deliver import SEND_DEADLINE, cut, deliver
 from runner.notify.outbox import Notice, Pending
 
 log = logging.getLogger("astraeus.notify")
@@ -32,6 +38,7 @@ FIRST_DELAY = 1.0  # seconds before the second try; doubled each time
 MAX_DELAY = 300.0
 BATCH = 500  # rows read at a time
 PARALLEL = 4  # sends at once
+LATE = 4  # sends past their deadline whose thread has not yet ended, at most
 IDLE_WAIT = 5.0  # seconds between looks at the outbox when nothing wakes the sender
 
 
@@ -49,6 +56,17 @@ def backoff(attempts: int, first: float = FIRST_DELAY) -> float:
     return float(min(MAX_DELAY, first * 2 ** max(0, attempts - 1)))
 
 
+@dataclass
+class _Flight:
+    """One send under way."""
+
+    row: Pending
+    deadline: float  # on the monotonic clock
+    future: Future[str | None] | None = None
+    thread: list[int] = field(default_factory=list)  # the thread sending, once it runs
+    late: bool = False  # recorded as failed at its deadline; its thread not yet ended
+
+
 class Sender:
     def __init__(
         self,
@@ -58,20 +76,25 @@ class Sender:
         first_delay: float = FIRST_DELAY,
         attempts: int = MAX_ATTEMPTS,
         monotonic: Callable[[], float] = time.monotonic,
+        deadline: float = SEND_DEADLINE,
+        cut: Callable[[int], None] = cut,
     ) -> None:
         self.outbox = outbox
         self.send = send
         self.first_delay = first_delay
         self.attempts = attempts
         self.monotonic = monotonic
+        self.deadline = deadline
+        self.cut = cut
         self._due: dict[int, float] = {}  # row id -> when it may be tried again
-        self._pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="astraeus-notify-send")
+        self._flights: dict[int, _Flight] = {}  # row id -> its send under way
+        self._pool = ThreadPoolExecutor(PARALLEL + LATE, thread_name_prefix="astraeus-notify-send")
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def wake(self) -> None:
-        """New rows were committed: look now (called from any thread)."""
+        """New rows were committed, or a send ended: look now (called from any thread)."""
         self._wake.set()
 
     def start(self) -> Sender:
@@ -84,6 +107,9 @@ class Sender:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        for flight in list(self._flights.values()):
+            for thread in flight.thread:
+                self.cut(thread)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
@@ -98,22 +124,63 @@ class Sender:
             self._wake.clear()
 
     def round(self) -> float:
-        """Send up to PARALLEL due rows; the seconds until the next look."""
+        """Record the sends that ended (or passed their deadline), start the due rows that
+        have a place; the seconds until the next look (a send's end wakes it sooner)."""
         now = self.monotonic()
+        self._settle(now)
         rows = self.outbox.pending_notices(BATCH)
         if len(rows) < BATCH:  # every row read: forget the rows that are gone
             live = {row.id for row in rows}
             self._due = {k: v for k, v in self._due.items() if k in live}
-        due = [row for row in rows if self._due.get(row.id, now) <= now][:PARALLEL]
-        if not due:
-            waits = [self._due[row.id] - now for row in rows if row.id in self._due]
-            return max(0.05, min([IDLE_WAIT, *waits]))
-        errors = list(self._pool.map(self._send, due))
-        for row, error in zip(due, errors, strict=True):
-            self._record(row, error)
-        return 0.0  # look again at once: more may be due
+        busy = {f.row.url for f in self._flights.values()}  # one send at a time to a URL
+        for row in rows:
+            active = sum(not f.late for f in self._flights.values())
+            if active >= PARALLEL or len(self._flights) >= PARALLEL + LATE:
+                break
+            if row.id in self._flights or row.url in busy or self._due.get(row.id, now) > now:
+                continue
+            busy.add(row.url)
+            self._launch(row, now)
+        waits = [f.deadline - now for f in self._flights.values() if not f.late]
+        waits += [self._due[row.id] - now for row in rows
+                  if row.id in self._due and row.id not in self._flights]  # fmt: skip
+        return max(0.05, min([IDLE_WAIT, *waits]))
 
-    def _send(self, row: Pending) -> str | None:
+    def idle(self, timeout: float) -> bool:
+        """Wait until no send is under way (for tests and a clean stop); True if none is."""
+        end = time.monotonic() + timeout
+        while True:
+            futures = [f.future for f in self._flights.values() if f.future is not None]
+            if all(f.done() for f in futures):
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+
+    def _launch(self, row: Pending, now: float) -> None:
+        flight = _Flight(row, now + self.deadline)
+        self._flights[row.id] = flight
+        flight.future = self._pool.submit(self._send, flight)
+        flight.future.add_done_callback(lambda _: self._wake.set())
+
+    def _settle(self, now: float) -> None:
+        for flight in list(self._flights.values()):
+            future = flight.future
+            if future is not None and future.done():
+                del self._flights[flight.row.id]
+                if not flight.late:  # a late one was recorded at its deadline
+                    self._record(flight.row, None if future.cancelled() else future.result())
+            elif not flight.late and now >= flight.deadline:
+                flight.late = True
+                for thread in flight.thread:
+                    self.cut(thread)  # its read ends; until then it keeps its URL busy
+                self._record(flight.row, f"no answer within {self.deadline:g} s")
+
+    def _send(self, flight: _Flight) -> str | None:
+        flight.thread.append(threading.get_ident())
+        row = flight.row
+        if flight.late:  # past its deadline before a thread took it: not sent now
+            return None
         try:
             return self.send(row.url, row.notice)
         except Exception as e:  # Apprise's own failure is this notification's, not ours

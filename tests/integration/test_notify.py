@@ -7,6 +7,7 @@ the test (a thread with http.server); the receiver can be down and come back up.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -75,6 +76,56 @@ class Receiver:
 
     def events_of(self, run: str) -> list[str]:
         return [n["event"] for n in self.notices() if n["run"] == run]
+
+
+class Trickler:
+    """A receiver on 127.0.0.1 that accepts, reads the request, then answers one byte a
+    second and never finishes; it counts the connections and those the sender cut."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.cut = 0  # connections the other end shut down while the answer trickled
+        self.stopped = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.port}/hook"
+
+    def start(self) -> Trickler:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000
+        with conn:
+            conn.recv(65536)  # the request
+            for byte in answer:
+                if self.stopped.is_set():
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                    ready, _, _ = select.select([conn], [], [], 1.0)
+                    if ready and not conn.recv(65536):
+                        self.cut += 1
+                        return
+                except OSError:
+                    self.cut += 1
+                    return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
 
 
 @pytest.fixture
@@ -301,6 +352,26 @@ def test_a_slow_receiver_never_holds_the_loop(make_daemon: Make, receiver: Recei
     assert receiver.posts == [] and receiver.begun == 1  # the loop went on without it
     receiver.hold.set()
     wait_for(lambda: receiver.events_of("first") == ["succeeded"], message="then delivered")
+
+
+def test_a_trickling_receiver_delays_no_other_target(make_daemon: Make, receiver: Receiver) -> None:
+    receiver.start()
+    trickler = Trickler().start()
+    try:
+        h = make_daemon(gpus=1)
+        h.submit(notify(spec("slow", [PY, "-c", "pass"]), trickler.url))
+        wait_for(lambda: trickler.connections == 1, message="the trickled send under way")
+        h.submit(notify(spec("quick", [PY, "-c", "pass"]), receiver.url))
+        h.wait_state("quick", "Succeeded", timeout=15)
+        ended = time.monotonic()
+        wait_for(lambda: receiver.events_of("quick") == ["succeeded"], 5, "the other target")
+        assert time.monotonic() - ended < 5 and trickler.cut == 0  # the slow send still on
+        # its deadline (10 s, connect + send + answer) cuts it; it is tried again later
+        wait_for(lambda: trickler.cut == 1, 20, "the trickled send cut at its deadline")
+        wait_for(lambda: trickler.connections == 2, 20, "then tried again, with its back-off")
+        assert receiver.events_of("slow") == []
+    finally:
+        trickler.stop()
 
 
 def test_a_bad_entry_stops_the_start_and_a_config_change_takes_the_new_ones(

@@ -4,6 +4,8 @@ text sent, and the sender's back-off (runner/notify/)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -222,26 +224,74 @@ def test_the_sender_retries_on_the_monotonic_clock_then_gives_up() -> None:
         raise OSError("connection refused")
 
     sender = Sender(outbox, refuse, attempts=4, monotonic=lambda: clock[0])
-    assert sender.round() == 0  # the first try; look again at once
-    assert sender.round() == pytest.approx(1.0) and tries == [100.0]  # not due for 1 s
+
+    def send_and_record() -> float:
+        sender.round()  # the send starts on its own thread
+        assert sender.idle(5)
+        return sender.round()  # what came of it is recorded
+
+    assert send_and_record() == pytest.approx(1.0) and tries == [100.0]  # not due for 1 s
     for step in (1.0, 2.0, 4.0):  # each back-off twice the one before
         clock[0] += step - 0.5
         assert sender.round() == pytest.approx(0.5)  # not yet
         clock[0] += 0.5
-        assert sender.round() == 0
+        send_and_record()
     assert tries == [100.0, 101.0, 103.0, 107.0]
     assert [kind for kind, _, _ in outbox.log] == ["retry", "retry", "retry", "failed"]
     assert outbox.log[-1][2] == "OSError: connection refused"
+    sender.stop()
 
 
-def test_the_sender_delivers_a_few_at_once_and_forgets() -> None:
-    outbox = FakeOutbox([Pending(i, HOOK, "l", NOTICE, 0) for i in range(1, 7)])
+def test_the_sender_sends_a_few_at_once_one_at_a_time_to_a_url_and_forgets() -> None:
+    urls = ["a", "a", "c", "d", "e", "f"]
+    outbox = FakeOutbox([Pending(i, url, "l", NOTICE, 0) for i, url in enumerate(urls, 1)])
     sent: list[str] = []
     sender = Sender(outbox, lambda url, notice: sent.append(url) or None)
-    assert sender.round() == 0 and len(sent) == 4  # PARALLEL, then it reads the outbox again
     sender.round()
-    assert [row for _, row, _ in outbox.log] == [1, 2, 3, 4, 5, 6] and len(sent) == 6
+    assert sender.idle(5) and sorted(sent) == ["a", "c", "d", "e"]  # PARALLEL, one to a
+    sender.round()  # those recorded; the rest started
+    assert sender.idle(5) and sorted(sent) == ["a", "a", "c", "d", "e", "f"]
     assert sender.round() == 5.0  # nothing left: it waits to be woken
+    assert sorted(row for _, row, _ in outbox.log) == [1, 2, 3, 4, 5, 6]
+    assert {kind for kind, _, _ in outbox.log} == {"delivered"}
+    sender.stop()
+
+
+def test_a_send_past_its_deadline_is_cut_and_retried_while_other_targets_go_on() -> None:
+    cut_now = threading.Event()
+    cuts: list[int] = []
+
+    def send(url: str, notice: Notice) -> str | None:
+        if url == "slow":  # accepts and never answers, until its connection is cut
+            cut_now.wait(30)
+            return "ConnectionError: the connection was shut down"
+        return None
+
+    def cut(thread: int) -> None:
+        cuts.append(thread)
+        cut_now.set()
+
+    rows = [Pending(1, "slow", "s", NOTICE, 0), Pending(2, "quick", "q", NOTICE, 0)]
+    outbox = FakeOutbox(rows)
+    sender = Sender(outbox, send, deadline=0.5, cut=cut)
+    started = time.monotonic()
+    sender.round()
+    while ("delivered", 2, "") not in outbox.log:  # the quick one, not waiting for the slow
+        assert time.monotonic() - started < 0.4, outbox.log
+        time.sleep(0.01)
+        sender.round()
+    assert cuts == [] and 1 in outbox.rows
+    outbox.rows[3] = Pending(3, "quick", "q", NOTICE, 0)  # queued while the slow one hangs
+    while len(outbox.log) < 3 or time.monotonic() - started < 0.6:
+        assert time.monotonic() - started < 5, outbox.log
+        time.sleep(0.01)
+        sender.round()
+    assert outbox.log == [("delivered", 2, ""), ("delivered", 3, ""),
+                          ("retry", 1, "no answer within 0.5 s")]  # fmt: skip
+    assert len(cuts) == 1
+    assert sender.idle(5)
+    sender.round()  # the cut send's own end is not recorded again
+    assert len(outbox.log) == 3
     sender.stop()
 
 
