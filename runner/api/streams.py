@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 POLL = 0.25
 DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
+QUEUE_MAX = 32  # diffs a stream may be behind; past it a fresh snapshot replaces them
+Item = tuple[int, list[str], list[RunRef]] | None  # a diff to send; None: the stream ends
+RESYNC: Item = (0, [], [])  # instead of the diffs a stream fell behind on: a new snapshot
 ESTIMATE_LAG = 1.0  # seconds: a change is looked at again, for estimates computed after it
 
 
@@ -91,7 +94,7 @@ class Changes:
         self.daemon = daemon
         self.version = 0
         self.frame: Frame | None = None
-        self.subscribers: set[asyncio.Queue[tuple[int, list[str], list[RunRef]] | None]] = set()
+        self.subscribers: set[asyncio.Queue[Item]] = set()  # each at most QUEUE_MAX long
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = False
         self._fresh = False  # the frame is the store's state: no change arrived since
@@ -113,7 +116,7 @@ class Changes:
     def close(self) -> None:
         """The daemon stops: every stream ends now, not at its next keep-alive."""
         for queue in list(self.subscribers):
-            queue.put_nowait(None)
+            _replace(queue, None)
 
     def notify_threadsafe(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
@@ -202,7 +205,10 @@ class Changes:
         self.frame = dataclasses.replace(new, version=self.version)
         self._encoded.clear()
         for queue in list(self.subscribers):
-            queue.put_nowait((self.version, changed, removed))
+            if queue.full():  # a stalled reader: one fresh snapshot instead of every diff
+                _replace(queue, RESYNC)
+            else:
+                queue.put_nowait((self.version, changed, removed))
 
     def snapshot(self, viewer: Viewer) -> bytes:
         """``event: snapshot`` for ``viewer``: made once a version for all its subscribers."""
@@ -233,6 +239,13 @@ class Changes:
             if version == frame.version:
                 self._encoded[key] = found
         return found
+
+
+def _replace(queue: asyncio.Queue[Item], item: Item) -> None:
+    """Drop what ``queue`` holds (a stream's unsent diffs), then put ``item`` in it."""
+    while not queue.empty():
+        queue.get_nowait()
+    queue.put_nowait(item)
 
 
 ADMIN_CALLER = Caller(0, 0, "root", True, frozenset())
@@ -267,7 +280,7 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})  # fmt: skip
     await response.prepare(request)
-    queue: asyncio.Queue[tuple[int, list[str], list[RunRef]] | None] = asyncio.Queue()
+    queue: asyncio.Queue[Item] = asyncio.Queue(QUEUE_MAX)
     viewer = caller.viewer
     try:
         snapshot = changes.snapshot(viewer)
@@ -283,6 +296,11 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
                 continue
             if item is None:
                 break
+            if item is RESYNC:  # fell behind: the runs as they are now, in one snapshot
+                view = memoryview(changes.snapshot(viewer))
+                for at in range(0, len(view), SSE_CHUNK):
+                    await response.write(view[at : at + SSE_CHUNK])
+                continue
             message = changes.change(*item, viewer)
             if message is not None:
                 await response.write(message)
