@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -31,23 +31,15 @@ SECRET = "secret-notes-h3.txt"
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-        subprocess.run(["useradd", "-m", "-N", "-G", GROUP, "-s", "/bin/false", user],
-                       check=True)  # fmt: skip
-    entries = {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
-    home = Path(entries[ALICE].pw_dir)
-    home.chmod(0o755)  # her home can be listed; these two folders cannot
-    for private in (home / "hidden", home / ".ssh"):
-        private.mkdir(mode=0o700)
-        os.chown(private, entries[ALICE].pw_uid, entries[ALICE].pw_gid)
-    (home / "hidden" / SECRET).write_text("alice's\n")
-    (home / ".ssh" / "id_ed25519").write_text("not a real key\n")
-    yield entries
-    for user in (ALICE, BOB):
-        subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, ALICE, BOB, home=True, fresh=True) as entries:
+        home = Path(entries[ALICE].pw_dir)
+        home.chmod(0o755)  # her home can be listed; these two folders cannot
+        for private in (home / "hidden", home / ".ssh"):
+            private.mkdir(mode=0o700)
+            os.chown(private, entries[ALICE].pw_uid, entries[ALICE].pw_gid)
+        (home / "hidden" / SECRET).write_text("alice's\n")
+        (home / ".ssh" / "id_ed25519").write_text("not a real key\n")
+        yield entries
 
 
 @pytest.fixture

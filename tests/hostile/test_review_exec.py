@@ -25,8 +25,8 @@ from astraeus_tui.cli.main import app
 from astraeus_tui.client import AsyncClient
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
-from tests.integration.test_exec import remove_user
 from tests.integration.test_identity import as_user
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-rx-g", "astra-rx-a", "astra-rx-b"
@@ -36,14 +36,9 @@ QUIET = "exec >/dev/null 2>&1 </dev/null; exec sleep {}"
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB):
-        remove_user(user)
-        subprocess.run(["useradd", "-m", "-U", "-G", GROUP, "-s", "/bin/sh", user], check=True)
-    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
-    for user in (ALICE, BOB):
-        remove_user(user)
-    subprocess.run(["groupdel", GROUP], check=False)
+    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh",
+                    fresh=True) as made:  # fmt: skip
+        yield made
 
 
 @pytest.fixture

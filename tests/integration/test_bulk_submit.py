@@ -11,7 +11,7 @@ import os
 import pwd
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from astraeus_tui.client import ApiError, Client
 from runner.api.batch import MAX_BATCH, MAX_BATCH_BODY
 from tests.integration.served import Served
 from tests.integration.test_identity import spec as identity_spec
+from tests.users import unix_users
 
 Start = Callable[..., Served]
 HEAVY = ("typer", "rich", "click")
@@ -232,24 +233,10 @@ def test_a_sweep_among_many_files_is_refused_alone(d: Served, tmp_path: Path) ->
     assert (dry.returncode, dry.stderr.strip()) == (1, "--dry-run: give one spec file")
 
 
-@contextlib.contextmanager
-def lab_users(group: str, *names: str) -> Iterator[dict[str, pwd.struct_passwd]]:
+def lab_users(group: str, *names: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
     """Real Unix users ``names`` (no home, no shell) whose primary group is ``group``, the
     socket's: a group file edited by another test at the same time cannot take it away."""
-    subprocess.run(["groupadd", "-f", group], check=True)
-    for user in names:
-        try:
-            pwd.getpwnam(user)
-            subprocess.run(["usermod", "-g", group, user], check=True)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-g", group, "-s", "/bin/false", user],
-                           check=True)  # fmt: skip
-    try:
-        yield {u: pwd.getpwnam(u) for u in names}
-    finally:
-        for user in names:
-            subprocess.run(["userdel", user], check=False)
-        subprocess.run(["groupdel", group], check=False)
+    return unix_users(group, *names, primary=True)
 
 
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:

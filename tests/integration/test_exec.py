@@ -31,6 +31,7 @@ from astraeus_tui.cli.main import app
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -39,22 +40,9 @@ GROUP, ALICE, BOB = "astra-ex-g", "astra-ex-a", "astra-ex-b"
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    subprocess.run(["groupadd", "-f", GROUP], check=True)
-    for user in (ALICE, BOB):
-        remove_user(user)
-        subprocess.run(["useradd", "-m", "-U", "-G", GROUP, "-s", "/bin/sh", user], check=True)
-    yield {u: pwd.getpwnam(u) for u in (ALICE, BOB)}
-    for user in (ALICE, BOB):
-        remove_user(user)
-    subprocess.run(["groupdel", GROUP], check=False)
-
-
-def remove_user(user: str) -> None:
-    """The user, its group and anything still running as it (userdel refuses while a
-    process of the user lives: a run or an exec that a failed test left behind)."""
-    subprocess.run(["pkill", "-KILL", "-u", user], check=False, capture_output=True)
-    subprocess.run(["userdel", "-r", "-f", user], check=False, capture_output=True)
-    subprocess.run(["groupdel", user], check=False, capture_output=True)
+    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh",
+                    fresh=True) as made:  # fmt: skip
+        yield made
 
 
 @pytest.fixture

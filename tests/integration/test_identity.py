@@ -6,7 +6,6 @@ and groups, so SO_PEERCRED reports that user to the daemon.
 
 from __future__ import annotations
 
-import contextlib
 import grp
 import json
 import os
@@ -22,27 +21,10 @@ import pytest
 from astraeus_tui.client import ApiError, Client
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
-
-
-@contextlib.contextmanager
-def unix_users(group: str, *names: str) -> Iterator[dict[str, pwd.struct_passwd]]:
-    """Real Unix users ``names`` (no home, no shell) in ``group``, removed afterwards."""
-    subprocess.run(["groupadd", "-f", group], check=True)
-    for user in names:
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-N", "-G", group, "-s", "/bin/false", user],
-                           check=True)  # fmt: skip
-    try:
-        yield {u: pwd.getpwnam(u) for u in names}
-    finally:
-        for user in names:
-            subprocess.run(["userdel", user], check=False)
-        subprocess.run(["groupdel", group], check=False)
 
 
 @pytest.fixture(scope="module")

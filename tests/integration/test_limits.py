@@ -11,7 +11,6 @@ import json
 import os
 import pwd
 import sqlite3
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tests.hostile.helpers import db_state
 from tests.integration.harness import Harness, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
+from tests.users import unix_users
 
 USER = "astra-h2-a"
 LIMIT = 5
@@ -83,12 +83,8 @@ def test_a_sweep_of_1000_over_a_60_kib_template_keeps_the_template_once(
 def user() -> Iterator[pwd.struct_passwd]:
     if os.geteuid() != 0:
         pytest.skip("creating a Unix user needs root")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-N", "-s", "/bin/false", USER], check=True)
-    yield pwd.getpwnam(USER)
-    subprocess.run(["userdel", USER], check=False)
+    with unix_users(None, USER) as made:
+        yield made[USER]
 
 
 @pytest.fixture

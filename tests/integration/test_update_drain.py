@@ -19,7 +19,8 @@ from astraeus_tui.client import ApiError, Client
 from tests.integration.harness import spec as run_spec
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.integration.test_identity import as_user
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-tf", "astra-fa", "astra-fb"
