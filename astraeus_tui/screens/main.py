@@ -17,12 +17,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run
 from astraeus_tui.queue_model import AGE_EVERY, SORTS, STATES, Diff, QueueModel
 from astraeus_tui.widgets.filter_bar import FilterBar
+from astraeus_tui.widgets.fitted_footer import FittedFooter
 from astraeus_tui.widgets.gpu_panel import GpuPanel
 from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.header_bar import HeaderBar
@@ -89,7 +90,7 @@ class MainScreen(Screen[None]):
             yield GpuPanel(id="gpus")
             yield Timeline(id="timeline")
             yield WorkspacesPanel(id="workspaces")
-        yield Footer(compact=True)
+        yield FittedFooter()
         yield LiveFeed(self.client, self.clock)
 
     def on_mount(self) -> None:
