@@ -32,6 +32,7 @@ from runner.schema import (
     Run,
     RunDetail,
     RunList,
+    RunTelemetry,
     Snapshot,
     Telemetry,
     Usage,
@@ -330,9 +331,15 @@ class Client:
         query = {"since": since, "workspace": workspace, "limit": limit}
         return self.typed(History, "GET", "/v1/history", query=query)
 
-    def telemetry(self, history: bool = False) -> Telemetry:
-        query = {"history": 1 if history else None}
+    def telemetry(self, history: bool | str = False) -> Telemetry:
+        """``history``: True, the last hour's samples; a duration (``6h``, ``7d``), that far."""
+        query = {"history": (1 if history is True else history) or None}
         return self.typed(Telemetry, "GET", "/v1/telemetry", query=query)
+
+    def run_telemetry(self, name: str, history: str | None = None) -> RunTelemetry:
+        """One run's use and its samples over its life (``history``: only that far back)."""
+        path = f"/v1/runs/{quote(name)}/telemetry"
+        return self.typed(RunTelemetry, "GET", path, query={"history": history})
 
 
 _STREAM: dict[str, type[Snapshot] | type[Change]] = {"snapshot": Snapshot, "change": Change}
@@ -529,6 +536,12 @@ class AsyncClient:
     ) -> Usage:
         return await self.typed(Usage, "GET", "/v1/usage", since=since, by=by, daily=daily)
 
+    async def telemetry(self, history: str | None = None) -> Telemetry:
+        return await self.typed(Telemetry, "GET", "/v1/telemetry", history=history)
+
+    async def run_telemetry(self, name: str) -> RunTelemetry:
+        return await self.typed(RunTelemetry, "GET", f"/v1/runs/{quote(name)}/telemetry")
+
 
 class DashboardApi(Protocol):
     """What the dashboard needs of a daemon: ``AsyncClient``, or a test's fake."""
@@ -556,6 +569,8 @@ class DashboardApi(Protocol):
     async def usage(
         self, since: str | None = None, by: str | None = None, daily: bool = False
     ) -> Usage: ...
+    async def telemetry(self, history: str | None = None) -> Telemetry: ...
+    async def run_telemetry(self, name: str) -> RunTelemetry: ...
 
 
 WAITING = -1  # ExecChannel.output's channel for a waiting run's state and reason

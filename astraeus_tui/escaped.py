@@ -26,7 +26,9 @@ from runner.schema import (
     GroupDetail,
     Run,
     RunDetail,
+    RunTelemetry,
     Snapshot,
+    Telemetry,
     Usage,
 )
 
@@ -148,3 +150,11 @@ class EscapedApi:
         self, since: str | None = None, by: str | None = None, daily: bool = False
     ) -> Usage:
         return escape_all(await self.api.usage(since, by, daily))
+
+    async def telemetry(self, history: str | None = None) -> Telemetry:
+        found = await self.api.telemetry(history)
+        return found if _printable(found) else escape_all(found)
+
+    async def run_telemetry(self, name: str) -> RunTelemetry:
+        found = await self.api.run_telemetry(name)
+        return found if _printable(found) else escape_all(found)

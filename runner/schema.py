@@ -38,6 +38,8 @@ __all__ = [
     "Run",
     "RunDetail",
     "RunList",
+    "RunTelemetry",
+    "RunUsage",
     "Snapshot",
     "Telemetry",
     "TelemetryGpu",
@@ -46,6 +48,7 @@ __all__ = [
     "TelemetryRunSample",
     "UnsetType",
     "Usage",
+    "UsageFigures",
     "UsageRow",
     "Worker",
 ]
@@ -137,13 +140,37 @@ class Checkpoint(_Wire, frozen=True, kw_only=True):
     size: int = 0
 
 
+class UsageFigures(_Wire, frozen=True, kw_only=True):
+    """A run's use: ``cpu_percent`` (100 = one core), ``memory_bytes`` (resident),
+    ``gpu_memory_bytes``, ``gpu_util`` (percent, its GPUs' mean); null where unknown."""
+
+    cpu_percent: float | None = None
+    memory_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_util: float | None = None
+
+
+class RunUsage(_Wire, frozen=True, kw_only=True):
+    """What a run used, from its telemetry: ``now`` (its last sample, while it runs; else
+    null), ``mean`` and ``peak`` over the ``samples`` kept of it, ``since`` to ``until``."""
+
+    samples: int = 0
+    since: str | None = None
+    until: str | None = None
+    now: UsageFigures | None = None
+    mean: UsageFigures | None = None
+    peak: UsageFigures | None = None
+
+
 class RunDetail(Run, frozen=True, kw_only=True):
-    """``GET /v1/runs/{name}``: the run object, its spec, workers, events and checkpoint."""
+    """``GET /v1/runs/{name}``: the run object, its spec, workers, events and checkpoint;
+    ``usage`` once the run has been sampled (absent before, and in front of Slurm)."""
 
     spec: dict[str, Any] = {}
     workers_history: list[Worker] = []
     events: list[Event] = []
     checkpoint: Checkpoint | None = None
+    usage: RunUsage | UnsetType = UNSET
 
 
 class Group(_Wire, frozen=True, kw_only=True):
@@ -381,3 +408,15 @@ class Telemetry(_Wire, frozen=True, kw_only=True):
     simulated: bool = False
     gpus: list[TelemetryGpu] = []
     runs: list[TelemetryRun] = []
+
+
+class RunTelemetry(_Wire, frozen=True, kw_only=True):
+    """``GET /v1/runs/{name}/telemetry``: one run's ``usage`` and its samples over its life
+    (or ``?history=`` back), at most 2000, averaged over equal spans when there are more."""
+
+    uid: str
+    name: str
+    workspace: str
+    interval_seconds: float | None = None
+    usage: RunUsage | None = None
+    history: list[TelemetryRunSample] = []

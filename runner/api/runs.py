@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from runner.api.admin import drain_now
@@ -13,6 +14,7 @@ from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
 from runner.api.lists import LISTS, ListCache, list_body
 from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, sse
+from runner.api.telemetry import run_usage
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
 from runner.drives import latest_checkpoint
@@ -66,6 +68,9 @@ async def show_run(request: web.Request) -> web.Response:
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     found = latest_checkpoint(daemon.backend.specs.get(run), daemon.settings.drives, name)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
+    usage = await asyncio.to_thread(run_usage, daemon, run)  # its telemetry, once sampled
+    if usage is not None:
+        obj["usage"] = msgspec.to_builtins(usage)
     return web.json_response(obj)
 
 

@@ -32,6 +32,7 @@ from runner.planner.plan import Machine
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.store.db import RunRow, Store
+from runner.telemetry.history import Recorder
 from runner.telemetry.sampler import Sampler
 from runner.telemetry.workers import live_workers
 
@@ -184,6 +185,7 @@ class Daemon:
                 tuple(g.index for g in self.inventory.gpus),
                 self.inventory.simulated,
                 partial(live_workers, self.store, self.executor),
+                recorder=Recorder(self.store),  # the history in the store
             )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

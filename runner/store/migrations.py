@@ -226,4 +226,39 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX outbox_run ON outbox(run_uid);
     CREATE INDEX outbox_workspace ON outbox(workspace, failed);
     """,
+    # 13: telemetry history (runner/store/telemetry.py): every sample of each GPU and each
+    # running run (by its uid) for a day, ``coarse`` 5-minute means and peaks for a month
+    """
+    CREATE TABLE telemetry_gpus (
+        at REAL NOT NULL,
+        coarse INTEGER NOT NULL DEFAULT 0,
+        samples INTEGER NOT NULL DEFAULT 1,
+        gpu INTEGER NOT NULL,
+        utilization REAL,
+        utilization_peak REAL,
+        memory_used INTEGER,
+        memory_peak INTEGER,
+        temperature REAL,
+        power_watts REAL
+    );
+    CREATE INDEX telemetry_gpus_at ON telemetry_gpus(coarse, at);
+    CREATE TABLE telemetry_runs (
+        at REAL NOT NULL,
+        coarse INTEGER NOT NULL DEFAULT 0,
+        samples INTEGER NOT NULL DEFAULT 1,
+        run_uid TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        gpus TEXT NOT NULL DEFAULT '',
+        cpu_percent REAL,
+        cpu_peak REAL,
+        memory_bytes INTEGER,
+        memory_peak INTEGER,
+        gpu_memory_bytes INTEGER,
+        gpu_memory_peak INTEGER,
+        gpu_util REAL,
+        gpu_util_peak REAL
+    );
+    CREATE INDEX telemetry_runs_at ON telemetry_runs(coarse, at);
+    CREATE INDEX telemetry_runs_uid ON telemetry_runs(run_uid, coarse, at);
+    """,
 )

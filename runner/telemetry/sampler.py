@@ -1,7 +1,9 @@
 """The telemetry thread: every ``interval`` seconds (monotonic) one sample of every GPU
 and every live run, kept in ring buffers holding the last hour.
 
-Runs are keyed by their uid; a run's ring is dropped once it has no live worker.
+Runs are keyed by their uid; a run's ring is dropped once it has no live worker. Given a
+:class:`runner.telemetry.history.Recorder`, every sample is also written to the store
+(in batches), and the rings start from the store's last hour: they survive a restart.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+from runner.store.telemetry import GpuRow, RunRow
 from runner.telemetry.gpus import GpuProcess, GpuReading, read_nvml, simulate
+from runner.telemetry.history import Recorder
 from runner.telemetry.procs import TreeMeter
 from runner.telemetry.workers import LiveWorker
 
@@ -89,6 +93,22 @@ def run_readings(
     return found
 
 
+def rows_of(sample: Sample) -> tuple[list[GpuRow], list[RunRow]]:
+    """A sample as the store's history keeps it."""
+    gpus = [
+        GpuRow(sample.time, g.index, None if g.utilization is None else float(g.utilization),
+               g.memory_used, None if g.temperature is None else float(g.temperature),
+               g.power_watts)
+        for g in sample.gpus
+    ]  # fmt: skip
+    runs = [
+        RunRow(sample.time, r.run_uid, r.workspace, r.gpus, r.cpu_percent, r.memory_bytes,
+               r.gpu_memory_bytes, r.gpu_util)
+        for r in sample.runs
+    ]  # fmt: skip
+    return gpus, runs
+
+
 class Sampler:
     """Samples on its own thread (:meth:`start`, :meth:`stop`) or when asked
     (:meth:`sample_once`, for tests). ``simulated``: the GPUs ``indexes`` are simulated;
@@ -103,8 +123,10 @@ class Sampler:
         *,
         nvml: Any = None,
         wall: Callable[[], float] = time.time,
+        recorder: Recorder | None = None,
     ) -> None:
         self.interval = interval
+        self.recorder = recorder
         self.indexes, self.simulated = indexes, simulated
         self._live, self._nvml, self._wall = live, nvml, wall
         self._nvml_ready = False
@@ -117,6 +139,33 @@ class Sampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        if recorder is not None:
+            self._reload(recorder)
+
+    def _reload(self, recorder: Recorder) -> None:
+        """The rings from the store's last hour (the runs' until their first sample)."""
+        since = self._wall() - HISTORY_SECONDS
+        try:
+            gpus = recorder.gpu_series(since, None)  # every row: at most the rings' size
+            runs = recorder.run_series(None, since, None)
+        except Exception:  # a history that cannot be read must not stop the daemon
+            log.exception("telemetry: history not read")
+            return
+        simulated = self.simulated
+        for index, rows in gpus.items():
+            ring = self._gpu_rings.setdefault(index, deque(maxlen=self._size))
+            for g in rows:
+                util = None if g.utilization is None else round(g.utilization)
+                temperature = None if g.temperature is None else round(g.temperature)
+                reading = GpuReading(index, "", "", util, g.memory_used, None, temperature,
+                                     g.power_watts, simulated)  # fmt: skip
+                ring.append((g.at, reading))
+        for uid, found in runs.items():
+            run_ring = self._run_rings.setdefault(uid, deque(maxlen=self._size))
+            for r in found:
+                reading_ = RunReading("", uid, r.workspace, r.gpus, r.cpu_percent,
+                                      r.memory_bytes, r.gpu_memory_bytes, r.gpu_util)  # fmt: skip
+                run_ring.append((r.at, reading_))
 
     # ------------------------------------------------------------------ the thread
 
@@ -131,6 +180,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._shutdown_nvml()
+        if self.recorder is not None:
+            self.recorder.flush()  # what was sampled is kept
 
     @property
     def running(self) -> bool:
@@ -166,6 +217,8 @@ class Sampler:
                 del self._run_rings[uid]
             for r in runs:
                 self._run_rings.setdefault(r.run_uid, deque(maxlen=self._size)).append((now, r))
+        if self.recorder is not None:
+            self.recorder.add(now, *rows_of(sample))
         return sample
 
     def _read_nvml(self) -> tuple[list[GpuReading], list[GpuProcess]]:

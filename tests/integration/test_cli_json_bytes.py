@@ -20,9 +20,10 @@ def _indented(raw: bytes) -> str:
 
 
 def test_json_output_is_the_daemons_json(served: Start) -> None:
-    d = served(gpus=1)
+    d = served(gpus=1, machine="telemetry_seconds = 0.2")  # "one" sampled: show has its usage
     client = Client(d.socket, timeout=30)
-    assert d.astra("run", "--name", "one", "--", sys.executable, "-c", "print(1)").returncode == 0
+    one = ("--", sys.executable, "-c", "import time; time.sleep(1); print(1)")
+    assert d.astra("run", "--name", "one", *one).returncode == 0
     assert d.astra("wait", "one").returncode == 0
     client.submit(spec("big", ["true"], gpus=3))  # more than the machine has: it waits
     # the planner's reason, not the submit's "Waiting for the scheduler": it changes no more
@@ -49,6 +50,8 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
         out = d.astra(*args, "--json")
         assert out.returncode == 0, (args, out.stderr)
         assert out.stdout == _indented(raw), args
+        if args == ("show", "one"):
+            assert json.loads(raw)["usage"]["samples"] >= 2, raw  # the field is in the bytes
     raw_events = client.answer("GET", "/v1/events", query={"run": "one"}).splitlines()
     compact = [json.dumps(json.loads(e), separators=(",", ":")) for e in raw_events]
     assert d.astra("events", "one", "--json").stdout.splitlines() == compact

@@ -29,7 +29,9 @@ from runner.schema import (
     GroupDetail,
     Run,
     RunDetail,
+    RunTelemetry,
     Snapshot,
+    Telemetry,
     Usage,
 )
 
@@ -188,3 +190,16 @@ class FakeClient:
         """The fixture's ``usage`` answer (as ``GET /v1/usage`` gives it), or none used."""
         self.calls.append(("usage", (since, by, daily)))
         return typed(Usage, self.data["usage"]) if "usage" in self.data else Usage()
+
+    async def telemetry(self, history: str | None = None) -> Telemetry:
+        """The fixture's ``telemetry`` answer (``GET /v1/telemetry``), or no sample yet."""
+        self.calls.append(("telemetry", history))
+        return typed(Telemetry, self.data["telemetry"]) if "telemetry" in self.data else Telemetry()
+
+    async def run_telemetry(self, name: str) -> RunTelemetry:
+        """The fixture's ``run_telemetry`` answer for ``name``, or 404 as for a run not kept."""
+        self.calls.append(("run_telemetry", name))
+        found = self.data.get("run_telemetry", {})
+        if name not in found:
+            raise ApiError(404, "NOT_FOUND", f"no run named {name}")
+        return typed(RunTelemetry, found[name])

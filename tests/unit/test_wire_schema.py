@@ -186,3 +186,26 @@ def test_a_newer_daemons_fields_are_ignored_and_a_wrong_type_is_refused() -> Non
     assert (run.name, run.state, run.reason_code) == ("behind", "Queued", "QUEUED_BEHIND")
     with pytest.raises(msgspec.ValidationError, match="priority"):
         msgspec.json.decode(json.dumps(newer | {"priority": "high"}), type=schema.Run)
+
+
+def test_a_run_details_usage_is_read_and_printed_as_sent() -> None:
+    """``usage`` (its telemetry) is the one field ``astra show --json`` gained: absent for a
+    run never sampled (the bytes as before), else read and printed back as sent."""
+    import msgspec
+
+    from runner import schema
+
+    text = json.loads(FIXTURE.read_text())["run done admin"]
+    detail = json.loads(text) | {
+        "spec": {}, "workers_history": [], "events": [], "checkpoint": None,
+    }  # fmt: skip
+    plain = msgspec.json.decode(json.dumps(detail), type=schema.RunDetail)
+    assert json.dumps(msgspec.to_builtins(plain)) == json.dumps(detail)
+    figures = {"cpu_percent": 99.5, "memory_bytes": 1 << 30, "gpu_memory_bytes": 2 << 30,
+               "gpu_util": 87.5}  # fmt: skip
+    usage = {"samples": 12, "since": "2026-09-21T12:26:50Z", "until": "2026-09-21T12:27:45Z",
+             "now": None, "mean": figures, "peak": figures | {"cpu_percent": 180.0}}  # fmt: skip
+    sampled = msgspec.json.decode(json.dumps(detail | {"usage": usage}), type=schema.RunDetail)
+    assert not isinstance(sampled.usage, msgspec.UnsetType) and sampled.usage.peak is not None
+    assert sampled.usage.peak.cpu_percent == 180.0
+    assert json.dumps(msgspec.to_builtins(sampled)) == json.dumps(detail | {"usage": usage})

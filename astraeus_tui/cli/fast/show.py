@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from runner.model import StopReason
 
 if TYPE_CHECKING:
-    from runner.schema import RunDetail, Worker
+    from runner.schema import RunDetail, UsageFigures, Worker
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
           "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
@@ -22,9 +22,41 @@ def show_lines(run: RunDetail) -> list[str]:
             lines.append(f"{key + ':':<20}{value}")
     if command := command_line(run.spec):
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
+    lines += usage_lines(run)
     lines += worker_lines(run.workers_history or [])
     for e in run.events[-15:]:
         lines.append(f"  {e.time}  {e.kind:<12} {e.message}")
+    return lines
+
+
+def _gib(n: float | None) -> str:
+    if n is None:
+        return "-"
+    value = n / (1 << 30)
+    return f"{value:.2f} GiB" if value < 10 else f"{value:.1f} GiB"
+
+
+def _percent(p: float | None) -> str:
+    return "-" if p is None else f"{p:.0f}%"
+
+
+def _figures(label: str, f: UsageFigures) -> str:
+    return (f"{label:<5}GPU {_percent(f.gpu_util):>4}  GPU mem {_gib(f.gpu_memory_bytes):>9}"
+            f"  CPU {_percent(f.cpu_percent):>5}  RSS {_gib(f.memory_bytes):>9}")  # fmt: skip
+
+
+def usage_lines(run: RunDetail) -> list[str]:
+    """What the run used (its telemetry): now while it runs, mean and peak over its life."""
+    import msgspec
+
+    usage = run.usage
+    if isinstance(usage, msgspec.UnsetType):
+        return []
+    rows = [(k, f) for k, f in (("now", usage.now), ("mean", usage.mean), ("peak", usage.peak))
+            if f is not None]  # fmt: skip
+    lines = [f"{'usage:' if i == 0 else '':<20}{_figures(k, f)}" for i, (k, f) in enumerate(rows)]
+    if usage.samples:
+        lines.append(f"{'':<20}{usage.samples} samples, {usage.since} to {usage.until}")
     return lines
 
 
