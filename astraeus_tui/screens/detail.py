@@ -1,6 +1,8 @@
 """One run's page: what it asked for, what happened to it, and its output as it comes.
 
-``GET /v1/runs/{name}`` every 2 s (spec, workers' history, events) and
+``GET /v1/runs/{name}`` every 2 s (spec, workers' history, events),
+``GET /v1/runs/{name}/telemetry`` every 5 s while it runs (sparklines of its GPU
+utilisation, GPU memory, CPU and memory over its life, shown once it has samples) and
 ``GET /v1/runs/{name}/logs?tail=200&follow=1`` into the log pane. A queued
 run also shows ``GET /v1/runs/{name}/why``: the reason, the chain, the
 estimate and the levers the planner checked. A run
@@ -24,16 +26,33 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Footer, Log, Sparkline, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, compact, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, utc_clock
 from runner.model import RunState, StopReason
-from runner.schema import Checkpoint, Event, RunDetail, Worker
+from runner.schema import (
+    Checkpoint,
+    Event,
+    RunDetail,
+    RunTelemetry,
+    TelemetryRunSample,
+    UsageFigures,
+    Worker,
+)
 
 SHOW_EVERY = 2.0
+USAGE_EVERY = 5.0
+PLOT_POINTS = 240  # points a plot row keeps, at most (the means of equal spans)
+# (id, label, field of a sample and of the usage figures, bytes or percent)
+PLOTS = (
+    ("plot-gpu", "GPU util", "gpu_util", False),
+    ("plot-gpu-mem", "GPU mem", "gpu_memory_bytes", True),
+    ("plot-cpu", "CPU", "cpu_percent", False),
+    ("plot-mem", "memory", "memory_bytes", True),
+)
 HISTORY = ("Try", "Wkr", "State", "GPUs", "Started", "Ended", "Exit", "Why")
 
 
@@ -117,6 +136,43 @@ def worker_why(w: Worker) -> str:
     return str(why)
 
 
+def reduced(values: list[float], most: int = PLOT_POINTS) -> list[float]:
+    """At most ``most`` points: the means of equal spans of ``values``."""
+    if len(values) <= most:
+        return values
+    step = len(values) / most
+    spans = [values[int(i * step) : int((i + 1) * step)] for i in range(most)]
+    return [sum(p) / len(p) for p in spans if p]
+
+
+def plot_values(history: list[TelemetryRunSample], field: str) -> list[float]:
+    found = (getattr(s, field) for s in history)
+    return reduced([float(v) for v in found if v is not None])
+
+
+def _figure(figures: UsageFigures | None, field: str, as_bytes: bool) -> str:
+    value = None if figures is None else getattr(figures, field)
+    if value is None:
+        return "-"
+    return gib(value) if as_bytes else f"{value:.0f}%"
+
+
+def plot_label(t: RunTelemetry, field: str, as_bytes: bool) -> Text:
+    """``93% · mean 90% · peak 100%``: now (in bold, while it runs), mean and peak."""
+    usage = t.usage
+    text = Text()
+    if usage is None:
+        return text
+    if usage.now is not None:
+        text.append(_figure(usage.now, field, as_bytes), style="bold")
+        text.append(" · ", style="dim")
+    text.append("mean ", style="dim")
+    text.append(_figure(usage.mean, field, as_bytes))
+    text.append(" · peak ", style="dim")
+    text.append(_figure(usage.peak, field, as_bytes))
+    return text
+
+
 def _state_line(run: Run) -> str:
     state = run.state
     if state == RunState.RUNNING:
@@ -148,6 +204,14 @@ class RunDetailScreen(Screen[None]):
             super().__init__()
             self.error = error
 
+    class Sampled(Message):
+        def __init__(self, telemetry: RunTelemetry) -> None:
+            super().__init__()
+            self.telemetry = telemetry
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, RunDetailScreen.Sampled)
+
     class LogArrived(Message):
         """Lines wait in ``RunDetailScreen.pending``."""
 
@@ -162,6 +226,7 @@ class RunDetailScreen(Screen[None]):
         self.run: RunDetail | None = None
         self.pending: list[str] = []
         self.events_seen = 0
+        self.plotted = False  # the plots have had samples
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Run {self.run_name}", style="bold"), id="title")
@@ -176,6 +241,13 @@ class RunDetailScreen(Screen[None]):
                 history: DataTable[Text] = DataTable(id="history", cursor_type="none")
                 history.border_title = "Attempts and workers"
                 yield history
+                with Vertical(id="usage-box") as plots:
+                    plots.border_title = "Use over its life"
+                    for plot_id, label, _, _ in PLOTS:
+                        with Horizontal(classes="plot-row"):
+                            yield Static(Text(label, style="dim"), classes="plot-label")
+                            yield Sparkline([], id=plot_id, summary_function=max)
+                            yield Static("", id=f"{plot_id}-value", classes="plot-value")
                 with VerticalScroll(id="events-box") as box:
                     box.border_title = "Events"
                     yield Static("", id="events")
@@ -189,6 +261,7 @@ class RunDetailScreen(Screen[None]):
         if self.follow:
             self.query_one(Log).focus()
         self.load()
+        self.load_usage()
         self.follow_log()
 
     # ------------------------------------------------------------ workers
@@ -209,6 +282,19 @@ class RunDetailScreen(Screen[None]):
                 self.post_message(self.Failed(str(e)))
             await asyncio.sleep(SHOW_EVERY)
 
+    @work(exclusive=True, group="usage", exit_on_error=False)
+    async def load_usage(self) -> None:
+        """Its telemetry every USAGE_EVERY while it runs; once more after it finished."""
+        while True:
+            try:
+                found = await self.client.run_telemetry(self.run_name)
+                self.post_message(self.Sampled(found))
+            except ApiError:
+                pass  # not sampled (in front of Slurm), forgotten, or not ours: no plot
+            await asyncio.sleep(USAGE_EVERY)
+            if self.run is not None and self.run.state.finished and self.plotted:
+                return
+
     @work(exclusive=True, group="log", exit_on_error=False)
     async def follow_log(self) -> None:
         try:
@@ -227,6 +313,17 @@ class RunDetailScreen(Screen[None]):
     def on_run_detail_screen_log_arrived(self) -> None:
         lines, self.pending = self.pending, []
         self.query_one(Log).write_lines(lines)
+
+    def on_run_detail_screen_sampled(self, message: Sampled) -> None:
+        t = message.telemetry
+        box = self.query_one("#usage-box", Vertical)
+        box.display = self.plotted = bool(t.history)
+        if not t.history:
+            return
+        for plot_id, _, field, as_bytes in PLOTS:
+            self.query_one(f"#{plot_id}", Sparkline).data = plot_values(t.history, field)
+            label = plot_label(t, field, as_bytes)
+            self.query_one(f"#{plot_id}-value", Static).update(label)
 
     def on_run_detail_screen_failed(self, message: Failed) -> None:
         self.query_one("#headline", Static).update(Text(message.error, style="bold red"))

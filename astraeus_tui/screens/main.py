@@ -133,6 +133,9 @@ class MainScreen(Screen[None]):
         self.query_one(HeaderBar).gpus = len(rows)
         self.query_one(Timeline).free_gpus = sum(1 for g in rows if not g.holder)
 
+    def on_live_feed_sampled(self, message: LiveFeed.Sampled) -> None:
+        self.query_one(GpuPanel).telemetry = message.telemetry
+
     def on_live_feed_machine(self, message: LiveFeed.Machine) -> None:
         self.status, self.workspaces = message.status, message.workspaces
         self.query_one(HeaderBar).status = message.status

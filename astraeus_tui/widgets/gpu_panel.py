@@ -1,20 +1,32 @@
-"""One row per GPU: utilisation, memory, temperature, and who holds it."""
+"""One row per GPU: utilisation, memory, temperature, and who holds it.
+
+Once the daemon has telemetry (``GET /v1/telemetry?history=5m``), the utilisation and
+memory cells are sparklines of the last minutes (Textual's Sparkline) with the latest
+reading beside them, simulated GPUs included; without it, bars of ``/v1/gpus``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from rich.color import Color
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
+from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
 
 from astraeus_tui.fmt import bar, gib
 from astraeus_tui.widgets import css_beside
 from runner.model import WorkerState
-from runner.schema import Gpu, GpuList
+from runner.schema import Gpu, GpuList, Telemetry, TelemetryGpu
 
 UTIL_BAR = 6
 MEM_BAR = 5
+SPARK_POINTS = 60  # samples a sparkline keeps, at most (5 minutes at the 5 s default)
+UTIL_SPARK = UTIL_BAR  # cells: as wide as the bars they replace
+MEM_SPARK = MEM_BAR
 _HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTING: "cyan"}
 
 
@@ -59,10 +71,40 @@ def gpu_row(gpu: Gpu) -> tuple[Text, ...]:
     return index, util_text, mem_text, temp_text, holder(gpu)
 
 
+def _spark(values: Sequence[float], width: int, low: str, high: str) -> Sparkline[float]:
+    return Sparkline(list(values[-SPARK_POINTS:]), width=width, min_color=Color.parse(low),
+                     max_color=Color.parse(high), summary_function=max)  # fmt: skip
+
+
+def _beside(spark: Sparkline[float], width: int, label: str) -> Table:
+    cell = Table.grid()
+    cell.add_column(no_wrap=True, width=width)
+    cell.add_column(no_wrap=True)
+    cell.add_row(spark, Text(f" {label}"))  # as wide as a bar and its reading
+    return cell
+
+
+def trend_cells(t: TelemetryGpu) -> tuple[RenderableType, RenderableType] | None:
+    """The utilisation and memory cells of a GPU with samples: each a sparkline of its
+    last minutes and its latest reading; None without samples."""
+    history = t.history if isinstance(t.history, list) else []
+    utils = [float(s.utilization) for s in history if s.utilization is not None]
+    memory = [float(s.memory_used) for s in history if s.memory_used is not None]
+    if not utils and not memory:
+        return None
+    util = "--%" if t.utilization is None else f"{t.utilization:>3}%"
+    used = gib(t.memory_used)
+    return (
+        _beside(_spark(utils, UTIL_SPARK, "#2e6b2e", "#5fff5f"), UTIL_SPARK, util),
+        _beside(_spark(memory, MEM_SPARK, "#29477a", "#6fa8ff"), MEM_SPARK, used),
+    )
+
+
 class GpuPanel(Widget):
     DEFAULT_CSS = css_beside(__file__)
 
     gpus: reactive[GpuList | None] = reactive(None)
+    telemetry: reactive[Telemetry | None] = reactive(None)
 
     def watch_gpus(self, gpus: GpuList | None) -> None:
         rows = gpus.gpus if gpus is not None else []
@@ -84,6 +126,14 @@ class GpuPanel(Widget):
         grid.add_column(justify="right", no_wrap=True)
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         grid.add_row(*(Text(h, style="dim") for h in ("#", "util", "memory", "°C", "holder")))
+        sampled = {t.index: t for t in self.telemetry.gpus} if self.telemetry else {}
         for gpu in rows:
-            grid.add_row(*gpu_row(gpu))
+            cells: list[RenderableType] = list(gpu_row(gpu))
+            t = sampled.get(gpu.index)
+            trend = None if t is None or gpu.remote else trend_cells(t)
+            if trend is not None and t is not None:
+                cells[1], cells[2] = trend
+                if gpu.temperature is None and t.temperature is not None:
+                    cells[3] = Text(f"{t.temperature}°", style="red" if t.temperature >= 80 else "")
+            grid.add_row(*cells)
         return grid

@@ -7,7 +7,8 @@ messages (up to the screen, which hands the data down to the panels):
   into one pending ``Batch``; ``RunsChanged`` carries nothing and replaces an
   unhandled one, so a burst of changes costs the screen one merge (Toolong's
   ``can_replace``);
-- ``/v1/gpus`` every 2 s, ``/v1/status`` and ``/v1/workspaces`` every 5 s;
+- ``/v1/gpus`` every 2 s, ``/v1/status`` and ``/v1/workspaces`` every 5 s,
+  ``/v1/telemetry?history=5m`` every 5 s (the GPU panel's sparklines);
 - for each run that starts, whether it was backfilled: its run object's
   ``backfilled``, as the stream last sent it.
 """
@@ -25,9 +26,11 @@ from textual.widget import Widget
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.queue_model import Batch
-from runner.schema import Change, GpuList, Run, Snapshot
+from runner.schema import Change, GpuList, Run, Snapshot, Telemetry
 
 GPU_EVERY = 2.0
+TELEMETRY_EVERY = 5.0
+TELEMETRY_BACK = "5m"  # what the sparklines show
 MACHINE_EVERY = 5.0
 RETRY_EVERY = 2.0
 
@@ -57,6 +60,16 @@ class LiveFeed(Widget):
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, LiveFeed.Machine)
 
+    class Sampled(Message):
+        """The daemon's telemetry, with the last minutes of each GPU's samples."""
+
+        def __init__(self, telemetry: Telemetry) -> None:
+            super().__init__()
+            self.telemetry = telemetry
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveFeed.Sampled)
+
     class Connection(Message):
         def __init__(self, connected: bool, error: str = "") -> None:
             super().__init__()
@@ -79,6 +92,7 @@ class LiveFeed(Widget):
         self.follow_stream()
         self.poll_gpus()
         self.poll_machine()
+        self.poll_telemetry()
 
     @property
     def idle(self) -> bool:
@@ -146,3 +160,12 @@ class LiveFeed(Widget):
                 workspaces = await self.client.workspaces()
                 self.post_message(self.Machine(status, workspaces))
             await asyncio.sleep(MACHINE_EVERY)
+
+    @work(exclusive=True, group="telemetry", exit_on_error=False)
+    async def poll_telemetry(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # the stream reports a lost daemon
+                found = await self.client.telemetry(history=TELEMETRY_BACK)
+                if found.time is not None:  # sampled at least once (never before Slurm)
+                    self.post_message(self.Sampled(found))
+            await asyncio.sleep(TELEMETRY_EVERY)
