@@ -19,6 +19,7 @@ from tests.tui.helpers import until
 from tests.tui.test_edit_drain import draining
 from tests.tui.test_holds import app_with_a_held_run
 from tests.tui.test_snapshots import STATES, app_for, settled
+from tests.tui.test_telemetry_panels import on_the_run_page, sampled_app, sparklines_drawn
 from tests.tui.test_usage_panel import usage_app
 
 OUT = Path(__file__).resolve().parents[2] / "screenshots"
@@ -31,10 +32,14 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("draining", "draining", 120, 36, ()),  # the machine and GPU 3 drained by an admin
     ("usage", "usage", 120, 36, ("u",)),  # a week of usage per workspace, as bars
     ("held", "held", 120, 36, ()),  # a held run out of the order (the head state, one held)
+    ("sparklines", "sampled", 120, 36, ()),  # the GPU panel's sparklines from telemetry
+    ("run-page", "run-page", 120, 36, ()),  # a run's page: its use over its life, plotted
 ]
 
 
 def app_of(state: str) -> AstraeusApp:
+    if state in ("sampled", "run-page"):
+        return sampled_app()
     if state == "usage":
         return usage_app()
     if state == "held":
@@ -53,6 +58,10 @@ async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str,
         await pilot.pause()
         if state == "usage":
             await until(pilot, lambda: app.screen.query_one(UsagePanel).usage is not None)
+        if state == "sampled":
+            await sparklines_drawn(pilot)
+        if state == "run-page":
+            await on_the_run_page(pilot)
         svg = app.export_screenshot(title=f"Astraeus — {state}")
     path = OUT / f"{name}-{width}x{height}.svg"
     path.write_text(svg, encoding="utf-8")
