@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from runner.store.db import Store
@@ -37,6 +37,7 @@ __all__ = [
     "maintain",
     "run_series",
     "run_summary",
+    "span_key",
     "write_samples",
 ]
 
@@ -213,6 +214,15 @@ def _source(store: Store, table: str, since: float) -> tuple[str, tuple[float, .
         return "coarse = 1 AND at >= ?", (since,)
     cut = max(until, float(oldest))
     return "((coarse = 1 AND at >= ? AND at < ?) OR (coarse = 0 AND at >= ?))", (since, cut, cut)
+
+
+def span_key(since: float, now: float, points: int | None) -> Callable[[float], float] | None:
+    """The span a sample's time falls in, as a read of ``points`` groups them (None: each
+    sample its own)."""
+    if points is None:
+        return None
+    width = max((now - since) / max(1, points), 1e-6)
+    return lambda at: float(int((at - since) / width))
 
 
 def _group(since: float, now: float, points: int | None) -> tuple[str, tuple[float, ...]]:

@@ -4,7 +4,8 @@ back (after a restart too).
 The sampler hands each sample's rows to :meth:`Recorder.add`; every ``flush_seconds`` (by the
 samples' own times) the samples waiting are written in one transaction, and every
 MAINTAIN_SECONDS the closed 5-minute buckets are made coarse rows and old rows pruned
-(runner/store/telemetry.py). A read flushes first, so that it sees every sample taken.
+(runner/store/telemetry.py). A read is the store's rows and the samples still waiting,
+never a write of its own.
 A sample that cannot be written (a full disk) is dropped, never retried forever: the
 waiting samples are bounded by MAX_PENDING.
 """
@@ -15,6 +16,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 from runner.store import telemetry as history
 from runner.store.db import Store, StoreError
@@ -99,19 +102,117 @@ class Recorder:
                 log.warning("telemetry: history not pruned: %s", error)
 
     # ------------------------------------------------------------------ reads
+    # The store's rows, and the samples still waiting (never a write: reads do not flush).
+
+    def _waiting(self) -> tuple[list[GpuRow], list[RunRow]]:
+        with self._lock:
+            return list(self._gpus), list(self._runs)
 
     def gpu_series(
         self, since: float, points: int | None = history.MAX_POINTS
     ) -> dict[int, list[GpuRow]]:
-        self.flush()
-        return history.gpu_series(self.store, since, self._wall(), points)
+        now = self._wall()
+        with self._writing:  # no flush between the two reads: each sample seen once
+            found = history.gpu_series(self.store, since, now, points)
+            waiting = [g for g in self._waiting()[0] if since <= g.at <= now]
+        return _merged(found, waiting, lambda g: g.gpu, history.span_key(since, now, points))
 
     def run_series(
         self, run_uids: Sequence[str] | None, since: float, points: int | None = history.MAX_POINTS
     ) -> dict[str, list[RunRow]]:
-        self.flush()
-        return history.run_series(self.store, run_uids, since, self._wall(), points)
+        now = self._wall()
+        chosen = None if run_uids is None else set(run_uids)
+        with self._writing:
+            found = history.run_series(self.store, run_uids, since, now, points)
+            waiting = [
+                r for r in self._waiting()[1]
+                if since <= r.at <= now and (chosen is None or r.run_uid in chosen)
+            ]  # fmt: skip
+        return _merged(found, waiting, lambda r: r.run_uid, history.span_key(since, now, points))
 
     def run_summary(self, run_uid: str) -> RunSummary | None:
-        self.flush()
-        return history.run_summary(self.store, run_uid)
+        with self._writing:
+            stored = history.run_summary(self.store, run_uid)
+            waiting = [r for r in self._waiting()[1] if r.run_uid == run_uid]
+        return _summed(stored, waiting)
+
+
+K = TypeVar("K")
+R = TypeVar("R", GpuRow, RunRow)
+
+
+def _merged(
+    found: dict[K, list[R]], waiting: list[R], key: Callable[[R], K],
+    span: Callable[[float], float] | None,
+) -> dict[K, list[R]]:  # fmt: skip
+    """The store's series with the waiting samples after them, grouped as the store
+    groups them (``span``: a sample's span, None: each its own): a span the store already
+    has stays as the store has it, a newer one is the mean of its waiting samples."""
+    groups: dict[tuple[K, float], list[R]] = {}
+    for row in sorted(waiting, key=lambda r: r.at):
+        series = found.get(key(row))
+        at = row.at if span is None else span(row.at)
+        if series and (row.at <= series[-1].at if span is None else at <= span(series[-1].at)):
+            continue
+        groups.setdefault((key(row), at), []).append(row)
+    for (k, _), rows in groups.items():  # in time order within each series
+        found.setdefault(k, []).append(rows[0] if len(rows) == 1 else _mean_row(rows))
+    return found
+
+
+_KEYS = frozenset({"at", "gpu", "run_uid", "workspace", "gpus"})
+_WHOLE = frozenset({"memory_used", "memory_bytes", "gpu_memory_bytes"})
+
+
+def _mean_row(rows: list[R]) -> R:
+    """The rows' means, at the first one's time (as the store's read gives them)."""
+    changes: dict[str, Any] = {}
+    for f in fields(rows[0]):
+        if f.name in _KEYS:
+            continue
+        known = [v for v in (getattr(r, f.name) for r in rows) if v is not None]
+        mean = sum(known) / len(known) if known else None
+        changes[f.name] = round(mean) if mean is not None and f.name in _WHOLE else mean
+    return replace(rows[0], **changes)
+
+
+def _mean(values: list[float | None]) -> tuple[float, int]:
+    known = [v for v in values if v is not None]
+    return sum(known), len(known)
+
+
+def _summed(stored: RunSummary | None, waiting: list[RunRow]) -> RunSummary | None:
+    """A run's summary over the store's samples and those still waiting."""
+    if not waiting:
+        return stored
+    columns: list[list[float | None]] = [
+        [r.cpu_percent for r in waiting],
+        [None if r.memory_bytes is None else float(r.memory_bytes) for r in waiting],
+        [None if r.gpu_memory_bytes is None else float(r.gpu_memory_bytes) for r in waiting],
+        [r.gpu_util for r in waiting],
+    ]  # fmt: skip
+    count = len(waiting)
+    means: list[float | None] = []
+    peaks: list[float | None] = []
+    for i, values in enumerate(columns):
+        total, known = _mean(values)
+        old_mean = None if stored is None else stored.mean[i]
+        old_n = 0 if stored is None or old_mean is None else stored.samples
+        if old_mean is not None:
+            total, known = total + old_mean * old_n, known + old_n
+        means.append(total / known if known else None)
+        candidates = [v for v in values if v is not None]
+        old_peak = None if stored is None else stored.peak[i]
+        if old_peak is not None:
+            candidates.append(old_peak)
+        peaks.append(max(candidates) if candidates else None)
+    first = min(r.at for r in waiting)
+    last = max(r.at for r in waiting)
+    if stored is not None:
+        first, last, count = (
+            min(first, stored.first_at),
+            max(last, stored.last_at),
+            count + stored.samples,
+        )
+    return RunSummary(count, first, last, (means[0], means[1], means[2], means[3]),
+                      (peaks[0], peaks[1], peaks[2], peaks[3]))  # fmt: skip

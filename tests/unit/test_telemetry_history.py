@@ -123,8 +123,18 @@ def test_the_recorder_batches_by_time_and_a_read_sees_everything(store: Store) -
     assert _count(store, "telemetry_gpus", 0) == 0
     recorder.add(T0 + 30, [_gpu(T0 + 30, 1.0)], [])  # 30 s after the first: one transaction
     assert _count(store, "telemetry_gpus", 0) == 7 and recorder.last_write_ms > 0
-    recorder.add(T0 + 35, [_gpu(T0 + 35, 1.0)], [])
-    assert len(recorder.gpu_series(T0)[0]) == 8  # the read wrote the waiting one first
+    recorder.add(T0 + 35, [_gpu(T0 + 35, 3.0)], [_run(T0 + 35, 90.0)])
+    series = recorder.gpu_series(T0)[0]  # the store's and the one still waiting
+    assert len(series) == 8 and series[-1].utilization == 3.0
+    assert _count(store, "telemetry_gpus", 0) == 7  # a read writes nothing
+    summary = recorder.run_summary("uid-a")
+    assert summary is not None and summary.samples == 7 and summary.last_at == T0 + 35
+    assert summary.mean[0] == pytest.approx((6 * 1.0 + 90.0) / 7) and summary.peak[0] == 90.0
+    assert [r.cpu_percent for r in recorder.run_series(["uid-a"], T0 + 20)["uid-a"]] == [
+        1.0, 1.0, 90.0,
+    ]  # fmt: skip
+    coarse = recorder.gpu_series(T0, points=2)[0]  # a span the store has keeps its mean
+    assert len(coarse) <= 3
 
 
 def _live() -> list[LiveWorker]:
