@@ -2,12 +2,13 @@
 
 Every sample is kept for FULL_KEPT seconds (a day) in ``telemetry_gpus`` and
 ``telemetry_runs`` (``coarse`` 0); each closed BUCKET (5 minutes) is also kept as one
-``coarse`` row of its means and peaks, with the number of samples it holds, for
-COARSE_KEPT seconds (a month). A run's rows are keyed by its uid, never its name, and
-carry its workspace, so that who may see them is decided without the run (which may be
-forgotten). Rows past their age go, and past MAX_FULL_ROWS / MAX_COARSE_ROWS the oldest
-go first, whatever their age. A read returns at most MAX_POINTS samples per series,
-averaged over equal spans when there are more.
+``coarse`` row of its means and peaks, at its first sample's time, with the number of
+samples it holds, for COARSE_KEPT seconds (a month). A run's rows are keyed by its
+uid, never its name, and carry its workspace, so that who may see them is decided
+without the run (which may be forgotten). Rows past their age go, and past
+MAX_FULL_ROWS / MAX_COARSE_ROWS the oldest go first, whatever their age. A read
+returns at most MAX_POINTS samples per series, averaged over equal spans when there
+are more.
 
 The telemetry thread writes many samples in one transaction (``write_samples``) and
 keeps the tables (``maintain``); every statement is here.
@@ -130,7 +131,7 @@ def _coarse_until(store: Store, table: str) -> float | None:
     """Where the coarse rows of ``table`` end (None: there are none)."""
     sql = f"SELECT MAX(at) FROM {table} WHERE coarse = 1"
     newest = store._connect().execute(sql).fetchone()[0]
-    return None if newest is None else float(newest) + BUCKET
+    return None if newest is None else math.floor(newest / BUCKET) * BUCKET + BUCKET
 
 
 def _downsample(tx: Tx, table: str, start: float, end: float) -> None:
@@ -139,7 +140,7 @@ def _downsample(tx: Tx, table: str, start: float, end: float) -> None:
         tx._sql(
             "INSERT INTO telemetry_gpus (at, coarse, samples, gpu, utilization,"
             " utilization_peak, memory_used, memory_peak, temperature, power_watts)"
-            f" SELECT {bucket} * {BUCKET}, 1, COUNT(*), gpu, AVG(utilization),"
+            " SELECT MIN(at), 1, COUNT(*), gpu, AVG(utilization),"
             " MAX(utilization_peak), CAST(ROUND(AVG(memory_used)) AS INTEGER), MAX(memory_peak),"
             " AVG(temperature), AVG(power_watts) FROM telemetry_gpus"
             f" WHERE coarse = 0 AND at >= ? AND at < ? GROUP BY {bucket}, gpu",
@@ -150,7 +151,7 @@ def _downsample(tx: Tx, table: str, start: float, end: float) -> None:
             "INSERT INTO telemetry_runs (at, coarse, samples, run_uid, workspace, gpus,"
             " cpu_percent, cpu_peak, memory_bytes, memory_peak, gpu_memory_bytes,"
             " gpu_memory_peak, gpu_util, gpu_util_peak)"
-            f" SELECT {bucket} * {BUCKET}, 1, COUNT(*), run_uid, MAX(workspace), MAX(gpus),"
+            " SELECT MIN(at), 1, COUNT(*), run_uid, MAX(workspace), MAX(gpus),"
             " AVG(cpu_percent), MAX(cpu_peak), CAST(ROUND(AVG(memory_bytes)) AS INTEGER),"
             " MAX(memory_peak), CAST(ROUND(AVG(gpu_memory_bytes)) AS INTEGER),"
             " MAX(gpu_memory_peak), AVG(gpu_util), MAX(gpu_util_peak) FROM telemetry_runs"

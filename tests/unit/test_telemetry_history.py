@@ -104,14 +104,16 @@ def test_rows_past_the_bound_go_oldest_first(store: Store) -> None:
 
 
 def test_a_runs_summary_counts_each_sample_once(store: Store) -> None:
-    rows = [_run(T0 + s, 10.0, memory=(1 << 30) + s) for s in range(0, 600, 5)]
-    rows += [_run(T0 + 600 + s, 70.0, memory=4 << 30) for s in range(0, 60, 5)]
+    start = T0 + 7  # its first sample, 7 s into a bucket
+    rows = [_run(start + s, 10.0, memory=(1 << 30) + s) for s in range(0, 595, 5)]
+    rows += [_run(start + 600 + s, 70.0, memory=4 << 30) for s in range(0, 60, 5)]
     th.write_samples(store, [], [*rows, _run(T0, 999.0, uid="uid-b")])
-    th.maintain(store, T0 + 700, written_until=T0 + 660)  # two buckets coarse, full kept
+    th.maintain(store, T0 + 700, written_until=T0 + 667)  # two buckets coarse, full kept
+    assert _count(store, "telemetry_runs", 1) == 3  # uid-a's two, uid-b's one
     summary = th.run_summary(store, "uid-a")
-    assert summary is not None and summary.samples == 132
-    assert summary.first_at == T0 and summary.last_at == T0 + 655
-    assert summary.mean[0] == pytest.approx((120 * 10.0 + 12 * 70.0) / 132)
+    assert summary is not None and summary.samples == 131
+    assert summary.first_at == start and summary.last_at == start + 655
+    assert summary.mean[0] == pytest.approx((119 * 10.0 + 12 * 70.0) / 131)
     assert summary.peak[0] == 70.0 and summary.peak[1] == 4 << 30
     assert th.run_summary(store, "uid-none") is None
 
