@@ -45,7 +45,7 @@ __all__ = [
 FULL_KEPT = 86_400.0  # seconds every sample is kept
 COARSE_KEPT = 31 * 86_400.0  # seconds the 5-minute means and peaks are kept
 BUCKET = 300.0  # seconds one coarse row stands for
-MAX_FULL_ROWS = 2_000_000  # rows of each table at full rate, at most (GPUs and runs apart)
+MAX_FULL_ROWS = 1_000_000  # rows of each table at full rate, at most (about 100 bytes each)
 MAX_COARSE_ROWS = 500_000  # coarse rows of each table, at most
 MAX_POINTS = 2_000  # samples one read returns per GPU or run, at most
 
