@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from astraeus_tui.fmt import Run, compact, over_quota
-from astraeus_tui.when import DAY, epoch, start_label
+from astraeus_tui.when import DAY, epoch, idle_label, start_label
 from runner.model import RunState
 
 SORTS = ("order", "priority", "age", "name", "workspace", "state")
@@ -25,7 +25,8 @@ AGE = 7  # the age column: it moves with the clock
 AGE_EVERY = 30.0  # seconds between two renderings of an age
 # what the cells other than the mark show: when none of these changes, only the mark is redrawn
 CELL_KEYS = ("name", "head", "workspace", "priority", "state", "gpus", "gpus_requested",
-             "time_limit_seconds", "submitted_at", "starts_by", "reason")  # fmt: skip
+             "time_limit_seconds", "submitted_at", "starts_by", "reason", "idle_since")  # fmt: skip
+REASON = 9  # the reason column: an idle run's mark in it moves with the clock
 STATE_STYLE: dict[str, str] = {
     RunState.RUNNING: "green", RunState.STARTING: "cyan", RunState.STOPPING: "red",
     RunState.QUEUED: "",
@@ -268,12 +269,29 @@ class QueueModel:
             Text(compact(limit) if limit else "none", justify="right"),
             self.age_cell(rid, now),
             self._start(run, now),
-            Text(run.reason or "", style="" if dim else "grey70"),
+            self._reason(run, now),
         )
         if dim:
             for cell in values:
                 cell.stylize("dim")
         return values
+
+    def _reason(self, run: Run, now: float) -> Text:
+        """The reason, after ``idle 25m ·`` when the run's GPUs are marked idle."""
+        cell = Text(run.reason or "", style="" if over_quota(run) else "grey70")
+        idle = idle_label(run, now)
+        return Text.assemble((idle, "bold dark_orange"), " · ", cell) if idle else cell
+
+    def idle(self) -> bool:
+        """Whether a run in the queue is marked idle (its reason cell then moves)."""
+        return any(isinstance(self.runs[rid].idle_since, str) for rid in self._active)
+
+    def reason_cell(self, rid: str, now: float) -> Text:
+        run = self.runs[rid]
+        cell = self._reason(run, now)
+        if over_quota(run):
+            cell.stylize("dim")
+        return cell
 
     def new_day(self, now: float) -> bool:
         """Whether the UTC day turned since last asked: start cells then show other dates."""

@@ -288,6 +288,7 @@ class StopReason(StrEnum):
     NEVER_STARTED = "never-started"  # ended before it began: not the program's failure
     WITHDRAWN = "withdrawn"  # its preemption was withdrawn: it runs on
     REQUEUE = "requeue"  # astra requeue: stopped with the grace, queued again, no restart spent
+    IDLE = "idle-gpus"  # its GPUs were idle ([machine] idle_gpu_policy = "stop"): it fails
 
 
 def sql_list(states: frozenset[RunState] | frozenset[WorkerState]) -> str:

@@ -69,6 +69,9 @@ class ReasonCode(StrEnum):
     UNDRAINED = "UNDRAINED"
     NOTIFIED = "NOTIFIED"  # a notification delivered (runner/notify)
     NOTIFY_FAILED = "NOTIFY_FAILED"  # a notification given up on, or not queued
+    GPU_IDLE = "GPU_IDLE"  # a run's GPUs idle for [machine] idle_gpu_after (an event)
+    GPU_BUSY = "GPU_BUSY"  # an idle run's GPUs in use again (an event)
+    IDLE_STOPPED = "IDLE_STOPPED"  # stopped for idle GPUs (idle_gpu_policy = "stop")
 
 
 # an event's code by its kind; a start's code is its rule's (BACKFILLED or STARTED)

@@ -100,6 +100,9 @@ class Run(_Wire, frozen=True, kw_only=True):
     after: list[str] = []
     held: bool = False
     begin_at: str | None = None
+    # since when its GPUs have done nothing, once it is marked idle ([machine]
+    # idle_gpu_after); left out of the JSON while it is not
+    idle_since: str | UnsetType = UNSET
 
 
 class Worker(_Wire, frozen=True, kw_only=True):

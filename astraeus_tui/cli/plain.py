@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from astraeus_tui.text import shown
-from astraeus_tui.when import start_label
+from astraeus_tui.when import idle_label, start_label
 from runner.model import RunState
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ class Cells:
         start = self._starts.get(key)
         if start is None:
             start = self._starts[key] = start_label(r, self.now)
-        cells = (mark, r.name, r.workspace, str(r.priority), str(r.state), gpus, aged, start,
+        idle = idle_label(r, self.now)  # its GPUs idle: the mark after the state
+        state = f"{r.state} ({idle})" if idle else str(r.state)
+        cells = (mark, r.name, r.workspace, str(r.priority), state, gpus, aged, start,
                  r.reason or "")  # fmt: skip
         return [c if c.isprintable() else shown(c) for c in cells]
 

@@ -83,7 +83,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     from rich.table import Table
 
     from astraeus_tui.text import plain
-    from astraeus_tui.when import start_label  # the dashboard's START column too
+    from astraeus_tui.when import idle_label, start_label  # the dashboard's START too
 
     now = time.time()
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -101,7 +101,9 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
         gpus = held if held else str(r.gpus_requested)
         waiting = r.state == RunState.QUEUED
         mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
-        cells = (mark, r.name, r.workspace, str(r.priority), r.state, gpus,
+        idle = idle_label(r, now)  # its GPUs idle: the mark after the state
+        state = f"{r.state} ({idle})" if idle else r.state
+        cells = (mark, r.name, r.workspace, str(r.priority), state, gpus,
                  age(r.submitted_at), start_label(r, now), r.reason or "")  # fmt: skip
         *shown, reason = (plain(c) for c in cells)  # no markup, nothing unprintable
         if not wide:  # one line a run, as squeue: the cell shrinks, the text is cut with …

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ from textual.widgets import DataTable, Footer, Log, Sparkline, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, compact, gib, when
 from astraeus_tui.text import plain
-from astraeus_tui.when import epoch, utc_clock
+from astraeus_tui.when import epoch, idle_label, utc_clock
 from runner.model import RunState, StopReason
 from runner.schema import (
     Checkpoint,
@@ -80,7 +81,7 @@ def facts(run: RunDetail) -> Table:
     rows = (
         ("workspace", f"{run.workspace} (owner {run.owner or '?'})"),
         ("priority", str(run.priority)),
-        ("state", str(run.state)),
+        ("state", _state(run, time.time())),
         ("GPUs", f"{run.gpus_requested} asked · holds {_gpus(run.gpus)}"),
         ("CPU · memory", f"{run.cpu_cores_requested:g} cores · "
                          f"{gib(run.memory_requested or 0)}"),
@@ -131,6 +132,8 @@ def worker_why(w: Worker) -> str:
     if why == StopReason.PREEMPT:
         by = w.stopping_for
         why = f"preempted by {by}" if by else "preempted"
+    elif why == StopReason.IDLE:
+        why = "its GPUs were idle (idle_gpu_policy)"
     if w.killed:
         why = f"{why} (SIGKILL)".strip()
     return str(why)
@@ -171,6 +174,13 @@ def plot_label(t: RunTelemetry, field: str, as_bytes: bool) -> Text:
     text.append(" · peak ", style="dim")
     text.append(_figure(usage.peak, field, as_bytes))
     return text
+
+
+def _state(run: Run, now: float) -> str:
+    """The state, and ``GPUs idle 25m (since 14:03 UTC)`` while they are marked idle."""
+    idle = idle_label(run, now)
+    since = run.idle_since if isinstance(run.idle_since, str) else None
+    return f"{run.state} · GPUs {idle} (since {_time(since)} UTC)" if idle else str(run.state)
 
 
 def _state_line(run: Run) -> str:

@@ -196,6 +196,8 @@ class MainScreen(Screen[None]):
         model, table = self.model, self.query_one(QueueTable)
         if self._ticks % int(AGE_EVERY) == 0:
             table.update_column("age", lambda rid: model.age_cell(rid, now))
+            if model.idle():  # an idle run's "idle 25m" moves on
+                table.update_column("reason", lambda rid: model.reason_cell(rid, now))
         if model.new_day(now):
             table.update_column("start", lambda rid: model.start_cell(rid, now))
 

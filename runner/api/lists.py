@@ -102,12 +102,16 @@ def list_body(
         group=query.get("group"), states=states,
     )  # fmt: skip
     views = run_views(runs, backend.specs.get, caller.viewer, plan,
-                      daemon.service.live_by_run(), backend.clock(), estimates)  # fmt: skip
+                      daemon.service.live_by_run(), backend.clock(), estimates,
+                      backend.status.idle)  # fmt: skip
     views.sort(key=lambda v: (v.state not in _RUNNING, v.position or 1 << 30))
     if fields is None:
         body = msgspec.json.encode(schema.RunList(runs=views))
     else:
-        body = msgspec.json.encode({"runs": [{f: getattr(v, f) for f in fields} for v in views]})
+        body = msgspec.json.encode({"runs": [
+            {f: getattr(v, f) for f in fields if getattr(v, f) is not schema.UNSET}
+            for v in views
+        ]})  # fmt: skip
     if not any(v.stop_deadline is not None for v in views):  # no grace counting down
         cache.put(key, made, body)
     return body

@@ -34,7 +34,8 @@ def _run_json(
     found = estimates.cached(daemon) if cached else estimates.get(daemon)
     estimate = found.get(name) if run.state == RunState.QUEUED else None
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
-    return run_object(run, spec, caller.viewer, plan, live, now, estimate)
+    idle = daemon.backend.status.idle.get(run.run_uid)
+    return run_object(run, spec, caller.viewer, plan, live, now, estimate, idle)
 
 
 # ------------------------------------------------------------------ runs

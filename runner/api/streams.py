@@ -40,6 +40,7 @@ def run_objects(
     """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
     live = daemon.service.live_by_run()
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
+    idle = daemon.backend.status.idle
     return [
         run_object(
             r,
@@ -49,6 +50,7 @@ def run_objects(
             live.get(r.name, ()),
             now,
             estimates.get(r.name),
+            idle.get(r.run_uid),
         )
         for r in runs
     ]
@@ -68,6 +70,7 @@ class Frame:
     estimates: Mapping[str, Estimate]
     at: float  # monotonic: when it was read
     timed: bool  # an object holds a stop grace that counts down with the clock
+    idle: Mapping[str, float] = dataclasses.field(default_factory=dict)  # uid -> idle since
 
     def render(self, daemon: Daemon, names: list[str], viewer: Viewer) -> list[dict[str, Any]]:
         """The objects of ``names`` for ``viewer``; the admin view as it is."""
@@ -76,7 +79,7 @@ class Frame:
         specs, rows = daemon.backend.specs, self.rows
         return [
             run_object(rows[n], specs.get(rows[n]), viewer, self.plan, self.live.get(n, ()),
-                       self.now, self.estimates.get(n))
+                       self.now, self.estimates.get(n), self.idle.get(rows[n].run_uid))
             for n in names
         ]  # fmt: skip
 
@@ -175,21 +178,24 @@ class Changes:
         # the estimates as they are: replaying the queue for them (a store read) would hold
         # this diff back; the follow-up a second later brings the plan's new ones
         estimates, specs = self.last_estimates(), daemon.backend.specs
+        idle = dict(daemon.backend.status.idle)  # the marks as this frame saw them
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}
         self._inputs = {}
         for n, r in rows.items():
             workers, estimate = live.get(n, ()), estimates.get(n)
-            key = _inputs(r, plan, workers, estimate)
+            since = idle.get(r.run_uid)
+            key = _inputs(r, plan, workers, estimate, since)
             if key is not None and keys.get(n) == key and n in last:
                 objects[n] = last[n]  # rendered from the same inputs: the same object
             else:
-                objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate)
+                objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate,
+                                        since)  # fmt: skip
             if key is not None:
                 self._inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
         return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
-                     timed)  # fmt: skip
+                     timed, idle)  # fmt: skip
 
     def _diff(self) -> None:
         """Read the store into a new frame and send every subscriber what changed."""
@@ -254,8 +260,9 @@ SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the
 
 
 def _inputs(
-    run: RunRow, plan: Plan | None, live: Sequence[WorkerRow], estimate: Estimate | None
-) -> tuple[object, ...] | None:
+    run: RunRow, plan: Plan | None, live: Sequence[WorkerRow], estimate: Estimate | None,
+    idle_since: float | None = None,
+) -> tuple[object, ...] | None:  # fmt: skip
     """All a run's object is rendered from (runner/api/views.py run_view), to compare with
     the last diff's; None when it moves with the clock (a stop grace counting down)."""
     if any(w.state == WorkerState.STOPPING and w.stop_deadline is not None for w in live):
@@ -263,7 +270,7 @@ def _inputs(
     head = plan is not None and plan.head is not None and plan.head.run == run.name
     position = None if plan is None else plan.positions.get(run.name)
     shadow = plan.head.shadow if head and plan is not None and plan.head is not None else None
-    return (run, tuple(live), position, head, shadow, estimate)
+    return (run, tuple(live), position, head, shadow, estimate, idle_since)
 
 
 def _age(frame: Frame) -> float:

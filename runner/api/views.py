@@ -51,10 +51,11 @@ def run_object(
     live: Iterable[WorkerRow] = (),
     now: float | None = None,
     estimate: Estimate | None = None,
+    idle_since: float | None = None,
 ) -> dict[str, Any]:
     """One run as ``--json`` prints it and the API returns it (``run_view``'s JSON)."""
     obj: dict[str, Any] = msgspec.to_builtins(
-        run_view(run, spec, viewer, plan, live, now, estimate)
+        run_view(run, spec, viewer, plan, live, now, estimate, idle_since=idle_since)
     )
     return obj
 
@@ -67,13 +68,16 @@ def run_views(
     live: Mapping[str, Sequence[WorkerRow]],
     now: float | None,
     estimates: Mapping[str, Estimate],
+    idle: Mapping[str, float] | None = None,
 ) -> list[schema.Run]:
     """Many runs for one viewer (the queue's list): each as ``run_view`` makes it, a
-    reason the runs share (the queue's "Queued behind …") rendered once."""
+    reason the runs share (the queue's "Queued behind …") rendered once. ``idle``: the
+    runs marked idle, by uid (runner/engine/idle.py)."""
     rendered: dict[tuple[int, bool], str | None] = {}
+    idle = idle or {}
     return [
         run_view(r, spec_of(r), viewer, plan, live.get(r.name, ()), now,
-                 estimates.get(r.name), rendered)
+                 estimates.get(r.name), rendered, idle.get(r.run_uid))
         for r in runs
     ]  # fmt: skip
 
@@ -87,10 +91,12 @@ def run_view(
     now: float | None = None,
     estimate: Estimate | None = None,
     rendered: dict[tuple[int, bool], str | None] | None = None,
+    idle_since: float | None = None,
 ) -> schema.Run:
     """One run for ``viewer``. ``starts_by``: the head's shadow time, else the estimate
     when there is one. ``rendered``: reasons already rendered for ``viewer``, by the
-    reason's identity (``run_views``; the rows, and so their reasons, outlive it)."""
+    reason's identity (``run_views``; the rows, and so their reasons, outlive it).
+    ``idle_since``: since when its GPUs are idle (wall clock), once it is marked so."""
     visible = viewer.sees(run.workspace)
     if rendered is None:
         reason = _reason(run, viewer, visible)
@@ -140,6 +146,7 @@ def run_view(
         after=list(spec.after) if visible else [],
         held=run.held_by is not None and run.state not in RunState.FINISHED,
         begin_at=iso(spec.begin_at),
+        idle_since=schema.UNSET if idle_since is None or not live else iso(idle_since) or "",
     )
 
 

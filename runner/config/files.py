@@ -187,6 +187,13 @@ DEFAULT_CONFIG_TEXT = """\
 #                       refused under docker
 #   telemetry_seconds   seconds between two samples of the GPUs and the running
 #                       runs (astra top, GET /v1/telemetry); default 5
+#   idle_gpu_after      a run whose GPUs stay at or under idle_gpu_threshold
+#                       for this long is idle: an event (GPU_IDLE) and the mark
+#                       "idle 25m" in astra ls; default "30m"; "off": never
+#   idle_gpu_threshold  percent utilisation at or under which a GPU is idle
+#                       (default 5)
+#   idle_gpu_policy     "warn" (the default: the event and the mark) | "stop":
+#                       an idle run is also stopped with the grace, and fails
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too

@@ -55,6 +55,7 @@ from runner.config.checks import (
     _users,
     _whole,
 )
+from runner.config.idle import IDLE_DEFAULTS, IDLE_KEYS, IdleConfig, parse_idle
 from runner.config.metrics import METRICS_KEYS, MetricsConfig, parse_metrics
 from runner.model import (
     DEFAULT_STOP_GRACE,
@@ -87,6 +88,7 @@ _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm", "notif
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
     "max_submit_per_user", "log_limit", "log_reserve", "default_image", "telemetry_seconds",
+    *IDLE_KEYS,  # runner/config/idle.py
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = (
@@ -136,6 +138,8 @@ class MachineConfig:
     # else such a run is refused. A workspace's default_image goes first.
     default_image: str | None = None
     telemetry_seconds: float = DEFAULT_TELEMETRY  # between two samples of GPUs and runs
+    # idle_gpu_after, idle_gpu_threshold, idle_gpu_policy (runner/config/idle.py)
+    idle: IdleConfig = IDLE_DEFAULTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +247,7 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
         default_image=_default_image(table.get("default_image"), "machine.default_image"),
         telemetry_seconds=_telemetry(table.get("telemetry_seconds", DEFAULT_TELEMETRY)),
+        idle=parse_idle(table),
     )
 
 

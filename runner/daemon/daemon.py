@@ -22,6 +22,7 @@ from runner.config.load import Config, ConfigError, load_config
 from runner.config.slurm import SlurmConfig
 from runner.engine.backend import Backend
 from runner.engine.groups import GroupControl
+from runner.engine.idle import IdleSettings
 from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
@@ -33,6 +34,7 @@ from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.store.db import RunRow, Store
 from runner.telemetry.history import Recorder
+from runner.telemetry.idle import IdleTracker
 from runner.telemetry.sampler import Sampler
 from runner.telemetry.workers import live_workers
 
@@ -133,6 +135,11 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
     )
 
 
+def _idle_settings(config: Config) -> IdleSettings:
+    idle = config.machine.idle
+    return IdleSettings(idle.after, idle.threshold, idle.policy)
+
+
 class Daemon:
     """Built whole by its constructor: the store, the service, then the back end (the
     engine's loop, or a front for Slurm by the config), each handed what it needs."""
@@ -167,6 +174,8 @@ class Daemon:
             self.executor, self.executor_why = choice.executor, choice.why
         else:
             self.executor, self.executor_why = executor, f"{executor.name}: given"
+        idle = self.config.machine.idle  # idle GPUs: the sampler measures, the loop acts
+        self.idle_tracker = IdleTracker(idle.threshold) if self.executor is not None else None
         self.settings = self._settings()
         name = self.executor.name if self.executor is not None else "slurm"
         self.service = Service(self.store, self.config, self._poke, name, self._check_spec)
@@ -186,6 +195,8 @@ class Daemon:
                 self.inventory.simulated,
                 partial(live_workers, self.store, self.executor),
                 recorder=Recorder(self.store),  # the history in the store
+                idle=self.idle_tracker,
+                monotonic=self.backend.clock.mono,
             )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -204,6 +215,8 @@ class Daemon:
             log_limit=self.config.machine.log_limit,
             log_reserve=self.config.machine.log_reserve,
             authorise=self._start_refusal,
+            idle=_idle_settings(self.config),
+            idle_tracker=self.idle_tracker,
         )
 
     def _backend(
@@ -236,6 +249,10 @@ class Daemon:
         self.settings.workspaces = config.workspaces
         self.settings.drives = {name: d.path for name, d in config.drives.items()}
         self.settings.finished_retention = config.machine.finished_retention
+        if self.settings.idle is not None:  # the loop's IdleWatch holds this very object
+            new = _idle_settings(config)
+            self.settings.idle.after, self.settings.idle.threshold = new.after, new.threshold
+            self.settings.idle.policy = new.policy
         self.store.notify_targets = config.notify
         self.backend.poke()
 

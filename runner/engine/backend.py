@@ -50,6 +50,8 @@ class LoopStatus:
     plan: Plan | None = None
     plan_times: PlanTimes = field(default_factory=PlanTimes)  # every plan's, for GET /metrics
     errors: list[str] = field(default_factory=list)
+    # runs marked idle (runner/engine/idle.py): run uid -> idle since, on the wall clock
+    idle: dict[str, float] = field(default_factory=dict)
 
 
 class Backend(Protocol):

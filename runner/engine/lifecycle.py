@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.engine.idle import idle_stopped
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
 from runner.reasons import Reason, ReasonCode, RunRef
@@ -28,7 +29,7 @@ from runner.store.tx import Tx
 
 STOPS_THAT_CANCEL = frozenset(
     {StopReason.DELETE, StopReason.TIMELIMIT, StopReason.FAILED, StopReason.RESTART,
-     StopReason.NEVER_STARTED, StopReason.REQUEUE}
+     StopReason.NEVER_STARTED, StopReason.REQUEUE, StopReason.IDLE}
 )  # fmt: skip
 
 
@@ -107,6 +108,7 @@ def _restart_partial_gang(
 def _finish(
     store: Store, tx: Tx, run: RunRow, spec: RunSpec, request: StopReason | None,
     preempted_for: RunRef | None, latest: dict[int, WorkerRow], now: float,
+    idle_after: float | None = None,
 ) -> None:  # fmt: skip
     """Nothing of the run lives any more: decide its state."""
     name, ws = run.name, run.workspace
@@ -118,6 +120,9 @@ def _finish(
         store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
     elif request == StopReason.FAILED:
         store.finish_run(tx, name, RunState.FAILED, now)
+    elif request == StopReason.IDLE:  # idle_gpu_policy = "stop": not queued again
+        store.finish_run(tx, name, RunState.FAILED, now, idle_stopped(idle_after))
+        store.add_event(tx, name, ws, "Failed", idle_stopped(idle_after), now)  # FAILED
     elif request == StopReason.REQUEUE:  # its submission time and restarts as they were
         reason = Reason("Requeued: waiting to run again", code=ReasonCode.REQUEUED)
         store.requeue(tx, name, clear_request=True, reason=reason)
@@ -140,9 +145,11 @@ def _requeue_preempted(store: Store, tx: Tx, run: RunRow, head: RunRef, now: flo
 
 
 def settle_run(
-    store: Store, run: RunRow, spec: RunSpec, workers: list[WorkerRow], now: float
-) -> list[str] | None:
-    """Classify the run's ended workers and move the run on.
+    store: Store, run: RunRow, spec: RunSpec, workers: list[WorkerRow], now: float,
+    idle_after: float | None = None,
+) -> list[str] | None:  # fmt: skip
+    """Classify the run's ended workers and move the run on. ``idle_after``: the
+    ``[machine] idle_gpu_after`` a run stopped for idle GPUs is told of.
 
     Returns the handles to clean up, or None when nothing changed.
     """
@@ -159,7 +166,7 @@ def settle_run(
             request = _restart_partial_gang(store, tx, run, ended, now)
         latest = latest_workers(store.workers_of(run.name)) if ended else latest_workers(workers)
         if not live:
-            _finish(store, tx, run, spec, request, batch.preempted_for, latest, now)
+            _finish(store, tx, run, spec, request, batch.preempted_for, latest, now, idle_after)
         elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):
             _requeue_preempted(store, tx, run, batch.preempted_for, now)
             stopping = all(w.state == WorkerState.STOPPING for w in live)

@@ -20,6 +20,7 @@ from runner.engine.adopt import adopt
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
+from runner.engine.idle import IdleWatch
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.engine.settings import LoopSettings
@@ -75,6 +76,10 @@ class Loop:
         self._next_retention = 0.0
         self._on_change: Callable[[], None] = lambda: None
         self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
+        self.idle: IdleWatch | None = None  # idle GPUs: marks, events, the stop policy
+        if settings.idle is not None and settings.idle_tracker is not None:
+            self.idle = IdleWatch(store, settings.idle_tracker, settings.idle)
+            self.status.idle = self.idle.marks
 
     def key(self, w: WorkerRow) -> str:
         """The worker's executor handle, also when the daemon died before recording it."""
@@ -166,6 +171,8 @@ class Loop:
             self._dirty = True
         changed = self.observe(now)
         changed |= self.enforce(now)
+        if self.idle is not None:
+            changed |= self.idle.tick(self.now, self.stop_workers)
         changed |= self.settle(now)
         changed |= self.forget(now)
         changed |= self.groups(now)
@@ -354,7 +361,8 @@ class Loop:
         for run in self.store.runs_to_settle():
             workers = self.store.workers_of(run.name)
             spec = self.specs.get(run)
-            cleanup = settle_run(self.store, run, spec, workers, now)
+            idle_after = None if self.idle is None else self.idle.settings.after
+            cleanup = settle_run(self.store, run, spec, workers, now, idle_after)
             if cleanup is None:
                 continue
             changed = True

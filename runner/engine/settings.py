@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.engine.idle import IdleSettings
 from runner.engine.revocation import Authorise
 from runner.model import Workspace
 from runner.planner.plan import Machine
+from runner.telemetry.idle import IdleTracker
 
 __all__ = ["LoopSettings"]
 
@@ -28,3 +30,6 @@ class LoopSettings:
     authorise: Authorise | None = (
         None  # may a run's owner still start it (runner.engine.revocation)
     )
+    # idle GPUs ([machine] idle_gpu_*): the rule, and the telemetry's tracker; None: none
+    idle: IdleSettings | None = None
+    idle_tracker: IdleTracker | None = None

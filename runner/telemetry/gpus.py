@@ -18,6 +18,7 @@ from runner.gpus import SIM_MEMORY, nvml_devices
 SIM_IDLE_TEMPERATURE = 34
 SIM_IDLE_POWER = 62.0  # watts
 SIM_BUSY_POWER = 180.0  # watts at 0 %, plus up to 2.2 W a point of utilisation
+SIM_BUSY_CPU = 10.0  # percent of a core: a run using less leaves its simulated GPUs at 0 %
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,9 @@ class GpuProcess:
     pid: int
     gpu: int
     memory_used: int | None
+    # its share of the GPU's time (NVML's per-process SM utilisation, %); None where NVML
+    # cannot say (no per-process accounting on this GPU or driver)
+    utilization: int | None = None
 
 
 def _errors(nvml: Any) -> tuple[type[BaseException], ...]:
@@ -102,14 +106,32 @@ def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
             )
         )
         running = ask("nvmlDeviceGetComputeRunningProcesses")
+        shares = _process_utilization(ask("nvmlDeviceGetProcessUtilization", 0))
         for p in running or ():
             pid = getattr(p, "pid", None)
             if isinstance(pid, int) and pid > 0:
                 used = getattr(p, "usedGpuMemory", None)
+                share = None if shares is None else shares.get(pid, 0)
                 processes.append(
-                    GpuProcess(pid, index, used if isinstance(used, int) and used >= 0 else None)
+                    GpuProcess(
+                        pid, index, used if isinstance(used, int) and used >= 0 else None, share
+                    )
                 )
     return readings, processes
+
+
+def _process_utilization(samples: object) -> dict[int, int] | None:
+    """NVML's per-process samples (``nvmlDeviceGetProcessUtilization``) as pid -> SM %,
+    the highest of its samples; None when NVML gave none (not supported, no samples).
+    A process absent from answered samples did nothing on the GPU in their window."""
+    if not isinstance(samples, list | tuple):
+        return None
+    found: dict[int, int] = {}
+    for sample in samples:
+        pid, sm = getattr(sample, "pid", None), getattr(sample, "smUtil", None)
+        if isinstance(pid, int) and pid > 0 and isinstance(sm, int) and 0 <= sm <= 100:
+            found[pid] = max(found.get(pid, 0), sm)
+    return found
 
 
 def _fraction(*parts: object) -> float:
@@ -118,9 +140,18 @@ def _fraction(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def simulate(indexes: tuple[int, ...], holders: Mapping[int, str], now: float) -> list[GpuReading]:
-    """Simulated GPUs: one held by a run (``holders``: GPU index -> run uid) is busy,
-    80–100 % with 60–90 % of its 80 GiB in use; an idle one is at 0 %.
+def simulate(
+    indexes: tuple[int, ...],
+    holders: Mapping[int, str],
+    now: float,
+    activity: Mapping[str, float | None] | None = None,
+) -> list[GpuReading]:
+    """Simulated GPUs: one held by a run (``holders``: GPU index -> run uid) has 60–90 % of
+    its 80 GiB in use and is busy, 80–100 %, while the run works; a free one is at 0 %.
+
+    ``activity``: each run's CPU use (percent of a core, over its process tree): a run at
+    under SIM_BUSY_CPU (a ``sleep``) leaves its GPUs at 0 %, as a real program that holds
+    GPUs and waits would. A run without a measure (not in ``activity``, or None) is busy.
 
     Deterministic: the run's uid, the GPU and the whole second ``now`` fix each value."""
     readings = []
@@ -131,7 +162,9 @@ def simulate(indexes: tuple[int, ...], holders: Mapping[int, str], now: float) -
             util, used = 0, 0
             temperature, power = SIM_IDLE_TEMPERATURE, SIM_IDLE_POWER
         else:
-            util = 80 + int(_fraction(uid, index, second, "util") * 21)
+            cpu = None if activity is None else activity.get(uid)
+            working = cpu is None or cpu >= SIM_BUSY_CPU
+            util = 80 + int(_fraction(uid, index, second, "util") * 21) if working else 0
             used = int(SIM_MEMORY * (0.6 + 0.3 * _fraction(uid, index, second, "memory")))
             temperature = 55 + util // 4
             power = SIM_BUSY_POWER + 2.2 * util

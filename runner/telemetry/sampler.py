@@ -22,7 +22,8 @@ from typing import Any
 from runner.store.telemetry import GpuRow, RunRow
 from runner.telemetry.gpus import GpuProcess, GpuReading, read_nvml, simulate
 from runner.telemetry.history import Recorder
-from runner.telemetry.procs import TreeMeter
+from runner.telemetry.idle import IdleTracker, gpu_use
+from runner.telemetry.procs import TreeMeter, TreeUsage
 from runner.telemetry.workers import LiveWorker
 
 log = logging.getLogger("astraeus.telemetry")
@@ -56,16 +57,23 @@ def _sum(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+def measure_trees(workers: list[LiveWorker], meter: TreeMeter) -> dict[str, TreeUsage]:
+    """The workers' process trees, keyed by each worker's index in ``workers``."""
+    return meter.measure({f"{i}": w.root for i, w in enumerate(workers) if w.root is not None})
+
+
 def run_readings(
     workers: list[LiveWorker],
     gpus: list[GpuReading],
     processes: list[GpuProcess] | None,
     meter: TreeMeter,
+    trees: dict[str, TreeUsage] | None = None,
 ) -> list[RunReading]:
     """Each run's reading. ``processes``: NVML's per-process GPU memory (None: simulated
-    GPUs, where a run's GPU memory is what its GPUs have in use)."""
-    roots = {f"{i}": w.root for i, w in enumerate(workers) if w.root is not None}
-    trees = meter.measure(roots)
+    GPUs, where a run's GPU memory is what its GPUs have in use). ``trees``: the workers'
+    trees as :func:`measure_trees` gave them this sample; None: measured here."""
+    if trees is None:
+        trees = measure_trees(workers, meter)
     by_index = {g.index: g for g in gpus}
     runs: dict[str, list[tuple[LiveWorker, Any]]] = {}
     for i, w in enumerate(workers):
@@ -109,6 +117,16 @@ def rows_of(sample: Sample) -> tuple[list[GpuRow], list[RunRow]]:
     return gpus, runs
 
 
+def _activity(workers: list[LiveWorker], trees: dict[str, TreeUsage]) -> dict[str, float | None]:
+    """Run uid -> its CPU percent over its workers' trees; None when one was not measured."""
+    found: dict[str, float | None] = {}
+    for i, w in enumerate(workers):
+        tree = trees.get(f"{i}")
+        was = found.get(w.run_uid, 0.0)
+        found[w.run_uid] = None if tree is None or was is None else was + tree.cpu_percent
+    return found
+
+
 class Sampler:
     """Samples on its own thread (:meth:`start`, :meth:`stop`) or when asked
     (:meth:`sample_once`, for tests). ``simulated``: the GPUs ``indexes`` are simulated;
@@ -124,11 +142,14 @@ class Sampler:
         nvml: Any = None,
         wall: Callable[[], float] = time.time,
         recorder: Recorder | None = None,
+        idle: IdleTracker | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = interval
         self.recorder = recorder
         self.indexes, self.simulated = indexes, simulated
         self._live, self._nvml, self._wall = live, nvml, wall
+        self.idle, self._monotonic = idle, monotonic  # idle: fed each sample's GPU use
         self._nvml_ready = False
         self._meter = TreeMeter()
         size = math.ceil(HISTORY_SECONDS / interval) + 1
@@ -198,15 +219,18 @@ class Sampler:
     # ------------------------------------------------------------------ one sample
 
     def sample_once(self) -> Sample:
-        now = self._wall()
+        now, mono = self._wall(), self._monotonic()
         workers = self._live()
         processes: list[GpuProcess] | None = None
-        if self.simulated:
+        trees = measure_trees(workers, self._meter)
+        if self.simulated:  # the simulated GPUs follow what their runs do (their CPU)
             holders = {g: w.run_uid for w in workers for g in w.gpus}
-            gpus = simulate(self.indexes, holders, now)
+            gpus = simulate(self.indexes, holders, now, _activity(workers, trees))
         else:
             gpus, processes = self._read_nvml()
-        runs = run_readings(workers, gpus, processes, self._meter)
+        runs = run_readings(workers, gpus, processes, self._meter, trees)
+        if self.idle is not None:
+            self.idle.observe(gpu_use(workers, gpus, processes, trees), mono)
         sample = Sample(now, tuple(gpus), tuple(runs))
         with self._lock:
             self._latest = sample

@@ -85,6 +85,13 @@ def sleeper(seconds: float = 600) -> list[str]:
     return [PY, "-c", f"import time; time.sleep({seconds})"]
 
 
+def worker() -> list[str]:
+    """A program that works (about half a core) until stopped: its simulated GPUs are busy,
+    where a sleeper's do nothing (runner/telemetry/gpus.py ``simulate``)."""
+    loop = "while True:\n t = time.monotonic()\n while time.monotonic() - t < 0.01: pass\n"
+    return [PY, "-c", f"import time\n{loop} time.sleep(0.01)"]
+
+
 def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while True:

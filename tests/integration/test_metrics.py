@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runner.api.metrics import KEPT_SECONDS, Metrics
 from runner.clock import Clock
-from tests.integration.harness import Harness, sleeper, spec, wait_for
+from tests.integration.harness import Harness, sleeper, spec, wait_for, worker
 from tests.integration.served import Served
 from tests.integration.test_bulk_submit import lab_users
 
@@ -92,8 +92,8 @@ def value(found: Samples, name: str, **labels: str) -> float:
     return found[name, tuple(sorted(labels.items()))]
 
 
-def run(d: Served, name: str, gpus: int = 1) -> None:
-    out = d.astra("run", "--name", name, "--gpus", str(gpus), "--", *sleeper())
+def run(d: Served, name: str, gpus: int = 1, program: list[str] | None = None) -> None:
+    out = d.astra("run", "--name", name, "--gpus", str(gpus), "--", *(program or sleeper()))
     assert out.returncode == 0, out.stderr
 
 
@@ -254,7 +254,7 @@ def test_scrapes_within_a_second_are_given_the_same_text(
 
 def test_the_gpus_readings_are_scraped_marked_simulated(served: Start) -> None:
     d = served(gpus=2, machine="telemetry_seconds = 0.2")
-    run(d, "busy")
+    run(d, "busy", program=worker())  # a sleeper's simulated GPU would be idle
     held = wait_for(lambda: (r := d.json("show", "busy"))["state"] == "Running" and r, 20, "run")
     gpu = str(held["gpus"][0])
     idle = str(1 - held["gpus"][0])

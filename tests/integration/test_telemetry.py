@@ -26,6 +26,12 @@ from tests.integration.test_identity import as_user, unix_users
 
 GROUP, ALICE, BOB = "astra-tel", "astra-tel-alice", "astra-tel-bob"
 HOLD = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(300)"
+# the same memory, and about half a core of work: its simulated GPU is busy; HOLD's is idle
+WORK = HOLD.replace(
+    "time.sleep(300)",
+    "\nwhile True:\n t = time.monotonic()\n"
+    " while time.monotonic() - t < 0.01: pass\n time.sleep(0.01)",
+)
 ANON = "a job in another namespace"
 # the run's interpreter: one its user may run (the tests' own may live in root's home)
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -42,11 +48,11 @@ members = ["{BOB}"]
 """
 
 
-def spec(name: str, workspace: str) -> dict[str, Any]:
+def spec(name: str, workspace: str, program: str = HOLD) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "workspace": workspace},
         "spec": {"task_template": {
-            "image": "local", "command": PYTHON, "args": ["-c", HOLD],
+            "image": "local", "command": PYTHON, "args": ["-c", program],
             "requested_resources": {"gpu_requests": {"count": 1}},
         }},
     }  # fmt: skip
@@ -62,8 +68,12 @@ def users() -> Iterator[dict[str, pwd.struct_passwd]]:
 
 def _measured(telemetry: Telemetry, count: int) -> bool:
     runs = telemetry.runs
-    return len(runs) == count and all(
-        r.memory_bytes and r.memory_bytes > 32 << 20 and r.gpu_util for r in runs
+    return (
+        len(runs) == count
+        and all(
+            r.memory_bytes and r.memory_bytes > 32 << 20 and r.gpu_util is not None for r in runs
+        )
+        and any(r.gpu_util for r in runs)
     )
 
 
@@ -72,7 +82,7 @@ def test_running_runs_show_their_gpus_and_memory_anonymous_outside_their_workspa
 ) -> None:
     lab = served(CONFIG, gpus=3, machine="telemetry_seconds = 0.3")
     alice, bob = users[ALICE], users[BOB]
-    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(spec("tel-alice", "vision")))
+    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(spec("tel-alice", "vision", WORK)))
     assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(spec("tel-bob", "nlp")))
     wait_for(lambda: {r["state"] for r in lab.json("ls")} == {"Running"}, 30, "both running")
     admin = Client(lab.socket)
@@ -82,17 +92,22 @@ def test_running_runs_show_their_gpus_and_memory_anonymous_outside_their_workspa
     assert seen.simulated and len(seen.gpus) == 3
     runs = {r.name: r for r in seen.runs}
     assert set(runs) == {"tel-alice", "tel-bob"}
-    held = {g for r in seen.runs for g in r.gpus}
-    for g in seen.gpus:
+    (working,) = runs["tel-alice"].gpus
+    (sleeping,) = runs["tel-bob"].gpus
+    for g in seen.gpus:  # the simulation follows the runs: a sleeping run's GPU does nothing
         assert g.simulated and g.memory_total == 80 << 30
         assert g.utilization is not None
-        if g.index in held:
+        if g.index == working:
             assert 80 <= g.utilization <= 100 and g.memory_used
+        elif g.index == sleeping:
+            assert g.utilization == 0 and g.memory_used  # held, its memory in use
         else:
             assert (g.utilization, g.memory_used) == (0, 0)
         assert isinstance(g.history, list) and g.history
+    assert runs["tel-alice"].gpu_util is not None and runs["tel-alice"].gpu_util >= 80
+    assert runs["tel-bob"].gpu_util == 0
     for r in seen.runs:
-        assert r.visible and r.uid and r.gpu_util is not None and r.gpu_util >= 80
+        assert r.visible and r.uid and r.gpu_util is not None
         assert r.memory_bytes is not None and r.memory_bytes > 48 << 20  # the bytearray
         assert r.gpu_memory_bytes is not None and r.gpu_memory_bytes >= 0.6 * (80 << 30)
         assert r.cpu_percent is not None and r.cpu_percent >= 0

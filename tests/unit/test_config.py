@@ -151,7 +151,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
         " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image,"
-        " telemetry_seconds)",
+        " telemetry_seconds, idle_gpu_after, idle_gpu_threshold, idle_gpu_policy)",
     ),
     (
         "[machine]\ntelemetry_seconds = 0",

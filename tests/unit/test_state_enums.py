@@ -33,7 +33,7 @@ def test_values_are_todays_strings() -> None:
     ]  # fmt: skip
     assert [s.value for s in StopReason] == [
         "preempt", "timelimit", "delete", "failed", "restart", "never-started", "withdrawn",
-        "requeue",
+        "requeue", "idle-gpus",
     ]  # fmt: skip
 
 

@@ -1,0 +1,129 @@
+"""Runs whose GPUs do nothing: the loop's step that marks them idle, and stops them when
+``[machine] idle_gpu_policy = "stop"`` (docs/scheduling.md, "Idle GPUs").
+
+The telemetry's :class:`~runner.telemetry.idle.IdleTracker` says since when each run's
+GPUs have been at or under the threshold (on the loop's monotonic clock). A run whose
+stretch reaches ``idle_gpu_after`` is idle: once per stretch it gets a ``GpuIdle`` event
+(GPU_IDLE) and its mark (``marks``: run uid -> the stretch's start on the wall clock, read
+by the API as the run's ``idle_since``); under the stop policy it is also stopped with the
+grace, its stop reason ``StopReason.IDLE``, and it fails (runner/engine/lifecycle.py). When
+a marked run's GPUs work again it gets a ``GpuBusy`` event (GPU_BUSY) and loses the mark.
+
+A mark is set before the event's transaction commits and dropped before the next one,
+so a list kept for the store's generation (runner/api/lists.py) never outlives it. The
+stretches live in memory: after a restart a run is idle again after a whole
+``idle_gpu_after``. Events name only the run they are about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runner.clock import Now
+from runner.config.idle import IdlePolicy
+from runner.model import RunState, StopReason
+from runner.model import WorkerState as Recorded
+from runner.reasons import Reason, ReasonCode, RunRef
+from runner.store.db import Store, WorkerRow
+from runner.telemetry.idle import IdleTracker
+
+__all__ = ["IdleSettings", "IdleWatch", "idle_stopped", "short"]
+
+StopWorkers = Callable[[str, list[WorkerRow], StopReason, RunRef | None, float], None]
+
+
+@dataclass
+class IdleSettings:
+    """``after``: seconds idle before a run is marked (None: never); ``threshold``: % ."""
+
+    after: float | None
+    threshold: float
+    policy: IdlePolicy = IdlePolicy.WARN
+
+
+def short(seconds: float) -> str:
+    """``45s``, ``25m``, ``1h05m``, ``2d3h``: a duration in a sentence."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86_400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m:02d}m" if m else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
+
+
+def idle_stopped(after: float | None) -> Reason:
+    """A run's reason once the stop policy has ended it."""
+    how_long = f" for {short(after)}" if after else ""
+    return Reason(
+        f"Stopped: its GPUs were idle{how_long} (idle_gpu_policy)", code=ReasonCode.IDLE_STOPPED
+    )
+
+
+class IdleWatch:
+    """The loop's idle step: reads the tracker, writes the events, asks for the stops."""
+
+    def __init__(self, store: Store, tracker: IdleTracker, settings: IdleSettings) -> None:
+        self.store, self.tracker, self.settings = store, tracker, settings
+        self.marks: dict[str, float] = {}  # run uid -> idle since (wall clock), for the API
+
+    def tick(self, t: Now, stop: StopWorkers) -> bool:
+        """Mark runs idle (and stop them, by the policy), unmark those busy again; True
+        when something was written."""
+        settings = self.settings
+        self.tracker.threshold = settings.threshold
+        after = settings.after
+        stretches = self.tracker.stretches()
+        due = (
+            {} if after is None else {uid: s for uid, s in stretches.items() if s.seconds >= after}
+        )
+        if not due and not self.marks:
+            return False
+        live: dict[str, list[WorkerRow]] = {}
+        for w in self.store.live_workers():
+            live.setdefault(w.run_uid, []).append(w)
+        due = {uid: s for uid, s in due.items() if uid in live}  # an ended run is not idle
+        changed = False
+        for uid in [u for u in self.marks if u not in due]:
+            since = self.marks.pop(uid)  # before the event commits (see the module's note)
+            changed |= self._busy_again(live.get(uid, []), t, t.wall - since)
+        for uid, stretch in due.items():
+            if uid in self.marks:
+                continue
+            workers = live.get(uid, [])
+            running = [w for w in workers if w.state != Recorded.STOPPING]
+            run = self.store.get_run(workers[0].run) if workers else None
+            if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
+                continue  # starting, stopping or going: not for this step
+            self.marks[uid] = t.wall - (t.mono - stretch.since)
+            under = f"under {settings.threshold:g} % utilisation"
+            text = f"GPUs idle for {short(stretch.seconds)} ({under})"
+            with self.store.transaction() as tx:
+                if settings.policy is IdlePolicy.STOP:
+                    self.store.request_stop(
+                        tx, run.name, StopReason.IDLE,
+                        Reason(f"Stopping: its GPUs were idle for {short(stretch.seconds)} "
+                               "(idle_gpu_policy)", code=ReasonCode.IDLE_STOPPED),
+                        stopping=True,
+                    )  # fmt: skip
+                    text += "; stopping it (idle_gpu_policy)"
+                self.store.add_event(tx, run.name, run.workspace, "GpuIdle", Reason(text), t.wall)
+            if settings.policy is IdlePolicy.STOP:
+                stop(run.name, running, StopReason.IDLE, None, t.wall)
+            changed = True
+        return changed
+
+    def _busy_again(self, workers: list[WorkerRow], t: Now, idle: float) -> bool:
+        if not workers:
+            return False  # it ended: its end says so
+        run = self.store.get_run(workers[0].run)
+        if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
+            return False
+        with self.store.transaction() as tx:
+            message = Reason(f"GPUs in use again after {short(idle)} idle")
+            self.store.add_event(tx, run.name, run.workspace, "GpuBusy", message, t.wall)
+        return True
