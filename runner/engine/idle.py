@@ -58,10 +58,12 @@ def short(seconds: float) -> str:
 
 def idle_stopped(after: float | None) -> Reason:
     """A run's reason once the stop policy has ended it."""
-    how_long = f" for {short(after)}" if after else ""
-    return Reason(
-        f"Stopped: its GPUs were idle{how_long} (idle_gpu_policy)", code=ReasonCode.IDLE_STOPPED
+    text = (
+        f"Stopped: its GPUs were idle for {short(after)} (idle_gpu_policy)"
+        if after
+        else "Stopped: its GPUs were idle (idle_gpu_policy)"  # the rule was turned off since
     )
+    return Reason(text, code=ReasonCode.IDLE_STOPPED)
 
 
 class IdleWatch:

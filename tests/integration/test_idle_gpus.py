@@ -9,8 +9,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from astraeus_tui.client import Client
 from tests.integration.harness import PY, sleeper, wait_for, worker
 from tests.integration.served import Served
+from tests.integration.test_cli_json_bytes import _indented
 
 # holds its GPU, does nothing, and ignores SIGTERM: only the grace's SIGKILL ends it
 STUBBORN = [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
@@ -50,6 +52,8 @@ def test_a_sleeping_run_is_marked_idle_and_a_working_one_is_not(
     assert runs["napper"]["idle_since"].endswith("Z")
     assert "idle_since" not in runs["worker"]  # the key is there only while idle
     assert d.json("show", "napper")["idle_since"] == runs["napper"]["idle_since"]
+    raw = Client(d.socket, timeout=30).answer("GET", "/v1/runs/napper")
+    assert d.astra("show", "napper", "--json").stdout == _indented(raw)  # byte for byte
 
     (idle,) = [e for e in events(d, "napper") if e["code"] == "GPU_IDLE"]
     assert idle["kind"] == "GpuIdle"

@@ -209,3 +209,26 @@ def test_a_run_details_usage_is_read_and_printed_as_sent() -> None:
     assert not isinstance(sampled.usage, msgspec.UnsetType) and sampled.usage.peak is not None
     assert sampled.usage.peak.cpu_percent == 180.0
     assert json.dumps(msgspec.to_builtins(sampled)) == json.dumps(detail | {"usage": usage})
+
+
+def test_an_idle_run_carries_idle_since_after_begin_at_and_the_client_keeps_it() -> None:
+    """The one field added for idle GPUs: there while the run is marked idle, and only then
+    (every object above, none marked, is as before)."""
+    import msgspec
+
+    from runner import schema
+    from runner.api import views
+
+    run, live, estimate = next((r, w, e) for r, w, e in _runs() if w)
+    spec = parse_spec(run.spec(), stored=True)
+    plain = views.run_object(run, spec, ADMIN, PLAN, live, T0 + 100, estimate)
+    idle = views.run_object(run, spec, ADMIN, PLAN, live, T0 + 100, estimate, T0 + 40)
+    assert "idle_since" not in plain
+    assert list(idle) == [*plain, "idle_since"] and idle["idle_since"] == views.iso(T0 + 40)
+    assert {k: v for k, v in idle.items() if k != "idle_since"} == plain
+    text = json.dumps(idle)
+    decoded = msgspec.json.decode(text, type=schema.Run)
+    assert decoded.idle_since == idle["idle_since"]
+    assert json.dumps(msgspec.to_builtins(decoded)) == text
+    ended = views.run_object(run, spec, ADMIN, PLAN, (), T0 + 100, estimate, T0 + 40)
+    assert "idle_since" not in ended  # no live worker: nothing is idle
