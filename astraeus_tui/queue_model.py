@@ -280,7 +280,9 @@ class QueueModel:
         """The reason, after ``idle 25m ·`` when the run's GPUs are marked idle."""
         cell = Text(run.reason or "", style="" if over_quota(run) else "grey70")
         idle = idle_label(run, now)
-        return Text.assemble((idle, "bold dark_orange"), " · ", cell) if idle else cell
+        if not idle:
+            return cell
+        return Text.assemble((idle, "bold dark_orange"), " · " if run.reason else "", cell)
 
     def idle(self) -> bool:
         """Whether a run in the queue is marked idle (its reason cell then moves)."""

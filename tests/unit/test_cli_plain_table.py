@@ -17,7 +17,8 @@ WORDS = ["Waits", "for", "2", "GPUs", "behind", "big-run", "(head", "of", "the",
 
 def _run(rng: random.Random, i: int) -> Run:
     state = rng.choice(["Queued", "Queued", "Running", "Failed", "Succeeded"])
-    return msgspec.convert({
+    idle = {"idle_since": "2026-01-01T00:00:00Z"} if state == "Running" and i % 2 else {}
+    return msgspec.convert(idle | {
         "id": str(i),
         "name": rng.choice(["r", "train-resnet-50", "n" * rng.randint(1, 40)]) + str(i),
         "workspace": rng.choice(["default", "vision", "a-very-long-workspace"]),
