@@ -83,8 +83,9 @@ class IdleWatch:
         due = (
             {} if after is None else {uid: s for uid, s in stretches.items() if s.seconds >= after}
         )
-        if not due and not self.marks:
-            return False
+        if due.keys() == self.marks.keys():
+            return False  # nothing to mark or unmark (an ended run's mark goes with its
+            # next sample; the API shows a mark only on a run with live workers)
         live: dict[str, list[WorkerRow]] = {}
         for w in self.store.live_workers():
             live.setdefault(w.run_uid, []).append(w)

@@ -275,6 +275,8 @@ def test_the_stop_policy_stops_an_idle_run_with_the_grace_and_it_fails(tmp_path:
         "FAILED",
         "Stopped: its GPUs were idle for 30s (idle_gpu_policy)",
     )
+    tracker.observe({}, e.clock.mono())  # the next sample: it holds no GPU any more
+    e.tick()
     assert e.loop.status.idle == {}  # the mark goes with the run's GPUs
     (record,) = e.store.usage_records(0.0)
     assert record.outcome == RunState.FAILED
