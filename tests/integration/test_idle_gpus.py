@@ -6,13 +6,20 @@ with "stop" it is stopped with the grace and fails with its stop reason."""
 from __future__ import annotations
 
 import json
+import pwd
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from astraeus_tui.client import Client
-from tests.integration.harness import PY, sleeper, wait_for, worker
+from runner.reasons import ANONYMOUS_RUN
+from tests.integration.harness import PY, sleeper, spec, wait_for, worker
 from tests.integration.served import Served
 from tests.integration.test_cli_json_bytes import _indented
+from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
+
+__all__ = ["users"]  # the module fixture: real Unix users
 
 # holds its GPU, does nothing, and ignores SIGTERM: only the grace's SIGKILL ends it
 STUBBORN = [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
@@ -106,3 +113,23 @@ def test_with_the_stop_policy_an_idle_run_is_stopped_with_the_grace_and_fails(
     history = d.json("history")["runs"]
     assert [(u["name"], u["outcome"]) for u in history] == [("stubborn", "Failed")]
     assert d.astra("delete", "worker").returncode == 0
+
+
+def test_another_workspace_sees_the_mark_but_neither_the_run_nor_its_events(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    lab = served(CONFIG, gpus=2, machine=FAST)
+    alice, bob = users[ALICE], users[BOB]
+    document = spec("secret-napper", ["sleep", "600"], gpus=1, workspace="vision")
+    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(document))
+    wait_for(lambda: "idle_since" in by_name(lab).get("secret-napper", {}), 30, "marked idle")
+
+    theirs = as_user(bob, lab.socket, lambda c: [msgspec.to_builtins(r) for r in c.runs()])
+    (seen,) = theirs["ok"]
+    assert (seen["name"], seen["uid"], seen["visible"]) == (ANONYMOUS_RUN, None, False)
+    assert "idle_since" in seen  # how the machine is used is no secret; whose run it is, is
+    bobs = as_user(bob, lab.socket, lambda c: [e.code for e in c.events(None)])["ok"]
+    assert "GPU_IDLE" not in bobs
+    alices = as_user(alice, lab.socket, lambda c: [msgspec.to_builtins(e) for e in c.events(None)])
+    (idle,) = [e for e in alices["ok"] if e["code"] == "GPU_IDLE"]
+    assert idle["run"] == "secret-napper" and "secret" not in idle["message"]
