@@ -12,6 +12,8 @@ run's state follows (docs/scheduling.md, "A run's life"):
 - a gang is queued again only once none of its workers is stopping;
 - a requeue (``astra requeue``) stops every worker with the grace, then the run is
   queued again, its submission time and restart count as they were;
+- a stop for idle GPUs (``idle_gpu_policy = "stop"``, runner/engine/idle.py) stops every
+  worker with the grace, then the run fails, not queued again, no restart spent;
 - a gang worker that never started (the daemon died between starting its siblings and
   it) restarts the gang whole, without spending the budget: a gang never runs partly.
 """

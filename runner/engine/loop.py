@@ -39,7 +39,8 @@ from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
 _LIMIT = ReasonCode.TIME_LIMIT
 # stops asked of the loop, carried out here: SIGTERM now, SIGKILL once the grace is over
-_STOPS_ASKED = (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART, StopReason.REQUEUE)
+_STOPS_ASKED = (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART, StopReason.REQUEUE,
+                StopReason.IDLE)  # fmt: skip
 
 log = logging.getLogger("astraeus.loop")
 

@@ -280,3 +280,24 @@ def test_the_stop_policy_stops_an_idle_run_with_the_grace_and_it_fails(tmp_path:
     assert e.loop.status.idle == {}  # the mark goes with the run's GPUs
     (record,) = e.store.usage_records(0.0)
     assert record.outcome == RunState.FAILED
+
+
+def test_an_idle_stop_written_but_not_sent_is_sent_by_the_next_tick(tmp_path: Path) -> None:
+    """The daemon died between writing the stop and sending SIGTERM: the loop sends it."""
+    e, tracker = _engine(tmp_path, IdlePolicy.STOP, after=10.0)
+    e.submit("lazy", gpus=1)
+    e.tick()
+    e.tick()
+    uid = e.run("lazy").run_uid
+    assert e.loop.idle is not None
+    watch, e.loop.idle = e.loop.idle, None  # the loop's own step, driven by hand here
+    for _ in range(3):
+        tracker.observe({uid: 0.0}, e.clock.mono())
+        e.clock.advance(5.0)
+        watch.tick(e.clock.now(), lambda *args: None)  # written, then the crash: no SIGTERM
+    assert e.run("lazy").stop_request == StopReason.IDLE
+    assert e.executor.ops("lazy") == ["launch"]
+    e.tick()
+    assert e.executor.ops("lazy") == ["launch", "stop"]
+    (worker,) = e.workers("lazy")
+    assert worker.stop_reason == StopReason.IDLE
