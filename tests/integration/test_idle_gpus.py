@@ -61,6 +61,9 @@ def test_a_sleeping_run_is_marked_idle_and_a_working_one_is_not(
     assert d.json("show", "napper")["idle_since"] == runs["napper"]["idle_since"]
     raw = Client(d.socket, timeout=30).answer("GET", "/v1/runs/napper")
     assert d.astra("show", "napper", "--json").stdout == _indented(raw)  # byte for byte
+    since = f"{'idle_since:':<20}{runs['napper']['idle_since']}"
+    assert since in d.astra("show", "napper").stdout.splitlines()
+    assert "idle_since" not in d.astra("show", "worker").stdout
 
     (idle,) = [e for e in events(d, "napper") if e["code"] == "GPU_IDLE"]
     assert idle["kind"] == "GpuIdle"

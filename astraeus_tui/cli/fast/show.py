@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from msgspec import UNSET
+
 from runner.model import StopReason
 
 if TYPE_CHECKING:
@@ -11,14 +13,14 @@ if TYPE_CHECKING:
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
           "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
-          "exit_code", "time_limit_seconds", "starts_by")  # fmt: skip
+          "exit_code", "time_limit_seconds", "starts_by", "idle_since")  # fmt: skip
 
 
 def show_lines(run: RunDetail) -> list[str]:
     lines = [run.paused] if run.paused else []
     for key in FIELDS:
         value = getattr(run, key)
-        if value not in (None, [], ""):
+        if value not in (None, [], "") and value is not UNSET:  # idle_since: only while idle
             lines.append(f"{key + ':':<20}{value}")
     if command := command_line(run.spec):
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
