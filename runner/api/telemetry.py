@@ -172,7 +172,8 @@ def _usage(daemon: Daemon, run: RunRow) -> tuple[schema.RunUsage | None, RunSumm
     if sampler is None or sampler.recorder is None or not run.run_uid:
         return None, None
     summary = sampler.recorder.run_summary(run.run_uid)
-    now = _now(sampler, run.run_uid)
+    # a finished run has no "now", though the latest sample may predate its end
+    now = None if run.state.finished else _now(sampler, run.run_uid)
     if summary is None:
         return (None if now is None else schema.RunUsage(now=now)), None
     return schema.RunUsage(

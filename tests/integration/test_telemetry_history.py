@@ -19,7 +19,7 @@ from astraeus_tui.client import Client
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user, unix_users
-from tests.integration.test_telemetry import ANON, spec
+from tests.integration.test_telemetry import ANON, WORK, spec
 
 GROUP, ALICE, BOB = "astra-th", "astra-th-alice", "astra-th-bob"
 CONFIG = f"""
@@ -52,7 +52,9 @@ def test_history_and_a_runs_telemetry_follow_the_run_views_rules(
 ) -> None:
     lab = served(CONFIG, gpus=2, machine="telemetry_seconds = 0.3")
     alice, bob = users[ALICE], users[BOB]
-    assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(spec("th-alice", "vision")))
+    assert "ok" in as_user(
+        alice, lab.socket, lambda c: c.submit(spec("th-alice", "vision", WORK))
+    )  # works: busy GPU
     assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(spec("th-bob", "nlp")))
     admin = Client(lab.socket)
     wait_for(lambda: _sampled(admin, 2), 30, "both runs measured")

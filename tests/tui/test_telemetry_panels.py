@@ -17,7 +17,7 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import PLOT_POINTS, PLOTS, RunDetailScreen, reduced
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.gpu_panel import SPARK_POINTS, GpuPanel
-from tests.integration.harness import sleeper, spec
+from tests.integration.harness import spec, worker
 from tests.integration.served import Served
 from tests.tui.fake_client import FakeClient, load_fixture
 from tests.tui.helpers import main_screen, plain, screen_of, until
@@ -198,6 +198,6 @@ def test_a_running_run_draws_sparklines_and_its_page_plots_it(
         detail = await screen_of(pilot, RunDetailScreen)
         await until(pilot, lambda: detail.plotted, 30, "the run page's plot")
         data = detail.query_one("#plot-gpu", Sparkline).data
-        assert data and max(data) >= 80  # a held simulated GPU is 80-100 % busy
+        assert data and max(data) >= 80  # a simulated GPU its run works on is 80-100 % busy
 
-    drive(served, scenario, spec("busy", sleeper(), gpus=1), machine="telemetry_seconds = 0.3")
+    drive(served, scenario, spec("busy", worker(), gpus=1), machine="telemetry_seconds = 0.3")
