@@ -3,7 +3,8 @@
 Run by hand from the repository's root: ``.venv/bin/python docs/metrics-plot.py`` (about 70 s;
 needs ``rsvg-convert``, Debian: librsvg2-bin). Starts ``astra serve`` in a temporary
 ASTRAEUS_HOME on 4 simulated GPUs (telemetry every second), submits a few runs over the
-minute (``sleep``s holding GPUs, in two workspaces), reads ``GET /metrics`` on the socket once a
+minute (small programs that work a quarter of a core, holding GPUs, in two workspaces: a
+simulated GPU is busy while its run works), reads ``GET /metrics`` on the socket once a
 second with prometheus-client's parser, and draws each GPU's utilisation
 (``astraeus_gpu_utilization_ratio``) and the runs waiting and running (``astraeus_runs``) as a
 line chart: ``screenshots/metrics.svg``, then ``screenshots/metrics.png``.
@@ -29,6 +30,11 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[1]
 GPUS = 4
 SECONDS = 60
+# a run's program: a quarter of a core of work for %d seconds (a sleeper's GPU would read 0 %)
+WORK = (
+    "import time\nend = time.monotonic() + %d\nwhile time.monotonic() < end:\n"
+    " t = time.monotonic()\n while time.monotonic() - t < 0.01: pass\n time.sleep(0.03)"
+)
 CONFIG = f"""
 [machine]
 executor = "process"
@@ -112,7 +118,7 @@ def record(home: Path, sock: Path) -> list[tuple[float, dict[int, float], dict[s
                 _at, name, ws, gpus, runs_for = waiting.pop(0)
                 subprocess.run(
                     [*astra, "run", "--name", name, "--workspace", ws, "--gpus", str(gpus),
-                     "--", "sleep", str(runs_for)],
+                     "--", sys.executable, "-c", WORK % runs_for],
                     env=env, check=True, capture_output=True,
                 )  # fmt: skip
             utilization, states = reading(scrape(sock).decode())
@@ -122,7 +128,7 @@ def record(home: Path, sock: Path) -> list[tuple[float, dict[int, float], dict[s
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(20)
-        for meta in (home / "workers").glob("*/meta.json"):  # the runs still sleeping
+        for meta in (home / "workers").glob("*/meta.json"):  # the runs still working
             pgid = json.loads(meta.read_text()).get("child_pgid")
             if pgid:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
