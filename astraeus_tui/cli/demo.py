@@ -83,8 +83,14 @@ def _run(name: str, argv: list[str], workspace: str, gpus: int, limit: int | Non
             "spec": {"priority": priority, "task_template": template}}  # fmt: skip
 
 
-def _sleep(seconds: int) -> list[str]:
-    return [PY, "-c", f"import time; time.sleep({seconds})"]
+def _work(seconds: int) -> list[str]:
+    """A program that works a sixth of a core for ``seconds``: a simulated GPU is busy only
+    while its run works (a plain sleep would show its GPUs idle)."""
+    loop = (
+        f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n"
+        " t = time.monotonic()\n while time.monotonic() - t < 0.004: pass\n time.sleep(0.02)"
+    )
+    return [PY, "-c", loop]
 
 
 class Demo:
@@ -184,15 +190,15 @@ class Demo:
         submit = self.client.submit
         with contextlib.suppress(InterruptedError, ApiError, OSError):
             submit(self.fine_tune())
-            submit(_run("eval-nightly", _sleep(150), "vision", 2, 180))
+            submit(_run("eval-nightly", _work(150), "vision", 2, 180))
             self.wait(2)
-            submit(_run("pretrain-7b", _sleep(3600), "vision", 3, 7200))
-            submit(_run("sweep-lr", _sleep(3600), "vision", 2, None))
+            submit(_run("pretrain-7b", _work(3600), "vision", 3, 7200))
+            submit(_run("sweep-lr", _work(3600), "vision", 2, None))
             self.wait(3)
-            submit(_run("quick-test", _sleep(60), "vision", 1, 120))
+            submit(_run("quick-test", _work(60), "vision", 1, 120))
             self.wait(10)
             self.next_step("ft-lowprio")
-            submit(_run("urgent-fix", _sleep(25), "vision", 1, 600, priority=10))
+            submit(_run("urgent-fix", _work(25), "vision", 1, 600, priority=10))
 
 
 def demo(
