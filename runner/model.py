@@ -96,6 +96,10 @@ class Resources:
     cpu_milli: int = 0
     memory: int = 0
     workers: int = 0
+    # GPU memory promised, in bytes: a shared request's memory on each of its GPUs times
+    # their count; a whole (exclusive) GPU counts as the machine's smallest GPU's memory
+    # where the snapshot says so (runner/engine/snapshot.py). ``gpus`` counts whole GPUs.
+    gpu_memory: int = 0
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(
@@ -103,6 +107,7 @@ class Resources:
             self.cpu_milli + other.cpu_milli,
             self.memory + other.memory,
             self.workers + other.workers,
+            self.gpu_memory + other.gpu_memory,
         )
 
     def __sub__(self, other: Resources) -> Resources:
@@ -111,10 +116,17 @@ class Resources:
             self.cpu_milli - other.cpu_milli,
             self.memory - other.memory,
             self.workers - other.workers,
+            self.gpu_memory - other.gpu_memory,
         )
 
     def times(self, n: int) -> Resources:
-        return Resources(self.gpus * n, self.cpu_milli * n, self.memory * n, self.workers * n)
+        return Resources(
+            self.gpus * n,
+            self.cpu_milli * n,
+            self.memory * n,
+            self.workers * n,
+            self.gpu_memory * n,
+        )
 
     def fits_in(self, room: Resources) -> bool:
         return (
@@ -122,24 +134,25 @@ class Resources:
             and self.cpu_milli <= room.cpu_milli
             and self.memory <= room.memory
             and self.workers <= room.workers
+            and self.gpu_memory <= room.gpu_memory
         )
 
 
-RESOURCE_NAMES = ("gpus", "cpu_cores", "memory", "workers")
+RESOURCE_NAMES = ("gpus", "cpu_cores", "memory", "workers", "gpu_memory")
 
 
 def format_amount(resource: str, amount: int) -> str:
     """Render one resource amount the way messages show it."""
     if resource == "cpu_cores":
         return format_cores(amount)
-    if resource == "memory":
+    if resource in ("memory", "gpu_memory"):
         return format_size(amount)
     return str(amount)
 
 
-def amounts(r: Resources) -> tuple[int, int, int, int]:
+def amounts(r: Resources) -> tuple[int, int, int, int, int]:
     """The resources in the order of RESOURCE_NAMES."""
-    return (r.gpus, r.cpu_milli, r.memory, r.workers)
+    return (r.gpus, r.cpu_milli, r.memory, r.workers, r.gpu_memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +163,10 @@ class Quota:
     cpu_milli: int | None = None
     memory: int | None = None
     workers: int | None = None
+    gpu_memory: int | None = None  # bytes; a whole GPU counts as its memory (Resources)
 
-    def limits(self) -> tuple[int | None, int | None, int | None, int | None]:
-        return (self.gpus, self.cpu_milli, self.memory, self.workers)
+    def limits(self) -> tuple[int | None, int | None, int | None, int | None, int | None]:
+        return (self.gpus, self.cpu_milli, self.memory, self.workers, self.gpu_memory)
 
     def is_empty(self) -> bool:
         return all(limit is None for limit in self.limits())
@@ -196,6 +210,19 @@ class TaskTemplate:
     per_gpu_memory: int = 0
     cpu_milli: int = 0
     memory: int = 0
+    # a shared GPU request: bytes wanted on each of its ``gpus`` GPUs (0: whole GPUs), or
+    # Slurm shards of each GPU (``#SBATCH --gres=shard:N``), turned into bytes where the
+    # machine is known (``[machine] gpu_shards``)
+    gpu_share: int = 0
+    gpu_shards: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.gpu_share or self.gpu_shards)
+
+    def share_bytes(self, shard_bytes: int) -> int:
+        """The memory wanted on each GPU, ``shard_bytes`` a shard's (0 when exclusive)."""
+        return self.gpu_share or self.gpu_shards * shard_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +243,18 @@ class RunSpec:
     # (Apprise URL, event names) to notify of this run's events (runner/notify)
     notify: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def worker_resources(self) -> Resources:
-        """What one worker asks for."""
+    def worker_resources(self, whole_gpu: int = 0, shard_bytes: int = 0) -> Resources:
+        """What one worker asks for. ``whole_gpu``: what an exclusive GPU counts as in
+        GPU memory; ``shard_bytes``: a Slurm shard's memory. A shared request holds no
+        whole GPU: it asks for its memory on each of its GPUs."""
         t = self.task
+        share = t.share_bytes(shard_bytes)
         return Resources(
-            gpus=t.gpus,
+            gpus=0 if t.shared else t.gpus,
             cpu_milli=t.cpu_milli + t.per_gpu_cpu_milli * t.gpus,
             memory=t.memory + t.per_gpu_memory * t.gpus,
             workers=1,
+            gpu_memory=(share if t.shared else whole_gpu) * t.gpus,
         )
 
     def total_resources(self) -> Resources:

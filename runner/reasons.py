@@ -26,6 +26,7 @@ class ReasonCode(StrEnum):
     QUOTA_WAIT = "QUOTA_WAIT"  # over its namespace's quota for now
     QUOTA_OVER = "QUOTA_OVER"  # asks for more than the quota allows at all
     TOO_LARGE = "TOO_LARGE"
+    GPU_MEMORY_WAIT = "GPU_MEMORY_WAIT"  # the head, shared: waits for memory on its GPUs
     PREEMPTING = "PREEMPTING"  # preempting lower-priority workers to start
     STARTING = "STARTING"  # waiting for preempted workers to stop
     PREEMPTED_WAITING = "PREEMPTED_WAITING"  # was preempted; waiting to run again

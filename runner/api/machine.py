@@ -59,9 +59,18 @@ async def gpus(request: web.Request) -> web.Response:
 def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
     if quota is None:
         return None
-    gpus, cpu, memory, workers = quota.limits()
+    gpus, cpu, memory, workers, gpu_memory = quota.limits()
     return {"gpus": gpus, "cpu_cores": None if cpu is None else cpu / 1000,
-            "memory": memory, "workers": workers}  # fmt: skip
+            "memory": memory, "workers": workers,
+            **({"gpu_memory": gpu_memory} if gpu_memory is not None else {})}  # fmt: skip
+
+
+def _usage_json(used: Resources) -> dict[str, int]:
+    """What a workspace uses; its GPU memory only when it promised some (a shared GPU)."""
+    usage = dict(zip(RESOURCE_NAMES, amounts(used), strict=True))
+    if not usage["gpu_memory"]:
+        del usage["gpu_memory"]
+    return usage
 
 
 async def workspaces(request: web.Request) -> web.Response:
@@ -78,7 +87,7 @@ async def workspaces(request: web.Request) -> web.Response:
             "max_priority": ws.max_priority, "quota": _quota_json(ws.quota),
             "default_image": daemon.service.default_image(name),
             "default": name == mine,  # where the caller's runs go when they name none
-            "usage": dict(zip(RESOURCE_NAMES, amounts(u), strict=True)),
+            "usage": _usage_json(u),
             "dominant_share": share, "share_over_weight": share / ws.weight,
             "gpu_seconds": history.get(name, (0.0, 0.0))[0],
         })  # fmt: skip

@@ -13,7 +13,7 @@ from runner.engine.holds import kept_out
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
 from runner.model import Resources, RunSpec, RunState, WorkerState
-from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
+from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
 from runner.reasons import Reason
 from runner.spec.parse import parse_spec
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
@@ -70,7 +70,11 @@ def _deadline(w: WorkerRow, now: Now | None) -> float:
 
 
 def _units(
-    runs: dict[str, RunRow], live: list[WorkerRow], specs: SpecCache, now: Now | None
+    runs: dict[str, RunRow],
+    live: list[WorkerRow],
+    specs: SpecCache,
+    now: Now | None,
+    machine: Machine,
 ) -> list[RunningUnit]:
     groups: dict[str, list[WorkerRow]] = {}
     for w in live:
@@ -83,15 +87,23 @@ def _units(
         stopping = [w for w in workers if w.state == WorkerState.STOPPING]
         deadline = max(_deadline(w, now) for w in stopping) if stopping else None
         for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
+        # a shared run holds its memory on each GPU its workers were given (the spec's
+        # request); a whole GPU counts as the machine's smallest GPU's memory
+        share = spec.task.share_bytes(machine.shard_bytes)
         used = Resources()
         for w in workers:
-            used = used + Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
+            n = len(w.gpus)
+            used = used + (
+                Resources(0, w.cpu_milli, w.memory, 1, share * n)
+                if share
+                else Resources(n, w.cpu_milli, w.memory, 1, machine.whole_gpu * n)
+            )
         units.append(
             RunningUnit(
                 uid, run.name, run.workspace, run.priority, used,
                 tuple(g for w in workers for g in w.gpus),
                 min(_started(w, now) for w in workers), spec.task.time_limit_seconds,
-                len(workers), deadline, for_run.name if for_run else None,
+                len(workers), deadline, for_run.name if for_run else None, share,
             )
         )  # fmt: skip
     return units
@@ -115,8 +127,10 @@ def _waiting(
     live: list[WorkerRow],
     specs: SpecCache,
     workers_of: dict[str, list[WorkerRow]],
+    machine: Machine,
 ) -> list[WaitingRun]:
     has_live = {w.run for w in live}
+    whole, shard = machine.whole_gpu, machine.shard_bytes
     waiting = []
     for run in runs:
         if run.stop_request is not None:
@@ -133,7 +147,9 @@ def _waiting(
         waiting.append(
             WaitingRun(
                 run.name, run.workspace, run.priority, run.submitted_at,
-                spec.worker_resources(), indices, spec.task.time_limit_seconds, run.preempted_by,
+                spec.worker_resources(whole, shard), indices, spec.task.time_limit_seconds,
+                run.preempted_by, spec.task.share_bytes(shard),
+                spec.task.gpus if spec.task.shared else 0,
             )
         )  # fmt: skip
     return waiting
@@ -158,8 +174,8 @@ def build_snapshot(
     return Snapshot(
         settings.machine,
         settings.workspaces,
-        tuple(_units(by_name, live, specs, now)),
-        tuple(_waiting(runs, live, specs, workers_of or {})),
+        tuple(_units(by_name, live, specs, now, settings.machine)),
+        tuple(_waiting(runs, live, specs, workers_of or {}, settings.machine)),
     )
 
 

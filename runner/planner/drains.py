@@ -74,7 +74,9 @@ def drained_snapshot(snapshot: Snapshot, drain: Drain) -> Snapshot:
     out = set(drain.drained_gpus)
     machine = snapshot.machine
     if out & set(machine.gpus):
-        machine = dataclasses.replace(machine, gpus=tuple(g for g in machine.gpus if g not in out))
+        sizes = machine.sizes()  # each kept GPU keeps its memory
+        kept = tuple(g for g in machine.gpus if g not in out)
+        machine = dataclasses.replace(machine, gpus=kept, gpu_memory=tuple(sizes[g] for g in kept))
     running = tuple(
         dataclasses.replace(
             u, gpus=tuple(g for g in u.gpus if g not in out),

@@ -43,7 +43,7 @@ def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> li
             RunningUnit(
                 f"sim:{run.name}", run.name, run.workspace, run.priority, run.ask(),
                 tuple(g for gpus in start.gpus for g in gpus), t, run.time_limit,
-                len(run.workers),
+                len(run.workers), gpu_share=run.gpu_share,
             )
         )  # fmt: skip
     return units
@@ -112,8 +112,9 @@ def _as_waiting(unit: RunningUnit) -> WaitingRun:
     here: its start time stands in, which only moves it later in the order)."""
     per = unit.resources
     n = max(unit.workers, 1)
-    worker = Resources(per.gpus // n, per.cpu_milli // n, per.memory // n, 1)
+    worker = Resources(per.gpus // n, per.cpu_milli // n, per.memory // n, 1, per.gpu_memory // n)
     return WaitingRun(
         unit.run, unit.workspace, unit.priority, unit.started_at, worker,
-        tuple(range(n)), unit.time_limit,
+        tuple(range(n)), unit.time_limit, gpu_share=unit.gpu_share,
+        gpu_count=len(unit.gpus) // n if unit.gpu_share else 0,
     )  # fmt: skip

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from runner.model import RESOURCE_NAMES, Quota, Resources, amounts, format_amount
-from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit
+from runner.model import RESOURCE_NAMES, Quota, Resources, amounts, format_amount, format_size
+from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit, WaitingRun
 from runner.reasons import Reason, ReasonCode, RunRef
 
 
@@ -102,3 +103,31 @@ def too_large(ask: Resources, capacity: Resources) -> Reason | None:
                 code=ReasonCode.TOO_LARGE,
             )
     return None
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def shared_head_message(head: Head, run: WaitingRun, most_free: int) -> Reason:
+    """The head of a shared request: the memory it waits for, and when it starts."""
+    text = (
+        f"Next to run (priority {head.priority}): waits for GPU memory: needs "
+        f"{format_size(run.gpu_share)} on {_gpus(run.gpu_count)}, the most free on one GPU"
+        f" is {format_size(most_free)}"
+    )
+    if head.shadow is None:
+        return Reason(f"{text}; starts as running work ends", code=ReasonCode.GPU_MEMORY_WAIT)
+    text += f"; starts by {format_utc(head.shadow)} as running work ends."
+    return Reason(text, code=ReasonCode.GPU_MEMORY_WAIT)
+
+
+def too_large_shared(run: WaitingRun, sizes: Mapping[int, int]) -> Reason:
+    big = sum(1 for n in sizes.values() if n >= run.gpu_share)
+    each = "" if run.gpu_count == 1 else "each of "
+    has = "no GPU" if big == 0 else _gpus(big)
+    return Reason(
+        f"Cannot run on this machine: asks for {format_size(run.gpu_share)} on {each}"
+        f"{_gpus(run.gpu_count)}, the machine has {has} that large. Ask for less.",
+        code=ReasonCode.TOO_LARGE,
+    )

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from operator import attrgetter
 
 from runner.model import Resources, amounts
 from runner.planner.inquota import InQuota
@@ -61,9 +62,19 @@ from runner.planner.messages import (
     format_utc,
     head_message,
     quota_reason,
+    shared_head_message,
     too_large,
+    too_large_shared,
 )
 from runner.planner.order import Order, dominant_share
+from runner.planner.pool import (
+    GpuPool,
+    Hold,
+    choose_victims_pool,
+    replay_pool,
+    start_hold,
+    unit_hold,
+)
 from runner.planner.shadow import choose_victims, replay_shadow, take_gpus, unit_end
 from runner.planner.types import (
     FITS,
@@ -155,6 +166,18 @@ class _Walk(InQuota):
         self.behind = Reason("")
         # the running work the head's shadow counts on, by unit (set by make_head)
         self.head_ends: dict[str, tuple[float, Resources]] = {}
+        # Shared GPUs (runner/planner/pool.py): while any run shares a GPU, each GPU's
+        # memory is placed one by one; the head's shadow and backfill replay GPU by GPU.
+        self.pool: GpuPool | None = None
+        self.pool_ends: list[tuple[float, Resources, Hold]] = []  # the walk's starts
+        self.head_pool_ends: list[tuple[float, Resources, Hold]] = []
+        self.head_run: WaitingRun | None = None
+        shares = attrgetter("gpu_share")
+        if any(map(shares, snapshot.running)) or any(map(shares, snapshot.waiting)):
+            pool = self.pool = GpuPool(machine.sizes())
+            for unit in snapshot.running:
+                pool.take(unit_hold(unit))
+            self.free_gpus = pool.empty()
 
     def _share(self, workspace: str) -> float:
         ws = self.workspaces.get(workspace)
@@ -177,7 +200,7 @@ class _Walk(InQuota):
         )
         lowest, quota_waits, quota_reached = self.lowest.get, self.quota_waits, self.quota_reached
         quota_room, awaited, refused = self.quota_room, self.awaited, self.refused
-        cap_gpus, cap_cpu, cap_memory, cap_workers = amounts(self.capacity)
+        cap_gpus, cap_cpu, cap_memory, cap_workers, cap_gpu_memory = amounts(self.capacity)
         head, free, behind = self.head, self.free, self.behind
         self.ordering = Order(waiting, self.shares, headroom)
         for piece in self.ordering.pieces():
@@ -207,6 +230,7 @@ class _Walk(InQuota):
                         and ask.cpu_milli <= cap_cpu
                         and ask.memory <= cap_memory
                         and ask.workers <= cap_workers
+                        and ask.gpu_memory <= cap_gpu_memory
                     ):
                         reasons[name] = behind
                         continue
@@ -218,25 +242,31 @@ class _Walk(InQuota):
         # 1. Over its workspace's quota: waits, blocks nobody, never the head.
         headroom = self.headroom.get(run.workspace)
         if headroom is not None and not ask.fits_in(headroom):
-            if self.preempt_own(run, headroom):
+            # no in-quota preemption while GPUs are shared (docs/scheduling.md)
+            if self.pool is None and self.preempt_own(run, headroom):
                 return
             self.quota_waits.add(run.name)
             check, self.quota_reached[run.name] = self._quota_message(run.workspace, ask)
             self.wait(run, check, follows_prefix=True)
             return
         # 2. Larger than the machine: can never run here, never the head.
+        pool = self.pool
+        if pool is not None and pool.never_fits(run):
+            self.wait(run, too_large_shared(run, pool.size), follows_prefix=True)
+            return
         if not ask.fits_in(self.capacity):
             self.wait(run, too_large(ask, self.capacity) or Reason(""), follows_prefix=True)
             return
+        fits = ask.fits_in(self.free) and (pool is None or pool.fits(run))
         # 3. No head yet: start whatever fits; the first that does not is the head.
         if self.head is None:
-            if ask.fits_in(self.free):
+            if fits:
                 self.start(run, backfill=False, why=FITS)
             else:
                 self.make_head(run)
             return
         # 4. Behind the head: backfill, or wait behind it.
-        if ask.fits_in(self.free):
+        if fits:
             end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
             head = RunRef(self.head.run, self.head.workspace)
             if self.head.shadow is not None and end <= self.head.shadow:
@@ -251,7 +281,7 @@ class _Walk(InQuota):
                     ),
                 )
                 return
-            if ask.fits_in(self.spare):
+            if self._in_spare(run, end):
                 self.spare = self.spare - ask
                 self.start(
                     run,
@@ -263,6 +293,24 @@ class _Walk(InQuota):
             self.reasons[run.name] = self.behind
         else:
             self.wait(run, self.behind, follows_prefix=False)
+
+    def _in_spare(self, run: WaitingRun, end: float) -> bool:
+        """Backfill rule (b): ``run`` takes only room the head does not need. GPU by
+        GPU while GPUs are shared: started now, it leaves the head's shadow where it is
+        (replayed); behind a head whose start is unknown, it takes no GPU."""
+        ask = run.total
+        if self.pool is None or not (ask.gpus or run.gpu_share):
+            return ask.fits_in(self.spare)
+        assert self.head is not None and self.head_run is not None
+        if self.head.shadow is None:
+            return False
+        trial = self.pool.copy()
+        placement = trial.place(run)
+        if placement is None:
+            return False
+        ends = [*self.head_pool_ends, *self.pool_ends, (end, ask, start_hold(run, placement))]
+        shadow = replay_pool(trial, self.free - ask, self.head_run, ends, self.now)
+        return shadow is not None and shadow <= self.head.shadow
 
     def _quota_message(self, workspace: str, ask: Resources) -> tuple[Reason, Reason]:
         """The quota message, shared by every run of the workspace asking the same."""
@@ -289,7 +337,15 @@ class _Walk(InQuota):
     def start(self, run: WaitingRun, *, backfill: bool, why: Reason) -> None:
         ask = run.total
         self.refused.clear()
-        gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
+        end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
+        if self.pool is None:
+            gpus = tuple(take_gpus(self.free_gpus, run.worker.gpus) for _ in run.workers)
+        else:
+            placed = self.pool.place(run)
+            assert placed is not None, "a start the pool cannot place"
+            gpus = placed
+            self.free_gpus = self.pool.empty()
+            self.pool_ends.append((end, ask, start_hold(run, placed)))
         self.free = self.free - ask
         self.usage[run.workspace] = self.usage.get(run.workspace, _NOTHING) + ask
         if run.workspace in self.headroom:
@@ -299,11 +355,13 @@ class _Walk(InQuota):
         if share != self.shares.get(run.workspace, 0.0):
             self.shares[run.workspace] = share
             self.ordering.moved()
-        end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
         self.started_ends.append((end, ask))
-        self.starts.append(Start(run.name, run.workers, gpus, backfill, why))
+        self.starts.append(Start(run.name, run.workers, gpus, backfill, why, run.gpu_share))
 
     def make_head(self, run: WaitingRun) -> None:
+        if self.pool is not None:
+            self._make_pool_head(run, self.pool)
+            return
         need = run.ask()
         self.refused.clear()
         stopping = [u for u in self.running if u.stopping]
@@ -350,6 +408,60 @@ class _Walk(InQuota):
         self.spare = spare
         self.behind = behind_message(self.head)
         self.wait(run, head_message(self.head, victims, waiting_for), follows_prefix=True)
+
+    def _make_pool_head(self, run: WaitingRun, pool: GpuPool) -> None:
+        """``make_head`` GPU by GPU: victims, shadow and held room placed on each GPU."""
+        need = run.ask()
+        self.refused.clear()
+        stopping = [u for u in self.running if u.stopping]
+        room_after_stops, after_stops = self.free, pool.copy()
+        for unit in stopping:
+            if unit.unit_id not in self.claimed:
+                room_after_stops = room_after_stops + unit.resources
+                after_stops.release(unit_hold(unit))
+        victims: list[RunningUnit] = []
+        if not (need.fits_in(room_after_stops) and after_stops.fits(run)):
+            candidates = [
+                u
+                for u in self.running
+                if not u.stopping and u.priority < run.priority and u.unit_id not in self.claimed
+            ]
+            victims = choose_victims_pool(run, after_stops, room_after_stops, candidates) or []
+        deadline = self.now + self.grace
+        victim_ids = {v.unit_id for v in victims}
+        self.head_ends = {}
+        self.head_pool_ends = []
+        for u in self.running:
+            if u.unit_id in self.claimed:
+                continue
+            end = unit_end(u, self.grace)
+            if u.unit_id in victim_ids:
+                end = min(end, deadline)
+            self.head_ends[u.unit_id] = (end, u.resources)
+            self.head_pool_ends.append((end, u.resources, unit_hold(u)))
+        self.claimed |= victim_ids
+        ends = self.head_pool_ends + self.pool_ends
+        shadow = replay_pool(pool, self.free, run, ends, self.now)
+        waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
+        self.head = Head(
+            run.name,
+            run.workspace,
+            run.priority,
+            shadow,
+            need,
+            preempting=bool(victims) or waiting_for > 0,
+        )
+        self.head_run = run
+        for_run = RunRef(run.name, run.workspace)
+        self.preemptions += [
+            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
+        ]
+        self.spare = Resources(*(max(0, x) for x in amounts(self.free - need)))
+        self.behind = behind_message(self.head)
+        message = head_message(self.head, victims, waiting_for)
+        if run.gpu_share and not self.head.preempting:
+            message = shared_head_message(self.head, run, pool.most_free())
+        self.wait(run, message, follows_prefix=True)
 
     def result(self) -> Plan:
         head = self.head

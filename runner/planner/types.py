@@ -10,6 +10,7 @@ from runner.model import Resources, Workspace
 from runner.reasons import ADMIN, Reason, ReasonCode, RunRef, Viewer
 
 NO_WORKER_LIMIT = 1 << 40
+SIMULATED_GPU_MEMORY = 80 * 1024**3  # a GPU whose memory the snapshot does not give
 PREEMPTED_WAITING = "Preempted by higher-priority work ({0}); waiting to run again."
 FITS = Reason("first in the order that fits now", code=ReasonCode.FITS)
 
@@ -23,9 +24,33 @@ class Machine:
     memory: int
     stop_grace: float = 30.0
     max_workers: int = NO_WORKER_LIMIT
+    # each GPU's memory in bytes, in the order of ``gpus`` (empty: 80 GiB each)
+    gpu_memory: tuple[int, ...] = ()
+    gpu_shards: int = 8  # [machine] gpu_shards: a Slurm shard is a GPU's memory / this
 
     def capacity(self) -> Resources:
-        return Resources(len(self.gpus), self.cpu_milli, self.memory, self.max_workers)
+        return Resources(
+            len(self.gpus),
+            self.cpu_milli,
+            self.memory,
+            self.max_workers,
+            sum(self.sizes().values()),
+        )
+
+    def sizes(self) -> dict[int, int]:
+        """Each GPU's memory by index."""
+        if len(self.gpu_memory) == len(self.gpus):
+            return dict(zip(self.gpus, self.gpu_memory, strict=True))
+        return dict.fromkeys(self.gpus, SIMULATED_GPU_MEMORY)
+
+    @property
+    def whole_gpu(self) -> int:
+        """What a whole GPU counts as in GPU memory: the smallest GPU's memory."""
+        return min(self.sizes().values(), default=0)
+
+    @property
+    def shard_bytes(self) -> int:
+        return self.whole_gpu // max(1, self.gpu_shards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +72,7 @@ class RunningUnit:
     workers: int = 1
     stop_deadline: float | None = None
     stopping_for: str | None = None
+    gpu_share: int = 0  # shared: the bytes it holds on each of ``gpus`` (0: whole GPUs)
 
     @property
     def stopping(self) -> bool:
@@ -69,6 +95,8 @@ class WaitingRun:
     workers: tuple[int, ...] = (0,)
     time_limit: float | None = None
     preempted_by: RunRef | None = None
+    gpu_share: int = 0  # shared: bytes wanted on each of ``gpu_count`` GPUs per worker
+    gpu_count: int = 0
     total: Resources = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +125,7 @@ class Start:
     gpus: tuple[tuple[int, ...], ...]  # one tuple of GPU indices per worker
     backfill: bool = False
     why: Reason = field(default_factory=lambda: FITS)  # the rule, for the decision log
+    gpu_share: int = 0  # shared: the bytes it takes on each of its GPUs
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,7 +105,7 @@ def _check_fits(spec: RunSpec, workspace: str, service: Service, capacity: Resou
                 422, "INVALID_SPEC", f"{name}: asks for {a}, the machine has {t} in all"
             )
     quota = service.config.workspaces[workspace].quota
-    limits = quota.limits() if quota is not None else (None, None, None, None)
+    limits = quota.limits() if quota is not None else (None,) * len(RESOURCE_NAMES)
     for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), limits, strict=True):
         if limit is not None and asked > limit:
             a, lim = format_amount(name, asked), format_amount(name, limit)

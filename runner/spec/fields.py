@@ -16,6 +16,7 @@ from runner.model import parse_size
 # Bounds on absurd values: a larger run than any machine is fine, these are not.
 MAX_WORKERS = 1024
 MAX_GPUS = 1024
+MAX_SHARDS = 1024  # Slurm shards of one GPU (#SBATCH --gres=shard:N)
 MAX_CPU_CORES = 100_000
 MAX_MEMORY = 1024**5  # 1 PiB
 MAX_RESTART_LIMIT = 1000

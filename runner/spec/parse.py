@@ -33,6 +33,7 @@ from runner.spec.fields import (
     MAX_GPUS,
     MAX_MEMORY,
     MAX_RESTART_LIMIT,
+    MAX_SHARDS,
     MAX_TASK_TEXT,
     MAX_WORKERS,
     SCRIPT,
@@ -189,6 +190,8 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         per_gpu_memory=res.per_gpu_memory,
         cpu_milli=res.cpu_milli,
         memory=res.memory,
+        gpu_share=res.gpu_share,
+        gpu_shards=res.gpu_shards,
     )
 
 
@@ -307,15 +310,19 @@ class _Resources(NamedTuple):
     per_gpu_memory: int = 0
     cpu_milli: int = 0
     memory: int = 0
+    gpu_share: int = 0
+    gpu_shards: int = 0
 
 
 def _resources(value: object, path: str) -> _Resources:
     res = _object(value, path, _RESOURCE_KEYS)
-    gpus, least = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0))
+    gpus, least, share, shards = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0, 0, 0))
     per_cpu, per_memory = _optional(res, path, "per_gpu", _per_gpu, (0, 0))
     return _Resources(
         gpus=gpus,
         min_per_machine=least,
+        gpu_share=share,
+        gpu_shards=shards,
         per_gpu_cpu_milli=per_cpu,
         per_gpu_memory=per_memory,
         cpu_milli=_optional(res, path, "cpu_cores", _cpu_milli, 0),
@@ -323,15 +330,49 @@ def _resources(value: object, path: str) -> _Resources:
     )
 
 
-def _gpu_requests(value: object, path: str) -> tuple[int, int]:
-    req = _object(value, path, ("count", "min_per_machine"))
+_GPU_REQUEST_KEYS = ("count", "min_per_machine", "memory_bytes", "shared", "shards")
+
+
+def _gpu_requests(value: object, path: str) -> tuple[int, int, int, int]:
+    """(count, min_per_machine, bytes on each GPU, shards of each GPU): a shared request
+    asks for memory on each of its ``count`` GPUs (``memory_bytes``, or ``shards``)."""
+    req = _object(value, path, _GPU_REQUEST_KEYS)
     count = _optional(req, path, "count", _int_between(0, MAX_GPUS), 0)
+    share = _optional(req, path, "memory_bytes", _memory, 0)
+    shards = _optional(req, path, "shards", _int_between(1, MAX_SHARDS), 0)
+    asks_share = "memory_bytes" in req or "shards" in req
+    shared = _optional(req, path, "shared", _bool, asks_share)
+    if shared and not asks_share:
+        raise SpecError(
+            f"{path}.shared", "a shared GPU needs memory_bytes, the memory wanted on each GPU"
+        )
+    if asks_share:
+        _check_shared(req, path, count, share, shards, shared)
+        return count, 0, share, shards
     least = _optional(req, path, "min_per_machine", _int_between(0, MAX_GPUS), count)
     if least > count:
         raise SpecError(
             f"{path}.min_per_machine", f"must not be more than count ({count}), got {least}"
         )
-    return count, least
+    return count, least, 0, 0
+
+
+def _check_shared(
+    req: JsonObject, path: str, count: int, share: int, shards: int, shared: bool
+) -> None:
+    """A shared request's refusals, one line each."""
+    if "memory_bytes" in req and "shards" in req:
+        raise SpecError(f"{path}.shards", "ask for memory_bytes or shards, not both")
+    if not shared:
+        raise SpecError(f"{path}.shared", "memory_bytes asks for a shared GPU: drop shared: false")
+    if "memory_bytes" in req and share == 0:
+        raise SpecError(f"{path}.memory_bytes", "must be more than 0 bytes on each GPU")
+    if count == 0:
+        raise SpecError(f"{path}.count", "a shared request needs at least 1 GPU")
+    if "min_per_machine" in req:
+        raise SpecError(
+            f"{path}.min_per_machine", "a shared request runs on one machine: drop min_per_machine"
+        )
 
 
 def _per_gpu(value: object, path: str) -> tuple[int, int]:
@@ -381,7 +422,7 @@ def _task_to_dict(task: TaskTemplate) -> JsonObject:
         {"name": d.name, "mount_path": d.mount_path, "mode": d.mode.value} for d in task.drives
     ]
     out["requested_resources"] = {
-        "gpu_requests": {"count": task.gpus, "min_per_machine": task.min_per_machine},
+        "gpu_requests": _gpu_requests_to_dict(task),
         "per_gpu": {
             "cpu_cores": _cores(task.per_gpu_cpu_milli),
             "memory_bytes": task.per_gpu_memory,
@@ -390,6 +431,14 @@ def _task_to_dict(task: TaskTemplate) -> JsonObject:
         "memory_bytes": task.memory,
     }
     return out
+
+
+def _gpu_requests_to_dict(task: TaskTemplate) -> JsonObject:
+    if task.gpu_share:
+        return {"count": task.gpus, "memory_bytes": task.gpu_share, "shared": True}
+    if task.gpu_shards:
+        return {"count": task.gpus, "shards": task.gpu_shards, "shared": True}
+    return {"count": task.gpus, "min_per_machine": task.min_per_machine}
 
 
 def _cores(milli: int) -> int | float:

@@ -1,0 +1,278 @@
+"""Shared GPUs in the planner: runs placed by memory on each GPU (runner/planner/pool.py),
+with the planner's invariants kept GPU by GPU."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runner.model import GIB, Quota, Resources, Workspace
+from runner.planner.plan import Machine, Plan, RunningUnit, Snapshot, WaitingRun, plan
+from runner.planner.pool import GpuPool, start_hold, unit_hold
+from runner.reasons import ReasonCode
+from tests.unit.planner_builders import HOUR, NOW
+
+SIZE = 80 * GIB
+
+
+def _machine(gpus: int = 2, grace: float = 30) -> Machine:
+    return Machine(tuple(range(gpus)), 64_000, 512 * GIB, stop_grace=grace,
+                   gpu_memory=(SIZE,) * gpus)  # fmt: skip
+
+
+def shared(name: str, gib: int, *, count: int = 1, priority: int = 0, at: float = 0,
+           limit: float | None = None, workers: int = 1) -> WaitingRun:  # fmt: skip
+    ws = "default"
+    worker = Resources(0, 0, 0, 1, gib * GIB * count)
+    return WaitingRun(name, ws, priority, NOW - 1000 + at, worker, tuple(range(workers)),
+                      limit, gpu_share=gib * GIB, gpu_count=count)  # fmt: skip
+
+
+def whole(name: str, gpus: int, *, priority: int = 0, at: float = 0,
+          limit: float | None = None, ws: str = "default") -> WaitingRun:  # fmt: skip
+    worker = Resources(gpus, 0, 0, 1, SIZE * gpus)
+    return WaitingRun(name, ws, priority, NOW - 1000 + at, worker, (0,), limit)
+
+
+def held(name: str, gpus: tuple[int, ...], gib: int = 0, *, priority: int = 0,
+         limit: float | None = None, started: float = -HOUR, ws: str = "default",
+         stop_deadline: float | None = None) -> RunningUnit:  # fmt: skip
+    """Running: ``gib`` on each of ``gpus`` (shared), or ``gpus`` whole when 0."""
+    res = (Resources(0, 0, 0, 1, gib * GIB * len(gpus)) if gib
+           else Resources(len(gpus), 0, 0, 1, SIZE * len(gpus)))  # fmt: skip
+    deadline = None if stop_deadline is None else NOW + stop_deadline
+    return RunningUnit(name, name, ws, priority, res, gpus, NOW + started, limit,
+                       stop_deadline=deadline, gpu_share=gib * GIB)  # fmt: skip
+
+
+def _snap(*items: WaitingRun | RunningUnit, gpus: int = 2, quota: Quota | None = None) -> Snapshot:
+    ws = {"default": Workspace("default", quota)} if quota else {}
+    return Snapshot(
+        _machine(gpus), ws,
+        tuple(i for i in items if isinstance(i, RunningUnit)),
+        tuple(i for i in items if isinstance(i, WaitingRun)),
+    )  # fmt: skip
+
+
+def _gpus(p: Plan) -> dict[str, tuple[int, ...]]:
+    return {s.run: tuple(g for w in s.gpus for g in w) for s in p.starts}
+
+
+def test_two_shared_runs_share_one_gpu_and_a_third_waits_for_memory() -> None:
+    p = plan(_snap(shared("a", 20), shared("b", 30, at=1), shared("c", 40, at=2), gpus=1), NOW)
+    assert _gpus(p) == {"a": (0,), "b": (0,)}
+    assert p.reasons["c"].code == ReasonCode.GPU_MEMORY_WAIT
+    assert p.reason("c") == (
+        "Next to run (priority 0): waits for GPU memory: needs 40GiB on 1 GPU, the most free"
+        " on one GPU is 30GiB; starts as running work ends"
+    )
+
+
+def test_shared_runs_pack_onto_the_gpu_already_shared() -> None:
+    p = plan(_snap(held("x", (1,), 30), shared("a", 20)), NOW)
+    assert _gpus(p) == {"a": (1,)}  # best fit: GPU 0 stays empty for whole runs
+
+
+def test_a_whole_gpu_run_never_lands_on_a_shared_gpu_nor_the_reverse() -> None:
+    p = plan(_snap(held("x", (0,), 10), whole("w", 2)), NOW)
+    assert p.starts == () and p.head is not None and p.head.run == "w"
+    p = plan(_snap(held("x", (0,), 10), whole("w", 1)), NOW)
+    assert _gpus(p) == {"w": (1,)}
+    p = plan(_snap(held("x", (0, 1)), shared("a", 1)), NOW)
+    assert p.starts == () and p.reasons["a"].code == ReasonCode.GPU_MEMORY_WAIT
+
+
+def test_a_shared_ask_larger_than_every_gpu_never_runs_and_blocks_nobody() -> None:
+    p = plan(_snap(shared("big", 90), shared("small", 10, at=1), gpus=1), NOW)
+    assert p.reasons["big"].code == ReasonCode.TOO_LARGE
+    assert "asks for 90GiB on 1 GPU, the machine has no GPU that large" in (p.reason("big") or "")
+    assert _gpus(p) == {"small": (0,)} and p.head is None
+
+
+def test_a_shared_run_on_several_gpus_takes_its_memory_on_each() -> None:
+    p = plan(_snap(held("x", (0,), 70), shared("a", 20, count=2), gpus=3), NOW)
+    assert _gpus(p) == {"a": (1, 2)}
+
+
+def test_the_head_preempts_the_fewest_lowest_newest_shared_runs() -> None:
+    p = plan(
+        _snap(
+            held("old", (0,), 40, priority=-1, started=-2 * HOUR),
+            held("new", (0,), 40, priority=-1, started=-HOUR),
+            held("keep", (0,), 0, priority=5) if False else held("mid", (1,)),
+            shared("urgent", 30, priority=1),
+        ),
+        NOW,
+    )
+    assert [v.run for v in p.preemptions] == ["new"]
+    assert p.head is not None and p.head.run == "urgent"
+
+
+def test_backfill_behind_a_shared_head_only_when_it_ends_before_its_shadow() -> None:
+    items = (held("x", (0,), 60, limit=HOUR, started=0), shared("head", 70))
+    p = plan(_snap(*items, shared("short", 20, limit=600, at=1), gpus=1), NOW)
+    assert _gpus(p) == {"short": (0,)} and p.starts[0].backfill
+    p = plan(_snap(*items, shared("long", 20, limit=2 * HOUR, at=1), gpus=1), NOW)
+    assert p.starts == ()  # it would still hold 20 GiB when the head needs 70 of 80
+    assert p.reasons["long"].code == ReasonCode.QUEUED_BEHIND
+    p = plan(_snap(*items, shared("fits", 10, at=1), gpus=1), NOW)
+    assert _gpus(p) == {"fits": (0,)}  # 70 + 10 fit in 80 once x has ended
+
+
+def test_gpu_memory_quota_counts_a_whole_gpu_as_its_memory() -> None:
+    quota = Quota(gpu_memory=100 * GIB)
+    p = plan(_snap(held("x", (0,)), shared("a", 30), gpus=2, quota=quota), NOW)
+    assert p.starts == () and p.reasons["a"].code == ReasonCode.QUOTA_WAIT
+    assert (
+        p.reason("a") == "Waits for namespace quota: gpu_memory 80GiB in use + 30GiB asked > 100GiB"
+    )
+    p = plan(_snap(held("x", (0,)), shared("a", 20), gpus=2, quota=quota), NOW)
+    assert _gpus(p) == {"a": (1,)}
+
+
+def test_queues_without_shared_runs_are_planned_as_before() -> None:
+    snapshot = _snap(held("x", (0,)), whole("w", 1))
+    p = plan(snapshot, NOW)
+    assert _gpus(p) == {"w": (1,)} and p.starts[0].gpu_share == 0
+
+
+# ------------------------------------------------------------- properties
+
+LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0, 7200.0]))
+
+
+@st.composite
+def shared_snapshots(draw: st.DrawFn) -> Snapshot:
+    n = 4
+    m = _machine(n)
+    pool = GpuPool(m.sizes())
+    order = list(range(n))
+    random.Random(draw(st.integers(0, 1000))).shuffle(order)
+    running: list[RunningUnit] = []
+    for i in range(draw(st.integers(0, 6))):
+        prio, limit = draw(st.integers(-3, 3)), draw(LIMITS)
+        stopping = draw(st.booleans()) and draw(st.booleans())
+        started = -float(draw(st.integers(0, 7200)))
+        deadline = 10.0 if stopping else None
+        if draw(st.booleans()):
+            gib = draw(st.sampled_from([10, 20, 30, 40]))
+            fit = [g for g in order if pool.free_on(g) >= gib * GIB]
+            if not fit:
+                continue
+            gpus = (fit[0],)
+        else:
+            empty = [g for g in order if g in pool.empty()]
+            k = draw(st.integers(1, 2))
+            if len(empty) < k:
+                continue
+            gib, gpus = 0, tuple(sorted(empty[:k]))
+        unit = held(f"r{i}", gpus, gib, priority=prio, limit=limit, started=started,
+                    stop_deadline=deadline)  # fmt: skip
+        pool.take(unit_hold(unit))
+        running.append(unit)
+    waiting: list[WaitingRun] = []
+    for i in range(draw(st.integers(0, 10))):
+        prio, limit, at = draw(st.integers(-3, 3)), draw(LIMITS), draw(st.integers(0, 1000))
+        if draw(st.booleans()):
+            gib = draw(st.sampled_from([10, 20, 30, 40, 60, 80]))
+            count = draw(st.integers(1, 2))
+            waiting.append(shared(f"w{i}", gib, count=count, priority=prio, at=at, limit=limit,
+                                  workers=draw(st.integers(1, 2))))  # fmt: skip
+        else:
+            waiting.append(whole(f"w{i}", draw(st.integers(0, 3)), priority=prio, at=at,
+                                 limit=limit))  # fmt: skip
+    quota = draw(st.one_of(st.none(), st.builds(Quota, gpu_memory=st.sampled_from(
+        [100 * GIB, 200 * GIB]))))  # fmt: skip
+    ws = {"default": Workspace("default", quota)} if quota else {}
+    return Snapshot(m, ws, tuple(running), tuple(waiting))
+
+
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(shared_snapshots())
+def test_no_gpu_memory_is_given_twice(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    runs = {w.name: w for w in snapshot.waiting}
+    pool = GpuPool(snapshot.machine.sizes())
+    whole_gpus: list[int] = []
+    for unit in snapshot.running:
+        pool.take(unit_hold(unit))
+        whole_gpus += unit_hold(unit)[0]
+    for s in p.starts:
+        run = runs[s.run]
+        for worker in s.gpus:
+            assert len(worker) == (run.gpu_count if run.gpu_share else run.worker.gpus)
+            assert len(set(worker)) == len(worker)
+        hold = start_hold(run, s.gpus)
+        pool.take(hold)
+        whole_gpus += hold[0]
+    assert len(set(whole_gpus)) == len(whole_gpus)  # no GPU held whole twice
+    for g, size in pool.size.items():
+        assert pool.used[g] <= size  # no more memory promised on a GPU than it has
+        assert not (g in pool.whole and pool.used[g])  # never whole and shared at once
+
+
+@PROPERTY
+@given(shared_snapshots())
+def test_nothing_started_delays_a_head_on_shared_gpus(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    if p.head is None or p.head.preempting:
+        return
+    runs = {w.name: w for w in snapshot.waiting}
+    as_running = tuple(
+        RunningUnit(
+            f"new-{s.run}",
+            s.run,
+            "default",
+            runs[s.run].priority,
+            runs[s.run].ask(),
+            tuple(g for w in s.gpus for g in w),
+            NOW,
+            runs[s.run].time_limit,
+            len(s.workers),
+            gpu_share=runs[s.run].gpu_share,
+        )
+        for s in p.starts
+    )
+    alone = Snapshot(snapshot.machine, {}, snapshot.running + as_running, (runs[p.head.run],))
+    p2 = plan(alone, NOW)
+    assert p2.head is not None and p2.head.run == p.head.run
+    assert p2.head.shadow == p.head.shadow
+
+
+@PROPERTY
+@given(shared_snapshots())
+def test_shared_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
+    p = plan(snapshot, NOW)
+    if p.head is None or not p.preemptions:
+        return
+    units = {u.unit_id: u for u in snapshot.running}
+    runs = {w.name: w for w in snapshot.waiting}
+    head = runs[p.head.run]
+    victims = [units[v.unit_id] for v in p.preemptions]
+    assert all(v.priority < head.priority and not v.stopping for v in victims)
+    pool, room = GpuPool(snapshot.machine.sizes()), snapshot.machine.capacity()
+    for unit in snapshot.running:
+        if not unit.stopping:
+            pool.take(unit_hold(unit))
+            room = room - unit.resources
+    for s in p.starts:  # started ahead of the head; backfill comes after it
+        if s.backfill:
+            continue
+        pool.take(start_hold(runs[s.run], s.gpus))
+        room = room - runs[s.run].ask()
+
+    def fits(chosen: list[RunningUnit]) -> bool:
+        trial, r = pool.copy(), room
+        for unit in chosen:
+            trial.release(unit_hold(unit))
+            r = r + unit.resources
+        return head.ask().fits_in(r) and trial.fits(head)
+
+    assert fits(victims)
+    for v in victims:
+        assert not fits([u for u in victims if u is not v])
