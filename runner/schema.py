@@ -103,6 +103,8 @@ class Run(_Wire, frozen=True, kw_only=True):
     # since when its GPUs have done nothing, once it is marked idle ([machine]
     # idle_gpu_after); left out of the JSON while it is not
     idle_since: str | UnsetType = UNSET
+    # a shared request: the memory it asks on each of its GPUs; absent for whole GPUs
+    gpu_memory_bytes: int | UnsetType = UNSET
 
 
 class Worker(_Wire, frozen=True, kw_only=True):

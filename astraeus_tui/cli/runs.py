@@ -159,6 +159,13 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
     ] = False,
+    gpu_mem: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-mem",
+            help="Share GPUs: this memory on each of --gpus GPUs (default 1), e.g. 20GiB.",
+        ),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -183,7 +190,7 @@ def run(
             priority=priority, workspace=workspace, workers=workers, after=after or (),
             interactive=interactive or tty,
             hold=hold, begin_at=None if begin is None else begin_time(begin),
-            notify=notify or (), notify_on=event_names(notify_on),
+            notify=notify or (), notify_on=event_names(notify_on), gpu_memory=gpu_mem,
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None

@@ -89,6 +89,7 @@ _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
     "max_submit_per_user", "log_limit", "log_reserve", "default_image", "telemetry_seconds",
     *IDLE_KEYS,  # runner/config/idle.py
+    "gpu_shards", "mps",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
 _API_KEYS = (
@@ -101,7 +102,8 @@ _API_KEYS = (
 MAX_API_TIMEOUT = 3600.0
 MAX_CONNECTIONS = 100_000
 _WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota", "default_image")
-_QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers")
+_QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers", "gpu_memory")
+MAX_GPU_SHARDS = 1024
 _DRIVE_KEYS = ("path", "workspaces")
 
 
@@ -140,6 +142,8 @@ class MachineConfig:
     telemetry_seconds: float = DEFAULT_TELEMETRY  # between two samples of GPUs and runs
     # idle_gpu_after, idle_gpu_threshold, idle_gpu_policy (runner/config/idle.py)
     idle: IdleConfig = IDLE_DEFAULTS
+    gpu_shards: int = 8  # a Slurm shard (#SBATCH --gres=shard:N) is a GPU's memory / this
+    mps: bool = False  # a shared run's memory limit passed to CUDA MPS in its environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +252,15 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         default_image=_default_image(table.get("default_image"), "machine.default_image"),
         telemetry_seconds=_telemetry(table.get("telemetry_seconds", DEFAULT_TELEMETRY)),
         idle=parse_idle(table),
+        gpu_shards=_whole(table.get("gpu_shards", 8), "machine.gpu_shards", 1, MAX_GPU_SHARDS),
+        mps=_flag(table.get("mps", False), "machine.mps"),
     )
+
+
+def _flag(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(path, f"must be true or false, got {_show(value)}")
+    return value
 
 
 def _telemetry(value: object) -> float:
@@ -285,12 +297,13 @@ def _max_submit(table: _Table) -> int:
 
 def _quota(value: object, path: str) -> Quota | None:
     table = _table(value, path, _QUOTA_KEYS)
-    gpus, cores, memory, workers = (table.get(key) for key in _QUOTA_KEYS)
+    gpus, cores, memory, workers, gpu_memory = (table.get(key) for key in _QUOTA_KEYS)
     quota = Quota(
         gpus=None if gpus is None else _whole(gpus, f"{path}.gpus", 0),
         cpu_milli=None if cores is None else _cpu_milli(cores, f"{path}.cpu_cores"),
         memory=None if memory is None else _size(memory, f"{path}.memory"),
         workers=None if workers is None else _whole(workers, f"{path}.workers", 0),
+        gpu_memory=None if gpu_memory is None else _size(gpu_memory, f"{path}.gpu_memory"),
     )
     return None if quota.is_empty() else quota
 

@@ -132,6 +132,8 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
         cores * 1000,
         memory,
         config.machine.stop_grace_seconds,
+        gpu_memory=tuple(g.memory_total for g in inventory.gpus),
+        gpu_shards=config.machine.gpu_shards,
     )
 
 
@@ -179,6 +181,8 @@ class Daemon:
         self.settings = self._settings()
         name = self.executor.name if self.executor is not None else "slurm"
         self.service = Service(self.store, self.config, self._poke, name, self._check_spec)
+        if slurm is None:
+            self.service.shard_bytes = self.settings.machine.shard_bytes
         self.groups = GroupService(self.service)
         groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
         self.backend: Backend = self._backend(slurm, groups, clock)
@@ -217,6 +221,7 @@ class Daemon:
             authorise=self._start_refusal,
             idle=_idle_settings(self.config),
             idle_tracker=self.idle_tracker,
+            mps=self.config.machine.mps,
         )
 
     def _backend(

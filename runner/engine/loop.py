@@ -24,6 +24,7 @@ from runner.engine.idle import IdleWatch
 from runner.engine.lifecycle import settle_run
 from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
 from runner.engine.settings import LoopSettings
+from runner.engine.sharing import shared_refusal
 from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
 from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
@@ -132,7 +133,7 @@ class Loop:
     def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
         if spec.interactive and not self.executor.capabilities.terminals:
             return f"interactive runs need the process executor, not {self.executor.name}"
-        return None  # what the service checks is all this machine needs
+        return shared_refusal(spec, self.settings.machine)  # GPUs shared by memory
 
     def estimates(self) -> dict[str, Estimate]:
         """The planner replayed forward, within the time budget at the last plan's cost."""

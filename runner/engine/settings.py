@@ -27,6 +27,7 @@ class LoopSettings:
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
     log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
     log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
+    mps: bool = False  # [machine] mps: a shared run's memory limit passed to CUDA MPS
     authorise: Authorise | None = (
         None  # may a run's owner still start it (runner.engine.revocation)
     )

@@ -14,7 +14,7 @@ from runner.engine.retention import prune_attempt_logs
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
-from runner.model import MountMode, RunSpec, RunState, StopReason
+from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
 from runner.reasons import Reason
 from runner.store.db import RunRow, Store
@@ -42,6 +42,15 @@ def gpu_names(gpus: tuple[int, ...], devices: Mapping[int, str]) -> tuple[str, .
     return tuple(devices.get(i, str(i)) for i in gpus)
 
 
+def mps_limit(share: int, gpus: int) -> str:
+    """CUDA MPS's per-device memory limit for a client (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``):
+    ``0=20G,1=20G``, each device as the client numbers them (its visible devices, from 0);
+    whole GiB when the share is, else MB rounded down."""
+    mib = 1024**2
+    limit = f"{share // GIB}G" if share % GIB == 0 else f"{share // mib}MB"
+    return ",".join(f"{i}={limit}" for i in range(gpus))
+
+
 def worker_env(
     run: RunRow,
     spec: RunSpec,
@@ -49,8 +58,10 @@ def worker_env(
     gpus: tuple[int, ...],
     remap: bool,
     devices: Mapping[int, str] | None = None,
+    mps_share: int = 0,
 ) -> dict[str, str]:
-    """The environment every worker gets, over the spec's own (docs/scheduling.md)."""
+    """The environment every worker gets, over the spec's own (docs/scheduling.md).
+    ``mps_share``: a shared run's memory on each GPU, passed to CUDA MPS ([machine] mps)."""
     names = gpu_names(gpus, devices or {})
     visible = ",".join(str(i) for i in range(len(gpus))) if remap else ",".join(names)
     env = dict(spec.task.env)
@@ -66,6 +77,8 @@ def worker_env(
         CUDA_VISIBLE_DEVICES=visible,
         NVIDIA_VISIBLE_DEVICES=",".join(names) if gpus else "void",
     )
+    if mps_share and gpus:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mps_limit(mps_share, len(gpus))
     return env
 
 
@@ -192,13 +205,15 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
     spec = ctx.specs.get(run)
     logs = ctx.settings.logs_dir / run.run_uid  # by id: a name used again starts clean
     prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt, start.workers)
+    settings = ctx.settings
+    mps = spec.task.share_bytes(settings.machine.shard_bytes) if settings.mps else 0
     for index, gpus in zip(start.workers, start.gpus, strict=True):
         try:
             launch = WorkerLaunch(
                 run=run.name, attempt=attempt, worker=index, image=spec.task.image,
                 argv=_argv(spec),
                 env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus,
-                               ctx.settings.gpu_devices),
+                               ctx.settings.gpu_devices, mps),
                 gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
                 cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),

@@ -57,6 +57,9 @@ class Service(Reads):
         self.poke = poke
         self.executor = executor
         self.backend_check = backend_check  # why the back end cannot run a spec, or None
+        # a Slurm shard's memory on this machine ([machine] gpu_shards): a shared request in
+        # shards is stored as memory_bytes; 0 (in front of Slurm) keeps the shards
+        self.shard_bytes = 0
 
     # --------------------------------------------------------------- checks
 
@@ -158,11 +161,16 @@ class Service(Reads):
         return self.config.machine.default_image or LOCAL_IMAGE
 
     def resolved(self, spec: RunSpec, workspace: str) -> RunSpec:
-        """``spec`` with the default image filled in when it names none: stored so."""
-        if spec.task.image:
-            return spec
-        task = dataclasses.replace(spec.task, image=self.default_image(workspace))
-        return dataclasses.replace(spec, task=task)
+        """``spec`` with the default image filled in when it names none, and shards of a
+        GPU as the memory they are on this machine: stored so."""
+        task = spec.task
+        if task.gpu_shards and self.shard_bytes:
+            task = dataclasses.replace(
+                task, gpu_share=task.gpu_shards * self.shard_bytes, gpu_shards=0
+            )
+        if not task.image:
+            task = dataclasses.replace(task, image=self.default_image(workspace))
+        return spec if task is spec.task else dataclasses.replace(spec, task=task)
 
     def _check_after(
         self, spec: RunSpec, caller: Caller, pending: dict[str, str] | None = None

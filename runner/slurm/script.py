@@ -171,12 +171,27 @@ def _placement(spec: RunSpec, settings: SlurmSettings, workspace: str) -> list[s
     return options
 
 
+def _shards(spec: RunSpec) -> str:
+    """A shared request as Slurm's shards (``--gres=shard:N``), or refused in one line:
+    Slurm splits each GPU into shards and knows no bytes."""
+    task = spec.task
+    if task.gpu_share:
+        raise SlurmError(
+            "a shared GPU on Slurm is asked in shards (#SBATCH --gres=shard:N), not memory_bytes"
+        )
+    if task.gpus != 1 or spec.workers != 1:
+        raise SlurmError("shards are asked for one worker on one GPU (--gres=shard:N)")
+    return f"--gres=shard:{task.gpu_shards}"
+
+
 def _resources(spec: RunSpec) -> list[str]:
     task = spec.task
     per_worker = spec.worker_resources()
     cpus = math.ceil(per_worker.cpu_milli / 1000)
     options = []
-    if spec.workers == 1:
+    if task.shared:
+        options += ["--nodes=1", _shards(spec)]
+    elif spec.workers == 1:
         options.append("--nodes=1")
         if task.gpus:
             options.append(f"--gres=gpu:{task.gpus}")

@@ -106,6 +106,7 @@ def run_document(
     begin_at: str | None = None,
     notify: Sequence[str] = (),
     notify_on: Sequence[str] = (),
+    gpu_memory: str | None = None,
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
@@ -113,9 +114,14 @@ def run_document(
     asked), the time limit (none), the workspace (the caller's default), ``env``,
     ``workers`` (one), ``after``, ``hold`` and ``begin_at`` (see begin_time), and
     ``notify`` (Apprise URLs, each for the events of ``notify_on``; succeeded and failed
-    when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts).
+    when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts);
+    ``gpu_memory`` (``--gpu-mem 20GiB``) shares GPUs: that memory on each of ``gpus``
+    GPUs (one when none is given).
     """
-    resources: dict[str, Any] = {"gpu_requests": {"count": gpus}, "cpu_cores": cpus}
+    gpu_request: dict[str, Any] = {"count": gpus}
+    if gpu_memory is not None:
+        gpu_request = {"count": gpus or 1, "memory_bytes": gpu_memory, "shared": True}
+    resources: dict[str, Any] = {"gpu_requests": gpu_request, "cpu_cores": cpus}
     if memory is not None:
         resources["memory_bytes"] = memory
     task: dict[str, Any] = {**({"image": image} if image else {}), "command": argv[0],

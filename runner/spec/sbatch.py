@@ -261,9 +261,15 @@ def _gres(batch: _Batch, value: str | None, option: str) -> None:
         raise SpecError(
             option, f"only one gres, gpu[:type]:N, is supported, got {show_value(value)}"
         )
-    count = _gres_count(entries[0].split(":"))
+    parts = entries[0].split(":")
+    if parts[0] == "shard":  # Slurm's shards of one GPU: a shared request (docs/scheduling.md)
+        if len(parts) != 2 or not _COUNT_RE.fullmatch(parts[1]) or int(parts[1]) < 1:
+            raise SpecError(option, f"must be shard:N with N of 1 or more, got {show_value(value)}")
+        batch.set(f"{_RES}.gpu_requests", {"count": 1, "shards": int(parts[1])}, option)
+        return
+    count = _gres_count(parts)
     if count is None:
-        raise SpecError(option, f"must be gpu:N or gpu:type:N, got {show_value(value)}")
+        raise SpecError(option, f"must be gpu:N, gpu:type:N or shard:N, got {show_value(value)}")
     batch.set(f"{_RES}.gpu_requests", {"count": count}, option)
 
 

@@ -135,7 +135,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "sbatch-crlf.sbatch": (SPEC, "<script>: has carriage returns (DOS line breaks?)"),
     "sbatch-lone-cr.sbatch": (SPEC, "<script>: has carriage returns (DOS line breaks?)"),
     "sbatch-python.sbatch": (SPEC, "#!: only bash or sh batch scripts are supported"),
-    "sbatch-gres-huge.sbatch": (SPEC, "#SBATCH --gres: must be gpu:N or gpu:type:N"),
+    "sbatch-gres-huge.sbatch": (SPEC, "#SBATCH --gres: must be gpu:N, gpu:type:N or shard:N"),
     "sbatch-mem-huge.sbatch": (SPEC, "#SBATCH --mem: must be at most 1PiB"),
     "sbatch-nice-huge.sbatch": (SPEC, "#SBATCH --nice: must be between -1000 and 1000"),
     "sbatch-cpus-huge.sbatch": (SPEC, "#SBATCH --cpus-per-task: must be at most 100000 cores"),

@@ -168,6 +168,19 @@ def test_hold_release_requeue(d: Served) -> None:
     same(d, "run", "--name", "x", "--begin", "tomorrow", "--", "true", via_typer=True)
 
 
+def test_run_with_gpu_memory(d: Served) -> None:
+    """``--gpu-mem``: the same shared request on both paths."""
+    same(d, "run", "--name", "packed", "--hold", "--gpu-mem", "20GiB", "--", "true",
+         rename="packed")  # fmt: skip
+    for name in ("packed", "packed-typer"):
+        assert d.json("show", name)["gpu_memory_bytes"] == 20 * 1024**3
+        assert d.json("show", name)["gpus_requested"] == 1
+    # two GPUs of 20 GiB on a machine of one: refused alike, in one line
+    out = same(d, "run", "--name", "x", "--gpus", "2", "--gpu-mem", "20GiB", "--", "true")
+    assert out == "{}"
+    same(d, "run", "--name", "x", "--gpu-mem", "lots", "--", "true")
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -151,7 +151,14 @@ ERRORS: list[tuple[str, str, str]] = [
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
         " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image,"
-        " telemetry_seconds, idle_gpu_after, idle_gpu_threshold, idle_gpu_policy)",
+        " telemetry_seconds, idle_gpu_after, idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
+        " mps)",
+    ),
+    ("[machine]\nmps = 1", "machine.mps", "must be true or false, got 1"),
+    (
+        "[machine]\ngpu_shards = 0",
+        "machine.gpu_shards",
+        "must be a whole number between 1 and 1024, got 0",
     ),
     (
         "[machine]\ntelemetry_seconds = 0",
@@ -198,7 +205,7 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         WS + "quota = { gpu = 1 }",
         "workspaces.vision.quota.gpu",
-        "unknown key (expected one of: gpus, cpu_cores, memory, workers)",
+        "unknown key (expected one of: gpus, cpu_cores, memory, workers, gpu_memory)",
     ),
     (
         DRIVE + "path = '/'\nmode = 'ro'",

@@ -21,6 +21,7 @@ RUN_OPTIONS = {
     "--hold": ("hold", FLAG), "--begin": ("begin", VALUE),
     "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
     "--dry-run": ("dry_run", FLAG),
+    "--gpu-mem": ("gpu_mem", VALUE),
 }  # fmt: skip
 
 
@@ -63,7 +64,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             after=texts(p, "after") or (), hold=bool(p.options.get("hold")),
             begin_at=None if begin is None else begin_time(begin),
             notify=texts(p, "notify") or (),
-            notify_on=event_names(text(p, "notify_on")),
+            notify_on=event_names(text(p, "notify_on")), gpu_memory=text(p, "gpu_mem"),
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words
