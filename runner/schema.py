@@ -214,8 +214,17 @@ class GpuHolder(_Wire, frozen=True, kw_only=True):
     state: str
 
 
+class GpuShare(_Wire, frozen=True, kw_only=True):
+    """A shared run's memory on one GPU."""
+
+    run: str
+    worker: int
+    bytes: int
+
+
 class Gpu(_Wire, frozen=True, kw_only=True):
-    """One GPU and who holds it; ``held_for``: the head it is kept for."""
+    """One GPU and who holds it; ``held_for``: the head it is kept for; ``shares``: the
+    shared runs on it and their memory (absent on a GPU no run shares)."""
 
     index: int
     uuid: str = ""
@@ -231,6 +240,7 @@ class Gpu(_Wire, frozen=True, kw_only=True):
     foreign_pids: list[int] = []
     drained: str | None = None  # kept out of every plan by an admin: the drain's reason
     mig: str | None = None  # a MIG instance: "GPU:instance" as nvidia-smi numbers it ("0:1")
+    shares: list[GpuShare] | UnsetType = UNSET
 
 
 class GpuList(_Wire, frozen=True, kw_only=True):

@@ -33,6 +33,18 @@ def gpus(as_json: bool = JsonOption) -> None:
             "-" if g.temperature is None else f"{g.temperature}C", _holder(g),
         )))  # fmt: skip
     console().print(table)
+    for g in data.gpus:
+        if g.shares:
+            console().print(plain(shared_line(g)), highlight=False)
+
+
+def shared_line(g: Gpu) -> str:
+    """``gpu 0 shared: a 20GiB, b 30GiB, 30GiB free``; empty on a GPU no run shares."""
+    if not g.shares:
+        return ""
+    parts = [f"{s.run} {format_size(s.bytes)}" for s in g.shares]
+    free = max(0, g.memory_total - sum(s.bytes for s in g.shares))
+    return f"gpu {g.index} shared: {', '.join(parts)}, {format_size(free)} free"
 
 
 def _label(g: Gpu) -> str:
@@ -41,6 +53,8 @@ def _label(g: Gpu) -> str:
 
 
 def _holder(g: Gpu) -> str:
+    if g.shares:
+        return f"shared by {len(g.shares)} worker(s)"
     if g.drained:  # kept out of every plan: what runs on it finishes
         held = f"{g.holder.run} (worker {g.holder.worker}), " if g.holder else ""
         return f"{held}drained ({g.drained})"

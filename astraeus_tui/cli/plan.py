@@ -17,6 +17,7 @@ EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "q
 def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
     from rich.table import Table
 
+    from runner.model import format_size
     from runner.planner.plan import format_utc
 
     started = {s.run: s for s in result.starts}
@@ -30,8 +31,14 @@ def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
         start = started.get(name)
         if start is not None:
             gpus = ",".join(str(g) for worker in start.gpus for g in worker) or "-"
+            if start.gpu_share:
+                gpus += f" ({format_size(start.gpu_share)} each)"
             decision = "backfill" if start.backfill else "start"
             reason = ""
+        elif run.gpu_share:
+            gpus = f"{run.gpu_count}x{format_size(run.gpu_share)}"
+            decision = "head" if result.head and result.head.run == name else "wait"
+            reason = result.reason(name) or ""
         else:
             gpus = str(run.ask().gpus)
             decision = "head" if result.head and result.head.run == name else "wait"
@@ -43,11 +50,33 @@ def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
             table.add_row("-", run.name, run.workspace, str(run.priority),
                           str(run.ask().gpus), "wait", kept)  # fmt: skip
     console.print(table)
+    for line in packing(snapshot, result):
+        console.print(line, highlight=False)
     for unit in snapshot.running:
         if unit.run in victims:
             console.print(f"preempt {unit.run} (priority {unit.priority}), SIGTERM then SIGKILL")
     if result.head and result.head.shadow is not None:
         console.print(f"head {result.head.run}: shadow time {format_utc(result.head.shadow)}")
+
+
+def packing(snapshot: Snapshot, result: Plan) -> list[str]:
+    """Each shared GPU after the plan: ``gpu 0 shared: a 20GiB, b 30GiB, 30GiB free``."""
+    from runner.model import format_size
+
+    sizes = snapshot.machine.sizes()
+    on: dict[int, list[tuple[str, int]]] = {}
+    for unit in snapshot.running:
+        for g in unit.gpus if unit.gpu_share else ():
+            on.setdefault(g, []).append((unit.run, unit.gpu_share))
+    for start in result.starts:
+        for g in (g for worker in start.gpus for g in worker) if start.gpu_share else ():
+            on.setdefault(g, []).append((start.run, start.gpu_share))
+    lines = []
+    for g in sorted(on):
+        free = max(0, sizes.get(g, 0) - sum(n for _, n in on[g]))
+        shares = ", ".join(f"{run} {format_size(n)}" for run, n in on[g])
+        lines.append(f"gpu {g} shared: {shares}, {format_size(free)} free")
+    return lines
 
 
 def plan_command(

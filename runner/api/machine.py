@@ -27,10 +27,14 @@ async def gpus(request: web.Request) -> web.Response:
     if not local:  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
-    for w, visible in daemon.service.gpu_holders(caller):
+    shares: dict[int, list[dict[str, Any]]] = {}  # shared runs on a GPU, with their memory
+    for w, visible, share in daemon.service.gpu_shares(caller):
+        who = w.run if visible else ANONYMOUS_RUN
         for index in w.gpus:
-            holders[index] = {"run": w.run if visible else ANONYMOUS_RUN, "worker": w.worker,
-                          "state": w.state}  # fmt: skip
+            holders.setdefault(index, {"run": who, "worker": w.worker, "state": w.state})
+            if share:
+                shares.setdefault(index, []).append({"run": who, "worker": w.worker,
+                                                     "bytes": share})  # fmt: skip
     plan = daemon.backend.status.plan
     head = plan.head if plan is not None else None
     held = set(head.held_gpus) if head is not None else set()
@@ -51,6 +55,7 @@ async def gpus(request: web.Request) -> web.Response:
             "foreign_pids": list(foreign.get(g.index, ())) if g.index not in holders else [],
             "drained": drained.get(g.index),
             "mig": g.mig,
+            **({"shares": shares[g.index]} if g.index in shares else {}),
         })  # fmt: skip
     return web.json_response({"source": inventory.source, "simulated": inventory.simulated,
                               "gpus": rows})  # fmt: skip

@@ -14,9 +14,10 @@ from runner.engine.drain import Drain, draining_reason, explained
 from runner.engine.holds import begin_reason, held_reason, kept_out
 from runner.engine.revocation import revoked
 from runner.engine.snapshot import snapshot_now as build_snapshot_now
+from runner.engine.snapshot import waiting_run
 from runner.model import RunState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
-from runner.planner.plan import Snapshot, WaitingRun, plan
+from runner.planner.plan import Snapshot, plan
 from runner.planner.why import as_json, explain
 from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef
 from runner.service.runs import Caller, ServiceError
@@ -183,10 +184,9 @@ async def preview(request: web.Request) -> web.Response:
             "reason": why.render(caller.viewer), "reason_code": why.code,
             "estimate": {"starts_by": None, "after": []},
         })  # fmt: skip
-    new = WaitingRun(
-        spec.name, workspace, spec.priority, now, spec.worker_resources(),
-        tuple(range(spec.workers)), spec.task.time_limit_seconds,
-    )  # fmt: skip
+    machine = daemon.settings.machine
+    new = waiting_run(spec, None, machine, tuple(range(spec.workers)), workspace=workspace,
+                      submitted_at=now)  # fmt: skip
     base, drain = snapshot_now(daemon), Drain.of(daemon.store.drains())
     if drain.machine is not None:  # nothing starts: no place in an order
         return web.json_response({
@@ -215,6 +215,8 @@ async def preview(request: web.Request) -> web.Response:
         "preempts": victims, "reason": result.reason(spec.name, caller.viewer),
         "reason_code": None if (r := result.reasons.get(spec.name)) is None else r.code,
         "estimate": estimate_json(estimate, ws, caller),
+        # a shared request: its memory on each of its GPUs (absent for whole GPUs)
+        **({"gpu_memory_bytes": new.gpu_share} if new.gpu_share else {}),
     })  # fmt: skip
 
 

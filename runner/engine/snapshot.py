@@ -122,6 +122,30 @@ def pending_workers(spec: RunSpec, workers: list[WorkerRow]) -> tuple[int, ...]:
     return tuple(i for i in range(spec.workers) if i not in live and i not in done)
 
 
+def waiting_run(
+    spec: RunSpec,
+    run: RunRow | None,
+    machine: Machine,
+    indices: tuple[int, ...],
+    *,
+    workspace: str = "",
+    submitted_at: float = 0.0,
+) -> WaitingRun:
+    """The planner's view of ``spec`` waiting (``run``'s, or one not yet submitted): what
+    a worker asks, a whole GPU counted as the machine's smallest GPU's memory, a shared
+    request with its memory on each of its GPUs."""
+    whole, shard = machine.whole_gpu, machine.shard_bytes
+    return WaitingRun(
+        spec.name if run is None else run.name,
+        workspace if run is None else run.workspace,
+        spec.priority if run is None else run.priority,
+        submitted_at if run is None else run.submitted_at,
+        spec.worker_resources(whole, shard), indices, spec.task.time_limit_seconds,
+        None if run is None else run.preempted_by, spec.task.share_bytes(shard),
+        spec.task.gpus if spec.task.shared else 0,
+    )  # fmt: skip
+
+
 def _waiting(
     runs: list[RunRow],
     live: list[WorkerRow],
@@ -130,7 +154,6 @@ def _waiting(
     machine: Machine,
 ) -> list[WaitingRun]:
     has_live = {w.run for w in live}
-    whole, shard = machine.whole_gpu, machine.shard_bytes
     waiting = []
     for run in runs:
         if run.stop_request is not None:
@@ -144,14 +167,7 @@ def _waiting(
             indices = pending_workers(spec, workers_of.get(run.name, []))
         if not indices:
             continue
-        waiting.append(
-            WaitingRun(
-                run.name, run.workspace, run.priority, run.submitted_at,
-                spec.worker_resources(whole, shard), indices, spec.task.time_limit_seconds,
-                run.preempted_by, spec.task.share_bytes(shard),
-                spec.task.gpus if spec.task.shared else 0,
-            )
-        )  # fmt: skip
+        waiting.append(waiting_run(spec, run, machine, indices))
     return waiting
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from runner.model import Resources
 from runner.reasons import Viewer
 from runner.service.caller import Caller, ServiceError
+from runner.spec.parse import parse_spec
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 
 DETAILS_PRIVATE = "a job in another namespace: details are private"
@@ -103,6 +104,16 @@ class Reads:
             run = self.store.get_run(w.run)
             holders.append((w, run is not None and caller.viewer.sees(run.workspace)))
         return holders
+
+    def gpu_shares(self, caller: Caller) -> list[tuple[WorkerRow, bool, int]]:
+        """``gpu_holders`` with each worker's memory on each of its GPUs when its run
+        shares them (0: whole GPUs)."""
+        shares = []
+        for w, visible in self.gpu_holders(caller):
+            run = self.store.get_run(w.run)
+            share = 0 if run is None else parse_spec(run.spec(), stored=True).task.gpu_share
+            shares.append((w, visible, share))
+        return shares
 
     def usage_now(self) -> dict[str, Resources]:
         """What each workspace's live workers hold now."""

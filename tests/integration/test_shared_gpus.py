@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +120,22 @@ def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_pa
         wait_for(lambda name=name: d.json("show", name)["state"] == "Running")  # type: ignore[misc]
     assert d.json("show", "flag")["gpu_memory_bytes"] == 30 * 1024**3
     assert d.json("show", "shards")["gpu_memory_bytes"] == 20 * 1024**3  # 2 of 8 shards of 80
+    shown = d.astra("gpus").stdout
+    assert "shared by 2 worker(s)" in shown
+    assert any(
+        line in shown
+        for line in (
+            "gpu 0 shared: flag 30GiB, shards 20GiB, 30GiB free",
+            "gpu 0 shared: shards 20GiB, flag 30GiB, 30GiB free",
+        )
+    ), shown
+    gpu = d.json("gpus")["gpus"][0]
+    assert sorted((s["run"], s["bytes"]) for s in gpu["shares"]) == [
+        ("flag", 30 * 1024**3), ("shards", 20 * 1024**3)]  # fmt: skip
+    doc = shared("preview", 10)
+    (tmp_path / "preview.json").write_text(json.dumps(doc))
+    preview = d.astra("submit", "--dry-run", str(tmp_path / "preview.json"))
+    assert "Would start now at once, on GPUs [0] (10GiB on each, shared)." in preview.stdout
     d.kill9()
     d.restart()
     # adopted, still packed: 50 of 80 GiB promised, a 30 GiB run starts, then 40 GiB waits

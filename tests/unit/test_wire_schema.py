@@ -232,3 +232,27 @@ def test_an_idle_run_carries_idle_since_after_begin_at_and_the_client_keeps_it()
     assert json.dumps(msgspec.to_builtins(decoded)) == text
     ended = views.run_object(run, spec, ADMIN, PLAN, (), T0 + 100, estimate, T0 + 40)
     assert "idle_since" not in ended  # no live worker: nothing is idle
+
+
+def test_a_shared_run_carries_its_gpu_memory_and_a_whole_gpu_run_none() -> None:
+    """``gpu_memory_bytes``: the one field a shared request adds, last; absent otherwise
+    (so every other run's bytes above stay as they were)."""
+    from runner.api import views
+    from runner.schema import Run
+
+    doc = _spec("packed")
+    doc["spec"]["task_template"]["requested_resources"]["gpu_requests"] = {
+        "count": 1, "memory_bytes": 20 << 30, "shared": True}  # fmt: skip
+    run = _run("packed", "vision", "Queued", spec_text=json.dumps(doc))
+    obj = json.loads(json.dumps(views.run_object(run, parse_spec(doc, stored=True), ADMIN,
+                                                 PLAN, (), T0, None)))  # fmt: skip
+    assert list(obj)[-1] == "gpu_memory_bytes" and obj["gpu_memory_bytes"] == 20 << 30
+    assert obj["gpus_requested"] == 1
+    import msgspec
+
+    assert msgspec.json.decode(json.dumps(obj), type=Run).gpu_memory_bytes == 20 << 30
+    whole = _run("whole", "vision", "Queued")
+    plain = views.run_object(
+        whole, parse_spec(whole.spec(), stored=True), ADMIN, PLAN, (), T0, None
+    )
+    assert "gpu_memory_bytes" not in json.loads(json.dumps(plain))

@@ -32,7 +32,14 @@ def show_preview(p: dict[str, Any], as_json: bool) -> None:
     echo(f"{p['name']} ({p['workspace']}, priority {p['priority']}): {where}")
     if p["starts_now"]:
         how = "by backfill" if p["backfill"] else "at once"
-        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}.")
+        share = p.get("gpu_memory_bytes")
+        if share:
+            from runner.model import format_size
+
+            each = f" ({format_size(share)} on each, shared)"
+        else:
+            each = ""
+        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}{each}.")
     else:
         echo(f"Would wait: {p['reason']} ({when(p['estimate'])}).")
     if p["preempts"]:
