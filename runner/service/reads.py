@@ -121,7 +121,9 @@ class Reads:
         for w in self.store.live_workers():
             run = self.store.get_run(w.run)
             if run is not None:
-                one = Resources(len(w.gpus), w.cpu_milli, w.memory, 1)
+                share = parse_spec(run.spec(), stored=True).task.gpu_share  # shared: no whole GPU
+                n = len(w.gpus)
+                one = Resources(0 if share else n, w.cpu_milli, w.memory, 1, share * n)
                 used[run.workspace] = used.get(run.workspace, Resources()) + one
         return used
 

@@ -265,3 +265,17 @@ def test_the_batch_header_reads_back_as_the_same_run(
 
 def _step(script: str) -> str:
     return next(line for line in script.splitlines() if line.startswith("srun "))
+
+
+def test_shards_map_onto_slurm_shards_and_bytes_are_refused_in_one_line() -> None:
+    assert options(**resources(gpu_requests={"count": 1, "shards": 2})) == (
+        "--nodes=1", "--gres=shard:2")  # fmt: skip
+    script = "#!/bin/bash\n#SBATCH --gres=shard:3\npython train.py\n"
+    spec = parse_sbatch(script, name_hint="s")
+    assert "--gres=shard:3" in build_batch(spec, ROOT, workspace="w").options
+    with pytest.raises(SlurmError, match=r"not memory_bytes$"):
+        build_batch(run_spec(**resources(gpu_requests={"count": 1, "memory_bytes": GIB})), ROOT,
+                    workspace="w")  # fmt: skip
+    with pytest.raises(SlurmError, match="one worker on one GPU"):
+        build_batch(run_spec(**resources(gpu_requests={"count": 2, "shards": 1})), ROOT,
+                    workspace="w")  # fmt: skip
