@@ -30,8 +30,21 @@ MEM_SPARK = MEM_BAR
 _HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTING: "cyan"}
 
 
+def shares(gpu: Gpu) -> Text:
+    """A shared GPU's free memory, then its runs and theirs: ``30G free · a 20G · b 30G``
+    (what is free first: a narrow panel cuts the runs, not the room)."""
+    free = max(0, gpu.memory_total - sum(s.bytes for s in gpu.shares or ()))
+    text = Text(f"{gib(free)} free", style="cyan")
+    for share in gpu.shares or ():
+        text.append(" · ", style="dim")
+        text.append(str(share.run), style="green").append(f" {gib(share.bytes)}")
+    return text
+
+
 def holder(gpu: Gpu) -> Text:
     held = gpu.holder
+    if gpu.shares and not gpu.drained:  # shared by memory: each run's share
+        return shares(gpu)
     if gpu.drained:  # an admin keeps it out of every plan; its work finishes
         text = Text(f"{held.run} · " if held else "", style="green")
         return text.append(f"drained ({gpu.drained})", style="bold yellow")

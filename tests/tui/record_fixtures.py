@@ -3,6 +3,7 @@
     python -m tests.tui.record_fixtures          # idle, head, backfill, preemption
     python -m tests.tui.record_fixtures groups   # the groups screen
     python -m tests.tui.record_fixtures slurm    # a front for Slurm (tests/slurm/setup.sh)
+    python -m tests.tui.record_fixtures shared   # runs sharing GPUs by memory
 
 Starts ``astra serve`` (process executor, 4 simulated GPUs, stop grace 8 s) in
 a temporary home, plays the demo's story step by step, and writes one JSON file
@@ -175,6 +176,28 @@ def play_slurm(client: Client, home: Path) -> None:
         client.delete(name)
 
 
+def shared_spec(name: str, gib: int, **kwargs: Any) -> dict[str, Any]:
+    """A run sharing one GPU: ``gib`` GiB of it."""
+    doc = spec(name, slow_stop(0), **kwargs)
+    doc["spec"]["task_template"]["requested_resources"]["gpu_requests"] = {
+        "count": 1, "memory_bytes": gib * 1024**3, "shared": True}  # fmt: skip
+    return doc
+
+
+def play_shared(client: Client, home: Path) -> None:
+    """Small runs packed by memory beside whole-GPU work: the GPU panel's shares."""
+    client.submit(spec("pretrain-7b", slow_stop(0), gpus=2, limit=7200, workspace="vision"))
+    wait_for(lambda: state(client, "pretrain-7b") == "Running", 20, "the whole-GPU run")
+    for name, gib, ws in (("eval-a", 20, "vision"), ("notebook", 30, "nlp"),
+                          ("eval-b", 40, "vision"), ("eval-c", 30, "vision")):  # fmt: skip
+        client.submit(shared_spec(name, gib, limit=1800, workspace=ws))
+    wait_for(lambda: state(client, "eval-c") == "Running", 20, "the packing")
+    client.submit(shared_spec("eval-d", 50, limit=1800, workspace="vision"))
+    wait_for(lambda: client.show("eval-d").head, 20, "a shared head")
+    time.sleep(0.5)
+    record(client, "shared", home)
+
+
 SLURM_CONFIG = """
 [workspaces.vision]
 members = ["*"]
@@ -198,7 +221,7 @@ def main() -> None:
         )
     else:
         served = Served(home, home / "astraeus.sock").start(WORKSPACES, gpus=4, grace=8)
-    plays = {"groups": play_groups, "slurm": play_slurm}
+    plays = {"groups": play_groups, "slurm": play_slurm, "shared": play_shared}
     try:
         plays.get(what, play)(Client(served.socket), home)
     finally:

@@ -53,3 +53,9 @@ def test_groups_screen(snap_compare: Any) -> None:
 def test_main_screen_on_a_front_for_slurm(snap_compare: Any) -> None:
     """Recorded from a front for the real Slurm: Slurm's head, start estimates and GPUs."""
     assert snap_compare(app_for("slurm"), terminal_size=(120, 36), run_before=settled)
+
+
+def test_main_screen_with_shared_gpus(snap_compare: Any) -> None:
+    """Runs sharing GPUs by memory: the GPU panel gives each GPU's shares by run and
+    what is free; a shared head waits for memory on one GPU."""
+    assert snap_compare(app_for("shared"), terminal_size=(120, 36), run_before=settled)
