@@ -34,6 +34,7 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("held", "held", 120, 36, ()),  # a held run out of the order (the head state, one held)
     ("sparklines", "sampled", 120, 36, ()),  # the GPU panel's sparklines from telemetry
     ("run-page", "run-page", 120, 36, ()),  # a run's page: its use over its life, plotted
+    ("shared", "shared", 120, 36, ()),  # runs sharing GPUs by memory, a shared head
 ]
 
 
