@@ -1,10 +1,11 @@
 """One planning cycle on a synthetic snapshot, at 1k, 10k and 100k waiting runs.
 
-Run by hand: ``.venv/bin/python bench/bench_planner.py [N ...] [--unordered]``.
+Run by hand: ``.venv/bin/python bench/bench_planner.py [N ...] [--unordered] [--shared]``.
 Prints the median of several cycles per size and the growth against n log n.
 The waiting runs come in the order the engine gives them (the store's, by
 submission time and name); ``--unordered`` gives them in no order, the worst
-case for the planner's sort.
+case for the planner's sort. ``--shared``: a quarter of the waiting runs, and two of
+the eight GPUs' running work, share GPUs by memory (placed GPU by GPU).
 Targets on a 2-core machine: <= 20 ms at 10k, <= 250 ms at 100k.
 """
 
@@ -23,7 +24,9 @@ from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun, plan
 NOW = 1_790_856_000.0
 
 
-def synthetic(n_waiting: int, seed: int = 7, *, unordered: bool = False) -> Snapshot:
+def synthetic(
+    n_waiting: int, seed: int = 7, *, unordered: bool = False, shared: bool = False
+) -> Snapshot:
     rnd = random.Random(seed)
     machine = Machine(tuple(range(8)), 128_000, 1024 * GIB)
     workspaces = {
@@ -49,6 +52,22 @@ def synthetic(n_waiting: int, seed: int = 7, *, unordered: bool = False) -> Snap
                 rnd.choice([None, 3600.0, 7200.0, 86_400.0]),
             )
         )
+    if shared:  # GPUs 6 and 7 are shared: two runs of 30 GiB on each
+        running = running[:6] + running[8:]
+        for i, g in enumerate((6, 6, 7, 7)):
+            running.append(
+                RunningUnit(
+                    f"share-{i}",
+                    f"share-{i}",
+                    f"ws{i}",
+                    0,
+                    Resources(0, 1000, 4 * GIB, 1, 30 * GIB),
+                    (g,),
+                    NOW - 600,
+                    3600.0,
+                    gpu_share=30 * GIB,
+                )
+            )
     rows = [
         (
             f"wait-{i}",
@@ -66,6 +85,12 @@ def synthetic(n_waiting: int, seed: int = 7, *, unordered: bool = False) -> Snap
         WaitingRun(name, ws, priority, at, Resources(gpus, cpu, 16 * GIB, 1), (0,), limit)
         for name, ws, priority, at, (gpus, cpu), limit in rows
     ]
+    if shared:  # every fourth run asks for 10-40 GiB of one GPU instead
+        for i in range(0, len(waiting), 4):
+            w, share = waiting[i], rnd.choice([10, 20, 40]) * GIB
+            waiting[i] = WaitingRun(w.name, w.workspace, w.priority, w.submitted_at,
+                                    Resources(0, 1000, 16 * GIB, 1, share), (0,), w.time_limit,
+                                    gpu_share=share, gpu_count=1)  # fmt: skip
     return Snapshot(machine, workspaces, tuple(running), tuple(waiting))
 
 
@@ -82,13 +107,16 @@ def median_ms(snapshot: Snapshot, repeat: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    unordered = "--unordered" in sys.argv[1:]
-    sizes = [int(a) for a in sys.argv[1:] if a != "--unordered"] or [1_000, 10_000, 100_000]
-    given = "unordered" if unordered else "in submission order"
+    unordered, shared = "--unordered" in sys.argv[1:], "--shared" in sys.argv[1:]
+    sizes = [int(a) for a in sys.argv[1:] if not a.startswith("--")] or [1_000, 10_000, 100_000]
+    given = ("unordered" if unordered else "in submission order") + (
+        ", a quarter shared by memory" if shared else ""
+    )
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; waiting runs {given}")
     results = []
     for n in sizes:
-        ms, cpu = median_ms(synthetic(n, unordered=unordered), repeat=21 if n <= 10_000 else 7)
+        snapshot = synthetic(n, unordered=unordered, shared=shared)
+        ms, cpu = median_ms(snapshot, repeat=21 if n <= 10_000 else 7)
         results.append((n, ms))
         print(f"{n:>7} waiting runs: median {ms:8.2f} ms per planning cycle ({cpu:.2f} ms CPU)")
     base_n, base_ms = results[0]
