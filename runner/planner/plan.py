@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from operator import attrgetter
 
 from runner.model import Resources, amounts
@@ -74,6 +75,7 @@ from runner.planner.pool import (
     replay_pool,
     start_hold,
     unit_hold,
+    without_gpus,
 )
 from runner.planner.shadow import choose_victims, replay_shadow, take_gpus, unit_end
 from runner.planner.types import (
@@ -178,6 +180,9 @@ class _Walk(InQuota):
             for unit in snapshot.running:
                 pool.take(unit_hold(unit))
             self.free_gpus = pool.empty()
+            # free whole GPUs are the empty ones: a GPU shared runs are on is not free room
+            # for a run of whole GPUs (the replays below place GPUs through the pool)
+            self.free = replace(self.free, gpus=len(self.free_gpus))
 
     def _share(self, workspace: str) -> float:
         ws = self.workspaces.get(workspace)
@@ -347,6 +352,8 @@ class _Walk(InQuota):
             self.free_gpus = self.pool.empty()
             self.pool_ends.append((end, ask, start_hold(run, placed)))
         self.free = self.free - ask
+        if self.pool is not None:
+            self.free = replace(self.free, gpus=len(self.free_gpus))
         self.usage[run.workspace] = self.usage.get(run.workspace, _NOTHING) + ask
         if run.workspace in self.headroom:
             self.headroom[run.workspace] = self.headroom[run.workspace] - ask
@@ -420,7 +427,7 @@ class _Walk(InQuota):
                 room_after_stops = room_after_stops + unit.resources
                 after_stops.release(unit_hold(unit))
         victims: list[RunningUnit] = []
-        if not (need.fits_in(room_after_stops) and after_stops.fits(run)):
+        if not (without_gpus(need).fits_in(room_after_stops) and after_stops.fits(run)):
             candidates = [
                 u
                 for u in self.running

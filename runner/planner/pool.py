@@ -105,6 +105,11 @@ class GpuPool:
         return big < run.gpu_count
 
 
+def without_gpus(need: Resources) -> Resources:
+    """``need`` but its whole GPUs, which the pool places (and counts) GPU by GPU."""
+    return Resources(0, need.cpu_milli, need.memory, need.workers, need.gpu_memory)
+
+
 def replay_pool(
     pool: GpuPool,
     free: Resources,
@@ -115,7 +120,7 @@ def replay_pool(
     """As ``shadow.replay_shadow``, GPU by GPU: release work as it ends, earliest first,
     until ``run`` fits in the room and can be placed. None when that depends on work
     without a time limit."""
-    need = run.ask()
+    need = without_gpus(run.ask())
     if need.fits_in(free) and pool.fits(run):
         return now
     pool = pool.copy()
@@ -138,7 +143,7 @@ def choose_victims_pool(
 ) -> list[RunningUnit] | None:
     """As ``shadow.choose_victims`` (lowest priority first, among equals the newest;
     then every victim not needed dropped), with the head placed GPU by GPU."""
-    need = head.ask()
+    need = without_gpus(head.ask())
 
     def fits(chosen: list[RunningUnit]) -> bool:
         trial, r = pool.copy(), room
