@@ -120,6 +120,7 @@ def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_pa
         wait_for(lambda name=name: d.json("show", name)["state"] == "Running")  # type: ignore[misc]
     assert d.json("show", "flag")["gpu_memory_bytes"] == 30 * 1024**3
     assert d.json("show", "shards")["gpu_memory_bytes"] == 20 * 1024**3  # 2 of 8 shards of 80
+    assert "gpu_memory:         30GiB on each GPU (shared)" in d.astra("show", "flag").stdout
     shown = d.astra("gpus").stdout
     assert "shared by 2 worker(s)" in shown
     assert any(

@@ -22,6 +22,10 @@ def show_lines(run: RunDetail) -> list[str]:
         value = getattr(run, key)
         if value not in (None, [], "") and value is not UNSET:  # idle_since: only while idle
             lines.append(f"{key + ':':<20}{value}")
+    if isinstance(share := run.gpu_memory_bytes, int):  # a shared request only
+        from runner.model import format_size
+
+        lines.append(f"{'gpu_memory:':<20}{format_size(share)} on each GPU (shared)")
     if command := command_line(run.spec):
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
     lines += usage_lines(run)
