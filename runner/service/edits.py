@@ -62,8 +62,11 @@ def _edited(document: dict[str, Any], fields: dict[str, Any], workspace: str) ->
             task.pop("time_limit_seconds", None)
         else:
             task["time_limit_seconds"] = fields["time_limit_seconds"]
-    if "gpus" in fields:
-        resources["gpu_requests"] = {"count": fields["gpus"]}
+    if "gpus" in fields:  # a shared request stays shared: its memory on each GPU kept
+        old = resources.get("gpu_requests")
+        kept = ("memory_bytes", "shards", "shared")
+        shared = {k: old[k] for k in kept if k in old} if isinstance(old, dict) else {}
+        resources["gpu_requests"] = {"count": fields["gpus"], **shared}
     if "cpu_cores" in fields:
         resources["cpu_cores"] = fields["cpu_cores"]
     if "memory" in fields:

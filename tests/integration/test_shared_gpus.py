@@ -146,5 +146,13 @@ def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_pa
     assert d.astra("run", "--name", "big", "--gpu-mem", "40GiB", "--", *program).returncode == 0
     wait_for(lambda: d.json("show", "big")["reason_code"] == "GPU_MEMORY_WAIT")
     assert "the most free on one GPU is 0B" in d.json("show", "big")["reason"]
+    # an edit keeps it shared, and is judged as a submit would be
+    assert d.astra("update", "big", "--gpus", "1").returncode == 0
+    assert d.json("show", "big")["gpu_memory_bytes"] == 40 * 1024**3
+    refused = d.astra("update", "big", "--gpus", "2")
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "asks for 40GiB on each of 2 GPUs, this machine has 1 GPU(s) that large" in (
+        refused.stderr
+    )
     for name in ("flag", "shards", "big", "fits"):
         d.astra("delete", name)
