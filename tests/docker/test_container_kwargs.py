@@ -295,3 +295,24 @@ def test_split_timestamp() -> None:
 def test_describe_is_one_line() -> None:
     assert describe(ValueError("a\n  b\tc")) == "a b c"
     assert describe(ValueError("")) == "ValueError"
+
+
+def test_a_shared_run_gets_exactly_its_gpu_and_its_mps_limit() -> None:
+    """A run sharing GPU 3 by memory: the same device request as a whole GPU's, and with
+    ``[machine] mps`` its limit for the one device it sees (numbered 0 in there)."""
+    import json
+
+    from runner.engine.starts import worker_env
+    from runner.spec.parse import parse_spec
+    from tests.unit.test_wire_schema import _run
+
+    doc = {"metadata": {"name": "ft"}, "spec": {"task_template": {
+        "image": "x", "command": "true", "requested_resources": {
+            "gpu_requests": {"count": 1, "memory_bytes": 20 << 30}}}}}  # fmt: skip
+    run = _run("ft", "vision", "Queued", spec_text=json.dumps(doc))
+    env = worker_env(run, parse_spec(doc), 0, (3,), True, 20 << 30)
+    kw = container_kwargs(launch(gpus=(3,), env=env), nvidia=True)
+    (request,) = kw["device_requests"]
+    assert request.device_ids == ["3"]
+    assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert kw["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20G"
