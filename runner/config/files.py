@@ -194,6 +194,10 @@ DEFAULT_CONFIG_TEXT = """\
 #                       (default 5)
 #   idle_gpu_policy     "warn" (the default: the event and the mark) | "stop":
 #                       an idle run is also stopped with the grace, and fails
+#   gpu_shards          a Slurm shard (#SBATCH --gres=shard:N) is a GPU's memory
+#                       divided by this (default 8)
+#   mps                 true: a run sharing a GPU by memory is told its limit in
+#                       CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (default false)
 # [admins]
 #   users               Unix users who see every run and may change anything
 #   group               optional: members of this Unix group are admins too
@@ -217,7 +221,8 @@ DEFAULT_CONFIG_TEXT = """\
 #                       [machine] default_image)
 #   weight              fair-share weight (> 0); a larger weight, a larger share
 #   quota               optional hard ceiling, any of
-#                       { gpus = 8, cpu_cores = 64, memory = "512GiB", workers = 4 }
+#                       { gpus = 8, cpu_cores = 64, memory = "512GiB", workers = 4,
+#                         gpu_memory = "160GiB" }  (a whole GPU counts as its memory)
 # [drives.<name>]       a host directory that runs mount by name
 #   path                absolute path of an existing directory
 #   workspaces          optional: the workspaces that may mount it (default: all)
