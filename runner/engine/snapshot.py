@@ -76,6 +76,7 @@ def _units(
     now: Now | None,
     machine: Machine,
 ) -> list[RunningUnit]:
+    whole, shard = machine.whole_gpu, machine.shard_bytes
     groups: dict[str, list[WorkerRow]] = {}
     for w in live:
         if w.run in runs:
@@ -89,14 +90,14 @@ def _units(
         for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
         # a shared run holds its memory on each GPU its workers were given (the spec's
         # request); a whole GPU counts as the machine's smallest GPU's memory
-        share = spec.task.share_bytes(machine.shard_bytes)
+        share = spec.task.share_bytes(shard)
         used = Resources()
         for w in workers:
             n = len(w.gpus)
             used = used + (
                 Resources(0, w.cpu_milli, w.memory, 1, share * n)
                 if share
-                else Resources(n, w.cpu_milli, w.memory, 1, machine.whole_gpu * n)
+                else Resources(n, w.cpu_milli, w.memory, 1, whole * n)
             )
         units.append(
             RunningUnit(
@@ -130,11 +131,13 @@ def waiting_run(
     *,
     workspace: str = "",
     submitted_at: float = 0.0,
+    sizes: tuple[int, int] | None = None,
 ) -> WaitingRun:
     """The planner's view of ``spec`` waiting (``run``'s, or one not yet submitted): what
     a worker asks, a whole GPU counted as the machine's smallest GPU's memory, a shared
-    request with its memory on each of its GPUs."""
-    whole, shard = machine.whole_gpu, machine.shard_bytes
+    request with its memory on each of its GPUs. ``sizes``: the machine's (whole GPU,
+    shard) memory, when the caller has them already."""
+    whole, shard = sizes or (machine.whole_gpu, machine.shard_bytes)
     return WaitingRun(
         spec.name if run is None else run.name,
         workspace if run is None else run.workspace,
@@ -154,6 +157,7 @@ def _waiting(
     machine: Machine,
 ) -> list[WaitingRun]:
     has_live = {w.run for w in live}
+    sizes = (machine.whole_gpu, machine.shard_bytes)
     waiting = []
     for run in runs:
         if run.stop_request is not None:
@@ -167,7 +171,7 @@ def _waiting(
             indices = pending_workers(spec, workers_of.get(run.name, []))
         if not indices:
             continue
-        waiting.append(waiting_run(spec, run, machine, indices))
+        waiting.append(waiting_run(spec, run, machine, indices, sizes=sizes))
     return waiting
 
 
