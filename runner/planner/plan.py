@@ -287,7 +287,13 @@ class _Walk(InQuota):
                 )
                 return
             if self._in_spare(run, end):
-                self.spare = self.spare - ask
+                # while GPUs are shared the replay judges GPUs: the spare keeps the rest
+                taken = (
+                    ask
+                    if self.pool is None
+                    else Resources(0, ask.cpu_milli, ask.memory, ask.workers)
+                )
+                self.spare = self.spare - taken
                 self.start(
                     run,
                     backfill=True,

@@ -4,6 +4,7 @@ with the planner's invariants kept GPU by GPU."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -170,6 +171,8 @@ def shared_snapshots(draw: st.DrawFn) -> Snapshot:
             gib, gpus = 0, tuple(sorted(empty[:k]))
         unit = held(f"r{i}", gpus, gib, priority=prio, limit=limit, started=started,
                     stop_deadline=deadline)  # fmt: skip
+        cores = draw(st.integers(0, 10)) * 1000  # at most 60 of the 64 cores in all
+        unit = replace(unit, resources=replace(unit.resources, cpu_milli=cores))
         pool.take(unit_hold(unit))
         running.append(unit)
     waiting: list[WaitingRun] = []
@@ -183,6 +186,10 @@ def shared_snapshots(draw: st.DrawFn) -> Snapshot:
         else:
             waiting.append(whole(f"w{i}", draw(st.integers(0, 3)), priority=prio, at=at,
                                  limit=limit))  # fmt: skip
+        w = waiting[-1]
+        waiting[-1] = replace(
+            w, worker=replace(w.worker, cpu_milli=draw(st.integers(0, 40)) * 1000)
+        )
     quota = draw(st.one_of(st.none(), st.builds(Quota, gpu_memory=st.sampled_from(
         [100 * GIB, 200 * GIB]))))  # fmt: skip
     ws = {"default": Workspace("default", quota)} if quota else {}
@@ -276,3 +283,22 @@ def test_shared_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> No
     assert fits(victims)
     for v in victims:
         assert not fits([u for u in victims if u is not v])
+
+
+def test_a_gpu_backfill_leaves_the_spare_cores_to_the_runs_behind_it() -> None:
+    """Behind a head of 3 whole GPUs, a shared run takes the GPU the head will not need
+    (replayed) and a CPU-only run the cores it will not need (the spare, less the shared
+    run's cores): the spare counts what the replay does not."""
+    x = RunningUnit("x", "x", "default", 0, Resources(2, 10_000, 0, 1, 2 * SIZE), (0, 1), NOW,
+                    HOUR)  # fmt: skip
+    head = WaitingRun("head", "default", 0, NOW - 1000, Resources(3, 40_000, 0, 1, 3 * SIZE),
+                      (0,), None)  # fmt: skip
+    g = WaitingRun("g", "default", 0, NOW - 999, Resources(0, 8_000, 0, 1, 10 * GIB), (0,),
+                   None, gpu_share=10 * GIB, gpu_count=1)  # fmt: skip
+    c = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 4_000, 0, 1), (0,), None)
+    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, c)), NOW)
+    assert p.head is not None and p.head.run == "head"
+    assert {s.run for s in p.starts} == {"g", "c"} and all(s.backfill for s in p.starts)
+    too_many = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 7_000, 0, 1), (0,), None)
+    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, too_many)), NOW)
+    assert {s.run for s in p.starts} == {"g"}  # 54 - 8 - 7 cores would leave the head 39
