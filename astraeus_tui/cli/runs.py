@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import sys
 from typing import Annotated, Any
 
@@ -259,7 +260,20 @@ def logs(
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        pass
+        return
+    except (http.client.HTTPException, ConnectionError):
+        pass  # the stream broke off: the daemon is gone, below
+    if follow:
+        _unless_daemon_stopped(f"astra logs -f {name}")
+
+
+def _unless_daemon_stopped(again: str) -> None:
+    """A follow ended: when no daemon answers now, it stopped, not the run (one line)."""
+    try:
+        Client().status()
+    except ApiError as e:
+        if e.code == "NO_DAEMON":
+            fail(f"the daemon stopped: following ends (runs go on; {again} once it is back)")
 
 
 def events(
@@ -277,7 +291,11 @@ def events(
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        pass
+        return
+    except (http.client.HTTPException, ConnectionError):
+        pass  # the stream broke off: the daemon is gone, below
+    if follow:
+        _unless_daemon_stopped("astra events -f")
 
 
 def wait(

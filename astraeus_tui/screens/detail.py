@@ -311,7 +311,11 @@ class RunDetailScreen(Screen[None]):
             async for line in self.client.logs(self.run_name, tail=200, follow=True):
                 self.pending.append(line.rstrip("\n"))
                 self.post_message(self.LogArrived())
-            self.pending.append("── end of output: the run has finished ──")
+            try:  # it ends when the run finishes, or when the daemon stops
+                await self.client.status()
+                self.pending.append("── end of output: the run has finished ──")
+            except ApiError:
+                self.pending.append("── output stopped: the daemon stopped ──")
         except ApiError as e:
             self.pending.append(f"── no output: {e} ──")
         except Exception as e:

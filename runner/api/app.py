@@ -33,10 +33,13 @@ from runner.api.machine import add_machine_routes
 from runner.api.metrics import add_metrics_routes
 from runner.api.runs import add_run_routes
 from runner.api.served import Daemon
+from runner.api.stopping import add_stopping
 from runner.api.streams import Changes
 from runner.api.telemetry import add_telemetry_routes
 from runner.api.usage import add_usage_routes
 from runner.api.why import ESTIMATES, add_why_routes
+
+SHUTDOWN_TIMEOUT = 3.0  # seconds an answer may still take once the daemon stops
 
 __all__ = ["CHANGES", "DAEMON", "build_app", "errors", "refuse_if_answered", "start_api"]
 
@@ -45,6 +48,7 @@ def build_app(daemon: Daemon) -> web.Application:
     app = web.Application(middlewares=[guarded, errors, checked_input], client_max_size=MAX_BODY)
     app[DAEMON] = daemon
     app[CHANGES] = Changes(daemon)
+    add_stopping(app, app[CHANGES].close)  # the daemon stops: every stream ends at once
     add_run_routes(app)
     add_control_routes(app)
     add_machine_routes(app)
@@ -67,7 +71,7 @@ async def start_api(daemon: Daemon, socket_path: Path, group: str | None) -> web
     """
     refuse_if_answered(socket_path)
     app = build_app(daemon)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
     socket_path.unlink(missing_ok=True)
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
+from runner.api.stopping import pause
 from runner.api.views import event_object, run_id, run_object
 from runner.executors.logcap import read_cut
 from runner.model import RunState, WorkerState
@@ -333,9 +334,8 @@ async def follow_events(
             for e in rows:
                 line = json.dumps(event_object(e, caller.viewer)) + "\n"
                 await response.write(line.encode())
-            if not follow:
+            if not follow or not await pause(request, POLL):  # or the daemon stops
                 break
-            await asyncio.sleep(POLL)
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     return response
@@ -425,7 +425,8 @@ async def follow_log(
             gone = row is None or row.run_uid != run.run_uid
             if not follow or gone or row is None or row.state in RunState.FINISHED:
                 break
-            await asyncio.sleep(POLL)
+            if not await pause(request, POLL):  # the daemon stops: so does following
+                break
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     return response

@@ -272,12 +272,16 @@ class Daemon:
             self.telemetry.start()
         return self
 
-    def stop(self) -> None:
-        """Stop the loop; running work goes on and is adopted at the next start."""
+    def halt(self) -> None:
+        """The loop acts no more (starts, restarts, stops nothing); waits for its tick."""
         self._stop.set()
         self.backend.poke()  # wakes it from its wait
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the loop; running work goes on and is adopted at the next start."""
+        self.halt()
         self.notifier.stop()
         if self.telemetry is not None:
             self.telemetry.stop()

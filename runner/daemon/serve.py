@@ -52,9 +52,9 @@ async def _run(daemon: Daemon, sock: Path) -> int:
         flush=True,
     )
     await stop.wait()
-    from runner.api.app import CHANGES
-
-    runner.app[CHANGES].close()
+    # first the loop: it restarts no worker while the answers end; then every stream ends
+    # (runner/api/stopping.py) and the rest of the answers get a few seconds
+    await asyncio.to_thread(daemon.halt)
     await runner.cleanup()
     if scraped is not None:
         await scraped.cleanup()
