@@ -27,12 +27,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Sparkline, Static
+from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, compact, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, idle_label, utc_clock
+from astraeus_tui.widgets.levels import LevelSparkline
 from runner.model import RunState, StopReason
 from runner.schema import (
     Checkpoint,
@@ -153,6 +154,22 @@ def plot_values(history: list[TelemetryRunSample], field: str) -> list[float]:
     return reduced([float(v) for v in found if v is not None])
 
 
+def plot_top(t: RunTelemetry, field: str, run: Run | None) -> float:
+    """A plot's scale, from 0: 100 % for GPU util; CPU and memory: what the run asked
+    (100 % a core) or its peak if higher; GPU memory: its peak."""
+    peak = getattr(t.usage.peak, field, None) if t.usage is not None else None
+    highest = max((float(v) for s in t.history if (v := getattr(s, field)) is not None),
+                  default=0.0)  # fmt: skip
+    top = max(float(peak or 0), highest)
+    if field == "gpu_util":
+        return 100.0
+    if field == "cpu_percent" and run is not None:
+        return max(top, 100.0 * run.cpu_cores_requested)
+    if field == "memory_bytes" and run is not None:
+        return max(top, float(run.memory_requested))
+    return top
+
+
 def _figure(figures: UsageFigures | None, field: str, as_bytes: bool) -> str:
     value = None if figures is None else getattr(figures, field)
     if value is None:
@@ -256,7 +273,7 @@ class RunDetailScreen(Screen[None]):
                     for plot_id, label, _, _ in PLOTS:
                         with Horizontal(classes="plot-row"):
                             yield Static(Text(label, style="dim"), classes="plot-label")
-                            yield Sparkline([], id=plot_id, summary_function=max)
+                            yield LevelSparkline([], id=plot_id, summary_function=max)
                             yield Static("", id=f"{plot_id}-value", classes="plot-value")
                 with VerticalScroll(id="events-box") as box:
                     box.border_title = "Events"
@@ -335,7 +352,9 @@ class RunDetailScreen(Screen[None]):
         if not t.history:
             return
         for plot_id, _, field, as_bytes in PLOTS:
-            self.query_one(f"#{plot_id}", Sparkline).data = plot_values(t.history, field)
+            plot = self.query_one(f"#{plot_id}", LevelSparkline)
+            plot.data = plot_values(t.history, field)
+            plot.top = plot_top(t, field, self.run)
             label = plot_label(t, field, as_bytes)
             self.query_one(f"#{plot_id}-value", Static).update(label)
 

@@ -1,8 +1,9 @@
 """One row per GPU: utilisation, memory, temperature, and who holds it.
 
 Once the daemon has telemetry (``GET /v1/telemetry?history=5m``), the utilisation and
-memory cells are sparklines of the last minutes (Textual's Sparkline) with the latest
-reading beside them, simulated GPUs included; without it, bars of ``/v1/gpus``.
+memory cells are sparklines of the last minutes on a fixed scale (utilisation 0–100 %,
+memory 0–the GPU's total: astraeus_tui/widgets/levels.py) with the latest reading
+beside them, simulated GPUs included; without it, bars of ``/v1/gpus``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
-from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
 
 from astraeus_tui.fmt import bar, gib
 from astraeus_tui.widgets import css_beside
+from astraeus_tui.widgets.levels import Levels
 from runner.model import WorkerState
 from runner.schema import Gpu, GpuList, Telemetry, TelemetryGpu
 
@@ -84,12 +85,13 @@ def gpu_row(gpu: Gpu) -> tuple[Text, ...]:
     return index, util_text, mem_text, temp_text, holder(gpu)
 
 
-def _spark(values: Sequence[float], width: int, low: str, high: str) -> Sparkline[float]:
-    return Sparkline(list(values[-SPARK_POINTS:]), width=width, min_color=Color.parse(low),
-                     max_color=Color.parse(high), summary_function=max)  # fmt: skip
+def _spark(values: Sequence[float], width: int, low: str, high: str, top: float) -> Levels:
+    """The last readings on 0..``top``, not on their own min and max."""
+    return Levels(list(values[-SPARK_POINTS:]), top=top, width=width, low=Color.parse(low),
+                  high=Color.parse(high), summary=max)  # fmt: skip
 
 
-def _beside(spark: Sparkline[float], width: int, label: str) -> Table:
+def _beside(spark: Levels, width: int, label: str) -> Table:
     cell = Table.grid()
     cell.add_column(no_wrap=True, width=width)
     cell.add_column(no_wrap=True)
@@ -107,9 +109,10 @@ def trend_cells(t: TelemetryGpu) -> tuple[RenderableType, RenderableType] | None
         return None
     util = "--%" if t.utilization is None else f"{t.utilization:>3}%"
     used = gib(t.memory_used)
+    total = t.memory_total or max(memory, default=0.0)  # 0..the GPU's memory
     return (
-        _beside(_spark(utils, UTIL_SPARK, "#2e6b2e", "#5fff5f"), UTIL_SPARK, util),
-        _beside(_spark(memory, MEM_SPARK, "#29477a", "#6fa8ff"), MEM_SPARK, used),
+        _beside(_spark(utils, UTIL_SPARK, "#2e6b2e", "#5fff5f", 100.0), UTIL_SPARK, util),
+        _beside(_spark(memory, MEM_SPARK, "#29477a", "#6fa8ff", total), MEM_SPARK, used),
     )
 
 
