@@ -92,6 +92,13 @@ def worker() -> list[str]:
     return [PY, "-c", f"import time\n{loop} time.sleep(0.01)"]
 
 
+def spinner() -> list[str]:
+    """A program that wants a whole core until stopped: on a loaded machine it still gets
+    far more than the 10 % of a core that keeps a simulated GPU busy, where ``worker()``'s
+    half a core may fall under it for a moment (the idle tests need "never idle")."""
+    return [PY, "-c", "while True:\n pass"]
+
+
 def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while True:

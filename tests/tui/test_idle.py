@@ -16,7 +16,7 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import RunDetailScreen, facts
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.queue_table import COLUMN_AT, QueueTable
-from tests.integration.harness import sleeper, spec, worker
+from tests.integration.harness import sleeper, spec, spinner
 from tests.integration.served import Served
 from tests.tui.fake_client import FakeClient, load_fixture
 from tests.tui.helpers import screen_of, until
@@ -53,7 +53,7 @@ def test_the_queue_and_the_run_page_show_an_idle_run(served: Callable[..., Serve
         assert "Running · GPUs idle " in shown.get() and "(since " in shown.get()
 
     drive(
-        served, scenario, spec("napper", sleeper(), gpus=1), spec("worker", worker(), gpus=1),
+        served, scenario, spec("napper", sleeper(), gpus=1), spec("worker", spinner(), gpus=1),
         machine=FAST,
     )  # fmt: skip
 
