@@ -31,15 +31,27 @@ MEM_SPARK = MEM_BAR
 _HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTING: "cyan"}
 
 
+SHARE_LINES = 3  # a shared GPU's runs listed under its row, at most; then "+K more"
+
+
 def shares(gpu: Gpu) -> Text:
-    """A shared GPU's free memory, then its runs and theirs: ``30G free · a 20G · b 30G``
-    (what is free first: a narrow panel cuts the runs, not the room)."""
+    """A shared GPU's row: ``shared · 30G free`` (its runs are the lines under it)."""
     free = max(0, gpu.memory_total - sum(s.bytes for s in gpu.shares or ()))
-    text = Text(f"{gib(free)} free", style="cyan")
-    for share in gpu.shares or ():
-        text.append(" · ", style="dim")
-        text.append(str(share.run), style="green").append(f" {gib(share.bytes)}")
-    return text
+    return Text("shared · ", style="dim").append(f"{gib(free)} free", style="cyan")
+
+
+def share_lines(gpu: Gpu, most: int = SHARE_LINES) -> list[Text]:
+    """One indented line per run sharing ``gpu`` (``  eval-a 20G``; another workspace's
+    run as the daemon names it), at most ``most`` of them, then ``  +K more``."""
+    if not gpu.shares or gpu.drained:
+        return []
+    runs = list(gpu.shares)
+    shown = runs if len(runs) <= most else runs[: max(0, most - 1)]
+    lines = [Text("  ").append(str(s.run), style="green").append(f" {gib(s.bytes)}")
+             for s in shown]  # fmt: skip
+    if len(shown) < len(runs):
+        lines.append(Text(f"  +{len(runs) - len(shown)} more", style="dim"))
+    return lines
 
 
 def holder(gpu: Gpu) -> Text:
@@ -152,4 +164,6 @@ class GpuPanel(Widget):
                 if gpu.temperature is None and t.temperature is not None:
                     cells[3] = Text(f"{t.temperature}°", style="red" if t.temperature >= 80 else "")
             grid.add_row(*cells)
+            for line in share_lines(gpu):  # a shared GPU: its runs, one a line, under it
+                grid.add_row(Text(""), Text(""), Text(""), Text(""), line)
         return grid
