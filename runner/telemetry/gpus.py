@@ -8,7 +8,7 @@ field NVML cannot answer (unsupported, or an error) is None; the others stay.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -140,14 +140,31 @@ def _fraction(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def _works(activity: Mapping[str, float | None] | None, uid: str) -> bool:
+    """Whether run ``uid`` works: at least SIM_BUSY_CPU, or not measured."""
+    cpu = None if activity is None else activity.get(uid)
+    return cpu is None or cpu >= SIM_BUSY_CPU
+
+
+def share_used(uid: str, index: int, second: int, share: int) -> int:
+    """The simulated memory run ``uid`` uses of its ``share`` bytes on GPU ``index``:
+    60–90 % of it, fixed by the run, the GPU and the whole second."""
+    return int(share * (0.6 + 0.3 * _fraction(uid, index, second, "memory")))
+
+
 def simulate(
     indexes: tuple[int, ...],
     holders: Mapping[int, str],
     now: float,
     activity: Mapping[str, float | None] | None = None,
+    shares: Mapping[int, Sequence[tuple[str, int]]] | None = None,
 ) -> list[GpuReading]:
     """Simulated GPUs: one held by a run (``holders``: GPU index -> run uid) has 60–90 % of
     its 80 GiB in use and is busy, 80–100 %, while the run works; a free one is at 0 %.
+
+    ``shares``: GPU index -> the runs sharing it by memory, each (run uid, the bytes it
+    asked on that GPU). Such a GPU has 60–90 % of each share in use, summed and never above
+    its memory, and is busy while any of its runs works; ``holders`` is not read for it.
 
     ``activity``: each run's CPU use (percent of a core, over its process tree): a run at
     under SIM_BUSY_CPU (a ``sleep``) leaves its GPUs at 0 %, as a real program that holds
@@ -158,12 +175,19 @@ def simulate(
     second = int(now)
     for index in indexes:
         uid = holders.get(index)
-        if uid is None:
+        parts = () if shares is None else shares.get(index, ())
+        if parts:
+            works = [_works(activity, u) for u, _ in parts]
+            busy = [u for (u, _), w in zip(parts, works, strict=True) if w]
+            util = 80 + int(_fraction(busy[0], index, second, "util") * 21) if busy else 0
+            used = min(SIM_MEMORY, sum(share_used(u, index, second, b) for u, b in parts))
+            temperature = 55 + util // 4
+            power = SIM_BUSY_POWER + 2.2 * util
+        elif uid is None:
             util, used = 0, 0
             temperature, power = SIM_IDLE_TEMPERATURE, SIM_IDLE_POWER
         else:
-            cpu = None if activity is None else activity.get(uid)
-            working = cpu is None or cpu >= SIM_BUSY_CPU
+            working = _works(activity, uid)
             util = 80 + int(_fraction(uid, index, second, "util") * 21) if working else 0
             used = int(SIM_MEMORY * (0.6 + 0.3 * _fraction(uid, index, second, "memory")))
             temperature = 55 + util // 4

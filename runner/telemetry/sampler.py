@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.store.telemetry import GpuRow, RunRow
-from runner.telemetry.gpus import GpuProcess, GpuReading, read_nvml, simulate
+from runner.telemetry.gpus import GpuProcess, GpuReading, read_nvml, share_used, simulate
 from runner.telemetry.history import Recorder
 from runner.telemetry.idle import IdleTracker, gpu_use
 from runner.telemetry.procs import TreeMeter, TreeUsage
@@ -68,9 +68,11 @@ def run_readings(
     processes: list[GpuProcess] | None,
     meter: TreeMeter,
     trees: dict[str, TreeUsage] | None = None,
+    second: int | None = None,
 ) -> list[RunReading]:
     """Each run's reading. ``processes``: NVML's per-process GPU memory (None: simulated
-    GPUs, where a run's GPU memory is what its GPUs have in use). ``trees``: the workers'
+    GPUs, where a run's GPU memory is what its GPUs have in use, or on GPUs it shares, what
+    it uses of its shares at the whole second ``second``). ``trees``: the workers'
     trees as :func:`measure_trees` gave them this sample; None: measured here."""
     if trees is None:
         trees = measure_trees(workers, meter)
@@ -85,7 +87,10 @@ def run_readings(
         measured = [t for _, t in parts if t is not None]
         cpu = round(sum(t.cpu_percent for t in measured), 1) if measured else None
         memory = sum(t.memory_bytes for t in measured) if measured else None
-        if processes is None:
+        gpu_memory: int | None
+        if processes is None and first.gpu_share and second is not None:
+            gpu_memory = sum(share_used(uid, g, second, first.gpu_share) for g in held)
+        elif processes is None:
             gpu_memory = _sum([by_index[g].memory_used for g in held if g in by_index])
         elif measured:
             pids = frozenset().union(*(t.pids for t in measured))
@@ -225,10 +230,14 @@ class Sampler:
         trees = measure_trees(workers, self._meter)
         if self.simulated:  # the simulated GPUs follow what their runs do (their CPU)
             holders = {g: w.run_uid for w in workers for g in w.gpus}
-            gpus = simulate(self.indexes, holders, now, _activity(workers, trees))
+            shares: dict[int, list[tuple[str, int]]] = {}
+            for w in workers:
+                for index in w.gpus if w.gpu_share else ():
+                    shares.setdefault(index, []).append((w.run_uid, w.gpu_share))
+            gpus = simulate(self.indexes, holders, now, _activity(workers, trees), shares)
         else:
             gpus, processes = self._read_nvml()
-        runs = run_readings(workers, gpus, processes, self._meter, trees)
+        runs = run_readings(workers, gpus, processes, self._meter, trees, int(now))
         if self.idle is not None:
             self.idle.observe(gpu_use(workers, gpus, processes, trees), mono)
         sample = Sample(now, tuple(gpus), tuple(runs))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from runner.executors.base import Executor
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json
+from runner.spec.parse import SpecError, parse_spec
 from runner.store.db import Store
 
 
@@ -25,6 +26,7 @@ class LiveWorker:
     workspace: str
     gpus: tuple[int, ...]
     root: int | None  # the pid whose tree is the worker; None: not measured
+    gpu_share: int = 0  # bytes it asked on each of its GPUs when it shares them; 0: whole
 
 
 def supervisor_pid(state_dir: Path, handle: str) -> int | None:
@@ -54,6 +56,14 @@ def root_pid(executor: Executor | None, started_by: str | None, handle: str) -> 
     return None
 
 
+def _share(spec: dict[str, Any]) -> int:
+    """The memory a run's spec asks on each shared GPU; 0 for whole GPUs."""
+    try:
+        return parse_spec(spec, stored=True).task.gpu_share
+    except SpecError:
+        return 0
+
+
 def live_workers(store: Store, executor: Executor | None) -> list[LiveWorker]:
     found = []
     for w in store.live_workers():
@@ -61,5 +71,6 @@ def live_workers(store: Store, executor: Executor | None) -> list[LiveWorker]:
         if run is None:
             continue
         root = root_pid(executor, w.executor, w.handle or "")
-        found.append(LiveWorker(run.name, run.run_uid, run.workspace, w.gpus, root))
+        share = _share(run.spec()) if w.gpus else 0
+        found.append(LiveWorker(run.name, run.run_uid, run.workspace, w.gpus, root, share))
     return found
