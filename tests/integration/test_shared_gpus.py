@@ -156,3 +156,30 @@ def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_pa
     )
     for name in ("flag", "shards", "big", "fits"):
         d.astra("delete", name)
+
+
+def test_a_shared_simulated_gpus_memory_follows_its_runs_shares(make_daemon: Make) -> None:
+    """The sampler hands each run's share (from its spec) to the simulation: the shared
+    GPU uses 60–90 % of 30 + 20 GiB, not of its 80 GiB; each run's GPU memory is its own."""
+    h = make_daemon(gpus=2, machine="telemetry_seconds = 0.2")
+    h.submit(shared("a", 30))
+    h.submit(shared("b", 20))
+    for name in ("a", "b"):
+        h.wait_state(name, "Running")
+    (g,) = _gpus(h, "a")
+    sampler = h.daemon.telemetry
+    assert sampler is not None
+
+    def both() -> bool:
+        latest = sampler.latest()
+        return latest is not None and len(latest.runs) == 2
+
+    wait_for(both, 30, "both shared runs measured")
+    latest = sampler.latest()
+    assert latest is not None
+    gib = 1024**3
+    (gpu,) = [x for x in latest.gpus if x.index == g]
+    assert gpu.memory_used is not None and 0.6 * 50 * gib <= gpu.memory_used <= 0.9 * 50 * gib
+    own = {r.run: r.gpu_memory_bytes for r in latest.runs}
+    assert own["a"] is not None and 0.6 * 30 * gib <= own["a"] <= 0.9 * 30 * gib
+    assert own["b"] is not None and 0.6 * 20 * gib <= own["b"] <= 0.9 * 20 * gib
