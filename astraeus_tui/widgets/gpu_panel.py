@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.color import Color
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
@@ -34,10 +35,14 @@ _HOLDER_STYLE: dict[str, str] = {WorkerState.STOPPING: "red", WorkerState.STARTI
 SHARE_LINES = 3  # a shared GPU's runs listed under its row, at most; then "+K more"
 
 
-def shares(gpu: Gpu) -> Text:
-    """A shared GPU's row: ``shared · 30G free`` (its runs are the lines under it)."""
-    free = max(0, gpu.memory_total - sum(s.bytes for s in gpu.shares or ()))
-    return Text("shared · ", style="dim").append(f"{gib(free)} free", style="cyan")
+def shares(gpu: Gpu, room: int | None = None) -> Text:
+    """A shared GPU's row: ``shared · 30G free`` (its runs are the lines under it); only
+    ``30G free`` in under ``room`` cells: what is free is cut last."""
+    free = Text(f"{gib(max(0, gpu.memory_total - sum(s.bytes for s in gpu.shares or ())))} free",
+                style="cyan")  # fmt: skip
+    if room is not None and room < len("shared · ") + len(free):
+        return free
+    return Text("shared · ", style="dim").append_text(free)
 
 
 def share_lines(gpu: Gpu, most: int = SHARE_LINES) -> list[Text]:
@@ -147,14 +152,9 @@ class GpuPanel(Widget):
             return Text("waiting for the daemon…", style="dim")
         if not rows:
             return Text("No GPUs: CPU-only runs still start.", style="dim")
-        grid = Table.grid(expand=True, padding=(0, 1))
-        grid.add_column(justify="right", no_wrap=True)
-        grid.add_column(no_wrap=True)
-        grid.add_column(no_wrap=True)
-        grid.add_column(justify="right", no_wrap=True)
-        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        grid.add_row(*(Text(h, style="dim") for h in ("#", "util", "memory", "°C", "holder")))
+        header = tuple(Text(h, style="dim") for h in ("#", "util", "memory", "°C", "holder"))
         sampled = {t.index: t for t in self.telemetry.gpus} if self.telemetry else {}
+        table: list[tuple[Gpu | None, list[RenderableType]]] = [(None, list(header))]
         for gpu in rows:
             cells: list[RenderableType] = list(gpu_row(gpu))
             t = sampled.get(gpu.index)
@@ -163,7 +163,35 @@ class GpuPanel(Widget):
                 cells[1], cells[2] = trend
                 if gpu.temperature is None and t.temperature is not None:
                     cells[3] = Text(f"{t.temperature}°", style="red" if t.temperature >= 80 else "")
+            table.append((gpu, cells))
+        if not any(share_lines(gpu) for gpu, _ in table if gpu is not None):
+            return self._grid([cells for _, cells in table])  # no shared GPU: one grid
+        # a shared GPU's runs go on lines of their own under its row, as wide as the panel
+        # (the holder column is narrow beside the sparklines): one grid a GPU, each with the
+        # same column widths
+        console = self.app.console
+        options = console.options.update_width(max(1, self.content_region.width or 80))
+        widths = [max(Measurement.get(console, options, cells[c]).maximum for _, cells in table)
+                  for c in range(4)]  # fmt: skip
+        room = options.max_width - sum(widths) - 4  # the holder column's, between paddings
+        parts: list[RenderableType] = []
+        for each, cells in table:
+            if each is not None and each.shares and not each.drained:
+                cells[4] = shares(each, room)
+            parts.append(self._grid([cells], widths))
+            if each is not None:
+                indent = " " * (widths[0] + 1)  # under the utilisation: the panel's width
+                for line in share_lines(each):
+                    parts.append(Text(indent, no_wrap=True, overflow="ellipsis").append(line))
+        return Group(*parts)
+
+    @staticmethod
+    def _grid(rows: list[list[RenderableType]], widths: list[int] | None = None) -> Table:
+        grid = Table.grid(expand=True, padding=(0, 1))
+        for c, justify in enumerate(("right", "left", "left", "right")):
+            width = None if widths is None else widths[c]
+            grid.add_column(justify=justify, no_wrap=True, width=width)  # type: ignore[arg-type]
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        for cells in rows:
             grid.add_row(*cells)
-            for line in share_lines(gpu):  # a shared GPU: its runs, one a line, under it
-                grid.add_row(Text(""), Text(""), Text(""), Text(""), line)
         return grid
