@@ -1,7 +1,9 @@
 """The one way to talk to the daemon: HTTP/JSON over its Unix socket.
 
-``Client`` is synchronous and uses only the standard library and msgspec, so
-``astra ls`` starts fast; ``AsyncClient`` (aiohttp) serves the dashboard. Run, group,
+``Client`` is synchronous and uses only the standard library (astraeus_tui/wire.py, the
+transport every answered request goes through) and msgspec; ``AsyncClient`` (aiohttp)
+serves the dashboard. The fast commands (cli/fast/) call ``wire`` directly with plain
+JSON, so they load neither msgspec nor runner.schema. Run, group,
 event and GPU objects come back as the typed Structs of runner/schema.py (a field a
 newer daemon adds is ignored); the other answers (status, workspaces, why, preview)
 as the JSON's dicts.
@@ -10,16 +12,23 @@ as the JSON's dicts.
 from __future__ import annotations
 
 import json
-import os
-import socket
-from collections.abc import AsyncIterator, Callable, Iterator
-from functools import cache
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from urllib.parse import quote, urlencode
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from astraeus_tui.wire import (
+    ApiError,
+    dechunk,
+    exchange,
+    raise_for,
+    socket_path,
+    stream,
+    target,
+    unreachable,
+)
+from astraeus_tui.wire import quoted as quote
 from runner.schema import (
     Batch,
     Change,
@@ -38,114 +47,22 @@ from runner.schema import (
     Usage,
 )
 
-if TYPE_CHECKING:
-    import http.client
+__all__ = ["ApiError", "AsyncClient", "Client", "default_socket"]
 
 T = TypeVar("T")
 
 
 def default_socket() -> Path:
-    if "ASTRAEUS_SOCKET" in os.environ:
-        return Path(os.environ["ASTRAEUS_SOCKET"])
-    home = Path(os.environ.get("ASTRAEUS_HOME", Path.home() / ".astraeus"))
-    return home / "astraeus.sock"
+    return Path(socket_path())
 
 
-class ApiError(Exception):
-    """A refusal from the daemon, or no daemon at all; ``str`` is one line."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-    def __str__(self) -> str:
-        if self.status == 0:
-            return self.message
-        return f"{self.status} {self.code}: {self.message}"
-
-
-@cache
-def _unix_connection() -> Callable[[Path, float | None], http.client.HTTPConnection]:
-    """http.client over the Unix socket; imported on first use (``astra ls`` reads the
-    queue without it, see ``Client.get``)."""
-    import http.client
-
-    class UnixConnection(http.client.HTTPConnection):
-        def __init__(self, path: Path, timeout: float | None) -> None:
-            super().__init__("localhost", timeout=timeout)
-            self._path = path
-
-        def connect(self) -> None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
-            sock.connect(str(self._path))
-            self.sock = sock
-
-    return UnixConnection
-
-
-def _unreachable(socket_path: Path, e: OSError) -> ApiError:
-    """The one line for a socket no daemon answers on, or one the caller may not use."""
-    if isinstance(e, PermissionError):
-        return ApiError(0, "NO_ACCESS", f"no permission to use {socket_path}")
-    return ApiError(
-        0, "NO_DAEMON",
-        f"no daemon answers on {socket_path} (start it with `astra up` "
-        f"or `astra serve`): {e.strerror}",
-    )  # fmt: skip
-
-
-def _dechunk(body: bytes) -> bytes:
-    """A ``Transfer-Encoding: chunked`` body, joined."""
-    out: list[bytes] = []
-    at = 0
-    while True:
-        end = body.index(b"\r\n", at)
-        size = int(body[at:end].split(b";")[0], 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(body[end + 2 : end + 2 + size])
-        at = end + 2 + size + 2
-
-
-def _path(path: str, query: dict[str, Any] | None) -> str:
-    if query:
-        clean = {k: v for k, v in query.items() if v is not None and v is not False}
-        clean = {k: ("1" if v is True else v) for k, v in clean.items()}
-        if clean:
-            return f"{path}?{urlencode(clean)}"
-    return path
-
-
-def _raise_for(status: int, body: bytes) -> None:
-    try:
-        error = json.loads(body)["error"]
-        raise ApiError(status, error["code"], error["message"])
-    except (ValueError, KeyError, TypeError):
-        raise ApiError(status, "ERROR", body.decode(errors="replace").strip()[:300]) from None
+_unreachable, _dechunk, _path, _raise_for = unreachable, dechunk, target, raise_for
 
 
 class Client:
     def __init__(self, socket_path: Path | None = None, timeout: float | None = 30) -> None:
         self.socket_path = socket_path or default_socket()
         self.timeout = timeout
-
-    def _open(
-        self, method: str, path: str, body: bytes | None, content_type: str
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        conn = _unix_connection()(self.socket_path, self.timeout)
-        headers = {"Content-Type": content_type} if body is not None else {}
-        try:
-            conn.request(method, path, body=body, headers=headers)
-            response = conn.getresponse()
-        except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-            conn.close()
-            raise _unreachable(self.socket_path, e) from None
-        if response.status >= 400:
-            data = response.read()
-            conn.close()
-            _raise_for(response.status, data)
-        return conn, response
 
     def request(
         self, method: str, path: str, body: object = None, *,
@@ -164,11 +81,8 @@ class Client:
     ) -> bytes:  # fmt: skip
         """The answer's body as the daemon sent it."""
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        conn, response = self._open(method, _path(path, query), data, content_type)
-        try:
-            return response.read()
-        finally:
-            conn.close()
+        return exchange(self.socket_path, method, _path(path, query), data, content_type,
+                        self.timeout)  # fmt: skip
 
     def typed(
         self, kind: type[T], method: str, path: str, body: object = None, *,
@@ -181,42 +95,12 @@ class Client:
 
     def get(self, path: str, query: dict[str, Any] | None = None) -> bytes:
         """A GET's body, over a plain socket (HTTP/1.1, one request, the connection closed
-        after it): the queue's read without loading http.client."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            try:
-                sock.connect(str(self.socket_path))
-            except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-                raise _unreachable(self.socket_path, e) from None
-            request = f"GET {_path(path, query)} HTTP/1.1\r\nHost: localhost\r\n"
-            sock.sendall(request.encode() + b"Connection: close\r\n\r\n")
-            chunks = []
-            while chunk := sock.recv(1 << 20):
-                chunks.append(chunk)
-        finally:
-            sock.close()
-        head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-        status_line, *lines = head.split(b"\r\n")
-        try:
-            status = int(status_line.split()[1])
-        except (IndexError, ValueError):
-            raise ApiError(0, "ERROR", f"not an HTTP answer from {self.socket_path}") from None
-        fields = dict(line.lower().split(b":", 1) for line in lines if b":" in line)
-        if b"chunked" in fields.get(b"transfer-encoding", b""):
-            body = _dechunk(body)
-        if status >= 400:
-            _raise_for(status, body)
-        return body
+        after it)."""
+        return exchange(self.socket_path, "GET", _path(path, query), None, "", self.timeout)
 
     def stream(self, path: str, query: dict[str, Any] | None = None) -> Iterator[bytes]:
         """The body as it arrives, line by line."""
-        conn, response = self._open("GET", _path(path, query), None, "")
-        try:
-            while line := response.readline():
-                yield line
-        finally:
-            conn.close()
+        return stream(self.socket_path, _path(path, query), self.timeout)
 
     # ------------------------------------------------------------ calls
 

@@ -10,7 +10,7 @@ output is its owner's own, passed through as is, as ``docker logs`` does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
-from runner.model import RunState
+from runner.states import RunState
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     from runner.schema import Run

@@ -10,7 +10,10 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+
+from runner.states import RunState as RunState
+from runner.states import StopReason as StopReason
+from runner.states import WorkerState as WorkerState
 
 MIN_PRIORITY = -1000
 MAX_PRIORITY = 1000
@@ -259,67 +262,6 @@ class RunSpec:
 
     def total_resources(self) -> Resources:
         return self.worker_resources().times(self.workers)
-
-
-class RunState(StrEnum):
-    """A run's state; the value is what the store, the wire and messages hold."""
-
-    QUEUED = "Queued"
-    STARTING = "Starting"
-    RUNNING = "Running"
-    STOPPING = "Stopping"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-
-    FINISHED: ClassVar[frozenset[RunState]]  # over: it moves no more
-    ACTIVE: ClassVar[frozenset[RunState]]  # not finished: queued or with workers
-    LIVE: ClassVar[frozenset[RunState]]  # started, not finished: it has workers
-
-    @property
-    def finished(self) -> bool:
-        return self in RunState.FINISHED
-
-    @property
-    def active(self) -> bool:
-        return self in RunState.ACTIVE
-
-
-RunState.FINISHED = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED})
-RunState.ACTIVE = frozenset(RunState) - RunState.FINISHED
-RunState.LIVE = RunState.ACTIVE - {RunState.QUEUED}
-
-
-class WorkerState(StrEnum):
-    """A worker's state (one row per worker and attempt)."""
-
-    STARTING = "Starting"
-    RUNNING = "Running"
-    STOPPING = "Stopping"
-    EXITED = "Exited"  # ended, not yet classified
-    LOST = "Lost"  # gone without an exit status
-    DONE = "Done"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-
-    LIVE: ClassVar[frozenset[WorkerState]]  # holds its resources: may still run
-
-
-WorkerState.LIVE = frozenset({WorkerState.STARTING, WorkerState.RUNNING, WorkerState.STOPPING})
-
-
-class StopReason(StrEnum):
-    """Why a worker stops (its ``stop_reason``), or a run (its ``stop_request``)."""
-
-    PREEMPT = "preempt"
-    TIMELIMIT = "timelimit"
-    DELETE = "delete"
-    FAILED = "failed"  # the run could not start
-    RESTART = "restart"  # a gang's worker failed: its attempt stops, to start again
-    NEVER_STARTED = "never-started"  # ended before it began: not the program's failure
-    WITHDRAWN = "withdrawn"  # its preemption was withdrawn: it runs on
-    REQUEUE = "requeue"  # astra requeue: stopped with the grace, queued again, no restart spent
-    IDLE = "idle-gpus"  # its GPUs were idle ([machine] idle_gpu_policy = "stop"): it fails
 
 
 def sql_list(states: frozenset[RunState] | frozenset[WorkerState]) -> str:

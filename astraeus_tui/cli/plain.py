@@ -14,11 +14,12 @@ import os
 import sys
 import unicodedata
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from astraeus_tui.text import shown
 from astraeus_tui.when import idle_label, start_label
-from runner.model import RunState
+from runner.states import RunState
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     from runner.schema import Run

@@ -6,15 +6,14 @@ import json
 import re
 import sys
 import time
-from typing import TYPE_CHECKING
 
-import msgspec
+from astraeus_tui.cli.plain import age
+from runner.states import RunState
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     from runner.schema import Run
-
-from astraeus_tui.cli.plain import age
-from runner.model import RunState
 
 __all__ = [
     "age",
@@ -36,6 +35,8 @@ def indented_json(data: object) -> str:
     writes the same bytes: printable ASCII only (json escapes the rest as ``\\uXXXX``) and
     no float json writes in exponent form (``1e+16``, ``1e-05``); else by json itself
     (whose indenting encoder is pure Python: seconds for a queue of 10,000)."""
+    import msgspec
+
     try:
         fast = msgspec.json.format(msgspec.json.encode(data), indent=2)
     except (TypeError, ValueError, OverflowError):
@@ -48,11 +49,15 @@ def indented_json(data: object) -> str:
 def print_json(data: object) -> None:
     """``data`` (the client's Structs, or plain JSON values) as the daemon sent it, indented:
     a Struct's fields keep the daemon's key order (runner/schema.py)."""
+    import msgspec  # here, not above: the plain table does without it
+
     sys.stdout.write(indented_json(msgspec.to_builtins(data)) + "\n")
 
 
 def print_json_line(data: object) -> None:
     """One compact JSON object on one line (NDJSON), flushed for a reader downstream."""
+    import msgspec
+
     line = json.dumps(msgspec.to_builtins(data), default=str, separators=(",", ":"))
     sys.stdout.write(line + "\n")
     sys.stdout.flush()

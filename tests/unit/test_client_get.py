@@ -69,3 +69,25 @@ def test_no_daemon_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ApiError) as missing:
         Client(tmp_path / "none.sock").get("/v1/runs")
     assert missing.value.code == "NO_DAEMON" and "astra up" in str(missing.value)
+
+
+def test_a_stream_comes_line_by_line_by_length_or_in_chunks(
+    answer: tuple[Path, list[bytes], list[bytes]],
+) -> None:
+    """``Client.stream`` (logs, events followed): lines split across chunks come whole,
+    the last one without its newline too; a refusal is its one line."""
+    path, answers, requests = answer
+    client = Client(path, timeout=5)
+    answers.append(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"6\r\none\ntw\r\n8;x=1\r\no\nthree\n\r\n4\r\nfour\r\n0\r\n\r\n")  # fmt: skip
+    assert list(client.stream("/v1/events", {"follow": True})) == [
+        b"one\n", b"two\n", b"three\n", b"four",
+    ]  # fmt: skip
+    assert requests[-1].startswith(b"GET /v1/events?follow=1 HTTP/1.1\r\n")
+    answers.append(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\na\nb\n")
+    assert list(client.stream("/v1/runs/x/logs")) == [b"a\n", b"b\n"]
+    error = b'{"error": {"status": 404, "code": "NOT_FOUND", "message": "no run x"}}'
+    answers.append(b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error))
+    with pytest.raises(ApiError) as refused:
+        list(client.stream("/v1/runs/x/logs"))
+    assert str(refused.value) == "404 NOT_FOUND: no run x"

@@ -13,23 +13,34 @@ typer app unchanged, so every output and error stays the typer command's. Set
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
-Command = Callable[[list[str]], "int | None"]
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Command = Callable[[list[str]], "int | None"]
+
+# each command's module and function, imported only for that command
+COMMANDS = {"ls": ("ls", "fast_ls"), "run": ("runs", "fast_run"),
+            "submit": ("runs", "fast_submit"), "show": ("runs", "fast_show"),
+            "priority": ("runs", "fast_priority"), "delete": ("runs", "fast_delete"),
+            "wait": ("runs", "fast_wait"), "hold": ("controls", "fast_hold"),
+            "release": ("controls", "fast_release"), "requeue": ("controls", "fast_requeue"),
+            "serve": ("serve", "fast_serve")}  # fmt: skip
 
 
-def _commands() -> dict[str, Command]:
-    from astraeus_tui.cli.fast import controls, ls, runs, serve
+def _command(name: str) -> Command | None:
+    found = COMMANDS.get(name)
+    if found is None:
+        return None
+    from importlib import import_module
 
-    return {"ls": ls.fast_ls, "run": runs.fast_run, "submit": runs.fast_submit,
-            "show": runs.fast_show, "priority": runs.fast_priority,
-            "delete": runs.fast_delete, "wait": runs.fast_wait, "hold": controls.fast_hold,
-            "release": controls.fast_release, "requeue": controls.fast_requeue,
-            "serve": serve.fast_serve}  # fmt: skip
+    command: Command = getattr(import_module(f"astraeus_tui.cli.fast.{found[0]}"), found[1])
+    return command
 
 
 def dispatch(argv: list[str]) -> int | None:
@@ -44,7 +55,7 @@ def dispatch(argv: list[str]) -> int | None:
         from astraeus_tui.cli.fast.help import fast_help
 
         return fast_help(argv)
-    command = _commands().get(argv[0])
+    command = _command(argv[0])
     if command is None:
         return None
     try:
@@ -65,6 +76,8 @@ class _Quiet:
         self.wrapped = wrapped
 
     def flush(self) -> None:
+        import contextlib
+
         with contextlib.suppress(BrokenPipeError):
             self.wrapped.flush()
 

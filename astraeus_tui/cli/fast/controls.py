@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from astraeus_tui.cli.fast.args import parse
 from astraeus_tui.cli.fast.out import echo, finish
-from astraeus_tui.client import ApiError, Client
+from astraeus_tui.wire import ApiError, quoted, request
 
 
 def control_runs(action: str, names: list[str]) -> int:
     """Ask the daemon to ``action`` each run in turn; 1 if any was refused."""
-    client, code = Client(), 0
+    code = 0
     for name in names:
         try:
-            outcome = client.control(name, action)["outcome"]
+            outcome = request("POST", f"/v1/runs/{quoted(name)}/{action}")["outcome"]
         except ApiError as e:
             echo(str(e), err=True)
             code = 1

@@ -6,6 +6,11 @@ import sys
 
 from astraeus_tui.cli.fast.args import FLAG, VALUE, parse, text
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+
+if TYPE_CHECKING:
+    from typing import Any
+
 OPTIONS = {
     "--all": ("all_runs", FLAG), "-a": ("all_runs", FLAG), "--workspace": ("workspace", VALUE),
     "--state": ("state", VALUE), "--json": ("as_json", FLAG), "--wide": ("wide", FLAG),
@@ -21,21 +26,27 @@ def fast_ls(argv: list[str]) -> int | None:
     parsed = parse(argv, OPTIONS)
     if parsed is None or parsed.positional or parsed.rest is not None:
         return None
-    from astraeus_tui.cli.tables import show_runs
-    from astraeus_tui.client import ApiError, Client
+    from astraeus_tui.wire import ApiError, request, target
 
     as_json = bool(parsed.options.get("as_json"))
+    query = {"all": bool(parsed.options.get("all_runs")), "workspace": text(parsed, "workspace"),
+             "state": text(parsed, "state")}  # fmt: skip
     try:
-        runs = Client().runs(
-            all=bool(parsed.options.get("all_runs")),
-            workspace=text(parsed, "workspace"),
-            state=text(parsed, "state"),
-            fields=None if as_json else TABLE_FIELDS,  # --json prints whole objects
-        )
+        if as_json:  # whole objects, printed from the Structs as the typer command does
+            from astraeus_tui.client import Client
+
+            runs: list[Any] = Client().runs(**query)
+        else:
+            from astraeus_tui.cli.fast.out import Row
+
+            answer = request("GET", target("/v1/runs", {**query, "fields": TABLE_FIELDS}))
+            runs = [Row(r) for r in answer["runs"]]
     except ApiError as e:
         from astraeus_tui.text import shown
 
         print(shown(e), file=sys.stderr)
         return 1
+    from astraeus_tui.cli.tables import show_runs
+
     show_runs(runs, as_json, bool(parsed.options.get("wide")))
     return 0

@@ -1,15 +1,25 @@
-"""What the fast commands share: one-line refusals, the daemon call, JSON."""
+"""What the fast commands share: one-line refusals, the daemon call, JSON.
+
+A plain answer is read with the standard library's json (``call_json``, ``Row``); only
+``--json`` forms decode it into runner/schema.py's Structs (``call``), as the typer
+commands print them, so a plain call loads neither msgspec nor the schema.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TypeVar
 
-from astraeus_tui.client import ApiError, Client
 from astraeus_tui.text import shown
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    from astraeus_tui.client import Client
+
+    T = TypeVar("T")
 
 
 class Failed(Exception):
@@ -20,13 +30,36 @@ class Failed(Exception):
         self.code = code
 
 
+class Row:
+    """A JSON object's members as attributes, as the Struct reads them; a member the answer
+    left out reads None (the plain forms read only fields the daemon always sends)."""
+
+    def __init__(self, members: dict[str, Any]) -> None:
+        self.__dict__ = members
+
+    def __getattr__(self, name: str) -> Any:
+        return None
+
+
 def echo(line: str, err: bool = False) -> None:
     (sys.stderr if err else sys.stdout).write(shown(line) + "\n")
 
 
 def call(fn: Callable[[Client], T]) -> T:
+    from astraeus_tui.client import ApiError, Client
+
     try:
         return fn(Client())
+    except ApiError as e:
+        raise Failed(str(e)) from None
+
+
+def call_json(method: str, target: str, body: object = None) -> Any:
+    """The answer's plain JSON values (astraeus_tui/wire.py); a refusal is Failed."""
+    from astraeus_tui.wire import ApiError, request
+
+    try:
+        return request(method, target, body)
     except ApiError as e:
         raise Failed(str(e)) from None
 

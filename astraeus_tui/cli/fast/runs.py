@@ -12,8 +12,8 @@ import sys
 import time
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
-from astraeus_tui.cli.fast.out import Failed, call, echo, finish, print_json
-from runner.model import RunState
+from astraeus_tui.cli.fast.out import Failed, Row, call, call_json, echo, finish, print_json
+from astraeus_tui.wire import quoted
 
 JSON = {"--json": ("as_json", FLAG)}
 
@@ -32,14 +32,13 @@ def fast_show(argv: list[str]) -> int | None:
     name, as_json = got
 
     def work() -> int:
-        run = call(lambda c: c.show(name))
         if as_json:
-            print_json(run)
-        else:
-            from astraeus_tui.cli.fast.show import show_lines
+            print_json(call(lambda c: c.show(name)))
+            return 0
+        from astraeus_tui.cli.fast.show import show_lines, show_row
 
-            for line in show_lines(run):
-                echo(line)
+        for line in show_lines(show_row(call_json("GET", f"/v1/runs/{quoted(name)}"))):
+            echo(line)
         return 0
 
     return finish(work)
@@ -56,8 +55,8 @@ def fast_priority(argv: list[str]) -> int | None:
     value = int(raw)
 
     def work() -> int:
-        run = call(lambda c: c.set_priority(name, value))
-        echo(f"{run.name}: priority {run.priority}")
+        run = call_json("PATCH", f"/v1/runs/{quoted(name)}", {"priority": value})
+        echo(f"{run['name']}: priority {run['priority']}")
         return 0
 
     return finish(work)
@@ -69,7 +68,7 @@ def fast_delete(argv: list[str]) -> int | None:
     name = got[0]
 
     def work() -> int:
-        result = call(lambda c: c.delete(name))
+        result = call_json("DELETE", f"/v1/runs/{quoted(name)}")
         echo(f"{name}: {result['outcome']}")
         return 0
 
@@ -90,6 +89,8 @@ def fast_wait(argv: list[str]) -> int | None:
 
 def wait_until_finished(name: str, timeout: float | None) -> int:
     """Poll until ``name`` finishes; its exit code (0 once it succeeded, 124 on timeout)."""
+    from runner.model import RunState
+
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
     while True:
@@ -120,11 +121,10 @@ def fast_run(argv: list[str]) -> int | None:
         return finish(lambda: _preview(document, as_json))
 
     def work() -> int:
-        created = call(lambda c: c.submit(document))
         if as_json:
-            print_json(created)
+            print_json(call(lambda c: c.submit(document)))
         else:
-            echo(f"Submitted run {created.name}")
+            echo(f"Submitted run {call_json('POST', '/v1/runs', document)['name']}")
         return 0
 
     return finish(work)
@@ -166,11 +166,11 @@ def fast_submit(argv: list[str]) -> int | None:
             document["spec"]["after"] = after
         if dry_run:
             return _preview(document, as_json)
-        run = call(lambda c: c.submit(document))
         if as_json:
-            print_json(run)
-        else:
-            echo(f"Submitted run {run.name} ({run.workspace}, priority {run.priority})")
+            print_json(call(lambda c: c.submit(document)))
+            return 0
+        run = Row(call_json("POST", "/v1/runs", document))
+        echo(f"Submitted run {run.name} ({run.workspace}, priority {run.priority})")
         return 0
 
     return finish(work)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from msgspec import UNSET
-
-from runner.model import StopReason
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from runner.schema import RunDetail, UsageFigures, Worker
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
@@ -16,11 +14,32 @@ FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "g
           "exit_code", "time_limit_seconds", "starts_by", "idle_since")  # fmt: skip
 
 
+def show_row(answer: dict[str, Any]) -> Any:
+    """``GET /v1/runs/{name}``'s plain JSON read as ``show_lines`` reads a RunDetail."""
+    from astraeus_tui.cli.fast.out import Row
+
+    run: Any = Row(answer)
+    run.workers_history = [Row(w) for w in run.workers_history or []]
+    run.events = [Row(e) for e in run.events or []]
+    if isinstance(run.usage, dict):  # its telemetry: the figures as attributes too
+        usage: Any = Row(run.usage)
+        for key in ("now", "mean", "peak"):
+            figures = getattr(usage, key)
+            setattr(usage, key, Row(figures) if isinstance(figures, dict) else None)
+        run.usage = usage
+    return run
+
+
+def _unset(value: object) -> bool:
+    """msgspec's UNSET (a field a Struct left out), known without importing msgspec."""
+    return type(value).__name__ == "UnsetType"
+
+
 def show_lines(run: RunDetail) -> list[str]:
     lines = [run.paused] if run.paused else []
     for key in FIELDS:
         value = getattr(run, key)
-        if value not in (None, [], "") and value is not UNSET:  # idle_since: only while idle
+        if value not in (None, [], "") and not _unset(value):  # idle_since: only while idle
             lines.append(f"{key + ':':<20}{value}")
     if isinstance(share := run.gpu_memory_bytes, int):  # a shared request only
         from runner.model import format_size
@@ -53,16 +72,15 @@ def _figures(label: str, f: UsageFigures) -> str:
 
 def usage_lines(run: RunDetail) -> list[str]:
     """What the run used (its telemetry): now while it runs, mean and peak over its life."""
-    import msgspec
-
     usage = run.usage
-    if isinstance(usage, msgspec.UnsetType):
+    if usage is None or _unset(usage):
         return []
-    rows = [(k, f) for k, f in (("now", usage.now), ("mean", usage.mean), ("peak", usage.peak))
+    assert not _unset(usage)
+    rows = [(k, f) for k, f in (("now", usage.now), ("mean", usage.mean), ("peak", usage.peak))  # type: ignore[union-attr]
             if f is not None]  # fmt: skip
     lines = [f"{'usage:' if i == 0 else '':<20}{_figures(k, f)}" for i, (k, f) in enumerate(rows)]
-    if usage.samples:
-        lines.append(f"{'':<20}{usage.samples} samples, {usage.since} to {usage.until}")
+    if usage.samples:  # type: ignore[union-attr]
+        lines.append(f"{'':<20}{usage.samples} samples, {usage.since} to {usage.until}")  # type: ignore[union-attr]
     return lines
 
 
@@ -72,13 +90,19 @@ def worker_lines(history: list[Worker], limit: int = 16) -> list[str]:
     lines = []
     for w in history[-limit:]:
         why = w.error or w.stop_reason or ""
-        if why == StopReason.PREEMPT and w.stopping_for:
+        if w.stopping_for and why == _preempt():
             why = f"preempted by {w.stopping_for}"
         if w.killed:
             why = f"{why}, SIGKILL".lstrip(", ")
         tail = f" ({why})" if why else ""
         lines.append(f"  attempt {w.attempt} worker {w.worker}  {w.state}{tail}")
     return lines
+
+
+def _preempt() -> str:
+    from runner.states import StopReason  # only for a worker stopped for another run
+
+    return StopReason.PREEMPT
 
 
 def command_line(spec: object, limit: int = 300) -> str:
