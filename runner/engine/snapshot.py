@@ -29,6 +29,9 @@ class SpecCache:
     def __init__(self) -> None:
         self._specs: dict[str, RunSpec] = {}
         self._submitted: dict[str, tuple[float, str]] = {}
+        # a waiting gang's planner entry, made from its row and spec: the same row object
+        # (the store's queue cache hands out the rows it kept) and spec give the same entry
+        self._entries: dict[str, tuple[RunRow, RunSpec, tuple[int, int], WaitingRun]] = {}
 
     def get(self, run: RunRow) -> RunSpec:
         spec = self._specs.get(run.name)
@@ -41,10 +44,23 @@ class SpecCache:
         spec = self._specs.get(name)
         return spec is None or spec.gang or spec.workers == 1
 
+    def waiting_entry(
+        self, run: RunRow, spec: RunSpec, machine: Machine, sizes: tuple[int, int]
+    ) -> WaitingRun:
+        """The planner's entry of a gang waiting whole (every worker to start); ``sizes``:
+        the machine's (whole GPU, shard) memory, which a shared request is counted in."""
+        kept = self._entries.get(run.name)
+        if kept is not None and kept[0] is run and kept[1] is spec and kept[2] == sizes:
+            return kept[3]
+        entry = waiting_run(spec, run, machine, tuple(range(spec.workers)), sizes=sizes)
+        self._entries[run.name] = (run, spec, sizes, entry)
+        return entry
+
     def forget(self, names: Iterable[str]) -> None:
         for name in names:
             self._specs.pop(name, None)
             self._submitted.pop(name, None)
+            self._entries.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
@@ -53,6 +69,7 @@ class SpecCache:
         """Drop the specs of runs no longer known (deleted or forgotten): the cache is as
         large as the state, never as large as every run ever submitted."""
         self.forget([n for n in self._specs if n not in names])
+        self.forget([n for n in self._entries if n not in names])
 
 
 def unit_id(run: str, worker: int, gang: bool) -> str:
@@ -166,9 +183,10 @@ def _waiting(
         if specs.gang(run.name):
             if run.name in has_live or run.state != RunState.QUEUED:
                 continue  # a gang starts whole, once nothing of it lives
-            indices = tuple(range(spec.workers))
-        else:
-            indices = pending_workers(spec, workers_of.get(run.name, []))
+            if spec.workers > 0:
+                waiting.append(specs.waiting_entry(run, spec, machine, sizes))
+            continue
+        indices = pending_workers(spec, workers_of.get(run.name, []))
         if not indices:
             continue
         waiting.append(waiting_run(spec, run, machine, indices, sizes=sizes))

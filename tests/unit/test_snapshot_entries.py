@@ -1,0 +1,57 @@
+"""The loop's snapshot (runner/engine/snapshot.py) keeps each waiting gang's planner entry
+while its row and spec are the ones the store's queue cache handed out before: a submit
+to a queue of thousands makes one new entry, and the snapshot is the one a fresh build
+gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner.engine.settings import LoopSettings
+from runner.engine.snapshot import SpecCache, build_snapshot
+from runner.model import RunState
+from runner.planner.types import Machine
+from runner.store.db import RunRow, Store
+
+
+def _row(name: str, submitted: float, workers: int = 1) -> RunRow:
+    task = {"command": "true", "requested_resources": {"gpu_requests": {"count": 1}}}
+    doc = {"metadata": {"name": name}, "spec": {"task_template": task, "workers": workers}}
+    return RunRow(name, "default", "root", 0, 0, json.dumps(doc), 0, RunState.QUEUED, None,
+                  submitted, None, None, None, 0, 0, 0, None, None, False)  # fmt: skip
+
+
+def _settings(tmp_path: Path) -> LoopSettings:
+    return LoopSettings(Machine((0, 1), 8000, 64 << 30), {}, {}, tmp_path / "logs")
+
+
+def test_a_waiting_runs_entry_is_made_again_only_when_its_row_or_spec_changed(
+    tmp_path: Path,
+) -> None:
+    store, settings, specs = Store(tmp_path / "state.db"), _settings(tmp_path), SpecCache()
+    for i, name in enumerate(("a", "b", "c")):
+        store.insert_run(_row(name, 1000.0 + i, workers=2 if name == "c" else 1))
+    first = build_snapshot(settings, store.runs(active_only=True), [], specs)
+    again = build_snapshot(settings, store.runs(active_only=True), [], specs)
+    assert again == first
+    assert all(x is y for x, y in zip(again.waiting, first.waiting, strict=True))
+    assert [(w.name, w.workers, w.total.gpus) for w in first.waiting] == [
+        ("a", (0,), 1), ("b", (0,), 1), ("c", (0, 1), 2),
+    ]  # fmt: skip
+
+    with store.transaction() as tx:
+        store.set_priority(tx, "b", 7)
+    after = build_snapshot(settings, store.runs(active_only=True), [], specs)
+    by_name = {w.name: w for w in after.waiting}
+    assert by_name["b"].priority == 7 and by_name["b"] is not first.waiting[1]
+    assert by_name["a"] is first.waiting[0] and by_name["c"] is first.waiting[2]
+    fresh = build_snapshot(settings, store.runs(active_only=True), [], SpecCache())
+    assert after == fresh  # what the planner is given: as if made from nothing
+
+    with store.transaction() as tx:
+        store.finish_run(tx, "a", RunState.CANCELLED, 1100.0, None)
+    runs = store.runs(active_only=True)
+    specs.keep_only({r.name for r in runs})
+    assert [w.name for w in build_snapshot(settings, runs, [], specs).waiting] == ["b", "c"]
+    assert "a" not in specs
