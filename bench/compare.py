@@ -202,11 +202,18 @@ def bulk_rates(astra: list[str], env: dict[str, str], n: int, tmp: Path) -> tupl
     return rates[0], rates[1]
 
 
+def installed() -> dict[str, str]:
+    """The environment of a user's shell: bytecode written and read, as an installed copy
+    has it (a development shell's PYTHONDONTWRITEBYTECODE compiles a dozen modules again
+    on every call)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
     astra = [str(Path(sys.executable).with_name("astra"))]
     out: Results = {}
     with astraeus_daemon(tmp / "idle") as _:
-        env = {**os.environ, "ASTRAEUS_HOME": str(tmp / "idle"), "COLUMNS": "160"}
+        env = {**installed(), "ASTRAEUS_HOME": str(tmp / "idle"), "COLUMNS": "160"}
         out["first_line_ms"] = first_line_ms(
             lambda sh: [*astra, "run", "--", "sh", "-c", sh], env, args.repeat, tmp
         )
@@ -215,7 +222,7 @@ def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
         out["complete_ms"] = median_ms(astra, args.repeat, {**env, **complete})
     home = tmp / "full"
     with astraeus_daemon(home) as proc:
-        env = {**os.environ, "ASTRAEUS_HOME": str(home), "COLUMNS": "160"}
+        env = {**installed(), "ASTRAEUS_HOME": str(home), "COLUMNS": "160"}
         astraeus_fill(home, args.waiting, "w")
         out["ls"] = median_ms([*astra, "ls"], args.repeat, env)
         out["rss_mb"] = rss_mb(proc.pid)

@@ -28,8 +28,12 @@ def serve() -> None:
 
 
 def _answers(client: Client) -> bool:
+    """A daemon listens on the socket: it answered, or took the request and is still busy
+    with it (a queue of 100,000 runs: the dashboard opens, connecting, not a traceback)."""
     try:
         client.status()
+        return True
+    except TimeoutError:
         return True
     except ApiError as e:
         if e.status == 0:

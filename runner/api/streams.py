@@ -312,7 +312,7 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
             message = changes.change(*item, viewer)
             if message is not None:
                 await response.write(message)
-    except (ConnectionResetError, asyncio.CancelledError):
+    except (ConnectionError, asyncio.CancelledError):  # the dashboard went away
         pass
     finally:
         changes.subscribers.discard(queue)
