@@ -20,6 +20,7 @@ waiting and <= 150 ms with 10,000; the others <= 40 ms a call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -48,6 +49,22 @@ def start_daemon(home: Path) -> subprocess.Popen[bytes]:
         except ApiError:
             time.sleep(0.05)
     raise SystemExit("the daemon did not start")
+
+
+def end_workers(home: Path) -> None:
+    """The workers outlive their daemon (the blocker's ``sleep``): end them."""
+    supervisors = []
+    for meta in (home / "workers").glob("*/meta.json"):
+        found = json.loads(meta.read_text())
+        if found.get("child_pgid"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(found["child_pgid"], signal.SIGKILL)
+                supervisors.append(found["supervisor_pid"])
+    deadline = time.monotonic() + 10  # each supervisor writes its exit.json, then ends
+    while any(Path(f"/proc/{pid}").exists() for pid in supervisors):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
 
 
 def fill(home: Path, waiting: int) -> None:
@@ -132,6 +149,7 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+            end_workers(home)
 
 
 if __name__ == "__main__":

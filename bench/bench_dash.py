@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_cli import start_daemon
+from bench_cli import end_workers, start_daemon
 
 ASTRA = str(Path(sys.executable).with_name("astra"))
 SESSION = f"astraeus-bench-dash-{os.getpid()}"
@@ -142,6 +142,7 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
+            end_workers(home)
 
 
 if __name__ == "__main__":
