@@ -329,6 +329,17 @@ def slurm_up() -> bool:
         return False
 
 
+def slurm_room(margin: int = 50) -> int | None:
+    """How many more jobs slurmctld takes (MaxJobCount less those it holds), or None."""
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
+    limit = next((line.split("=", 1)[1].strip() for line in config.stdout.splitlines()
+                  if line.startswith("MaxJobCount")), "")  # fmt: skip
+    if not limit.isdigit():
+        return None
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+    return max(0, int(limit) - len(jobs.stdout.split()) - margin)
+
+
 def measure_slurm(args: argparse.Namespace, tmp: Path) -> Results:
     ids: list[str] = []
     lock = threading.Lock()
@@ -364,7 +375,13 @@ def measure_slurm(args: argparse.Namespace, tmp: Path) -> Results:
             held()
         out["submits_per_s"] = args.submits / (time.perf_counter() - t0)
         if args.big:
-            parallel(args.big_size - args.waiting, lambda i: held(strict=False))
+            big = args.big_size - args.waiting
+            room = slurm_room()
+            if room is not None and big > room:  # past MaxJobCount sbatch sleeps and retries
+                print(f"Slurm has room for {room} more jobs (MaxJobCount): ls of fewer",
+                      file=sys.stderr)  # fmt: skip
+                big = room
+            parallel(big, lambda i: held(strict=False))
             if refused:
                 print(f"Slurm refused {len(refused)} of the big fill: {refused[0][:120]}",
                       file=sys.stderr)  # fmt: skip
