@@ -310,7 +310,7 @@ def test_a_shared_run_gets_exactly_its_gpu_and_its_mps_limit() -> None:
         "image": "x", "command": "true", "requested_resources": {
             "gpu_requests": {"count": 1, "memory_bytes": 20 << 30}}}}}  # fmt: skip
     run = _run("ft", "vision", "Queued", spec_text=json.dumps(doc))
-    env = worker_env(run, parse_spec(doc), 0, (3,), True, 20 << 30)
+    env = worker_env(run, parse_spec(doc), 0, (3,), True, mps_share=20 << 30)
     kw = container_kwargs(launch(gpus=(3,), env=env), nvidia=True)
     (request,) = kw["device_requests"]
     assert request.device_ids == ["3"]
