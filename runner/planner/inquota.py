@@ -1,6 +1,10 @@
 """In-quota preemption (invariant 4 of runner/planner/plan.py): a run over its
 workspace's quota only because of that workspace's own lower-priority running work
-preempts that work. A part of the walk (``plan._Walk``), kept here for its size."""
+preempts that work. A part of the walk (``plan._Walk``), kept here for its size.
+
+While any GPU is shared (``pool.GpuPool``) the same rule is judged GPU by GPU: a shared
+run is a unit, the victims must let the run be placed on each GPU's memory, and behind
+a head the head's shadow is replayed GPU by GPU (``_preempt_own_pool``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import math
 
 from runner.model import Resources, amounts
 from runner.planner.messages import preempting_message
+from runner.planner.pool import GpuPool, Hold, replay_pool, start_hold, unit_hold, without_gpus
 from runner.planner.shadow import choose_victims, replay_shadow, take_gpus
 from runner.planner.types import FITS, Head, Preempt, RunningUnit, WaitingRun
 from runner.reasons import Reason, RunRef
@@ -34,6 +39,11 @@ class InQuota:
     started_ends: list[tuple[float, Resources]]
     head_ends: dict[str, tuple[float, Resources]]
     preemptions: list[Preempt]
+    running: tuple[RunningUnit, ...]
+    pool: GpuPool | None
+    pool_ends: list[tuple[float, Resources, Hold]]
+    head_pool_ends: list[tuple[float, Resources, Hold]]
+    head_run: WaitingRun | None
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
         raise NotImplementedError  # the walk's
@@ -54,7 +64,12 @@ class InQuota:
         cacheable = run.name not in self.awaited
         if cacheable and key in self.refused:
             return False
-        if self._preempt_own(run, headroom):
+        pool = self.pool
+        if (
+            self._preempt_own(run, headroom)
+            if pool is None
+            else self._preempt_own_pool(run, headroom, pool)
+        ):
             self.refused.clear()
             return True
         if cacheable:
@@ -86,6 +101,77 @@ class InQuota:
         take_gpus(self.free_gpus, take.gpus)
         self.free = self.free - take
         self.headroom[run.workspace] = headroom - take
+        for_run = RunRef(run.name, run.workspace)
+        self.preemptions += [
+            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
+        ]
+        waiting_for = sum(u.workers for u in stopping)
+        self.wait(run, preempting_message(victims, waiting_for) or FITS, follows_prefix=True)
+        return True
+
+    def _preempt_own_pool(self, run: WaitingRun, headroom: Resources, pool: GpuPool) -> bool:
+        """``_preempt_own`` GPU by GPU. The victims (a shared run is a unit) are the fewest,
+        lowest-priority, newest of its own workspace that let the run be placed on the
+        GPUs' memory within its quota. Until the run's end the walk holds both the room it
+        takes and its victims' (and units already stopping for it): nothing else is placed
+        there. Behind a head it preempts only when replaying the head's shadow GPU by GPU,
+        with its victims' ends replaced by its own, leaves the shadow no later; behind a head
+        whose start is unknown, it waits."""
+        head = self.head
+        if head is not None and head.shadow is None:
+            return False
+        own = [u for u in self.own_units.get(run.workspace, ())
+               if u.priority < run.priority and u.unit_id not in self.claimed]  # fmt: skip
+        stopping = [u for u in own if u.stopping and u.stopping_for == run.name]
+        room = Resources(*map(min, amounts(headroom), amounts(self.free)))
+        after_stops = pool.copy()
+        for unit in stopping:
+            room = room + unit.resources
+            after_stops.release(unit_hold(unit))
+        victims = _choose_victims_pool(
+            run, after_stops, room, headroom.gpus, [u for u in own if not u.stopping]
+        )
+        if victims is None or not (victims or stopping):
+            return False
+        claimed = victims + stopping
+        freed = _NOTHING
+        trial = after_stops
+        for unit in victims:
+            trial.release(unit_hold(unit))
+        for unit in claimed:
+            freed = freed + unit.resources
+        placement = trial.place(run)
+        assert placement is not None, "victims chosen that do not let the run be placed"
+        whole, shares = start_hold(run, placement)
+        for unit in claimed:  # held for the run until it ends: no room for anyone else
+            unit_whole, unit_shares = unit_hold(unit)
+            trial.take(unit_hold(unit))
+            whole, shares = whole + unit_whole, shares + unit_shares
+        take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
+        end, held = self._preemptor_end(run, take, claimed)
+        free = self.free - take
+        if head is not None:  # behind the head: its shadow, replayed, is no later
+            assert self.head_run is not None and head.shadow is not None
+            gone = {u.unit_id for u in claimed}
+            kept = [e for u, e in zip(self.head_ends, self.head_pool_ends, strict=True)
+                    if u not in gone]  # fmt: skip
+            ends = [*kept, *self.pool_ends, (end, held, (whole, shares))]
+            shadow = replay_pool(trial, free, self.head_run, ends, self.now)
+            if shadow is None or shadow > head.shadow:
+                return False
+            self.head_pool_ends = kept
+            for unit_id in gone:
+                self.head_ends.pop(unit_id, None)
+            spare = self.spare - without_gpus(take)
+            self.spare = Resources(*(max(0, x) for x in amounts(spare)))
+        self.claimed.update(u.unit_id for u in claimed)
+        pool.used, pool.whole = trial.used, trial.whole
+        self.free_gpus = pool.empty()
+        self.free = Resources(
+            len(self.free_gpus), free.cpu_milli, free.memory, free.workers, free.gpu_memory
+        )
+        self.headroom[run.workspace] = headroom - take
+        self.pool_ends.append((end, held, (whole, shares)))
         for_run = RunRef(run.name, run.workspace)
         self.preemptions += [
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
@@ -128,3 +214,42 @@ class InQuota:
         self.started_ends.append(end)
         self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
         return True
+
+
+def _choose_victims_pool(
+    run: WaitingRun,
+    pool: GpuPool,
+    room: Resources,
+    gpu_room: int,
+    candidates: list[RunningUnit],
+) -> list[RunningUnit] | None:
+    """As ``pool.choose_victims_pool`` (lowest priority first, among equals the newest;
+    then every victim not needed dropped), within ``room`` (the quota's and the free
+    room, whole GPUs counted against the quota's ``gpu_room``) and placed GPU by GPU."""
+    need = run.total
+    rest = without_gpus(need)
+
+    def fits(chosen: list[RunningUnit]) -> bool:
+        trial, r = pool.copy(), room
+        for unit in chosen:
+            trial.release(unit_hold(unit))
+            r = r + unit.resources
+        return (
+            rest.fits_in(without_gpus(r))
+            and need.gpus <= gpu_room + (r - room).gpus
+            and trial.fits(run)
+        )
+
+    order = sorted(candidates, key=lambda u: (u.priority, -u.started_at, u.unit_id))
+    chosen: list[RunningUnit] = []
+    for unit in order:
+        if fits(chosen):
+            break
+        chosen.append(unit)
+    if not fits(chosen):
+        return None
+    for unit in list(chosen):
+        others = [u for u in chosen if u is not unit]
+        if fits(others):
+            chosen = others
+    return chosen

@@ -247,8 +247,7 @@ class _Walk(InQuota):
         # 1. Over its workspace's quota: waits, blocks nobody, never the head.
         headroom = self.headroom.get(run.workspace)
         if headroom is not None and not ask.fits_in(headroom):
-            # no in-quota preemption while GPUs are shared (docs/scheduling.md)
-            if self.pool is None and self.preempt_own(run, headroom):
+            if self.preempt_own(run, headroom):  # GPU by GPU while GPUs are shared
                 return
             self.quota_waits.add(run.name)
             check, self.quota_reached[run.name] = self._quota_message(run.workspace, ask)

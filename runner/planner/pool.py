@@ -67,7 +67,8 @@ class GpuPool:
         return [g for g in sorted(self.size) if g not in self.whole and not self.used[g]]
 
     def free_on(self, g: int) -> int:
-        return 0 if g in self.whole else self.size[g] - self.used[g]
+        # held for an in-quota preemptor, a GPU may be promised more than it has
+        return 0 if g in self.whole else max(0, self.size[g] - self.used[g])
 
     def most_free(self) -> int:
         return max((self.free_on(g) for g in self.size), default=0)

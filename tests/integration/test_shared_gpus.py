@@ -82,6 +82,25 @@ def test_a_higher_priority_shared_run_preempts_a_shared_run(make_daemon: Make) -
     assert h.state("low") == "Queued"
 
 
+def test_a_shared_run_over_its_quota_preempts_its_own_newest_shared_run(
+    make_daemon: Make,
+) -> None:
+    """In-quota preemption by GPU memory: 50 + 20 held of a 100 GiB quota, 40 more asked
+    at a higher priority; the newest one that makes room within the quota stops."""
+    quota = PRIORITIES + '\n[workspaces.default.quota]\ngpu_memory = "100GiB"\n'
+    h = make_daemon(quota, gpus=2, grace=1)
+    h.submit(shared("low", 50))
+    h.wait_state("low", "Running")
+    h.submit(shared("small", 20))
+    h.wait_state("small", "Running")
+    h.submit(shared("urgent", 40, priority=5))
+    h.wait_state("urgent", "Running", timeout=30)
+    assert h.run("small").preemptions == 1 and h.state("small") == "Queued"
+    assert h.state("low") == "Running"  # one victim is enough: the fewest
+    wait_for(lambda: (r := h.run("small").reason) is not None and r.code == ReasonCode.QUOTA_WAIT)
+    assert "gpu_memory" in h.reason("small")  # 90 + 20 > 100: it waits for its quota
+
+
 def test_bad_shared_requests_are_refused_in_one_line_and_nothing_is_written(
     make_daemon: Make,
 ) -> None:
