@@ -61,6 +61,7 @@ def build_app(daemon: Daemon) -> web.Application:
     add_telemetry_routes(app)
     app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
     app[CHANGES].last_estimates = lambda: app[ESTIMATES].last(daemon)
+    app[ESTIMATES].on_change = app[CHANGES].notify_threadsafe  # new estimates: a diff
     return app
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -45,6 +46,10 @@ class Estimates:
         self._at = -1e9
         self._plan_at: float | None = None
         self._values: dict[str, Estimate] = {}
+        # told when a recomputation moved an estimate: the change stream (set by build_app),
+        # whose diffs render the estimates as last computed and would else show the old
+        # ones until something else changed
+        self.on_change: Callable[[], None] | None = None
 
     def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
         """The estimates; ``require`` names a run that must be in them (just submitted).
@@ -58,8 +63,10 @@ class Estimates:
         missing = require is not None and require not in self._values
         if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
             self._plan_at = backend.status.last_plan_at
-            self._values = backend.estimates()
+            before, self._values = self._values, backend.estimates()
             self._at = time.monotonic()
+            if self.on_change is not None and self._values != before:
+                self.on_change()
         return self._values
 
     def cached(self, daemon: Daemon) -> dict[str, Estimate]:
