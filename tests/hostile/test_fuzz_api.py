@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, currently_in_test_context, event, given, set
 from hypothesis import strategies as st
 
 from tests.hostile.helpers import db_state, raw, request_bytes, status_of
+from tests.integration.harness import wait_for
 from tests.integration.served import Served
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
@@ -56,6 +57,18 @@ def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def alive(daemon: Served) -> None:
     assert daemon.proc is not None and daemon.proc.poll() is None
     assert status_of(raw(daemon.socket, request_bytes("GET", "/v1/status", b"", None))) == 200
+
+
+def planned(daemon: Served, name: str) -> bool:
+    """Whether the loop has planned the run (its reason is the planner's, not the submit's
+    ``Waiting for the scheduler``): after that the loop writes nothing more of it, so a
+    refused request can be compared with the state DB before it (before, the loop's
+    write of the reason would be seen as the request's)."""
+    body = raw(daemon.socket, request_bytes("GET", f"/v1/runs/{name}", b"", None))
+    try:
+        return json.loads(body.split(b"\r\n\r\n", 1)[-1])["reason_code"] not in (None, "WAITING")
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def forget(daemon: Served, name: str) -> None:
@@ -187,6 +200,7 @@ PRIORITIES = st.integers(-(10**20), 10**20) | st.integers(-1100, 1100) | SCALARS
 def test_random_priority_changes(fuzz: Served, body: Any, kind: str | None) -> None:
     if status_of(raw(fuzz.socket, request_bytes("POST", "/v1/runs", TARGET))) not in (201, 409):
         pytest.fail("could not submit the target run")
+    wait_for(lambda: planned(fuzz, "target"), 30, "the target run planned")
     status = exchange(fuzz, request_bytes("PATCH", "/v1/runs/target", encoded(body, kind), kind))
     assert status == 200 or status in REFUSED
 

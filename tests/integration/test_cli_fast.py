@@ -149,6 +149,8 @@ def test_run_and_submit_refusals(d: Served) -> None:
 def test_delete(d: Served) -> None:
     assert d.astra("run", "--name", "gone", "--", "sleep", "60").returncode == 0
     assert d.astra("run", "--name", "gone-typer", "--", "sleep", "60").returncode == 0
+    for name in ("gone", "gone-typer"):  # both started: each delete stops a running run
+        wait_for(lambda name=name: d.json("show", name)["state"] == "Running", 30, name)
     assert same(d, "delete", "gone", rename="gone").strip() == "gone: stopping"
 
 
