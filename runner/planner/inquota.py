@@ -12,7 +12,15 @@ import math
 
 from runner.model import Resources, amounts
 from runner.planner.messages import preempting_message
-from runner.planner.pool import GpuPool, Hold, replay_pool, start_hold, unit_hold, without_gpus
+from runner.planner.pool import (
+    GpuPool,
+    Hold,
+    fewest_victims,
+    replay_pool,
+    start_hold,
+    unit_hold,
+    without_gpus,
+)
 from runner.planner.shadow import choose_victims, replay_shadow, take_gpus
 from runner.planner.types import FITS, Head, Preempt, RunningUnit, WaitingRun
 from runner.reasons import Reason, RunRef
@@ -240,16 +248,4 @@ def _choose_victims_pool(
             and trial.fits(run)
         )
 
-    order = sorted(candidates, key=lambda u: (u.priority, -u.started_at, u.unit_id))
-    chosen: list[RunningUnit] = []
-    for unit in order:
-        if fits(chosen):
-            break
-        chosen.append(unit)
-    if not fits(chosen):
-        return None
-    for unit in list(chosen):
-        others = [u for u in chosen if u is not unit]
-        if fits(others):
-            chosen = others
-    return chosen
+    return fewest_victims(candidates, fits)

@@ -10,7 +10,7 @@ GPUs with nothing on them. The walk keeps one pool while any GPU is shared
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from runner.model import Resources
 from runner.planner.shadow import take_gpus
@@ -153,6 +153,15 @@ def choose_victims_pool(
             r = r + unit.resources
         return need.fits_in(r) and trial.fits(head)
 
+    return fewest_victims(candidates, fits)
+
+
+def fewest_victims(
+    candidates: list[RunningUnit], fits: Callable[[list[RunningUnit]], bool]
+) -> list[RunningUnit] | None:
+    """The fewest, lowest-priority, most recently started ``candidates`` with which
+    ``fits`` holds (taken in that order, then each one not needed dropped); None if
+    even all of them are not enough."""
     order = sorted(candidates, key=lambda u: (u.priority, -u.started_at, u.unit_id))
     chosen: list[RunningUnit] = []
     for unit in order:
