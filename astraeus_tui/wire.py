@@ -2,15 +2,17 @@
 
 ``astraeus_tui/client.py`` is the one way to talk to the daemon and sends every answered
 request (not the streams) through ``exchange``; the fast commands (cli/fast/) call it
-directly with JSON's plain values, so a command people run often loads neither
-http.client (email, ssl), msgspec nor runner.schema before its request is on the wire.
+directly with JSON's plain values (astraeus_tui/plainjson.py), so a command people run
+often loads neither http.client (email, ssl), json, msgspec nor runner.schema before its
+request is on the wire.
 """
 
 from __future__ import annotations
 
 import _socket  # socket.py's base class (socket.py adds enums and selectors, unused here)
-import json
 import os
+
+from astraeus_tui import plainjson
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
@@ -107,7 +109,7 @@ def quoted(name: str, safe: str = "/") -> str:
 
 def raise_for(status: int, body: bytes) -> None:
     try:
-        error = json.loads(body)["error"]
+        error = plainjson.loads(body)["error"]
         raise ApiError(status, error["code"], error["message"])
     except (ValueError, KeyError, TypeError):
         raise ApiError(status, "ERROR", body.decode(errors="replace").strip()[:300]) from None
@@ -153,9 +155,9 @@ def exchange(
 
 def request(method: str, target: str, body: object = None, timeout: float | None = 30) -> Any:
     """One call's JSON answer as plain values (None for an empty body)."""
-    raw = None if body is None else json.dumps(body).encode()
+    raw = None if body is None else plainjson.dumps(body).encode()
     data = exchange(socket_path(), method, target, raw, timeout=timeout)
-    return json.loads(data) if data else None
+    return plainjson.loads(data) if data else None
 
 
 def stream(path: object, target: str, timeout: float | None = 30) -> Iterator[bytes]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 import time
 
@@ -27,7 +25,7 @@ __all__ = [
 
 
 # a float json writes in exponent form: msgspec writes 1e16 as 1e16, 1e-05 as 0.00001
-_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]|0\.0000")
+_EXPONENT = rb"[0-9][eE][-+]?[0-9]|0\.0000"
 
 
 def indented_json(data: object) -> str:
@@ -35,13 +33,21 @@ def indented_json(data: object) -> str:
     writes the same bytes: printable ASCII only (json escapes the rest as ``\\uXXXX``) and
     no float json writes in exponent form (``1e+16``, ``1e-05``); else by json itself
     (whose indenting encoder is pure Python: seconds for a queue of 10,000)."""
+    import json  # here, not above: the plain table does without json, re and msgspec
+    import re
+
     import msgspec
 
     try:
         fast = msgspec.json.format(msgspec.json.encode(data), indent=2)
     except (TypeError, ValueError, OverflowError):
         fast = None
-    if fast is not None and fast.isascii() and b"\x7f" not in fast and not _EXPONENT.search(fast):
+    if (
+        fast is not None
+        and fast.isascii()
+        and b"\x7f" not in fast
+        and not re.search(_EXPONENT, fast)
+    ):
         return fast.decode()
     return json.dumps(data, indent=2, default=str)
 
@@ -56,6 +62,8 @@ def print_json(data: object) -> None:
 
 def print_json_line(data: object) -> None:
     """One compact JSON object on one line (NDJSON), flushed for a reader downstream."""
+    import json
+
     import msgspec
 
     line = json.dumps(msgspec.to_builtins(data), default=str, separators=(",", ":"))

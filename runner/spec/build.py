@@ -11,15 +11,19 @@ same document. The text helpers read what only a person types (``NAME:/path:ro``
 from __future__ import annotations
 
 import os
-import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
-from runner.durations import parse_duration
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: `astra run` starts without typing, re, pathlib
 
-Document = dict[str, Any]
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    Document = dict[str, Any]
+else:
+    Document = dict
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 class FieldError(ValueError):
@@ -57,6 +61,8 @@ def env_vars(pairs: Iterable[str]) -> dict[str, str]:
 
 def time_limit(text: str) -> int:
     """A time limit as typed (``2h``, ``90m``, ``1-00:00:00``), in seconds."""
+    from runner.durations import parse_duration
+
     try:
         return parse_duration(text)
     except ValueError as e:
@@ -81,8 +87,19 @@ def event_names(text: str | None) -> list[str]:
 
 def default_name(command: str) -> str:
     """A run's name when none is given: the command's base name, made a name, and four
-    random hex digits (``train-3f2a``)."""
-    base = re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
+    random hex digits (``train-3f2a``): ``Path(command).name``, lower case, each run of
+    other characters than ``a-z0-9-`` one ``-``."""
+    parts = [part for part in command.split("/") if part not in ("", ".")]
+    out: list[str] = []
+    gap = False  # inside a run of other characters
+    for c in (parts[-1] if parts else "").lower():
+        if c in _NAME_CHARS:
+            out.append(c)
+            gap = False
+        elif not gap:
+            out.append("-")
+            gap = True
+    base = "".join(out).strip("-")[:40] or "run"
     return f"{base}-{os.urandom(2).hex()}"
 
 

@@ -1,9 +1,18 @@
 """One document builder for `astra run` and the dashboard's form."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from astraeus_tui.screens.submit import build_document
-from runner.spec.build import FieldError, drive_list, drive_ref, env_vars, run_document
+from runner.spec.build import (
+    FieldError,
+    default_name,
+    drive_list,
+    drive_ref,
+    env_vars,
+    run_document,
+)
 from runner.spec.parse import parse_spec
 
 
@@ -80,3 +89,28 @@ def test_a_bad_time_limit_names_the_limit_field() -> None:
         build_document(values, None)
     assert error.value.field == "limit"
     assert error.value.message == "'0.5s' is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)"
+
+
+def _reference_name(command: str) -> str:
+    """The default name as first written: the command's Path name, lower case, each run of
+    other characters than a-z0-9- one dash (the builder now does it without re/pathlib)."""
+    import re
+    from pathlib import Path
+
+    return re.sub(r"[^a-z0-9-]+", "-", Path(command).name.lower()).strip("-")[:40] or "run"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZ9-_./ .İßé\u0301\x1b") | st.characters(), max_size=60))
+def test_a_default_name_is_the_commands_base_name_made_a_name(command: str) -> None:
+    made = default_name(command)
+    base, _, digits = made.rpartition("-")
+    assert base == _reference_name(command)
+    assert len(digits) == 4 and all(c in "0123456789abcdef" for c in digits)
+
+
+def test_default_names_of_paths() -> None:
+    cuts = {"/usr/bin/python3": "python3", "./train.py": "train-py", "a/b/": "b", "a/.": "a",
+            "..": "run", "": "run", "A__B": "a-b", "a-_b": "a--b"}  # fmt: skip
+    for command, base in cuts.items():
+        assert default_name(command).rpartition("-")[0] == base, command

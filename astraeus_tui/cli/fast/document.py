@@ -8,7 +8,6 @@ read, a sweep).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, Parsed, text, texts
 
@@ -24,6 +23,11 @@ RUN_OPTIONS = {
     "--gpu-mem": ("gpu_mem", VALUE),
 }  # fmt: skip
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
     """``--gpus``, ``--cpus``, ``--priority``, ``--workers`` converted as click converts them."""
@@ -36,7 +40,6 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
 
 def run_document(p: Parsed) -> dict[str, Any] | None:
     """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
-    from runner.durations import parse_duration
     from runner.spec.build import (
         FieldError,
         begin_time,
@@ -59,7 +62,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             text(p, "name") or default_name(command[0]), command, image=image, gpus=gpus,
             cpus=cpus, memory=text(p, "memory"), env=env_vars(texts(p, "env") or []),
             drives=[drive_ref(d) for d in texts(p, "drive") or []],
-            time_limit_seconds=None if limit is None else parse_duration(limit),
+            time_limit_seconds=None if limit is None else _seconds(limit),
             priority=priority, workspace=text(p, "workspace"), workers=workers,
             after=texts(p, "after") or (), hold=bool(p.options.get("hold")),
             begin_at=None if begin is None else begin_time(begin),
@@ -68,6 +71,12 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words
+
+
+def _seconds(limit: str) -> int:
+    from runner.durations import parse_duration  # only when a limit is given: re loads then
+
+    return parse_duration(limit)
 
 
 def is_plain_spec(file: str, text: str | None) -> bool:

@@ -89,21 +89,23 @@ def fast_wait(argv: list[str]) -> int | None:
 
 def wait_until_finished(name: str, timeout: float | None) -> int:
     """Poll until ``name`` finishes; its exit code (0 once it succeeded, 124 on timeout)."""
-    from runner.model import RunState
+    from runner.states import RunState
 
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = float(os.environ.get("ASTRAEUS_WAIT_POLL", "0.5"))
+    path = f"/v1/runs/{quoted(name)}"
     while True:
-        run = call(lambda c: c.show(name))
-        if run.state in RunState.FINISHED:
+        run = call_json("GET", path)
+        state, reason = run["state"], run.get("reason")
+        if state in RunState.FINISHED:
             break
         if deadline is not None and time.monotonic() > deadline:
-            raise Failed(f"{name}: still {run.state} after {timeout:g} s", 124)
+            raise Failed(f"{name}: still {state} after {timeout:g} s", 124)
         time.sleep(interval)
-    echo(f"{name}: {run.state}" + (f" ({run.reason})" if run.reason else ""))
-    if run.state == RunState.SUCCEEDED:
+    echo(f"{name}: {state}" + (f" ({reason})" if reason else ""))
+    if state == RunState.SUCCEEDED:
         return 0
-    code = run.exit_code
+    code = run.get("exit_code")
     return code if isinstance(code, int) and code > 0 else 1
 
 

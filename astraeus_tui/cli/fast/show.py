@@ -107,10 +107,20 @@ def _preempt() -> str:
 
 def command_line(spec: object, limit: int = 300) -> str:
     """The run's command and arguments as a shell would take them, cut at ``limit``."""
-    import shlex
-
     task = spec.get("spec", {}).get("task_template", {}) if isinstance(spec, dict) else {}
     argv = [task["command"]] if task.get("command") else []
     argv += task.get("args") or []
-    line = shlex.join(str(a) for a in argv)
+    line = " ".join(shell_quoted(str(a)) for a in argv)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def shell_quoted(arg: str) -> str:
+    """``shlex.quote(arg)``, without the ``re`` that shlex loads (~4 ms of a `show`)."""
+    if not arg:
+        return "''"
+    if all(c in _SHELL_SAFE for c in arg):
+        return arg
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
