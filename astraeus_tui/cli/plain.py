@@ -19,6 +19,8 @@ from astraeus_tui.text import shown
 from astraeus_tui.when import idle_label, start_label
 from runner.states import RunState
 
+QUEUED = RunState.QUEUED
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
@@ -61,22 +63,25 @@ class Cells:
         self._starts: dict[tuple[str, str | None], str] = {}
 
     def of(self, r: Run) -> list[str]:
-        held = ",".join(str(g) for g in r.gpus)
-        gpus = held if held else str(r.gpus_requested)
-        waiting = r.state == RunState.QUEUED
-        mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
+        held = r.gpus
+        gpus = ",".join(map(str, held)) if held else str(r.gpus_requested)
+        state = r.state
+        mark = "▶" if r.head else (str(r.position) if r.position and state == QUEUED else "")
         submitted = r.submitted_at
         aged = self._ages.get(submitted)
         if aged is None:
             aged = self._ages[submitted] = age(submitted, self._moment)
-        key = (r.state, r.starts_by)
+        key = (state, r.starts_by)
         start = self._starts.get(key)
         if start is None:
             start = self._starts[key] = start_label(r, self.now)
-        idle = idle_label(r, self.now)  # its GPUs idle: the mark after the state
-        state = f"{r.state} ({idle})" if idle else str(r.state)
-        cells = (mark, r.name, r.workspace, str(r.priority), state, gpus, aged, start,
-                 r.reason or "")  # fmt: skip
+        shown_state = str(state)
+        if r.idle_since is not None and (idle := idle_label(r, self.now)):
+            shown_state = f"{state} ({idle})"  # its GPUs idle: the mark after the state
+        cells = [mark, r.name, r.workspace, str(r.priority), shown_state, gpus, aged, start,
+                 r.reason or ""]  # fmt: skip
+        if "".join(cells).isprintable():
+            return cells
         return [c if c.isprintable() else shown(c) for c in cells]
 
 
@@ -109,12 +114,12 @@ def terminal_width() -> int:
     return 80
 
 
-def _widths(rows: list[list[str]], total: int) -> list[int] | None:
+def _widths(columns: list[tuple[str, ...]], total: int) -> list[int] | None:
     """Each column's width with its padding (one space each side, none at the edges)."""
     pads = [1] + [2] * (len(HEADER) - 2) + [1]
     widths = []
     for i, header in enumerate(HEADER):
-        width = max([len(header), *(len(row[i]) for row in rows)]) + pads[i]
+        width = max(len(header), max(map(len, columns[i]), default=0)) + pads[i]
         cap = MAX[i]
         widths.append(min(width, total, cap + pads[i]) if cap else min(width, total))
     excess = sum(widths) - total
@@ -135,28 +140,28 @@ def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
     total = terminal_width()
     if total < 1 or any(k in os.environ for k in RICH_ENV):
         return None
-    if not all("".join(row).isascii() or all(_one_cell_each(c) for c in row) for row in rows):
+    columns: list[tuple[str, ...]] = list(zip(*rows, strict=True)) if rows else [()] * len(HEADER)
+    if not all("".join(column).isascii() for column in columns) and not all(
+        "".join(row).isascii() or all(_one_cell_each(c) for c in row) for row in rows
+    ):
         return None
-    widths = _widths(rows, total)
+    widths = _widths(columns, total)
     if widths is None:
         return None
-    if wide and any(len(row[-1]) > widths[-1] - 1 for row in rows):
+    if wide and any(len(reason) > widths[-1] - 1 for reason in columns[-1]):
         return None  # a whole reason that must wrap: Rich folds it
     inner = [w - (1 if i in (0, len(widths) - 1) else 2) for i, w in enumerate(widths)]
     bold = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    header = [_cell(c, inner[i], RIGHT[i]) for i, c in enumerate(HEADER)]
+    if bold:
+        header = [f"\x1b[1m{p}\x1b[0m" for p in header]
+    padded = [
+        _column(column, w, right) for column, w, right in zip(columns, inner, RIGHT, strict=True)
+    ]
+    return ["  ".join(header), *map("  ".join, zip(*padded, strict=True))]
 
-    def line(cells: tuple[str, ...] | list[str], header: bool = False) -> str:
-        parts = [_cell(c, inner[i], RIGHT[i]) for i, c in enumerate(cells)]
-        if header and bold:
-            parts = [f"\x1b[1m{p}\x1b[0m" for p in parts]
-        return "  ".join(parts)
 
-    pads = [(w, str.rjust if right else str.ljust) for w, right in zip(inner, RIGHT, strict=True)]
-
-    def fitted(row: list[str]) -> str:  # as line(): each cell padded, or cut with …
-        return "  ".join([
-            pad(c, w) if len(c) <= w else _cell(c, w, pad is str.rjust)
-            for c, (w, pad) in zip(row, pads, strict=True)
-        ])  # fmt: skip
-
-    return [line(HEADER, header=True), *(fitted(row) for row in rows)]
+def _column(cells: tuple[str, ...], width: int, right: bool) -> list[str]:
+    """A column's cells padded to ``width`` (as ``_cell``: the long ones cut with …)."""
+    pad = str.rjust if right else str.ljust
+    return [pad(c, width) if len(c) <= width else _cell(c, width, right) for c in cells]
