@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
-from datetime import UTC, datetime
+import time
 
 from astraeus_tui.text import shown
-from astraeus_tui.when import idle_label, start_label
+from astraeus_tui.when import epoch, idle_label, start_label
 from runner.states import RunState
 
 QUEUED = RunState.QUEUED
@@ -32,19 +31,16 @@ MAX = (None, 22, 10, None, None, None, None, None, None)
 RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
 
 
-def age(iso: str | None, now: datetime | None = None) -> str:
-    if not iso:
+def age(iso: str | None, now: float | None = None) -> str:
+    """How long ago ``iso`` was (``45s``, ``12m``, ``3h``, ``2d``); ``-`` for no time."""
+    then = epoch(iso)
+    if then is None:
         return "-"
-    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    seconds = int((time.time() if now is None else now) - then)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{max(seconds, 0)}s"
-
-
-def _age(iso: str | None, now: float) -> str:
-    return age(iso, datetime.fromtimestamp(now, UTC))
 
 
 def run_cells(r: Run, now: float) -> list[str]:
@@ -58,7 +54,6 @@ class Cells:
 
     def __init__(self, now: float) -> None:
         self.now = now
-        self._moment = datetime.fromtimestamp(now, UTC)
         self._ages: dict[str | None, str] = {}
         self._starts: dict[tuple[str, str | None], str] = {}
 
@@ -70,7 +65,7 @@ class Cells:
         submitted = r.submitted_at
         aged = self._ages.get(submitted)
         if aged is None:
-            aged = self._ages[submitted] = age(submitted, self._moment)
+            aged = self._ages[submitted] = age(submitted, self.now)
         key = (state, r.starts_by)
         start = self._starts.get(key)
         if start is None:
@@ -89,6 +84,8 @@ def _one_cell_each(text: str) -> bool:
     """Every character one cell wide (as Rich counts them): no wide or combining ones."""
     if text.isascii():
         return True
+    import unicodedata  # only for text that is not ASCII
+
     for c in text:
         o = ord(c)
         if o < 0x1100 or 0x2010 <= o <= 0x2027 or 0x2190 <= o <= 0x21FF or 0x25A0 <= o <= 0x25FF:
