@@ -63,10 +63,12 @@ class Estimates:
         missing = require is not None and require not in self._values
         if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
             self._plan_at = backend.status.last_plan_at
-            before, self._values = self._values, backend.estimates()
+            before, values = self._values, backend.estimates()
             self._at = time.monotonic()
-            if self.on_change is not None and self._values != before:
-                self.on_change()
+            if values != before:  # else the same object: what was made from it stays valid
+                self._values = values
+                if self.on_change is not None:
+                    self.on_change()
         return self._values
 
     def cached(self, daemon: Daemon) -> dict[str, Estimate]:

@@ -406,6 +406,9 @@ class Loop:
         result = explained(
             plan(drained_snapshot(snapshot, found.drain), now), snapshot, found.drain
         )
+        last = self.status.plan
+        if last is not None and result == last:  # the same plan: kept, so what the API
+            result = last  # made from it (a list, a stream's rendering) stays valid
         self.status.plan = result
         self.status.last_plan_at = now
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
