@@ -11,7 +11,8 @@ import pytest
 
 from astraeus_tui.client import ApiError, Client
 from runner import schema
-from tests.integration.harness import spec, wait_for
+from runner.api.why import Estimates
+from tests.integration.harness import Harness, sleeper, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
 
@@ -78,3 +79,37 @@ def _doc(name: str, workspace: str) -> dict[str, object]:
     task = {"image": "local", "command": "sleep", "args": ["60"],
             "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
     return {"metadata": {"name": name, "workspace": workspace}, "spec": {"task_template": task}}
+
+
+def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    """What a kept list was made from is compared by identity (runner/api/lists.py): a plan
+    made again with nothing moved, or estimates computed again to the same values, must be
+    the objects before, or every replan and every estimate's age made the list again."""
+    h = make_daemon(gpus=1)
+    backend = h.daemon.backend
+    h.submit(spec("blocker", sleeper(), gpus=1))
+    h.wait_state("blocker", "Running")
+    for name in ("a", "b"):
+        h.submit(spec(name, ["true"], gpus=1))
+
+    def planned() -> bool:
+        plan = backend.status.plan
+        return plan is not None and plan.order == ("a", "b")
+
+    wait_for(planned, message="a and b planned behind the blocker")
+    first, at = backend.status.plan, backend.status.last_plan_at
+    backend.poke()  # plans again at once, nothing moved
+    wait_for(lambda: backend.status.last_plan_at != at, message="planned again")
+    assert backend.status.plan is first
+    estimates = Estimates()
+    values = estimates.get(h.daemon)  # type: ignore[arg-type]
+    assert set(values) == {"a", "b"}
+    estimates._at = -1e9  # aged out: computed again, to the same values
+    assert estimates.get(h.daemon) is values  # type: ignore[arg-type]
+    h.submit(spec("c", ["true"], gpus=1, priority=-1))  # the plan moves: a new object
+    wait_for(lambda: (p := backend.status.plan) is not None and "c" in p.order, message="c")
+    assert backend.status.plan is not first
+    estimates._at = -1e9
+    assert set(estimates.get(h.daemon)) == {"a", "b", "c"}  # type: ignore[arg-type]
