@@ -74,7 +74,8 @@ def escape_stream(data: Snapshot | Change) -> Snapshot | Change:
         runs = [r if _printable(r) else escape_all(r) for r in data.runs]
         return msgspec.structs.replace(data, runs=runs)
     upsert = [r if _printable(r) else escape_all(r) for r in data.upsert]
-    return msgspec.structs.replace(data, upsert=upsert, remove=escape_all(data.remove))
+    moved = [(shown(rid), position) for rid, position in data.moved]
+    return msgspec.structs.replace(data, upsert=upsert, remove=escape_all(data.remove), moved=moved)
 
 
 class EscapedApi:

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import msgspec
 from rich.text import Text
 
 from astraeus_tui.fmt import Run, compact, over_quota
@@ -41,14 +42,26 @@ class Batch:
     upsert: dict[str, Run] = field(default_factory=dict)
     remove: set[str] = field(default_factory=set)
     at: float = 0.0  # the dashboard's clock when the last piece arrived
+    moved: dict[str, int | None] = field(default_factory=dict)  # id -> its new position
 
-    def add_change(self, upsert: Iterable[Run], remove: Iterable[str], at: float) -> None:
+    def add_change(
+        self, upsert: Iterable[Run], remove: Iterable[str], at: float,
+        moved: Iterable[tuple[str, int | None]] = (),
+    ) -> None:  # fmt: skip
         for run in upsert:
             self.upsert[run.id] = run
             self.remove.discard(run.id)
+            self.moved.pop(run.id, None)
         for rid in remove:
             self.upsert.pop(rid, None)
+            self.moved.pop(rid, None)
             self.remove.add(rid)
+        for rid, position in moved:  # its place alone changed: onto what is held of it
+            held = self.upsert.get(rid)
+            if held is not None:
+                self.upsert[rid] = msgspec.structs.replace(held, position=position)
+            elif rid not in self.remove:
+                self.moved[rid] = position  # onto the model's (or the snapshot's) object
         self.at = at
 
 
@@ -99,6 +112,11 @@ class QueueModel:
             self._upsert(fresh.values(), batch.at, diff)
             self.loaded = True
         self._upsert(batch.upsert.values(), batch.at, diff)
+        if batch.moved:
+            runs = self.runs
+            self._upsert([msgspec.structs.replace(runs[rid], position=position)
+                          for rid, position in batch.moved.items() if rid in runs],
+                         batch.at, diff)  # fmt: skip
         for rid in batch.remove:
             if rid in self.runs:
                 self._forget(rid)

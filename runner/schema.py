@@ -295,11 +295,14 @@ class Snapshot(_Wire, frozen=True, kw_only=True):
 
 
 class Change(_Wire, frozen=True, kw_only=True):
-    """The stream's later messages: runs changed (by ``id``) and ids gone."""
+    """The stream's later messages: runs changed (by ``id``), ids gone, and ``moved``:
+    ``[id, position]`` of each run whose object changed only in its ``position`` (one run
+    held near the head of 10,000 moves every run behind it: not 10,000 whole objects)."""
 
     version: int
     upsert: list[Run] = []
     remove: list[str] = []
+    moved: list[tuple[str, int | None]] = []
 
 
 class UsageRow(_Wire, frozen=True, kw_only=True):

@@ -98,7 +98,7 @@ class LiveFeed(Widget):
     def idle(self) -> bool:
         """No change waits to be merged and no start waits to be looked up."""
         batch = self._batch
-        return batch.snapshot is None and not batch.upsert and not batch.remove
+        return batch.snapshot is None and not (batch.upsert or batch.remove or batch.moved)
 
     def drain(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -133,7 +133,7 @@ class LiveFeed(Widget):
             self._note_backfilled(self._batch.snapshot or ())
             self.post_message(self.Connection(True))
         elif isinstance(data, Change):
-            self._batch.add_change(data.upsert, data.remove, at)
+            self._batch.add_change(data.upsert, data.remove, at, data.moved)
             self._note_backfilled(data.upsert)
             for rid in data.remove:
                 self._backfilled.pop(rid, None)

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 POLL = 0.25
 DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
 QUEUE_MAX = 32  # diffs a stream may be behind; past it a fresh snapshot replaces them
-Item = tuple[int, list[str], list[RunRef]] | None  # a diff to send; None: the stream ends
-RESYNC: Item = (0, [], [])  # instead of the diffs a stream fell behind on: a new snapshot
+# a diff to send (its version, the runs changed, removed, and moved: only their place in
+# the queue changed); None: the stream ends
+Item = tuple[int, list[str], list[RunRef], list[str]] | None
+RESYNC: Item = (0, [], [], [])  # instead of the diffs a stream fell behind on: a new snapshot
 ESTIMATE_LAG = 1.0  # seconds: a change is looked at again, for estimates computed after it
 
 
@@ -72,6 +74,9 @@ class Frame:
     at: float  # monotonic: when it was read
     timed: bool  # an object holds a stop grace that counts down with the clock
     idle: Mapping[str, float] = dataclasses.field(default_factory=dict)  # uid -> idle since
+    # the runs whose object differs from the frame before only in its position (a run
+    # ahead of them held, started or moved): sent as [id, position], not whole
+    moved: frozenset[str] = frozenset()
 
     def render(self, daemon: Daemon, names: list[str], viewer: Viewer) -> list[dict[str, Any]]:
         """The objects of ``names`` for ``viewer``; the admin view as it is."""
@@ -182,13 +187,21 @@ class Changes:
         idle = dict(daemon.backend.status.idle)  # the marks as this frame saw them
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}
+        moved: set[str] = set()
+        positions = {} if plan is None else plan.positions
         self._inputs = {}
         for n, r in rows.items():
             workers, estimate = live.get(n, ()), estimates.get(n)
             since = idle.get(r.run_uid)
             key = _inputs(r, plan, workers, estimate, since)
             if key is not None and keys.get(n) == key and n in last:
-                objects[n] = last[n]  # rendered from the same inputs: the same object
+                was = last[n]  # rendered from the same inputs: the same object, but its place
+                position = positions.get(n)
+                if was["position"] == position:
+                    objects[n] = was
+                else:
+                    objects[n] = {**was, "position": position}
+                    moved.add(n)
             else:
                 objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate,
                                         since)  # fmt: skip
@@ -196,16 +209,19 @@ class Changes:
                 self._inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
         return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
-                     timed, idle)  # fmt: skip
+                     timed, idle, frozenset(moved))  # fmt: skip
 
     def _diff(self) -> None:
         """Read the store into a new frame and send every subscriber what changed."""
         old, new = self.last, self._read()
         rows = {} if self.frame is None else self.frame.rows
         changed = [n for n, o in new.objects.items() if old.get(n) is not o and old.get(n) != o]
+        moved = [n for n in changed if n in new.moved]
+        if moved:
+            changed = [n for n in changed if n not in new.moved]
         removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
         self._fresh = True
-        if not changed and not removed:
+        if not changed and not removed and not moved:
             self.frame = dataclasses.replace(new, version=self.version)
             return
         self.version += 1
@@ -215,7 +231,7 @@ class Changes:
             if queue.full():  # a stalled reader: one fresh snapshot instead of every diff
                 _replace(queue, RESYNC)
             else:
-                queue.put_nowait((self.version, changed, removed))
+                queue.put_nowait((self.version, changed, removed, moved))
 
     def snapshot(self, viewer: Viewer) -> bytes:
         """``event: snapshot`` for ``viewer``: made once a version for all its subscribers."""
@@ -228,10 +244,10 @@ class Changes:
                                                                "runs": runs})  # fmt: skip
         return found
 
-    def change(self, version: int, changed: list[str], removed: list[RunRef],
+    def change(self, version: int, changed: list[str], removed: list[RunRef], moved: list[str],
                viewer: Viewer) -> bytes | None:  # fmt: skip
-        """``event: change`` for ``viewer`` (None when the diff is no longer the frame's:
-        a later one follows, and upserts of the latest state are what it needs)."""
+        """``event: change`` for ``viewer``: the changed runs' objects as the frame has them
+        now, the ids gone, and ``[id, position]`` of each run whose place alone changed."""
         frame = self.frame
         if frame is None:
             return None
@@ -240,9 +256,12 @@ class Changes:
         if found is None:
             names = [n for n in changed if n in frame.rows]
             gone = [run_id(r.name, r.workspace, viewer) for r in removed]
+            rows, objects = frame.rows, frame.objects
+            places = [[run_id(n, rows[n].workspace, viewer), objects[n]["position"]]
+                      for n in moved if n in rows]  # fmt: skip
             found = _message("change", {"version": version,
                                         "upsert": frame.render(self.daemon, names, viewer),
-                                        "remove": gone})  # fmt: skip
+                                        "remove": gone, "moved": places})  # fmt: skip
             if version == frame.version:
                 self._encoded[key] = found
         return found
@@ -264,14 +283,14 @@ def _inputs(
     run: RunRow, plan: Plan | None, live: Sequence[WorkerRow], estimate: Estimate | None,
     idle_since: float | None = None,
 ) -> tuple[object, ...] | None:  # fmt: skip
-    """All a run's object is rendered from (runner/api/views.py run_view), to compare with
-    the last diff's; None when it moves with the clock (a stop grace counting down)."""
+    """All a run's object is rendered from (runner/api/views.py run_view) but its position,
+    to compare with the last diff's; None when it moves with the clock (a stop grace
+    counting down)."""
     if any(w.state == WorkerState.STOPPING and w.stop_deadline is not None for w in live):
         return None
     head = plan is not None and plan.head is not None and plan.head.run == run.name
-    position = None if plan is None else plan.positions.get(run.name)
     shadow = plan.head.shadow if head and plan is not None and plan.head is not None else None
-    return (run, tuple(live), position, head, shadow, estimate, idle_since)
+    return (run, tuple(live), head, shadow, estimate, idle_since)  # its position aside
 
 
 def _age(frame: Frame) -> float:

@@ -128,3 +128,50 @@ def test_a_new_run_s_estimate_follows_on_the_stream(served: Callable[..., Served
             await dashboard.close()
 
     asyncio.run(main())
+
+
+def test_a_run_held_mid_queue_moves_the_runs_behind_it_by_their_places_alone(
+    served: Callable[..., Served],
+) -> None:
+    """Holding one run near the head changes only the places of every run behind it: the
+    diff sends them as ``moved`` ``[id, position]``, not whole objects, and the objects a
+    client keeps, merged with it, are what ``GET /v1/runs`` lists."""
+    daemon = served(gpus=1, machine="max_submit_per_user = 5000")
+    count = 200
+    fill(daemon.socket, count)
+    client = Client(daemon.socket)
+    planned = lambda: all(r.position or r.state == "Running" for r in client.runs())  # noqa: E731
+    wait_for(planned, 30, "the queue planned")
+
+    async def main() -> None:
+        dashboard = AsyncClient(daemon.socket)
+        stream = dashboard.changes()
+        try:
+            _, snapshot = await asyncio.wait_for(anext(stream), 60)
+            assert isinstance(snapshot, Snapshot)
+            kept = {r.id: r for r in snapshot.runs}
+            await asyncio.to_thread(client.control, "wait-0003", "hold")
+
+            def placed(change: Change) -> bool:
+                for rid in change.remove:
+                    kept.pop(rid, None)
+                for run in change.upsert:
+                    kept[run.id] = run
+                for rid, position in change.moved:
+                    kept[rid] = msgspec.structs.replace(kept[rid], position=position)
+                return kept["wait-0004"].position == 4
+
+            change = await asyncio.wait_for(next_change(stream, placed), 30)
+            upserted = {r.id for r in change.upsert}
+            moved = dict(change.moved)
+            assert (moved["wait-0004"], moved[f"wait-{count - 1:04d}"]) == (4, count - 1)
+            assert len(moved) == count - 4 and not upserted & set(moved)
+            assert "wait-0003" not in moved  # held: its reason changed, sent whole
+            assert kept == {r.id: r for r in client.runs()}  # merged: what the list says
+            size = len(msgspec.json.encode(change))
+            assert size < 100 * (count - 4), size  # places, not objects (~1 KB each)
+        finally:
+            await stream.aclose()
+            await dashboard.close()
+
+    asyncio.run(main())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import msgspec
+
 from astraeus_tui.queue_model import Batch, QueueModel
 from runner.model import RunState
 from runner.schema import Run
@@ -39,3 +41,40 @@ def test_a_filtered_or_sorted_view_is_not_read_for_the_waiting_runs() -> None:
     assert m.waiting(8, m.view()) == expected  # every workspace's, as without a view
     m.filters.workspace, m.filters.sort = None, "name"
     assert m.waiting(8, m.view()) == expected
+
+
+def test_moved_places_merge_onto_the_objects_in_any_order_of_changes() -> None:
+    """A diff's ``moved`` sets a run's position on the object the model (or the batch)
+    holds; an upsert after it wins, a removal drops it, and the order follows."""
+    for seed in range(10):
+        rnd = random.Random(seed)
+        m = model(seed)
+        mirror = dict(m.runs)
+        batch = Batch()
+        for step in range(30):
+            ids = sorted(mirror)
+            kind = rnd.choice(["moved", "upsert", "remove"])
+            if kind == "moved":
+                places = [(rid, rnd.randint(1, 500)) for rid in rnd.sample(ids, 20)]
+                batch.add_change([], [], float(step), places)
+                for rid, position in places:
+                    mirror[rid] = msgspec.structs.replace(mirror[rid], position=position)
+            elif kind == "upsert":
+                runs = [msgspec.structs.replace(mirror[rid], priority=rnd.randint(-3, 3),
+                                                position=rnd.randint(1, 500))
+                        for rid in rnd.sample(ids, 5)]  # fmt: skip
+                batch.add_change(runs, [], float(step))
+                mirror.update({r.id: r for r in runs})
+            else:
+                gone = rnd.sample(ids, 3)
+                batch.add_change([], gone, float(step), [(gone[0], 7)])  # a late place: dropped
+                for rid in gone:
+                    mirror.pop(rid)
+            if rnd.random() < 0.3:
+                m.apply(batch)
+                batch = Batch()
+        m.apply(batch)
+        assert m.runs == mirror
+        fresh = QueueModel()
+        fresh.apply(Batch(snapshot=list(mirror.values())))
+        assert m.view() == fresh.view() and m.waiting(50) == fresh.waiting(50)
