@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from runner.api.served import Daemon
 
 POLL = 0.25
-DIFF_GAP = 0.2  # seconds: changes within this are sent as one diff
+DIFF_GAP = 0.2  # seconds: diffs are this far apart at least (the first of a burst at once)
 QUEUE_MAX = 32  # diffs a stream may be behind; past it a fresh snapshot replaces them
 # a diff to send (its version, the runs changed, removed, and moved: only their place in
 # the queue changed); None: the stream ends
@@ -106,6 +106,7 @@ class Changes:
         self.subscribers: set[asyncio.Queue[Item]] = set()  # each at most QUEUE_MAX long
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = False
+        self._diffed_at = -DIFF_GAP  # monotonic: when the last diff was computed
         self._fresh = False  # the frame is the store's state: no change arrived since
         self._encoded: dict[tuple[str, int, Viewer], bytes] = {}  # SSE messages, this version
         self._inputs: dict[str, tuple[object, ...]] = {}  # what each admin object came from
@@ -133,9 +134,10 @@ class Changes:
 
     def _schedule(self) -> None:
         self._fresh = False
-        if not self._pending:  # merge bursts of changes into one diff
+        if not self._pending:  # at once after a quiet spell; a burst's rest merged into one
             self._pending = True
-            asyncio.get_running_loop().call_later(DIFF_GAP, self._compute)
+            wait = self._diffed_at + DIFF_GAP - time.monotonic()
+            asyncio.get_running_loop().call_later(max(0.0, wait), self._compute)
 
     def _follow_up(self) -> None:
         self._followed = False
@@ -166,6 +168,7 @@ class Changes:
 
     def _compute(self, follow: bool = True) -> None:
         self._pending = False
+        self._diffed_at = time.monotonic()
         if not self.subscribers:  # no one listens: nothing to diff (a subscriber starts
             self._fresh = False  # from a frame read for it; a stale diff is idempotent)
             return
