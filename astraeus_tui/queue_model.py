@@ -113,10 +113,7 @@ class QueueModel:
             self.loaded = True
         self._upsert(batch.upsert.values(), batch.at, diff)
         if batch.moved:
-            runs = self.runs
-            self._upsert([msgspec.structs.replace(runs[rid], position=position)
-                          for rid, position in batch.moved.items() if rid in runs],
-                         batch.at, diff)  # fmt: skip
+            self._move(batch.moved, batch.at, diff)
         for rid in batch.remove:
             if rid in self.runs:
                 self._forget(rid)
@@ -154,6 +151,20 @@ class QueueModel:
                 self._head = rid
             elif self._head == rid:
                 self._head = None
+
+    def _move(self, moved: dict[str, int | None], at: float, diff: Diff) -> None:
+        """New positions alone (the stream's ``moved``): only the mark cell is drawn again."""
+        runs, replace = self.runs, msgspec.structs.replace
+        for rid, position in moved.items():
+            old = runs.get(rid)
+            if old is None or old.position == position:
+                continue
+            run = runs[rid] = replace(old, position=position)
+            diff.changed.add(rid)
+            self.received[rid] = at
+            if rid in self._cells:
+                self._marks_only.add(rid)
+            self._keys[rid] = _order(run)
 
     def _forget(self, rid: str) -> None:
         self.runs.pop(rid, None)
