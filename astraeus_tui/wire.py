@@ -2,7 +2,7 @@
 
 ``astraeus_tui/client.py`` is the one way to talk to the daemon and sends every answered
 request (not the streams) through ``exchange``; the fast commands (cli/fast/) call it
-directly with JSON's plain values (astraeus_tui/plainjson.py), so a command people run
+directly with JSON's plain values (runner/plainjson.py), so a command people run
 often loads neither http.client (email, ssl), json, msgspec nor runner.schema before its
 request is on the wire.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import _socket  # socket.py's base class (socket.py adds enums and selectors, unused here)
 import os
 
-from astraeus_tui import plainjson
+from runner import plainjson
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 

@@ -53,7 +53,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from signal import SIGKILL
 
@@ -120,7 +119,7 @@ class ProcessExecutor:
             shutil.rmtree(folder)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(mode=0o700)
-        job = asdict(_job(launch, sandbox))
+        job = _job(launch, sandbox)._asdict()
         write_enter(folder, job)
         write_json_atomic(folder / LAUNCH, job)
         self._run_supervisor(handle, folder)

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import fcntl
 import importlib
-import json
 import os
 import signal
 import subprocess
@@ -55,10 +53,10 @@ import termios
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from runner import plainjson
 from runner.executors.logcap import CappedLog
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
@@ -82,15 +80,13 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 # -- the supervisor -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Running:
+class _Running(NamedTuple):
     proc: subprocess.Popen[bytes]
     pid: int  # the command (under bubblewrap: bubblewrap's child)
     pgid: int
 
 
-@dataclass(frozen=True, slots=True)
-class _NotRunning:
+class _NotRunning(NamedTuple):
     exit_code: int
     error: str
 
@@ -208,7 +204,7 @@ def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
     load_rules()
     placed = as_member(job, lambda: _place(job))
     sandbox, found = placed["sandbox"], placed["found"]
-    job = dataclasses.replace(job, sandbox=[str(a) for a in sandbox])
+    job = job._replace(sandbox=[str(a) for a in sandbox])
     return job, None if found else _NotRunning(127, f"command not found: {job.argv[0]}")
 
 
@@ -319,7 +315,7 @@ def _sandboxed_pid(info_read: int) -> int | None:
         while chunk := info.read(4096):
             chunks.append(chunk)
     try:
-        pid = json.loads(b"".join(chunks))["child-pid"]
+        pid = plainjson.loads(b"".join(chunks))["child-pid"]
     except (ValueError, KeyError, TypeError):
         return None
     return pid if isinstance(pid, int) else None

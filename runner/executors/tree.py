@@ -19,14 +19,13 @@ import errno
 import os
 import signal
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 KILL_ROUNDS = 20  # walks of one kill_descendants: a round signals at least one new process
 
 
-@dataclass(frozen=True, slots=True)
-class Proc:
+class Proc(NamedTuple):
     pid: int
     ppid: int
     pgid: int

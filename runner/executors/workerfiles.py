@@ -1,22 +1,23 @@
 """The files of a process worker's folder, written by the executor and its supervisor.
 
 ``launch.json`` (a :class:`Job`), ``meta.json``, ``exit.json`` and its reserved room, and
-``supervisor.log``: see :mod:`runner.executors.process`. Only the standard library: the
-supervisor imports this module on its start path.
+``supervisor.log``: see :mod:`runner.executors.process`. Only the standard library (and
+runner/plainjson.py): the supervisor imports this module on its start path, where json,
+dataclasses and tempfile would cost every worker's start ~15 ms (they import re, inspect,
+random, shutil).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from runner import plainjson
 
 META = "meta.json"
 EXIT = "exit.json"
@@ -28,10 +29,10 @@ EXIT_ROOM = 4096
 
 def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "w") as out:
-            json.dump(data, out)
+            out.write(plainjson.dumps(data))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -41,18 +42,30 @@ def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
         raise
 
 
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new file beside ``path`` (``.NAME.XXXXXXXX``, mode 0600), as tempfile.mkstemp
+    makes one: created exclusively, never through a link."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """The object in ``path``; None when it is absent or not a JSON object."""
     try:
-        data = json.loads(path.read_text())
+        data = plainjson.loads(path.read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """What ``launch.json`` asks for; built by the executor."""
+class Job(NamedTuple):
+    """What ``launch.json`` asks for; built by the executor (its ``_asdict()`` is the file)."""
 
     run: str
     attempt: int
@@ -101,7 +114,7 @@ def write_exit(folder: Path, code: int, signum: int | None, error: str | None) -
     delay = 0.1
     while True:
         try:
-            _fill_reserved(folder, json.dumps(result).encode())
+            _fill_reserved(folder, plainjson.dumps(result).encode())
             return
         except OSError as exc:
             print(f"cannot write {EXIT} into its reserved room: {exc}", file=sys.stderr)

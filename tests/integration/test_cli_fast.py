@@ -95,7 +95,7 @@ def test_reads_and_their_refusals(d: Served) -> None:
 
 
 # what the commands people run most load nothing of (each costs them 3-9 ms of start-up):
-# json and re (astraeus_tui/plainjson.py, shell_quoted), pathlib, typing, msgspec, datetime
+# json and re (runner/plainjson.py, shell_quoted), pathlib, typing, msgspec, datetime
 # (astraeus_tui/when.py)
 UNLOADED = {"json", "re", "pathlib", "typing", "msgspec", "shlex", "urllib", "datetime"}
 

@@ -6,7 +6,6 @@ library and this package), and what only drives or a failure need is imported th
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,17 +14,21 @@ from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[2])
 LATER = ("runner.executors.member", "runner.spec.parse", "runner.model", "traceback")
+# what the start path does without, each a few ms of every worker's start: dataclasses
+# (inspect, ast, copy), json (runner/plainjson.py), tempfile (random, shutil, bz2)
+HEAVY = ("dataclasses", "inspect", "ast", "json", "tempfile", "random", "shutil")
 
 
 def test_the_supervisor_needs_no_site_and_leaves_drive_placement_for_drives() -> None:
-    code = "import sys, json, runner.executors.supervise; print(json.dumps(sorted(sys.modules)))"
+    code = "import sys, runner.executors.supervise; print(' '.join(sorted(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": ROOT}
     out = subprocess.run(
         [sys.executable, "-S", "-P", "-c", code], env=env, check=True, capture_output=True
     )
-    loaded = set(json.loads(out.stdout))
+    loaded = set(out.stdout.decode().split())
     assert "site" not in loaded
     assert not loaded & set(LATER)
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
     assert {m.split(".")[0] for m in loaded} <= {*sys.stdlib_module_names, "runner", "__main__"}
 
 

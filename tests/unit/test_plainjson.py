@@ -1,5 +1,5 @@
 """The fast commands' stdlib stand-ins against the stdlib they stand in for: the JSON
-codec (astraeus_tui/plainjson.py) against json, the shell quoting of `show` against shlex."""
+codec (runner/plainjson.py) against json, the shell quoting of `show` against shlex."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astraeus_tui import plainjson
 from astraeus_tui.cli.fast.show import shell_quoted
+from runner import plainjson
 
 scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
            | st.text())  # fmt: skip

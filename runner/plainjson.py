@@ -1,8 +1,9 @@
 """JSON's plain values in and out, as ``json.loads``/``json.dumps`` give them, without
 the json package's start-up.
 
-``import json`` costs a command ~9 ms here (its decoder imports ``re``, which imports
-``enum``), a quarter of what a call of `astra show` may take. Its C parts (``_json``)
+``import json`` costs a process ~9 ms here (its decoder imports ``re``, which imports
+``enum``): a quarter of what a call of `astra show` may take, and a part of every
+process worker's start (its supervisor reads and writes JSON files). Its C parts (``_json``)
 load in a fraction of a millisecond: the same scanner and encoder ``json`` itself runs,
 set up as ``json.loads(data)`` and ``json.dumps(value)`` set them up, so the values and
 bytes are the same. What they do not take (a body with whitespace before its value,
