@@ -25,13 +25,16 @@ from runner.service.runs import Caller, ServiceError
 
 
 def _run_json(
-    request: web.Request, daemon: Daemon, name: str, caller: Caller, cached: bool = False
+    request: web.Request, daemon: Daemon, name: str, caller: Caller, last: bool = False
 ) -> dict[str, Any]:
+    """One run's object; ``last``: with the estimates as last computed (never a replay of
+    the queue: what every dashboard polls, ``/v1/status``'s head, whose start is its
+    shadow time whenever one is known)."""
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.get(run)
     live = daemon.service.workers_of(name)
     estimates = request.app[ESTIMATES]
-    found = estimates.cached(daemon) if cached else estimates.get(daemon)
+    found = estimates.last(daemon) if last else estimates.get(daemon)
     estimate = found.get(name) if run.state == RunState.QUEUED else None
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
     idle = daemon.backend.status.idle.get(run.run_uid)
@@ -123,7 +126,7 @@ async def status(request: web.Request) -> web.Response:
     head = None
     if plan is not None and plan.head is not None:
         head = (
-            _run_json(request, daemon, plan.head.run, caller, cached=True)
+            _run_json(request, daemon, plan.head.run, caller, last=True)
             if daemon.service.run_now(plan.head.run)
             else None
         )

@@ -71,21 +71,11 @@ class Estimates:
                     self.on_change()
         return self._values
 
-    def cached(self, daemon: Daemon) -> dict[str, Estimate]:
-        """As ``get``, but not recomputed for their age alone, only once the loop planned
-        again (at least every PLAN_EVERY): for what is polled every few seconds
-        (``/v1/status``, by each dashboard), which would else replay the queue each time."""
-        backend = daemon.backend
-        if not backend.capabilities.plans_locally or self._at < 0:
-            return self.get(daemon)
-        replanned = backend.status.last_plan_at != self._plan_at
-        if replanned and time.monotonic() - self._at >= ESTIMATE_GAP:
-            return self.get(daemon)
-        return self._values
-
     def last(self, daemon: Daemon) -> dict[str, Estimate]:
         """The estimates as last computed (now only if never): what the change stream's
-        first diff after a change renders, the plan's new estimates following it."""
+        first diff after a change renders, the plan's new estimates following it, and the
+        head ``/v1/status`` gives every dashboard's poll (at 100,000 waiting a replay of
+        the queue takes seconds; the stream's follow-up computes them after each change)."""
         if not daemon.backend.capabilities.plans_locally or self._at < 0:
             return self.get(daemon)
         return self._values

@@ -3,15 +3,20 @@ body kept only while nothing it was made from moved, ``?fields=`` for lighter ob
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pwd
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from astraeus_tui.client import ApiError, Client
 from runner import schema
-from runner.api.why import Estimates
+from runner.api.app import start_api
+from runner.api.why import ESTIMATE_GAP, Estimates
 from tests.integration.harness import Harness, sleeper, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
@@ -113,3 +118,44 @@ def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
     assert backend.status.plan is not first
     estimates._at = -1e9
     assert set(estimates.get(h.daemon)) == {"a", "b", "c"}  # type: ignore[arg-type]
+
+
+def test_the_status_head_never_replays_the_queue(
+    make_daemon: Callable[..., Harness], tmp_path: Path
+) -> None:
+    """Every dashboard polls ``GET /v1/status`` every few seconds: its head takes the
+    estimates as last computed, never a replay of the queue (seconds at 100,000 runs),
+    however often the loop has planned since. The API runs in this process on a real
+    socket, so the replays (``Loop.estimates``) can be counted."""
+    h = make_daemon(gpus=1)
+    backend = h.daemon.backend
+    replays: list[float] = []
+    replay = backend.estimates
+    backend.estimates = lambda: (replays.append(time.monotonic()), replay())[1]  # type: ignore[method-assign]
+    h.submit(spec("blocker", sleeper(), gpus=1))
+    h.wait_state("blocker", "Running")
+    for name in ("a", "b"):
+        h.submit(spec(name, ["true"], gpus=1))
+    wait_for(lambda: (p := backend.status.plan) is not None and p.order == ("a", "b"), 30, "a, b")
+    sock = tmp_path / "api.sock"
+    loop = asyncio.new_event_loop()
+    site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    runner = site.result(30)
+    try:
+        client = Client(sock, timeout=30)
+        assert client.status()["head"]["name"] == "a"  # the first: computed once
+        before = len(replays)
+        for _ in range(3):
+            time.sleep(ESTIMATE_GAP)  # what a replay after a plan would wait for
+            at = backend.status.last_plan_at
+            backend.poke()
+            wait_for(lambda at=at: backend.status.last_plan_at != at, 30, "planned again")
+            assert client.status()["head"]["name"] == "a"
+        assert len(replays) == before
+        time.sleep(ESTIMATE_GAP)
+        client.runs()  # a list takes fresh ones (the loop planned since): one replay
+        assert len(replays) == before + 1
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
