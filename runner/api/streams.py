@@ -192,11 +192,19 @@ class Changes:
         objects: dict[str, dict[str, Any]] = {}
         moved: set[str] = set()
         positions = {} if plan is None else plan.positions
-        self._inputs = {}
+        self._inputs = inputs = {}
+        before = self.frame
+        # a run that is not the head (now or then), has no live worker (now or then), and
+        # whose row, estimate and idle mark are the ones before: its inputs are too, its
+        # key need not be built again (a queue of 10,000 is mostly such runs)
+        same = _Unchanged(before, plan, estimates, idle) if before is not None else None
         for n, r in rows.items():
-            workers, estimate = live.get(n, ()), estimates.get(n)
-            since = idle.get(r.run_uid)
-            key = _inputs(r, plan, workers, estimate, since)
+            key: tuple[object, ...] | None
+            if same is not None and n in keys and same(n, r, live):
+                key = keys[n]
+            else:
+                workers, estimate = live.get(n, ()), estimates.get(n)
+                key = _inputs(r, plan, workers, estimate, idle.get(r.run_uid))
             if key is not None and keys.get(n) == key and n in last:
                 was = last[n]  # rendered from the same inputs: the same object, but its place
                 position = positions.get(n)
@@ -206,10 +214,11 @@ class Changes:
                     objects[n] = {**was, "position": position}
                     moved.add(n)
             else:
+                workers, estimate = live.get(n, ()), estimates.get(n)
                 objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate,
-                                        since)  # fmt: skip
+                                        idle.get(r.run_uid))  # fmt: skip
             if key is not None:
-                self._inputs[n] = key
+                inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
         return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
                      timed, idle, frozenset(moved))  # fmt: skip
@@ -280,6 +289,35 @@ def _replace(queue: asyncio.Queue[Item], item: Item) -> None:
 ADMIN_CALLER = Caller(0, 0, "root", True, frozenset())
 TIMED_REUSE = 0.5  # seconds a frame whose stop graces count down is reused for a new stream
 SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the loop
+
+
+class _Unchanged:
+    """Whether a run's inputs (``_inputs``) are surely the ones ``before`` rendered it from,
+    told without building them: the same row, no live worker now or then, the same
+    estimate and idle mark, and the head neither now nor then."""
+
+    def __init__(self, before: Frame, plan: Plan | None, estimates: Mapping[str, Estimate],
+                 idle: Mapping[str, float]) -> None:  # fmt: skip
+        self.rows, self.live_then = before.rows, before.live
+        self.estimates = None if estimates is before.estimates else estimates
+        self.estimates_then = before.estimates
+        self.idle = None if idle == before.idle else idle
+        self.idle_then = before.idle
+        self.heads = {_head(plan), _head(before.plan)}
+
+    def __call__(self, name: str, row: RunRow, live: Mapping[str, object]) -> bool:
+        if self.rows.get(name) is not row or name in live or name in self.live_then:
+            return False
+        if name in self.heads:
+            return False
+        if self.estimates is not None and self.estimates.get(name) != self.estimates_then.get(name):
+            return False
+        uid = row.run_uid
+        return self.idle is None or self.idle.get(uid) == self.idle_then.get(uid)
+
+
+def _head(plan: Plan | None) -> str | None:
+    return None if plan is None or plan.head is None else plan.head.run
 
 
 def _inputs(
