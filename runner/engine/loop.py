@@ -18,6 +18,7 @@ from runner.clock import Clock, Now, as_clock
 from runner.engine import apply_plan
 from runner.engine.adopt import adopt
 from runner.engine.backend import BackendCapabilities, LoopStatus
+from runner.engine.collector import Collector
 from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
 from runner.engine.idle import IdleWatch
@@ -76,6 +77,7 @@ class Loop:
         self._dirty = True
         self._engine_down = False
         self._next_retention = 0.0
+        self._collector = Collector()  # a long queue kept out of the GC's full passes
         self._on_change: Callable[[], None] = lambda: None
         self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
         self.idle: IdleWatch | None = None  # idle GPUs: marks, events, the stop policy
@@ -411,6 +413,7 @@ class Loop:
             result = last  # made from it (a list, a stream's rendering) stays valid
         self.status.plan = result
         self.status.last_plan_at = now
+        self._collector.seen(len(found.active))
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000
         self.status.plan_times.observe(self.status.last_plan_ms)
         apply_plan.apply_reasons(self.store, result, active, now, {**deps.waiting, **held})
