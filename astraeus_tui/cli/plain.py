@@ -23,6 +23,8 @@ QUEUED = RunState.QUEUED
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from runner.schema import Run
 
 HEADER = ("#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON")
@@ -79,6 +81,45 @@ class Cells:
             return cells
         return [c if c.isprintable() else shown(c) for c in cells]
 
+    def columns(self, runs: Sequence[Run]) -> list[list[str]]:
+        """The cells of ``runs`` a column at a time (the table of ``of``, transposed): one
+        pass a column, not a call a row (10,000 runs: a third of the time)."""
+        ages, starts, now = self._ages, self._starts, self.now
+        marks = ["▶" if r.head else (str(r.position) if r.position and r.state == QUEUED else "")
+                 for r in runs]  # fmt: skip
+        aged = [
+            ages[s] if (s := r.submitted_at) in ages else self._age(s) for r in runs
+        ]  # fmt: skip
+        start = [
+            starts[k] if (k := (r.state, r.starts_by)) in starts else self._start(k, r)
+            for r in runs
+        ]  # fmt: skip
+        states = [
+            str(r.state) if r.idle_since is None else self._idle_state(r, now) for r in runs
+        ]  # fmt: skip
+        gpus = [",".join(map(str, g)) if (g := r.gpus) else str(r.gpus_requested) for r in runs]
+        cells = [marks, [r.name for r in runs], [r.workspace for r in runs],
+                 [str(r.priority) for r in runs], states, gpus, aged, start,
+                 [r.reason or "" for r in runs]]  # fmt: skip
+        return [
+            column if "".join(column).isprintable()
+            else [c if c.isprintable() else shown(c) for c in column]
+            for column in cells
+        ]  # fmt: skip
+
+    def _age(self, submitted: str | None) -> str:
+        aged = self._ages[submitted] = age(submitted, self.now)
+        return aged
+
+    def _start(self, key: tuple[str, str | None], r: Run) -> str:
+        start = self._starts[key] = start_label(r, self.now)
+        return start
+
+    @staticmethod
+    def _idle_state(r: Run, now: float) -> str:
+        idle = idle_label(r, now)  # its GPUs idle: the mark after the state
+        return f"{r.state} ({idle})" if idle else str(r.state)
+
 
 def _one_cell_each(text: str) -> bool:
     """Every character one cell wide (as Rich counts them): no wide or combining ones."""
@@ -111,7 +152,7 @@ def terminal_width() -> int:
     return 80
 
 
-def _widths(columns: list[tuple[str, ...]], total: int) -> list[int] | None:
+def _widths(columns: Sequence[Sequence[str]], total: int) -> list[int] | None:
     """Each column's width with its padding (one space each side, none at the edges)."""
     pads = [1] + [2] * (len(HEADER) - 2) + [1]
     widths = []
@@ -134,12 +175,19 @@ def _cell(text: str, width: int, right: bool) -> str:
 
 
 def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
+    """The table's lines of ``rows`` (each a run's cells, ``Cells.of``)."""
+    columns: list[Sequence[str]] = list(zip(*rows, strict=True)) if rows else [()] * len(HEADER)
+    return layout_columns(columns, wide)
+
+
+def layout_columns(columns: Sequence[Sequence[str]], wide: bool) -> list[str] | None:
+    """The table's lines of ``columns`` (``Cells.columns``), or None: Rich lays it out."""
     total = terminal_width()
     if total < 1 or any(k in os.environ for k in RICH_ENV):
         return None
-    columns: list[tuple[str, ...]] = list(zip(*rows, strict=True)) if rows else [()] * len(HEADER)
     if not all("".join(column).isascii() for column in columns) and not all(
-        "".join(row).isascii() or all(_one_cell_each(c) for c in row) for row in rows
+        "".join(row).isascii() or all(_one_cell_each(c) for c in row)
+        for row in zip(*columns, strict=True)
     ):
         return None
     widths = _widths(columns, total)
@@ -152,13 +200,19 @@ def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
     header = [_cell(c, inner[i], RIGHT[i]) for i, c in enumerate(HEADER)]
     if bold:
         header = [f"\x1b[1m{p}\x1b[0m" for p in header]
-    padded = [
-        _column(column, w, right) for column, w, right in zip(columns, inner, RIGHT, strict=True)
-    ]
-    return ["  ".join(header), *map("  ".join, zip(*padded, strict=True))]
+    if min(inner) < 1:  # a column with no room: each cell as _cell cuts it
+        padded = [[_cell(c, w, right) for c in column]
+                  for column, w, right in zip(columns, inner, RIGHT, strict=True)]  # fmt: skip
+        return ["  ".join(header), *map("  ".join, zip(*padded, strict=True))]
+    cut = [_cut(column, w) for column, w in zip(columns, inner, strict=True)]
+    line = "  ".join(
+        f"{{:{'>' if right else '<'}{w}}}" for w, right in zip(inner, RIGHT, strict=True)
+    )
+    return ["  ".join(header), *map(line.format, *cut)]  # padded as _cell pads
 
 
-def _column(cells: tuple[str, ...], width: int, right: bool) -> list[str]:
-    """A column's cells padded to ``width`` (as ``_cell``: the long ones cut with …)."""
-    pad = str.rjust if right else str.ljust
-    return [pad(c, width) if len(c) <= width else _cell(c, width, right) for c in cells]
+def _cut(cells: Sequence[str], width: int) -> Sequence[str]:
+    """A column's cells, the ones longer than ``width`` cut with … (as ``_cell`` cuts)."""
+    if max(map(len, cells), default=0) <= width:
+        return cells
+    return [c if len(c) <= width else c[: width - 1] + "…" for c in cells]

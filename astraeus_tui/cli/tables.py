@@ -78,11 +78,9 @@ def print_runs(runs: list[Run], wide: bool = False) -> None:
     Laid out here as Rich lays out its table (same widths, same cuts, same bytes when not
     on a terminal) without importing Rich; the rare layouts it does not know go to Rich.
     """
-    from astraeus_tui.cli.plain import Cells, layout
+    from astraeus_tui.cli.plain import Cells, layout_columns
 
-    cells = Cells(time.time())
-    rows = [cells.of(r) for r in runs]
-    lines = layout(rows, wide)
+    lines = layout_columns(Cells(time.time()).columns(runs), wide)
     if lines is None:
         print_runs_rich(runs, wide)
         return

@@ -72,3 +72,19 @@ def test_bold_header_only_on_a_terminal_without_no_color(monkeypatch: pytest.Mon
     monkeypatch.setenv("NO_COLOR", "1")
     lines = plain.layout([row], False)
     assert lines is not None and "\x1b" not in lines[0]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_columns_are_the_rows_cells_transposed(seed: int) -> None:
+    """``Cells.columns`` (what `ls` lays out) says of each run what ``Cells.of`` says, for
+    the Structs of the typer path and the plain JSON rows of the fast one."""
+    from astraeus_tui.cli.fast.out import Row
+
+    rng = random.Random(seed)
+    runs = [_run(rng, i) for i in range(rng.randint(0, 40))]
+    rows = [Row(msgspec.to_builtins(r)) for r in runs]
+    for now in (0.0, 1767225600.0 + rng.randint(0, 10**6)):
+        want = [list(c) for c in zip(*[plain.Cells(now).of(r) for r in runs], strict=True)]
+        for given in (runs, rows):
+            got = plain.Cells(now).columns(given)  # type: ignore[arg-type]
+            assert (got if runs else []) == (want if runs else [])

@@ -17,7 +17,7 @@ OPTIONS = {
     "-w": ("wide", FLAG),
 }  # fmt: skip
 # what the table shows of a run (astraeus_tui/cli/plain.py, tables.py): a lighter answer
-TABLE_FIELDS = ("id,name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,"
+TABLE_FIELDS = ("name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,"
                 "starts_by,head,position,idle_since")  # fmt: skip
 
 
