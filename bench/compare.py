@@ -6,8 +6,9 @@ system present it measures, as whole processes (median of ``--repeat`` runs):
 * ``ls`` (``astra ls``, ``gqueue``, ``squeue``) with ``--waiting`` runs waiting
   (one blocker holding every GPU, the rest asking for one GPU each); ``--big``
   adds the same at 10,000;
-* serial submits per second, one process each (``astra run -- true``,
-  ``gbatch true``, ``sbatch --hold --wrap true``);
+* serial submits per second, one process each (``astra run --gpus 1 -- true``,
+  ``gbatch --gpus 1 true``, ``sbatch --hold --wrap true``): every one waits, as the
+  queue does;
 * an idle submit until the program's first line (the submit command included);
 * ``--help``, and shell completion of the first word (Astraeus only);
 * bulk submits (Astraeus: ``astra submit --ndjson FILE`` of ``--bulk`` specs, and
@@ -190,7 +191,8 @@ def bulk_rates(astra: list[str], env: dict[str, str], n: int, tmp: Path) -> tupl
     for i in range(n):
         files.append(str(folder / f"spec-{i}.toml"))
         Path(files[-1]).write_text(f'[metadata]\nname = "file-{i}"\n[spec.task_template]\n'
-                                   'command = "true"\n')  # fmt: skip
+                                   'command = "true"\n[spec.task_template.requested_resources]\n'
+                                   'gpu_requests = {count = 1}\n')  # fmt: skip
     rates = []
     for cmd in (
         [*astra, "submit", "--ndjson", str(tmp / "bulk.ndjson")],
@@ -244,7 +246,9 @@ def measure_astraeus(args: argparse.Namespace, tmp: Path) -> Results:
         out["ls"] = median_ms([*astra, "ls"], args.repeat, env)
         out["rss_mb"] = rss_mb(proc.pid)
         out["submits_per_s"] = submit_rate(
-            lambda i: [*astra, "run", "--name", f"s-{i}", "--", "true"], args.submits, env
+            lambda i: [*astra, "run", "--name", f"s-{i}", "--gpus", "1", "--", "true"],
+            args.submits,
+            env,
         )
         out["bulk_per_s"], out["bulk_files_per_s"] = bulk_rates(astra, env, args.bulk, tmp)
         if args.big:  # up to big_size waiting in all: the serial and bulk submits count
