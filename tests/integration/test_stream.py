@@ -74,20 +74,7 @@ def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
             assert len(msgspec.json.encode(snapshot)) > LINE_LIMIT  # one line, that long
             assert {r.id: r for r in snapshot.runs} == listed  # what GET /v1/runs says
 
-            late = await asyncio.to_thread(client.submit, spec("late", SLEEP, gpus=1))
-            added = await asyncio.wait_for(
-                next_change(stream, lambda c: any(r.id == "late" for r in c.upsert)), 30
-            )
-            run = next(r for r in added.upsert if r.id == "late")
-            assert (run.state, run.position, run.uid) == ("Queued", QUEUED + 1, late.uid)
-            assert added.version > snapshot.version
-
-            await asyncio.to_thread(client.delete, "late")
-            gone = await asyncio.wait_for(next_change(stream, lambda c: "late" in c.remove), 30)
-            assert gone.version > added.version
-
             kept = {r.id: r for r in snapshot.runs}
-            await asyncio.to_thread(client.delete, "wait-0000")  # the head: every place moves
 
             def merged(change: Change) -> bool:  # whole objects, or places alone (moved)
                 for rid in change.remove:
@@ -96,9 +83,27 @@ def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
                     kept[r.id] = r
                 for rid, position in change.moved:
                     kept[rid] = msgspec.structs.replace(kept[rid], position=position)
-                return kept["wait-0001"].head and kept["wait-0749"].position == 749
+                return True
 
-            await asyncio.wait_for(next_change(stream, merged), 30)
+            late = await asyncio.to_thread(client.submit, spec("late", SLEEP, gpus=1))
+            # the submit's diff goes at once, its place once the loop planned it
+            added = await asyncio.wait_for(
+                next_change(stream, lambda c: merged(c) and "late" in kept
+                            and kept["late"].position is not None), 30
+            )  # fmt: skip
+            run = kept["late"]
+            assert (run.state, run.position, run.uid) == ("Queued", QUEUED + 1, late.uid)
+            assert added.version > snapshot.version
+
+            await asyncio.to_thread(client.delete, "late")
+            gone = await asyncio.wait_for(
+                next_change(stream, lambda c: merged(c) and "late" in c.remove), 30
+            )
+            assert gone.version > added.version
+
+            await asyncio.to_thread(client.delete, "wait-0000")  # the head: every place moves
+            await asyncio.wait_for(next_change(stream, lambda c: merged(c) and kept[
+                "wait-0001"].head and kept["wait-0749"].position == 749), 30)  # fmt: skip
             places = {rid: kept[rid].position for rid in ("wait-0001", "wait-0002", "wait-0749")}
             assert list(places.values()) == [1, 2, 749] and "wait-0000" not in kept
         finally:
