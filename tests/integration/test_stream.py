@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from astraeus_tui.client import AsyncClient, Client
-from runner.schema import Change, Snapshot
+from runner.schema import Change, Run, Snapshot
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 
@@ -48,6 +48,18 @@ def fill(path: Path, count: int) -> None:
     conn.close()
 
 
+def merge(kept: dict[str, Run], change: Change) -> bool:
+    """``change`` merged into ``kept`` as a client merges it: whole objects, ids gone, and
+    places alone (``moved``). True, to be chained in a ``next_change`` check."""
+    for rid in change.remove:
+        kept.pop(rid, None)
+    for run in change.upsert:
+        kept[run.id] = run
+    for rid, position in change.moved:
+        kept[rid] = msgspec.structs.replace(kept[rid], position=position)
+    return True
+
+
 async def next_change(stream: object, check: Callable[[Change], bool]) -> Change:
     async for event, data in stream:  # type: ignore[attr-defined]
         if event == "change" and isinstance(data, Change) and check(data):
@@ -76,14 +88,8 @@ def test_a_long_queue_s_snapshot_arrives_whole_and_changes_follow(
 
             kept = {r.id: r for r in snapshot.runs}
 
-            def merged(change: Change) -> bool:  # whole objects, or places alone (moved)
-                for rid in change.remove:
-                    kept.pop(rid, None)
-                for r in change.upsert:
-                    kept[r.id] = r
-                for rid, position in change.moved:
-                    kept[rid] = msgspec.structs.replace(kept[rid], position=position)
-                return True
+            def merged(change: Change) -> bool:
+                return merge(kept, change)
 
             late = await asyncio.to_thread(client.submit, spec("late", SLEEP, gpus=1))
             # the submit's diff goes at once, its place once the loop planned it
@@ -166,13 +172,7 @@ def test_a_run_held_mid_queue_moves_the_runs_behind_it_by_their_places_alone(
             await asyncio.to_thread(client.control, "wait-0003", "hold")
 
             def placed(change: Change) -> bool:
-                for rid in change.remove:
-                    kept.pop(rid, None)
-                for run in change.upsert:
-                    kept[run.id] = run
-                for rid, position in change.moved:
-                    kept[rid] = msgspec.structs.replace(kept[rid], position=position)
-                return kept["wait-0004"].position == 4
+                return merge(kept, change) and kept["wait-0004"].position == 4
 
             change = await asyncio.wait_for(next_change(stream, placed), 30)
             upserted = {r.id for r in change.upsert}
