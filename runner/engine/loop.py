@@ -101,9 +101,9 @@ class Loop:
         while not stop.is_set():
             try:
                 if not reconciled:  # retried until the executor answers (Docker may be down)
-                    self.reconcile()
-                    reconciled = True
-                self.tick()
+                    reconciled = self.try_reconcile()
+                if reconciled:
+                    self.tick()
                 last_error = ""
             except Exception as e:  # the loop must outlive any one bad tick
                 text = f"{type(e).__name__}: {e}"
@@ -158,17 +158,32 @@ class Loop:
     def terminal(self, handle: str) -> Session:
         return self.executor.terminal(handle)
 
+    def try_reconcile(self) -> bool:
+        """Reconcile; False, with the outage said once, while the executor's engine does not
+        answer (it stopped after the daemon connected, before the first reconcile)."""
+        try:
+            self.reconcile()
+        except ExecutorError:
+            if executor_reachable(self.executor):
+                raise
+            self._engine_away()
+            return False
+        return True
+
+    def _engine_away(self) -> None:
+        if not self._engine_down:
+            self._engine_down = True
+            text = f"the {self.executor.name} engine does not answer: waiting for it"
+            log.warning("%s", text)
+            self.status.errors = [*self.status.errors[-9:], text]
+
     def tick(self) -> None:
         """One round; the wall clock is only written down, intervals are monotonic."""
         self.now = self.clock.now()
         now, mono = self.now.wall, self.now.mono
         self.status.ticks += 1
         if not executor_reachable(self.executor):  # its engine is down: wait, do not fail runs
-            if not self._engine_down:
-                self._engine_down = True
-                text = f"the {self.executor.name} engine does not answer: waiting for it"
-                log.warning("%s", text)
-                self.status.errors = [*self.status.errors[-9:], text]
+            self._engine_away()
             return
         if self._engine_down:
             self._engine_down = False

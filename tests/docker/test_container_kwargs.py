@@ -224,6 +224,18 @@ def test_connection_errors_become_executor_errors() -> None:
     assert str(caught.value) == "docker: cannot list containers: connection refused"
 
 
+def test_a_list_that_finds_no_engine_makes_it_unreachable(tmp_path: Path) -> None:
+    """A real client on a socket nobody serves (an engine that stopped): the refused
+    connection says the engine is away, so the loop waits instead of failing a tick."""
+    client = docker.DockerClient(base_url=f"unix://{tmp_path / 'gone.sock'}", version="1.41")
+    executor = DockerExecutor(client, nvidia=False)
+    assert executor.reachable()
+    with pytest.raises(ExecutorError, match="docker: cannot list containers: "):
+        executor.list_workers()
+    assert not executor.reachable()
+    client.close()
+
+
 def test_an_impossible_log_folder_fails_before_any_container_exists(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     client = fake_client()

@@ -133,6 +133,8 @@ class FakeExecutor:
         raise ExecutorError("the fake executor's workers have no terminal")
 
     def list_workers(self) -> list[ListedWorker]:
+        if not self.up:
+            raise ExecutorError("fake: cannot list workers: the engine does not answer")
         return [
             ListedWorker(h, launch.run, launch.attempt, launch.worker)
             for h, launch in self.launches.items()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runner.executors.base import WorkerLaunch
+from runner.executors.base import ExecutorError, WorkerLaunch
 from tests.unit.engine_fakes import Crash, Engine
 
 
@@ -249,3 +249,33 @@ def test_while_the_engine_does_not_answer_nothing_is_observed_or_started(
     assert e.run("running").restarts == 1 and e.worker_states("running")[0] == (1, "Failed")
     assert (e.state("running"), e.state("waiting")) == ("Running", "Running")
     assert sorted(e.executor.ops()) == ["cleanup", "launch", "launch", "launch"]
+
+
+def test_an_engine_gone_before_the_first_reconcile_is_waited_for(tmp_path: Path) -> None:
+    """The daemon connected, then the engine stopped before the loop's first reconcile:
+    the outage is said once (as a tick says it), never a failed tick a round; once the
+    engine answers the loop reconciles and plans."""
+    e = Engine(tmp_path / "home")  # reconciled once, as a daemon that started
+    e.submit("patient", gpus=1)
+    e.executor.up = False
+    for _ in range(3):
+        assert e.loop.try_reconcile() is False
+    assert e.loop.status.errors == ["the fake engine does not answer: waiting for it"]
+    assert e.executor.ops() == [] and e.state("patient") == "Queued"
+    e.executor.up = True
+    assert e.loop.try_reconcile() is True
+    e.tick()
+    assert e.state("patient") == "Running" and e.executor.ops() == ["launch"]
+    assert e.loop.status.errors == ["the fake engine does not answer: waiting for it"]
+
+
+def test_a_reconcile_that_fails_while_the_engine_answers_is_an_error(tmp_path: Path) -> None:
+    e = Engine(tmp_path / "home")
+
+    def broken() -> list[Any]:
+        raise ExecutorError("fake: cannot list workers: permission denied")
+
+    e.executor.list_workers = broken  # type: ignore[method-assign]
+    with pytest.raises(ExecutorError, match="permission denied"):
+        e.loop.try_reconcile()
+    assert e.loop.status.errors == []

@@ -224,9 +224,12 @@ class DockerExecutor:
         return True
 
     def list_workers(self) -> list[ListedWorker]:
-        with docker_errors("cannot list containers"):
-            labels = [LABEL_SCHEMA, f"{LABEL_INSTANCE}={self.instance}"]
+        labels = [LABEL_SCHEMA, f"{LABEL_INSTANCE}={self.instance}"]
+        try:
             summaries = self._api.containers(all=True, filters={"label": labels})
+        except DOCKER_ERRORS as err:
+            self._no_answer(err)  # the engine gone before the first reconcile: waited for
+            raise_error("cannot list containers", err)
         found = (listed_worker(s) for s in summaries)
         return [w for w in found if w is not None]
 
