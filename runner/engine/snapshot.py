@@ -29,15 +29,22 @@ class SpecCache:
     def __init__(self) -> None:
         self._specs: dict[str, RunSpec] = {}
         self._submitted: dict[str, tuple[float, str]] = {}
+        # the row each spec was last asked for by: the store's queue cache hands out the
+        # rows it kept, so the same row object is the same spec (told without comparing)
+        self._rows: dict[str, tuple[RunRow, RunSpec]] = {}
         # a waiting gang's planner entry, made from its row and spec: the same row object
         # (the store's queue cache hands out the rows it kept) and spec give the same entry
         self._entries: dict[str, tuple[RunRow, RunSpec, tuple[int, int], WaitingRun]] = {}
 
     def get(self, run: RunRow) -> RunSpec:
+        kept = self._rows.get(run.name)
+        if kept is not None and kept[0] is run:
+            return kept[1]
         spec = self._specs.get(run.name)
         if spec is None or self._submitted[run.name] != (run.submitted_at, run.spec_text):
             spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
             self._submitted[run.name] = (run.submitted_at, run.spec_text)
+        self._rows[run.name] = (run, spec)
         return spec
 
     def gang(self, name: str) -> bool:
@@ -60,6 +67,7 @@ class SpecCache:
         for name in names:
             self._specs.pop(name, None)
             self._submitted.pop(name, None)
+            self._rows.pop(name, None)
             self._entries.pop(name, None)
 
     def __contains__(self, name: object) -> bool:

@@ -5,6 +5,7 @@ gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -55,3 +56,19 @@ def test_a_waiting_runs_entry_is_made_again_only_when_its_row_or_spec_changed(
     specs.keep_only({r.name for r in runs})
     assert [w.name for w in build_snapshot(settings, runs, [], specs).waiting] == ["b", "c"]
     assert "a" not in specs
+
+
+def test_a_spec_is_the_one_parsed_for_its_row_until_the_run_is_edited() -> None:
+    specs = SpecCache()
+    row = _row("a", 1000.0)
+    first = specs.get(row)
+    assert specs.get(row) is first  # the same row: the same spec
+    again = dataclasses.replace(row)  # read again, unchanged
+    assert specs.get(again) is first and specs.get(row) is first
+    edited = dataclasses.replace(row, spec_text=_row("a", 1000.0, workers=3).spec_text)
+    assert specs.get(edited).workers == 3 and specs.get(edited) is not first
+    assert specs.get(row).workers == 1  # an older read still has its own spec
+    reused = _row("a", 2000.0)  # forgotten, and the name used again
+    assert specs.get(reused) is not first and specs.get(reused).workers == 1
+    specs.forget(["a"])
+    assert "a" not in specs and specs.get(reused).workers == 1
