@@ -227,10 +227,17 @@ class Changes:
         """Read the store into a new frame and send every subscriber what changed."""
         old, new = self.last, self._read()
         rows = {} if self.frame is None else self.frame.rows
-        changed = [n for n, o in new.objects.items() if old.get(n) is not o and old.get(n) != o]
-        moved = [n for n in changed if n in new.moved]
-        if moved:
-            changed = [n for n in changed if n not in new.moved]
+        changed: list[str] = []
+        moved: list[str] = []
+        shifted = new.moved  # each differs from its object before in its position alone
+        for n, o in new.objects.items():
+            was = old.get(n)
+            if was is o:
+                continue
+            if n in shifted:
+                moved.append(n)  # not compared whole: its place is known to differ
+            elif was != o:
+                changed.append(n)
         removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
         self._fresh = True
         if not changed and not removed and not moved:

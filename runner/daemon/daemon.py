@@ -73,7 +73,9 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
         why = 'process: executor = "process" in the config'
     from runner.executors.process import ProcessExecutor  # lazy: optional stack
 
-    return ExecutorChoice(ProcessExecutor(home / "workers"), why)
+    workers = ProcessExecutor(home / "workers")
+    workers.warm_up()
+    return ExecutorChoice(workers, why)
 
 
 def _refuse_to_orphan_containers(store: Store, why: str) -> None:

@@ -11,7 +11,9 @@ one folder per worker, ``state_dir/<launch.key>/``, which is also the worker's h
 
 A worker runs under ``python -S -P -m runner.executors.supervise`` (see that module) in a
 session of its own, so it outlives the daemon; a restarted daemon adopts it by listing the
-folders.
+folders. That supervisor is a fork of a warm one (:mod:`runner.executors.launcher`, started
+with the daemon), so a start does not wait for an interpreter and its imports; without
+one, each supervisor is an interpreter of its own.
 ``start`` returns once the command runs. A command that cannot be executed does not make
 ``start`` fail: the worker exits at once with 127 (not found) or 126 (not executable) and
 its status carries the reason, as Docker reports a missing executable.
@@ -66,6 +68,7 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.executors.enter import ProcessSession, enter, write_enter
+from runner.executors.launcher import Launcher, LauncherGone, LauncherTimeout, foreign_launchers
 from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
@@ -96,9 +99,11 @@ class ProcessExecutor:
         enters=True, terminals=True
     )  # host GPU numbers; the supervisor writes the log
 
-    def __init__(self, state_dir: Path, start_timeout: float = 15.0) -> None:
+    def __init__(self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True) -> None:
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
+        self.warm = warm  # supervisors forked from a warm launcher (runner/executors/launcher.py)
+        self._launcher: Launcher | None = None
 
     def reachable(self) -> bool:
         """Always: the processes run on this machine, with no engine between."""
@@ -166,7 +171,7 @@ class ProcessExecutor:
             return WorkerStatus(WorkerState.RUNNING)
         result = read_json(folder / EXIT)  # read after the liveness check: no race
         if result is None:
-            if meta is None and _supervisor_starting(folder):
+            if meta is None and self._starting_elsewhere(folder):
                 return WorkerStatus(WorkerState.RUNNING)  # a daemon died inside start()
             return WorkerStatus(WorkerState.MISSING, error=SUPERVISOR_GONE)
         code = result.get("exit_code")
@@ -230,13 +235,32 @@ class ProcessExecutor:
         return self.state_dir / handle
 
     def _run_supervisor(self, handle: str, folder: Path) -> None:
-        """Start the supervisor and wait for its word that the command runs."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        """Start the supervisor and wait for its word that the command runs: forked from
+        the warm launcher, or, without one, an interpreter of its own."""
+        launcher = self._warm_launcher()
+        if launcher is not None:
+            try:
+                code = launcher.start(folder, self.start_timeout)
+            except LauncherGone:  # nothing was started: a supervisor of its own does it
+                self._launcher = None
+            except LauncherTimeout:
+                self._launcher = None
+                raise ExecutorError(
+                    f"could not start worker {handle}: its supervisor did not answer "
+                    f"within {self.start_timeout:g} s"
+                ) from None
+            else:
+                if code != 0:
+                    why = (
+                        _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
+                    )
+                    raise ExecutorError(f"could not start worker {handle}: {why}")
+                return
         # -S: no site. The supervisor needs the standard library and this package (on
         # PYTHONPATH) only; site's scan of site-packages and its .pth files would be on
         # every start's path (a sitecustomize on PYTHONPATH still runs: supervise.py).
         argv = [sys.executable, "-S", "-P", "-m", "runner.executors.supervise", str(folder)]
+        env = _supervisor_env()
         with open(folder / SUPERVISOR_LOG, "ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -259,6 +283,38 @@ class ProcessExecutor:
         if code != 0:
             why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
             raise ExecutorError(f"could not start worker {handle}: {why}")
+
+    def warm_up(self) -> None:
+        """Start the launcher now (the daemon does, as it starts): the first run too starts
+        without an interpreter's start-up."""
+        if self.warm:
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._warm_launcher()
+
+    def _warm_launcher(self) -> Launcher | None:
+        """The launcher, started when there is none (or it ended); None when not warm or it
+        cannot start (each start then has an interpreter of its own)."""
+        if not self.warm:
+            return None
+        if self._launcher is not None and self._launcher.alive():
+            return self._launcher
+        try:
+            self._launcher = Launcher(self.state_dir, _supervisor_env())
+        except OSError:
+            self._launcher = None
+        return self._launcher
+
+    def _starting_elsewhere(self, folder: Path) -> bool:
+        """A supervisor of ``folder`` that has not written ``meta.json`` yet may still come:
+        one of its own starting, or an earlier daemon's launcher with a start in hand."""
+        own = None if self._launcher is None else self._launcher.pid
+        return _supervisor_starting(folder) or foreign_launchers(self.state_dir, own)
+
+
+def _supervisor_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _signal_group(meta: dict[str, object], signum: int) -> int | None:

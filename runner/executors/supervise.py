@@ -62,6 +62,7 @@ from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
     LAUNCH,
     META,
+    SUPERVISOR_LOG,
     Job,
     reserve_exit,
     write_exit,
@@ -395,7 +396,63 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
     write_json_atomic(folder / META, meta)
 
 
+# -- the launcher: this interpreter kept warm for the next start ---------------------------
+
+
+def launcher(state_dir: str) -> int:
+    """``--launcher STATE_DIR``: start a supervisor for each worker folder named on stdin.
+
+    Each line is a folder of ``state_dir`` (runner/executors/launcher.py writes them). For
+    each, a fork of this interpreter, its imports made already, becomes what ``python -S
+    -P -m runner.executors.supervise FOLDER`` would be: a session of its own, stdin from
+    /dev/null, stdout and stderr appended to the folder's ``supervisor.log``; the answer,
+    on stdout, is its pid and then its exit status (the relay's: 0 once the command runs).
+    One start at a time, each answered whole before the next line is read; at the end of
+    stdin (the daemon is gone) it exits, after the start in hand."""
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            chunk = os.read(0, 4096)
+            if not chunk:
+                return 0
+            pending += chunk
+        line, pending = pending.split(b"\n", 1)
+        folder = os.fsdecode(line)
+        if os.path.dirname(folder) != state_dir:  # only a worker folder of its own
+            _answer(b"refused\n")
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            raise SystemExit(_launched(folder))  # as the interpreter of one supervisor
+        _answer(b"%d\n" % pid)
+        _, status = os.waitpid(pid, 0)
+        _answer(b"%d\n" % os.waitstatus_to_exitcode(status))
+
+
+def _launched(folder: str) -> int:
+    """In the launcher's fork: the supervisor of ``folder``, as if started on its own."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(os.path.join(folder, SUPERVISOR_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                  0o666)  # fmt: skip
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    return main(["", folder])
+
+
+def _answer(word: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError):  # the daemon is gone: the start goes on
+        os.write(1, word)
+
+
 if __name__ == "__main__":
     with contextlib.suppress(ImportError):  # started with -S (process.py): site's hook stays
         importlib.import_module("sitecustomize")
+    if sys.argv[1:2] == ["--launcher"]:
+        sys.exit(launcher(sys.argv[2]))
     sys.exit(main(sys.argv))

@@ -64,9 +64,10 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
         leftover.signal(w.handle, signal.SIGKILL)
 
 
-@pytest.fixture
-def executor(state_dir: Path) -> ProcessExecutor:
-    return ProcessExecutor(state_dir)
+@pytest.fixture(params=[True, False], ids=["launched", "own-interpreter"])
+def executor(state_dir: Path, request: pytest.FixtureRequest) -> ProcessExecutor:
+    """Supervisors forked from the warm launcher, and each in an interpreter of its own."""
+    return ProcessExecutor(state_dir, warm=request.param)
 
 
 def launch(
