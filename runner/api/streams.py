@@ -194,14 +194,14 @@ class Changes:
         positions = {} if plan is None else plan.positions
         self._inputs = inputs = {}
         before = self.frame
-        # a run that is not the head (now or then), has no live worker (now or then), and
-        # whose row, estimate and idle mark are the ones before: its inputs are too, its
-        # key need not be built again (a queue of 10,000 is mostly such runs)
-        same = _Unchanged(before, plan, estimates, idle) if before is not None else None
+        # a run with the row it had before and none of the suspects: its inputs are the
+        # ones before, its key need not be built again (a queue of 10,000 is mostly such)
+        suspects = set() if before is None else _suspects(before, plan, estimates, idle, live)
+        rows_then = {} if before is None else before.rows
         for n, r in rows.items():
             key: tuple[object, ...] | None
-            if same is not None and n in keys and same(n, r, live):
-                key = keys[n]
+            if n in keys and rows_then.get(n) is r and n not in suspects:
+                key = keys[n]  # surely the inputs before: not built again
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
                 key = _inputs(r, plan, workers, estimate, idle.get(r.run_uid))
@@ -298,29 +298,19 @@ TIMED_REUSE = 0.5  # seconds a frame whose stop graces count down is reused for 
 SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the loop
 
 
-class _Unchanged:
-    """Whether a run's inputs (``_inputs``) are surely the ones ``before`` rendered it from,
-    told without building them: the same row, no live worker now or then, the same
-    estimate and idle mark, and the head neither now nor then."""
-
-    def __init__(self, before: Frame, plan: Plan | None, estimates: Mapping[str, Estimate],
-                 idle: Mapping[str, float]) -> None:  # fmt: skip
-        self.rows, self.live_then = before.rows, before.live
-        self.estimates = None if estimates is before.estimates else estimates
-        self.estimates_then = before.estimates
-        self.idle = None if idle == before.idle else idle
-        self.idle_then = before.idle
-        self.heads = {_head(plan), _head(before.plan)}
-
-    def __call__(self, name: str, row: RunRow, live: Mapping[str, object]) -> bool:
-        if self.rows.get(name) is not row or name in live or name in self.live_then:
-            return False
-        if name in self.heads:
-            return False
-        if self.estimates is not None and self.estimates.get(name) != self.estimates_then.get(name):
-            return False
-        uid = row.run_uid
-        return self.idle is None or self.idle.get(uid) == self.idle_then.get(uid)
+def _suspects(before: Frame, plan: Plan | None, estimates: Mapping[str, Estimate],
+              idle: Mapping[str, float], live: Mapping[str, object]) -> set[str]:  # fmt: skip
+    """The runs whose inputs (``_inputs``) may differ from those ``before`` rendered them
+    from even with the same row: live now or then, the head now or then, or an estimate or
+    idle mark that moved (an idle mark is by the run's id: every run, while any mark moved;
+    they move rarely). Every other run with its row of then has its inputs of then."""
+    found = {*live, *before.live, *(h for h in (_head(plan), _head(before.plan)) if h)}
+    if estimates is not before.estimates:
+        then = before.estimates
+        found.update(n for n in estimates.keys() | then.keys() if estimates.get(n) != then.get(n))
+    if idle != before.idle:
+        found.update(before.rows)
+    return found
 
 
 def _head(plan: Plan | None) -> str | None:
