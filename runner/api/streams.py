@@ -66,7 +66,9 @@ class Frame:
 
     version: int
     rows: dict[str, RunRow]  # by name
-    objects: dict[str, dict[str, Any]]  # the admin view, by name
+    # the admin view, by name; a run's "position" is the one in ``positions`` (an object
+    # whose place alone changed is kept as it was, its place given when it is rendered)
+    objects: dict[str, dict[str, Any]]
     live: dict[str, list[WorkerRow]]
     plan: Plan | None
     now: float
@@ -77,17 +79,23 @@ class Frame:
     # the runs whose object differs from the frame before only in its position (a run
     # ahead of them held, started or moved): sent as [id, position], not whole
     moved: frozenset[str] = frozenset()
+    positions: Mapping[str, int] = dataclasses.field(default_factory=dict)  # the plan's
 
     def render(self, daemon: Daemon, names: list[str], viewer: Viewer) -> list[dict[str, Any]]:
-        """The objects of ``names`` for ``viewer``; the admin view as it is."""
+        """The objects of ``names`` for ``viewer``; the admin view as kept, in its place."""
         if viewer.workspaces is None:
-            return [self.objects[n] for n in names]
+            return [self.placed(n) for n in names]
         specs, rows = daemon.backend.specs, self.rows
         return [
             run_object(rows[n], specs.get(rows[n]), viewer, self.plan, self.live.get(n, ()),
                        self.now, self.estimates.get(n), self.idle.get(rows[n].run_uid))
             for n in names
         ]  # fmt: skip
+
+    def placed(self, name: str) -> dict[str, Any]:
+        """The admin object of ``name`` with its position now."""
+        kept, position = self.objects[name], self.positions.get(name)
+        return kept if kept["position"] == position else {**kept, "position": position}
 
 
 class Changes:
@@ -198,6 +206,7 @@ class Changes:
         # ones before, its key need not be built again (a queue of 10,000 is mostly such)
         suspects = set() if before is None else _suspects(before, plan, estimates, idle, live)
         rows_then = {} if before is None else before.rows
+        positions_then = {} if before is None else before.positions
         for n, r in rows.items():
             key: tuple[object, ...] | None
             if n in keys and rows_then.get(n) is r and n not in suspects:
@@ -206,12 +215,8 @@ class Changes:
                 workers, estimate = live.get(n, ()), estimates.get(n)
                 key = _inputs(r, plan, workers, estimate, idle.get(r.run_uid))
             if key is not None and keys.get(n) == key and n in last:
-                was = last[n]  # rendered from the same inputs: the same object, but its place
-                position = positions.get(n)
-                if was["position"] == position:
-                    objects[n] = was
-                else:
-                    objects[n] = {**was, "position": position}
+                objects[n] = last[n]  # rendered from the same inputs: the same, but its place
+                if positions.get(n) != positions_then.get(n):
                     moved.add(n)
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
@@ -221,7 +226,7 @@ class Changes:
                 inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
         return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
-                     timed, idle, frozenset(moved))  # fmt: skip
+                     timed, idle, frozenset(moved), positions)  # fmt: skip
 
     def _diff(self) -> None:
         """Read the store into a new frame and send every subscriber what changed."""
@@ -229,14 +234,13 @@ class Changes:
         rows = {} if self.frame is None else self.frame.rows
         changed: list[str] = []
         moved: list[str] = []
-        shifted = new.moved  # each differs from its object before in its position alone
+        shifted = new.moved  # each the object before, in another place
         for n, o in new.objects.items():
             was = old.get(n)
             if was is o:
-                continue
-            if n in shifted:
-                moved.append(n)  # not compared whole: its place is known to differ
-            elif was != o:
+                if n in shifted:
+                    moved.append(n)
+            elif was != o or n in shifted:  # rendered again: whole, in its place now
                 changed.append(n)
         removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
         self._fresh = True
@@ -275,8 +279,8 @@ class Changes:
         if found is None:
             names = [n for n in changed if n in frame.rows]
             gone = [run_id(r.name, r.workspace, viewer) for r in removed]
-            rows, objects = frame.rows, frame.objects
-            places = [[run_id(n, rows[n].workspace, viewer), objects[n]["position"]]
+            rows, positions = frame.rows, frame.positions
+            places = [[run_id(n, rows[n].workspace, viewer), positions.get(n)]
                       for n in moved if n in rows]  # fmt: skip
             found = _message("change", {"version": version,
                                         "upsert": frame.render(self.daemon, names, viewer),
