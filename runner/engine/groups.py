@@ -10,7 +10,6 @@ stops later runs with the same message a submit would get, in the group's events
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -84,13 +83,14 @@ class GroupControl:
             )
         return cached[1]
 
-    def _checked(self, group: GroupRow, name: str) -> tuple[RunRow | None, str | None]:
-        """The run ``name`` from the template, checked for the owner now; or why not."""
+    def _checked(self, group: GroupRow, name: str, now: float) -> tuple[RunRow | None, str | None]:
+        """The run ``name`` from the template, checked for the owner now; or why not. It is
+        submitted at the tick's ``now``: a start in the same tick is never before it."""
         spec = replace(self._spec(group).template, name=name)
         stored = None
         if group.template is not None:  # else made before templates were stored once
             stored = (group.template, self.store.template_doc(group.template), run_part(name))
-        row = self.rules.group_run(group, spec, stored, time.time())
+        row = self.rules.group_run(group, spec, stored, now)
         return (None, row) if isinstance(row, str) else (row, None)
 
     def _room(self, tx: Tx, group: GroupRow) -> str | None:
@@ -116,7 +116,7 @@ class GroupControl:
             r for r in self.store.runs_of_group(group.name)
             if r.state in RunState.ACTIVE and r.stop_request != StopReason.DELETE
         ]  # fmt: skip
-        row, refusal = self._checked(group, name)
+        row, refusal = self._checked(group, name, now)
         try:
             with self.store.transaction() as tx:
                 if not self._still_there(tx, group):
@@ -192,7 +192,7 @@ class GroupControl:
     def _new_replica(self, group: GroupRow, slot: int, now: float) -> bool:
         name = replica_name(group.name, slot)
         ref = RunRef(name, group.workspace)
-        row, refusal = self._checked(group, name)
+        row, refusal = self._checked(group, name, now)
         if row is None:
             text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
             self._refuse(group, name, text, now)
@@ -227,7 +227,7 @@ class GroupControl:
         if now < ended + replica_backoff(streak):
             return False
         ref = RunRef(run.name, run.workspace)
-        fresh, refusal = self._checked(group, run.name)
+        fresh, refusal = self._checked(group, run.name, now)
         if fresh is None:
             text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
             self._refuse(group, run.name, text, now)

@@ -97,8 +97,12 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
     ).fetchone()
     gpu_s = max(0.0, (used[0] if used else 0.0) - before[2])
     cpu_s = max(0.0, (used[1] if used else 0.0) - before[3])
+    # the first start of this life: of a later life of a replica, the first since the life
+    # before it ended; of the first life, the first of all (a tick whose clock was read
+    # before the submit committed may start it a moment "before" it was submitted)
+    since = begin if before[0] else float("-inf")
     first = tx._sql(
-        "SELECT MIN(started_at) FROM workers WHERE run = ? AND started_at >= ?", (name, begin)
+        "SELECT MIN(started_at) FROM workers WHERE run = ? AND started_at >= ?", (name, since)
     ).fetchone()[0]
     gpus = tx._sql(
         "SELECT TOTAL(json_array_length(gpus)) FROM workers WHERE run = ? AND attempt = ?",
