@@ -47,7 +47,9 @@ _STOPS_ASKED = (StopReason.DELETE, StopReason.FAILED, StopReason.RESTART, StopRe
 log = logging.getLogger("astraeus.loop")
 
 PLAN_EVERY = 15.0  # seconds: every waiting run is looked at least this often
-PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change
+PLAN_GAP = 0.1  # seconds: a burst of changes is planned once, not once per change ...
+MIN_GAP = 0.005  # ... and after a cheap plan, this soon (see Loop.gap)
+GAP_FACTOR = 2.0  # a burst's plans take at most a third of a core: the gap is twice the plan
 TICK = 0.5  # seconds between observations of running work
 KILL_AGAIN = 2.0  # seconds after the grace: a SIGKILL that did not end a worker is sent again
 
@@ -115,14 +117,22 @@ class Loop:
                 self.wake.clear()
                 self._dirty = True
 
+    def gap(self) -> float:
+        """How long after a plan a change waits to be planned: twice what the last plan
+        took, from MIN_GAP to PLAN_GAP. A burst of changes is planned at most every gap (a
+        third of a core at most), and a change to a short queue is planned at once (a
+        submit right after another waited up to PLAN_GAP for a plan of a millisecond)."""
+        return min(PLAN_GAP, max(MIN_GAP, GAP_FACTOR * self.status.last_plan_ms / 1000))
+
     def pause(self) -> float:
         """How long to wait for a change before the next tick: a change not planned yet
-        (it came within PLAN_GAP of the last plan) waits only for the rest of the gap,
+        (it came within the gap after the last plan) waits only for the rest of the gap,
         not a whole one; otherwise a tick. A poke ends the wait at once either way."""
         last = self._planned_mono
         if not self._dirty or last is None:
             return TICK
-        return min(PLAN_GAP, max(0.0, PLAN_GAP - (self.clock.now().mono - last)))
+        gap = self.gap()
+        return min(gap, max(0.0, gap - (self.clock.now().mono - last)))
 
     def poke(self) -> None:
         """Something changed (submit, delete, priority): plan at once."""
@@ -199,7 +209,7 @@ class Loop:
         self._dirty |= changed
         due = last is None or mono - last >= PLAN_EVERY
         due |= self._next_begin is not None and now >= self._next_begin  # a calendar time
-        if due or (self._dirty and mono - last >= PLAN_GAP):  # type: ignore[operator]
+        if due or (self._dirty and mono - last >= self.gap()):  # type: ignore[operator]
             self._dirty = False
             self._planned_mono = mono
             self.plan_and_apply(now)
