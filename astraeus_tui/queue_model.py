@@ -68,8 +68,9 @@ class Batch:
 @dataclass
 class Diff:
     added: set[str] = field(default_factory=set)
-    changed: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)  # ... also the runs in ``moved``
     removed: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)  # changed in their position alone
 
     def __bool__(self) -> bool:
         return bool(self.added or self.changed or self.removed)
@@ -154,17 +155,22 @@ class QueueModel:
 
     def _move(self, moved: dict[str, int | None], at: float, diff: Diff) -> None:
         """New positions alone (the stream's ``moved``): only the mark cell is drawn again."""
-        runs, replace = self.runs, msgspec.structs.replace
+        runs, replace, keys = self.runs, msgspec.structs.replace, self._keys
+        changed, shifted, received = diff.changed, diff.moved, self.received
+        cells, marks_only = self._cells, self._marks_only
         for rid, position in moved.items():
             old = runs.get(rid)
             if old is None or old.position == position:
                 continue
-            run = runs[rid] = replace(old, position=position)
-            diff.changed.add(rid)
-            self.received[rid] = at
-            if rid in self._cells:
-                self._marks_only.add(rid)
-            self._keys[rid] = _order(run)
+            runs[rid] = replace(old, position=position)
+            if rid not in changed:  # not upserted in this batch too: its place alone
+                shifted.add(rid)
+                changed.add(rid)
+            received[rid] = at
+            if rid in cells:
+                marks_only.add(rid)
+            live, _, since, same = keys[rid]  # as _order, its position replaced
+            keys[rid] = (live, FAR if position is None else position, since, same)
 
     def _forget(self, rid: str) -> None:
         self.runs.pop(rid, None)
@@ -211,7 +217,7 @@ class QueueModel:
     def starts_to_check(self, diff: Diff) -> dict[str, str | None]:
         """Runs whose latest start is not yet known as planned or backfilled: id -> started_at."""
         out: dict[str, str | None] = {}
-        for rid in sorted(diff.added | diff.changed):
+        for rid in sorted((diff.added | diff.changed) - diff.moved):  # a place: no new start
             run = self.runs[rid]
             started = run.started_at
             live = run.state in (RunState.STARTING, RunState.RUNNING) and run.visible

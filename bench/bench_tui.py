@@ -112,6 +112,29 @@ async def shift_all(pilot: Pilot[Any], fake: FakeClient, screen: MainScreen) -> 
     return (await measure(pilot, act))[0]
 
 
+async def hold_near_the_head(
+    pilot: Pilot[Any], fake: FakeClient, screen: MainScreen, release: bool
+) -> float:
+    """A run near the head held (or released): its object, and every run behind it by its
+    place alone (the stream's ``moved``), as the daemon sends it."""
+    queued = sorted((r for r in fake.data["snapshot"] if r["state"] == "Queued"),
+                    key=lambda r: r["position"] or 0)  # fmt: skip
+    step = 0 if release else -1
+    third = dict(queued[2], position=queued[2]["position"] if release else None)
+    moved = [(r["id"], (r["position"] or 0) + step) for r in queued[3:]]
+    last_id, last_position = moved[-1]
+
+    def done() -> bool:
+        run = screen.model.runs.get(last_id)
+        return run is not None and run.position == last_position
+
+    async def act() -> None:
+        fake.push([third], moved=moved)
+        await until(pilot, done, 120)
+
+    return (await measure(pilot, act))[0]
+
+
 async def keypresses(pilot: Pilot[Any], screen: MainScreen) -> dict[str, list[float]]:
     table = screen.query_one(QueueTable)
     out: dict[str, list[float]] = {"down": [], "pagedown": [], "filter": [], "search": []}
@@ -140,6 +163,9 @@ async def main() -> int:
         print(f"start to the whole queue on screen, a snapshot of {N} runs: {loaded:.0f} ms wall")
         results = {"refresh (100 upserts)": await refreshes(pilot, fake, screen)}
         shifted = await shift_all(pilot, fake, screen)
+        results["refresh: hold/release"] = [
+            await hold_near_the_head(pilot, fake, screen, release=i % 2 == 1) for i in range(6)
+        ]
         for key, values in (await keypresses(pilot, screen)).items():
             results[f"keypress: {key}"] = values
     failed = False

@@ -96,10 +96,15 @@ class FakeClient:
         while True:  # later changes, as a test pushes them
             yield "change", await self.changes_queue.get()
 
-    def push(self, upsert: Sequence[Run | dict[str, Any]], remove: Sequence[str] = ()) -> None:
+    def push(
+        self,
+        upsert: Sequence[Run | dict[str, Any]],
+        remove: Sequence[str] = (),
+        moved: Sequence[tuple[str, int | None]] = (),
+    ) -> None:
         assert self.changes_queue is not None, "the dashboard has not opened the stream yet"
         self.changes_queue.put_nowait(
-            Change(version=0, upsert=as_runs(upsert), remove=list(remove))
+            Change(version=0, upsert=as_runs(upsert), remove=list(remove), moved=list(moved))
         )
 
     async def status(self) -> dict[str, Any]:

@@ -82,3 +82,20 @@ def test_moved_places_merge_onto_the_objects_in_any_order_of_changes() -> None:
         assert m.view() == fresh.view() and m.waiting(50) == fresh.waiting(50)
         for rid in mirror:
             assert [c.plain for c in m.cells(rid, 0.0)] == [c.plain for c in fresh.cells(rid, 0.0)]
+
+
+def test_runs_whose_place_alone_moved_are_drawn_again_but_never_looked_up_as_starts() -> None:
+    running = Run(id="run", name="run", workspace="a", state=RunState.RUNNING,
+                  started_at="2026-12-01T10:00:00Z", visible=True)  # fmt: skip
+    queued = [Run(id=f"q{i}", name=f"q{i}", workspace="a", state=RunState.QUEUED,
+                  position=i + 1) for i in range(3)]  # fmt: skip
+    m = QueueModel()
+    first = m.apply(Batch(snapshot=[running, *queued]))
+    assert m.starts_to_check(first) == {"run": "2026-12-01T10:00:00Z"}  # once, then known
+    batch = Batch()
+    batch.add_change([msgspec.structs.replace(queued[0], position=None, held=True)], [], 1.0,
+                     [("q1", 1), ("q2", 2)])  # fmt: skip
+    diff = m.apply(batch)
+    assert diff.moved == {"q1", "q2"} and diff.changed == {"q0", "q1", "q2"}
+    assert m.starts_to_check(diff) == {}
+    assert [r.id for r in m.waiting(3)] == ["q1", "q2", "q0"]
