@@ -51,6 +51,13 @@ class SpecCache:
         spec = self._specs.get(name)
         return spec is None or spec.gang or spec.workers == 1
 
+    def kept_entry(self, run: RunRow, sizes: tuple[int, int]) -> WaitingRun | None:
+        """The entry made for this very row (so of its spec, a gang's), or None."""
+        kept = self._entries.get(run.name)
+        if kept is not None and kept[0] is run and kept[2] == sizes:
+            return kept[3]
+        return None
+
     def waiting_entry(
         self, run: RunRow, spec: RunSpec, machine: Machine, sizes: tuple[int, int]
     ) -> WaitingRun:
@@ -105,6 +112,7 @@ def _units(
     groups: dict[str, list[WorkerRow]] = {}
     for w in live:
         if w.run in runs:
+            specs.get(runs[w.run])  # parsed before it is asked whether it is a gang
             groups.setdefault(unit_id(w.run, w.worker, specs.gang(w.run)), []).append(w)
     units = []
     for uid, workers in sorted(groups.items()):
@@ -187,6 +195,11 @@ def _waiting(
     for run in runs:
         if run.stop_request is not None:
             continue
+        entry = specs.kept_entry(run, sizes)  # most of a long queue: made before, as below
+        if entry is not None:
+            if run.name not in has_live and run.state == RunState.QUEUED:
+                waiting.append(entry)
+            continue
         spec = specs.get(run)
         if specs.gang(run.name):
             if run.name in has_live or run.state != RunState.QUEUED:
@@ -215,8 +228,6 @@ def build_snapshot(
     reads now, from their monotonic readings: a stepped wall clock moves them along.
     """
     by_name = {r.name: r for r in runs}
-    for run in runs:
-        specs.get(run)
     return Snapshot(
         settings.machine,
         settings.workspaces,
