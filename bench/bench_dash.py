@@ -81,7 +81,9 @@ def wait_for(test: object, t0: float, limit: float) -> float | None:
 
 
 def one_open(home: Path, pid: int, total: int, limit: float) -> dict[str, float | None]:
-    env = f"ASTRAEUS_HOME={home} TERM=xterm-256color"
+    # as an installed copy runs: bytecode read and written (``env -u``: a development
+    # shell's PYTHONDONTWRITEBYTECODE compiles every changed module on each start)
+    env = f"-u PYTHONDONTWRITEBYTECODE ASTRAEUS_HOME={home} TERM=xterm-256color"
     t0 = time.perf_counter()
     subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", "160", "-y", "45",
                     f"env {env} {ASTRA} dash"], check=True)  # fmt: skip
@@ -93,7 +95,8 @@ def one_open(home: Path, pid: int, total: int, limit: float) -> dict[str, float 
         time.sleep(5)
         out["daemon_cpu_ms_per_s"] = (cpu_ms(pid) - before) / 5
         changes: list[float] = []
-        env_vars = {**os.environ, "ASTRAEUS_HOME": str(home)}
+        env_vars = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env_vars["ASTRAEUS_HOME"] = str(home)
         for _ in range(3):
             for action, shown in (("hold", False), ("release", True)):
                 t1 = time.perf_counter()
