@@ -287,3 +287,5 @@ class Daemon:
         self.notifier.stop()
         if self.telemetry is not None:
             self.telemetry.stop()
+        if self.executor is not None:
+            self.executor.close()  # a warm launcher ends; the workers go on

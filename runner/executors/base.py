@@ -171,3 +171,8 @@ class Executor(Protocol):
         """Attach to an interactive worker's terminal (``astra run -it``); its ``kill``
         detaches. Only an executor that declares ``terminals`` does anything here."""
         ...
+
+    def close(self) -> None:
+        """Let go of what the executor holds (a warm launcher, the engine's client, log
+        copies) as the daemon stops; its workers go on."""
+        ...

@@ -123,6 +123,10 @@ class Launcher:
         line, self._pending = self._pending.split(b"\n", 1)
         return line.strip()
 
+    def close(self) -> None:
+        """Its stdin ends: it exits once any start in hand is answered."""
+        _close(self.proc)
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()

@@ -284,6 +284,13 @@ class ProcessExecutor:
             why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
             raise ExecutorError(f"could not start worker {handle}: {why}")
 
+    def close(self) -> None:
+        """The launcher ends (after any start in hand); workers go on. A later start
+        makes another."""
+        launcher, self._launcher = self._launcher, None
+        if launcher is not None:
+            launcher.close()
+
     def warm_up(self) -> None:
         """Start the launcher now (the daemon does, as it starts): the first run too starts
         without an interpreter's start-up."""

@@ -212,7 +212,16 @@ def attempts(d: DaemonProcess, name: str) -> list[int]:
 
 
 def restarted(d: DaemonProcess, name: str) -> bool:
-    return attempts(d, name) == [1, 2]
+    """Running again in a later attempt. A start that met the engine still shutting down
+    (the loop saw the containers end before it saw the engine gone) never started: its
+    attempt ends as such, no restart spent, and the next one runs."""
+    history = d.run(name)["workers_history"]
+    newest = history[-1]
+    return (
+        newest["attempt"] > 1
+        and newest["state"] == "Running"
+        and all("never started" in (w["error"] or "") for w in history[1:-1])
+    )
 
 
 def outage_noticed(d: DaemonProcess) -> bool:

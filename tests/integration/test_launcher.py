@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from runner.executors.launcher import Launcher, LauncherGone, foreign_launchers
 from runner.executors.process import ProcessExecutor
 from runner.executors.tree import proc_stat
 from runner.executors.workerfiles import read_json
+from tests.integration.harness import Harness
 
 TIMEOUT = 20.0
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -173,3 +174,16 @@ def test_an_earlier_daemons_launcher_counts_as_a_start_under_way(
     wait_for(lambda: not foreign_launchers(state_dir, later._launcher.pid))  # type: ignore[union-attr]
     assert later.status("astraeus-g-1-0").state is WorkerState.MISSING
     later._launcher.kill()
+
+
+def test_a_daemon_starts_its_launcher_with_itself_and_ends_it_as_it_stops(
+    make_daemon: Callable[..., Harness],
+) -> None:
+    h = make_daemon(gpus=1)
+    executor = h.daemon.executor
+    assert isinstance(executor, ProcessExecutor)
+    launcher = executor._launcher
+    assert launcher is not None and launcher.alive()  # before any run: the first starts warm
+    h.daemon.stop()
+    wait_for(lambda: gone(launcher.pid))
+    assert executor._launcher is None

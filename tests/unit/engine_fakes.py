@@ -144,6 +144,9 @@ class FakeExecutor:
     def cleanup(self, handle: str) -> None:
         self._call("cleanup", handle)
 
+    def close(self) -> None:
+        """Nothing held."""
+
     # --------------------------------------------------- what the test says
 
     def handle(self, run: str, worker: int = 0) -> str:
