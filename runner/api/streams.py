@@ -240,7 +240,7 @@ class Changes:
             if was is o:
                 if n in shifted:
                     moved.append(n)
-            elif was != o or n in shifted:  # rendered again: whole, in its place now
+            elif was != o:  # rendered again: whole, in its place now
                 changed.append(n)
         removed = [RunRef(n, rows[n].workspace) for n in old if n not in new.objects]
         self._fresh = True
