@@ -30,8 +30,10 @@ import time
 import weakref
 from pathlib import Path
 
+from runner.executors.tree import cmdlines
 from runner.executors.workerfiles import LAUNCH, META
 
+MODULE = "runner.executors.supervise"  # the supervisor's module, and the launcher's
 FLAG = "--launcher"
 
 
@@ -39,7 +41,7 @@ class LauncherGone(Exception):
     """The launcher ended, or never started, before it took the folder: nothing started."""
 
 
-class LauncherTimeout(Exception):
+class LauncherTimeout(TimeoutError):
     """The start took longer than the caller waits; the fork was killed, the launcher ended."""
 
 
@@ -48,8 +50,7 @@ class Launcher:
 
     def __init__(self, state_dir: Path, env: dict[str, str]) -> None:
         self.state_dir = state_dir
-        argv = [sys.executable, "-S", "-P", "-m", "runner.executors.supervise", FLAG,
-                str(state_dir)]  # fmt: skip
+        argv = [sys.executable, "-S", "-P", "-m", MODULE, FLAG, str(state_dir)]
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -155,18 +156,12 @@ def _outcome(pid: int | None, folder: Path, deadline: float) -> int:
     return 0 if meta.exists() else 1
 
 
+def launches_for(argv: list[bytes], state_dir: Path) -> bool:
+    """Whether ``argv`` is the command line of a launcher of ``state_dir``."""
+    return argv[-3:] == [MODULE.encode(), FLAG.encode(), os.fsencode(state_dir)]
+
+
 def foreign_launchers(state_dir: Path, own: int | None) -> bool:
     """Whether a launcher of ``state_dir`` other than ``own`` runs (an earlier daemon's,
     maybe with a start in hand): read from ``/proc/*/cmdline``."""
-    want = [FLAG.encode(), os.fsencode(state_dir)]
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit() or int(entry.name) == own:
-                continue
-            try:
-                argv = Path(entry.path, "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-            except OSError:
-                continue
-            if argv[-3:-1] == [b"runner.executors.supervise", want[0]] and argv[-1] == want[1]:
-                return True
-    return False
+    return any(pid != own and launches_for(argv, state_dir) for pid, argv in cmdlines())

@@ -68,10 +68,22 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.executors.enter import ProcessSession, enter, write_enter
-from runner.executors.launcher import Launcher, LauncherGone, LauncherTimeout, foreign_launchers
+from runner.executors.launcher import (
+    MODULE,
+    Launcher,
+    LauncherGone,
+    LauncherTimeout,
+    launches_for,
+)
 from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
-from runner.executors.tree import is_alive, kill_descendants, proc_stat, signal_descendants
+from runner.executors.tree import (
+    cmdlines,
+    is_alive,
+    kill_descendants,
+    proc_stat,
+    signal_descendants,
+)
 from runner.executors.workerfiles import (
     EXIT,
     LAUNCH,
@@ -237,45 +249,11 @@ class ProcessExecutor:
     def _run_supervisor(self, handle: str, folder: Path) -> None:
         """Start the supervisor and wait for its word that the command runs: forked from
         the warm launcher, or, without one, an interpreter of its own."""
-        launcher = self._warm_launcher()
-        if launcher is not None:
-            try:
-                code = launcher.start(folder, self.start_timeout)
-            except LauncherGone:  # nothing was started: a supervisor of its own does it
-                self._launcher = None
-            except LauncherTimeout:
-                self._launcher = None
-                raise ExecutorError(
-                    f"could not start worker {handle}: its supervisor did not answer "
-                    f"within {self.start_timeout:g} s"
-                ) from None
-            else:
-                if code != 0:
-                    why = (
-                        _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
-                    )
-                    raise ExecutorError(f"could not start worker {handle}: {why}")
-                return
-        # -S: no site. The supervisor needs the standard library and this package (on
-        # PYTHONPATH) only; site's scan of site-packages and its .pth files would be on
-        # every start's path (a sitecustomize on PYTHONPATH still runs: supervise.py).
-        argv = [sys.executable, "-S", "-P", "-m", "runner.executors.supervise", str(folder)]
-        env = _supervisor_env()
-        with open(folder / SUPERVISOR_LOG, "ab") as log:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                cwd="/",
-                start_new_session=True,
-            )
         try:
-            code = proc.wait(self.start_timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            code = self._launched(folder)
+            if code is None:
+                code = self._own_interpreter(folder)
+        except TimeoutError:
             raise ExecutorError(
                 f"could not start worker {handle}: its supervisor did not answer "
                 f"within {self.start_timeout:g} s"
@@ -283,6 +261,46 @@ class ProcessExecutor:
         if code != 0:
             why = _last_line(folder / SUPERVISOR_LOG) or f"its supervisor exited with {code}"
             raise ExecutorError(f"could not start worker {handle}: {why}")
+
+    def _launched(self, folder: Path) -> int | None:
+        """The exit status of ``folder``'s supervisor forked from the launcher; None when
+        no launcher took the folder (none, or one gone before it read it). TimeoutError
+        (LauncherTimeout) when it did not answer in time."""
+        launcher = self._warm_launcher()
+        if launcher is None:
+            return None
+        try:
+            return launcher.start(folder, self.start_timeout)
+        except LauncherGone:  # nothing was started: a supervisor of its own starts it
+            self._launcher = None
+            return None
+        except LauncherTimeout:  # a TimeoutError; start() ended it, the next start makes one
+            self._launcher = None
+            raise
+
+    def _own_interpreter(self, folder: Path) -> int:
+        """The exit status of ``folder``'s supervisor in an interpreter of its own.
+        TimeoutError when it did not answer in time (it is killed)."""
+        # -S: no site. The supervisor needs the standard library and this package (on
+        # PYTHONPATH) only; site's scan of site-packages and its .pth files would be on
+        # every start's path (a sitecustomize on PYTHONPATH still runs: supervise.py).
+        argv = [sys.executable, "-S", "-P", "-m", MODULE, str(folder)]
+        with open(folder / SUPERVISOR_LOG, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=_supervisor_env(),
+                cwd="/",
+                start_new_session=True,
+            )
+        try:
+            return proc.wait(self.start_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise TimeoutError from None
 
     def close(self) -> None:
         """The launcher ends (after any start in hand); workers go on. A later start
@@ -312,10 +330,17 @@ class ProcessExecutor:
         return self._launcher
 
     def _starting_elsewhere(self, folder: Path) -> bool:
-        """A supervisor of ``folder`` that has not written ``meta.json`` yet may still come:
-        one of its own starting, or an earlier daemon's launcher with a start in hand."""
+        """Whether a supervisor of ``folder`` that has not written ``meta.json`` yet may
+        still come: one in an interpreter of its own starting, or an earlier daemon's
+        launcher with a start in hand. Only a daemon killed inside :meth:`start` leaves
+        such a worker for another daemon to see. Read from ``/proc/*/cmdline``: the
+        supervisor's own word is not written yet."""
         own = None if self._launcher is None else self._launcher.pid
-        return _supervisor_starting(folder) or foreign_launchers(self.state_dir, own)
+        want, module = os.fsencode(folder), MODULE.encode()
+        return any(
+            (want in argv and module in argv) or (pid != own and launches_for(argv, self.state_dir))
+            for pid, argv in cmdlines()
+        )
 
 
 def _supervisor_env() -> dict[str, str]:
@@ -337,27 +362,6 @@ def _signal_group(meta: dict[str, object], signum: int) -> int | None:
     except ProcessLookupError:
         return None
     return pgid
-
-
-def _supervisor_starting(folder: Path) -> bool:
-    """Whether a supervisor of ``folder`` runs but has not written ``meta.json`` yet.
-
-    Only a daemon killed inside :meth:`ProcessExecutor.start` leaves such a worker for
-    another daemon to see: the supervisor goes on and starts the command. Read from
-    ``/proc/*/cmdline``: the supervisor's own word is not written yet.
-    """
-    want = os.fsencode(folder)
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if want in argv and b"runner.executors.supervise" in argv:
-                return True
-    return False
 
 
 def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:

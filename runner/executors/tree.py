@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,6 +41,19 @@ def read_stat(pid: int | str) -> Proc | None:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces
     return Proc(int(pid), int(fields[1]), int(fields[2]), fields[0], int(fields[19]))
+
+
+def cmdlines() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every process whose ``/proc/<pid>/cmdline`` can be read."""
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                raw = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+            yield int(entry.name), raw.rstrip(b"\0").split(b"\0")
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:

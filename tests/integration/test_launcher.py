@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,18 +16,9 @@ from runner.executors.launcher import Launcher, LauncherGone, foreign_launchers
 from runner.executors.process import ProcessExecutor
 from runner.executors.tree import proc_stat
 from runner.executors.workerfiles import read_json
-from tests.integration.harness import Harness
+from tests.integration.harness import Harness, wait_for
 
-TIMEOUT = 20.0
 ROOT = str(Path(__file__).resolve().parents[2])
-
-
-def wait_for(what: object, timeout: float = TIMEOUT) -> None:
-    assert callable(what)
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def gone(pid: int) -> bool:
