@@ -156,12 +156,19 @@ def _outcome(pid: int | None, folder: Path, deadline: float) -> int:
     return 0 if meta.exists() else 1
 
 
-def launches_for(argv: list[bytes], state_dir: Path) -> bool:
-    """Whether ``argv`` is the command line of a launcher of ``state_dir``."""
-    return argv[-3:] == [MODULE.encode(), FLAG.encode(), os.fsencode(state_dir)]
+def launches_for(pid: int, argv: list[bytes], state_dir: Path) -> bool:
+    """Whether ``pid``, whose command line is ``argv``, is a launcher of ``state_dir`` or
+    its fork with a start in hand: a session leader. The supervisors it made keep its
+    command line, in a session they did not start: they are no start under way."""
+    if argv[-3:] != [MODULE.encode(), FLAG.encode(), os.fsencode(state_dir)]:
+        return False
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
 
 
 def foreign_launchers(state_dir: Path, own: int | None) -> bool:
     """Whether a launcher of ``state_dir`` other than ``own`` runs (an earlier daemon's,
     maybe with a start in hand): read from ``/proc/*/cmdline``."""
-    return any(pid != own and launches_for(argv, state_dir) for pid, argv in cmdlines())
+    return any(pid != own and launches_for(pid, argv, state_dir) for pid, argv in cmdlines())

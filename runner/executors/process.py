@@ -338,7 +338,8 @@ class ProcessExecutor:
         own = None if self._launcher is None else self._launcher.pid
         want, module = os.fsencode(folder), MODULE.encode()
         return any(
-            (want in argv and module in argv) or (pid != own and launches_for(argv, self.state_dir))
+            (want in argv and module in argv)
+            or (pid != own and launches_for(pid, argv, self.state_dir))
             for pid, argv in cmdlines()
         )
 

@@ -177,3 +177,20 @@ def test_a_daemon_starts_its_launcher_with_itself_and_ends_it_as_it_stops(
     h.daemon.stop()
     wait_for(lambda: gone(launcher.pid))
     assert executor._launcher is None
+
+
+def test_a_running_workers_supervisor_is_no_start_under_way(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """A supervisor keeps its launcher's command line: a folder whose start never happened
+    is still seen as never started while other workers run (not adopted, then lost)."""
+    ex = ProcessExecutor(state_dir)
+    handle, _ = start(ex, tmp_path, "busy", "sleep 30")
+    assert ex._launcher is not None
+    assert cmdline(supervisor(state_dir, handle))[-2] == b"--launcher"
+    assert not foreign_launchers(state_dir, ex._launcher.pid)
+    never = state_dir / "astraeus-never-1-0"
+    never.mkdir()
+    assert ex.status("astraeus-never-1-0").state is WorkerState.MISSING
+    ex.signal(handle, signal.SIGKILL)
+    ex.close()
