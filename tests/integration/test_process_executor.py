@@ -262,11 +262,13 @@ def stay(word):
 if os.fork() == 0:
     os.setsid()
     stay("setsid")
-if os.fork() == 0:
+middle = os.fork()
+if middle == 0:
     if os.fork() == 0:
         os.setsid()
         stay("orphan")
     os._exit(0)
+os.waitpid(middle, 0)  # gone before "main" is said: a signal can no longer reach it
 os.read(started, 1), os.read(started, 1)
 if sys.argv[1] == "exit":
     sys.exit(3)
