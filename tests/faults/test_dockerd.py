@@ -248,7 +248,12 @@ def test_an_engine_restart_loses_workers_but_no_run(
     wait_for(lambda: d.status()["ticks"] > ticks + 2, 10, "the loop to go on")
     engine.start()
     for name in ("saver", "plain"):
-        wait_for(partial(restarted, d, name), 60, f"{name} to start again")
+        try:
+            wait_for(partial(restarted, d, name), 60, f"{name} to start again")
+        except AssertionError as exc:
+            run = d.run(name)  # what it became instead, for the failure to say
+            seen = (run["state"], run["workers_history"], run["events"])
+            raise AssertionError(f"{exc}: {seen}") from None
         run = d.wait_state(name, "Running")
         assert run["restarts"] == 1, run["events"]
         lost = [e["message"] for e in run["events"] if e["message"].startswith("Restarting")]

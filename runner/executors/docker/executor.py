@@ -107,8 +107,10 @@ class DockerExecutor:
         self._down_since: float | None = None  # the last answer before it stopped answering
         self._gone = False  # ... and a connection was refused or cut: the engine itself stopped
         self._next_probe = 0.0
-        self._outages: list[tuple[float, float]] = []  # (last answer, first answer again)
+        self._back = 0.0  # the first answer after the engine's latest restart (it was gone)
         self._signalled: set[str] = set()  # containers this daemon sent a signal to
+        self._born = time.time()  # ends after this, before an engine restart: events gone
+        self._ends: dict[str, bool] = {}  # whether an ended container was stopped outside
 
     @classmethod
     def connect(
@@ -177,7 +179,7 @@ class DockerExecutor:
         if state is None:
             return WorkerStatus(WorkerState.MISSING)
         status = status_from_state(state)
-        if status.state is WorkerState.EXITED and self._stopped_outside(handle, state):
+        if status.state is WorkerState.EXITED and self._ended_outside(handle, state):
             return WorkerStatus(
                 WorkerState.MISSING, error=f"{STOPPED_OUTSIDE}; exit code {status.exit_code}"
             )
@@ -241,6 +243,7 @@ class DockerExecutor:
         if status_from_state(state).state is WorkerState.RUNNING:
             raise ExecutorError(f"container {handle} is still running: stop it before cleanup")
         self._signalled.discard(handle)
+        self._ends.pop(handle, None)
         self.drain_logs(handle, LOG_DRAIN_SECONDS)
         try:
             self._api.remove_container(handle, v=True, force=False)
@@ -359,7 +362,7 @@ class DockerExecutor:
         now = time.time()
         if self._down_since is not None:
             if self._gone:
-                self._outages = [*self._outages[-9:], (self._down_since, now)]
+                self._back = now
             self._down_since, self._gone = None, False
             log.warning("the Docker engine answers again")
             self._follow_again()
@@ -373,20 +376,29 @@ class DockerExecutor:
             with contextlib.suppress(ExecutorError):
                 self.follow_logs(handle, log_path)
 
+    def _ended_outside(self, handle: str, state: dict[str, Any]) -> bool:
+        """:meth:`_stopped_outside`, asked once for each end: the answer stays."""
+        if (known := self._ends.get(handle)) is not None:
+            return known
+        outside = self._ends[handle] = self._stopped_outside(handle, state)
+        return outside
+
     def _stopped_outside(self, handle: str, state: dict[str, Any]) -> bool:
         """Whether something other than this daemon ended the container.
 
-        Its end falls in a span when the engine did not answer (the engine stopped or
-        restarted: the events of before are gone), or it has a kill event that this
-        daemon did not send (the engine's shutdown, with a pooled connection still
-        answering; ``docker stop``).
+        It has a kill event that this daemon did not send (the engine's shutdown, with a
+        pooled connection still answering; ``docker stop``), or it ended, while this daemon
+        ran, before an engine restart that this daemon saw, unasked (the events of before
+        are gone: an end the engine's shutdown made is told from the program's own no
+        more). When the engine goes as the events are asked, the question waits for it
+        (an ExecutorError).
         """
         if handle in self._signalled:
             return False
         finished, _ = split_timestamp(str(state.get("FinishedAt") or "").encode())
         if finished is None or finished <= 0:  # never started: 0001-01-01
             return False
-        if any(a * 1e9 < finished <= b * 1e9 for a, b in self._outages):
+        if self._born * 1e9 < finished <= self._back * 1e9:
             return True
         started, _ = split_timestamp(str(state.get("StartedAt") or "").encode())
         filters = {"container": [handle], "type": ["container"], "event": ["kill"]}
@@ -399,8 +411,9 @@ class DockerExecutor:
             answer = self._quick.get(
                 f"{self._quick.base_url}/events", params=params, timeout=QUICK_TIMEOUT
             )
-        except DOCKER_ERRORS:
-            return False
+        except DOCKER_ERRORS as err:
+            self._no_answer(err)
+            raise_error(f"cannot read the events of container {handle}", err)
         return answer.status_code == 200 and bool(answer.text.strip())
 
     # -- helpers
