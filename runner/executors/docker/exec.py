@@ -21,6 +21,7 @@ from runner.executors.docker.errors import docker_errors
 from runner.executors.sessions import STDERR, STDOUT, EnterRequest
 
 READ = 65536
+STARTING_WAIT = 5.0  # s a kill waits for a started exec's process to be made
 
 
 class DockerSession:
@@ -92,8 +93,10 @@ class DockerSession:
 
     def _kill_running(self) -> None:
         """Docker keeps an ended exec's pid, which may since be any process's: the pid is
-        held by a pidfd, then signalled only if Docker still says the exec runs as it."""
-        pid = self._running_pid()
+        held by a pidfd, then signalled only if Docker still says the exec runs as it. An
+        exec whose process Docker has not made yet (running, pid 0) is waited for: a
+        session ended that early still ends its command."""
+        pid = self._running_pid(STARTING_WAIT)
         if pid is None:
             return
         pidfd = os.pidfd_open(pid)
@@ -103,10 +106,18 @@ class DockerSession:
         finally:
             os.close(pidfd)
 
-    def _running_pid(self) -> int | None:
-        info = self._api.exec_inspect(self._id)
-        pid = info.get("Pid")
-        return pid if info.get("Running") and isinstance(pid, int) and pid > 0 else None
+    def _running_pid(self, starting: float = 0.0) -> int | None:
+        """The exec's pid while it runs; None once it ended. Up to ``starting`` s are spent
+        waiting for a process Docker has not made yet (no exit code, no pid)."""
+        deadline = time.monotonic() + starting
+        while True:
+            info = self._api.exec_inspect(self._id)
+            pid = info.get("Pid")
+            if info.get("Running") and isinstance(pid, int) and pid > 0:
+                return pid
+            if info.get("ExitCode") is not None or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
 
 
 def docker_enter(api: Any, container: str, user: str, request: EnterRequest) -> DockerSession:
