@@ -30,9 +30,11 @@ if _probe is None:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 _probe.close()
 
-TERM_TRAP = "echo started; trap 'echo term; exit 0' TERM; while true; do sleep 0.2; done"
+# the trap is set before "started" is said: a SIGTERM to the container's first process
+# before it is set would be ignored
+TERM_TRAP = "trap 'echo term; exit 0' TERM; echo started; while true; do sleep 0.2; done"
 TICKER = (
-    "echo started; trap 'echo term; exit 0' TERM; i=0; "
+    "trap 'echo term; exit 0' TERM; echo started; i=0; "
     "while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
 )
 

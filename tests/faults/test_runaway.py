@@ -83,11 +83,13 @@ def stay():
 if os.fork() == 0:
     os.setsid()
     stay()
-if os.fork() == 0:
+middle = os.fork()
+if middle == 0:
     if os.fork() == 0:
         os.setsid()
         stay()
     os._exit(0)
+os.waitpid(middle, 0)  # gone before the stop: a signal can no longer reach it
 stay()
 """
 MARGIN = 3.0  # seconds past the grace by which every process of a stopped run is gone

@@ -3,6 +3,7 @@ daemon's exit (aiohttp would wait for them up to its shutdown timeout)."""
 
 from __future__ import annotations
 
+import select
 import signal
 import socket
 import subprocess
@@ -22,6 +23,14 @@ def _follower(d: Served, *args: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "astraeus_tui.cli.main", *args],
         env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def _first_line(follower: subprocess.Popen[str], timeout: float = 30) -> str:
+    """The follower's first line: it is connected (up to ``timeout`` s)."""
+    assert follower.stdout is not None
+    ready, _, _ = select.select([follower.stdout], [], [], timeout)
+    assert ready, f"no line from {follower.args} in {timeout} s"
+    return follower.stdout.readline()
 
 
 def _sse(d: Served) -> socket.socket:
@@ -46,13 +55,14 @@ def _read_to_end(sock: socket.socket) -> bytes:
 def test_sigterm_ends_followers_of_a_silent_run(served: Start) -> None:
     d = served(gpus=1)
     out = d.astra("run", "--name", "quiet", "--", sys.executable, "-c",
-                  "import time; time.sleep(600)")  # fmt: skip
+                  "import time; print('up', flush=True); time.sleep(600)")  # fmt: skip
     assert out.returncode == 0, out.stderr
     wait_for(lambda: d.json("show", "quiet")["state"] == "Running", 20, "quiet running")
     logs = _follower(d, "logs", "-f", "quiet")
     events = _follower(d, "events", "-f", "quiet")
     stream = _sse(d)
-    time.sleep(1.0)  # the followers are connected and polling
+    assert _first_line(logs) == "up\n"  # the followers are connected and polling
+    assert _first_line(events).strip()  # the run's events so far
     assert logs.poll() is None and events.poll() is None
     assert d.proc is not None
     began = time.monotonic()

@@ -186,10 +186,11 @@ def test_exec_sees_the_drive_where_the_worker_sees_it(
 
 def test_an_exec_ends_when_the_run_stops(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
     name = submit(lab, users[BOB], ["sleep", "120"])
-    command = [sys.executable, "-m", "astraeus_tui.cli.main", "exec", name, "--", "sleep", "300"]
+    command = [sys.executable, "-m", "astraeus_tui.cli.main", "exec", name, "--",
+               "sh", "-c", "echo in; exec sleep 300"]  # fmt: skip
     session = subprocess.Popen(command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.5)
-    assert session.poll() is None
+    assert session.stdout is not None
+    assert read_until(session.stdout.fileno(), b"in\n", 30) == b"in\n"  # the command runs
     lab.astra("delete", name)
     session.wait(30)  # the command was ended with the run; astra exec returned
     assert session.returncode == 128 + signal.SIGKILL
@@ -226,7 +227,8 @@ def test_attach_follows_output_and_state_and_ctrl_c_detaches(
     follower = subprocess.Popen(
         command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    time.sleep(2)
+    assert follower.stdout is not None
+    assert b"up\n" in read_until(follower.stdout.fileno(), b"up\n", 30)  # attached
     follower.send_signal(signal.SIGINT)
     _out, err = follower.communicate(timeout=20)
     assert follower.returncode == 130
@@ -263,9 +265,9 @@ def _astra_in_terminal(lab: Served, *args: str) -> tuple[int, int]:
 def test_an_interactive_run_waits_its_turn_then_gets_the_terminal(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
-    blocker = submit(lab, users[BOB], ["sleep", "4"])
+    blocker = submit(lab, users[BOB], ["sleep", "10"])
     lab.astra("priority", blocker, "0")
-    two = submit(lab, users[BOB], ["sleep", "4"])  # both GPUs held for a few seconds
+    two = submit(lab, users[BOB], ["sleep", "10"])  # both GPUs held for a few seconds
     name = f"it-{uuid.uuid4().hex[:6]}"
     pid, fd = _astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
                                  "--gpus", "1", "--", "sh")  # fmt: skip

@@ -120,7 +120,7 @@ def test_run_hold_submits_it_held_and_the_state_survives_a_restart(d: Served) ->
 
 
 def test_a_begin_time_keeps_a_run_out_of_the_order_until_it_passes(d: Served) -> None:
-    _run(d, "soon", "--begin", "+3s", argv=("true",))
+    _run(d, "soon", "--begin", "+8s", argv=("true",))  # past the checks below, loaded or not
     run = d.json("show", "soon")
     begin = datetime.fromisoformat(run["begin_at"].replace("Z", "+00:00"))
     shown = begin.strftime("%Y-%m-%d %H:%M" if begin.second == 0 else "%Y-%m-%d %H:%M:%S")
@@ -128,7 +128,7 @@ def test_a_begin_time_keeps_a_run_out_of_the_order_until_it_passes(d: Served) ->
     assert run["state"] == "Queued" and run["position"] is None
     time.sleep(1)
     assert _state(d, "soon") == "Queued"
-    wait_for(lambda: _state(d, "soon") == "Succeeded", 20, "soon runs once its begin has passed")
+    wait_for(lambda: _state(d, "soon") == "Succeeded", 30, "soon runs once its begin has passed")
     run = d.json("show", "soon")
     started = datetime.fromisoformat(run["started_at"].replace("Z", "+00:00"))
     assert started >= begin

@@ -129,6 +129,7 @@ def test_a_hung_launcher_times_out_and_the_next_start_has_a_new_one(
         start(ex, tmp_path, "d", "echo never")
     wait_for(lambda: gone(hung.pid))  # killed: it never takes that folder later
     assert not (tmp_path / "d.log").exists()
+    ex.start_timeout = 20.0  # a new launcher's start-up, on a loaded machine
     handle, log = start(ex, tmp_path, "e", "echo after")
     wait_for(lambda: ex.status(handle).state is WorkerState.EXITED)
     assert log.read_text() == "after\n" and ex._launcher is not hung

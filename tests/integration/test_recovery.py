@@ -15,19 +15,20 @@ from tests.integration.served import Served
 Start = Callable[..., Served]
 
 
-def counting_program(marker: Path, seconds: float) -> list[str]:
-    """Appends a line each time it starts, then runs ``seconds`` and exits 0."""
+def counting_program(marker: Path, gate: Path) -> list[str]:
+    """Appends a line each time it starts, then runs until ``gate`` exists and exits 0."""
     code = (
-        f"import time; open({str(marker)!r}, 'a').write('start\\n'); "
-        f"time.sleep({seconds}); print('finished')"
+        f"import os, time; open({str(marker)!r}, 'a').write('start\\n')\n"
+        f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
+        "print('finished')"
     )
     return [sys.executable, "-c", code]
 
 
 def test_running_work_is_adopted_after_kill_9(served: Start, tmp_path: Path) -> None:
     d = served(gpus=2)
-    marker = tmp_path / "starts.txt"
-    d.astra("run", "--name", "survivor", "--gpus", "1", "--", *counting_program(marker, 4))
+    marker, gate = tmp_path / "starts.txt", tmp_path / "gate"
+    d.astra("run", "--name", "survivor", "--gpus", "1", "--", *counting_program(marker, gate))
     d.astra("run", "--name", "waiting", "--gpus", "2", "--", "sleep", "1")
     wait_for(lambda: d.json("show", "survivor")["state"] == "Running")
     wait_for(marker.exists)
@@ -36,6 +37,7 @@ def test_running_work_is_adopted_after_kill_9(served: Start, tmp_path: Path) -> 
     run = d.json("show", "survivor")
     assert run["state"] == "Running"
     assert [w["attempt"] for w in run["workers_history"]] == [1]
+    gate.touch()
     finished = wait_for(lambda: (r := d.json("show", "survivor"))["state"] == "Succeeded" and r)
     assert finished["restarts"] == 0
     assert marker.read_text() == "start\n"  # started once, never twice

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,13 +208,15 @@ def test_drain_starts_nothing_new_running_work_finishes_and_it_outlives_a_restar
 
 
 def test_drained_gpus_stay_free_while_their_work_finishes(
-    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd], tmp_path: Path
 ) -> None:
     lab = served(CONFIG, gpus=2)
     root = Client(lab.socket, timeout=30)
     root.submit(sleeper("a", "vision", 120, gpus=1))
     wait_for(lambda: state(lab, "a") == "Running", message="a running")
-    root.submit(sleeper("b", "vision", 3, gpus=1))
+    gate = tmp_path / "b-may-end"  # b holds its GPU until the checks below are made
+    wait_gate = ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"]
+    root.submit(run_spec("b", wait_gate, workspace="vision", gpus=1))
     wait_for(lambda: state(lab, "b") == "Running", message="b running")
     on = lab.json("show", "b")["workers_history"][0]["gpus"]
     out = lab.astra("admin", "drain", "--gpus", str(on[0]), "--reason", "fan failing")
@@ -226,6 +229,7 @@ def test_drained_gpus_stay_free_while_their_work_finishes(
     assert gpus[on[0]]["drained"] == "fan failing" and gpus[on[0]]["holder"]["run"] == "b"
     assert gpus[1 - on[0]]["drained"] is None
     assert "drained (fan failing)" in lab.astra("gpus").stdout
+    gate.touch()
     root.submit(sleeper("both", "vision", 1, gpus=2))  # needs the drained GPU too
     root.submit(sleeper("c", "vision", 1, gpus=1))
     wait_for(lambda: state(lab, "b") == "Succeeded", 30, "b finishes on its drained GPU")
