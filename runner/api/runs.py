@@ -27,14 +27,14 @@ from runner.service.runs import Caller, ServiceError
 def _run_json(
     request: web.Request, daemon: Daemon, name: str, caller: Caller, last: bool = False
 ) -> dict[str, Any]:
-    """One run's object; ``last``: with the estimates as last computed (never a replay of
-    the queue: what every dashboard polls, ``/v1/status``'s head, whose start is its
-    shadow time whenever one is known)."""
+    """One run's object; ``last``: with the estimates as last computed, none before the
+    first (never a replay of the queue: what every dashboard polls, ``/v1/status``'s head,
+    whose start is its shadow time whenever one is known)."""
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.get(run)
     live = daemon.service.workers_of(name)
     estimates = request.app[ESTIMATES]
-    found = estimates.last(daemon) if last else estimates.get(daemon)
+    found = estimates.known(daemon) if last else estimates.get(daemon)
     estimate = found.get(name) if run.state == RunState.QUEUED else None
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
     idle = daemon.backend.status.idle.get(run.run_uid)

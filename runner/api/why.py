@@ -80,6 +80,15 @@ class Estimates:
             return self.get(daemon)
         return self._values
 
+    def known(self, daemon: Daemon) -> dict[str, Estimate]:
+        """The estimates as last computed, none before the first: ``/v1/status``'s head,
+        whose start is its shadow time whenever one is known. The first status after a
+        fill of 10,000 runs no longer waits ~0.3 s for a replay of the queue (every
+        dashboard asks it as it opens)."""
+        if not daemon.backend.capabilities.plans_locally:
+            return self.get(daemon)
+        return self._values
+
 
 ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
 

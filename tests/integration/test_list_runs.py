@@ -124,7 +124,8 @@ def test_the_status_head_never_replays_the_queue(
     make_daemon: Callable[..., Harness], tmp_path: Path
 ) -> None:
     """Every dashboard polls ``GET /v1/status`` every few seconds: its head takes the
-    estimates as last computed, never a replay of the queue (seconds at 100,000 runs),
+    estimates as last computed (none before the first: its start is its shadow time),
+    never a replay of the queue (seconds at 100,000 runs),
     however often the loop has planned since. The API runs in this process on a real
     socket, so the replays (``Loop.estimates``) can be counted."""
     h = make_daemon(gpus=1)
@@ -144,8 +145,9 @@ def test_the_status_head_never_replays_the_queue(
     runner = site.result(30)
     try:
         client = Client(sock, timeout=30)
-        assert client.status()["head"]["name"] == "a"  # the first: computed once
         before = len(replays)
+        assert client.status()["head"]["name"] == "a"  # the first too: none computed yet
+        assert len(replays) == before
         for _ in range(3):
             time.sleep(ESTIMATE_GAP)  # what a replay after a plan would wait for
             at = backend.status.last_plan_at
