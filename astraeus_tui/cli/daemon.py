@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import typer
 
 from astraeus_tui.cli.common import fail
 from astraeus_tui.client import ApiError, Client, default_socket
+from astraeus_tui.wire import stream
 
 
 def _home() -> Path:
@@ -84,9 +87,21 @@ def dash() -> None:
 
 
 def _dashboard(client: Client) -> None:
+    early = threading.Thread(target=_ask_snapshot, args=(client.socket_path,), daemon=True)
+    early.start()
     from astraeus_tui.app import run_dashboard  # lazy: textual only for the dashboard
 
     run_dashboard(client.socket_path)
+
+
+def _ask_snapshot(socket: Path) -> None:
+    """Open the stream while the dashboard's imports load: the daemon makes its snapshot
+    (once a version, kept for every reader of this viewer) meanwhile, so the dashboard's
+    own stream, a moment later, finds it made. Dropped at its first line: the snapshot
+    event's, written once it is made."""
+    with contextlib.suppress(ApiError, OSError):
+        for _ in stream(socket, "/v1/stream", 60):
+            break
 
 
 def down() -> None:

@@ -11,11 +11,13 @@ import asyncio
 import http.client
 import json
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
+from astraeus_tui.cli.daemon import _ask_snapshot
 from astraeus_tui.client import AsyncClient, Client
 from runner.schema import Change, Run, Snapshot
 from tests.integration.harness import spec, wait_for
@@ -183,6 +185,37 @@ def test_a_run_held_mid_queue_moves_the_runs_behind_it_by_their_places_alone(
             assert kept == {r.id: r for r in client.runs()}  # merged: what the list says
             size = len(msgspec.json.encode(change))
             assert size < 100 * (count - 4), size  # places, not objects (~1 KB each)
+        finally:
+            await stream.aclose()
+            await dashboard.close()
+
+    asyncio.run(main())
+
+
+def test_the_dashboard_s_early_ask_for_the_snapshot_ends_and_holds_nothing(
+    served: Callable[..., Served],
+) -> None:
+    """``astra dash`` opens the stream while its imports load, so the daemon makes the
+    snapshot meanwhile, and drops it at its first line: each ask ends, no connection is
+    left held (four a user here: a fifth would be refused), the dashboard's stream after
+    them gets the snapshot."""
+    daemon = served("[api]\nmax_connections_per_user = 4\n", gpus=1)
+    client = Client(daemon.socket)
+    for name in ("blocker", "one", "two"):
+        client.submit(spec(name, SLEEP, gpus=1))
+    wait_for(lambda: all(r.position or r.state == "Running" for r in client.runs()), 30, "planned")
+    for _ in range(12):
+        began = time.monotonic()
+        _ask_snapshot(daemon.socket)
+        assert time.monotonic() - began < 10
+
+    async def main() -> None:
+        dashboard = AsyncClient(daemon.socket)
+        stream = dashboard.changes()
+        try:
+            event, snapshot = await asyncio.wait_for(anext(stream), 30)
+            assert event == "snapshot" and isinstance(snapshot, Snapshot)
+            assert {r.name for r in snapshot.runs} == {"blocker", "one", "two"}
         finally:
             await stream.aclose()
             await dashboard.close()
