@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,16 +101,21 @@ def job_named(client: SlurmClient, name: str) -> SlurmJob | None:
     return max(found, key=lambda job: job.job_id, default=None)
 
 
-def wait_job(client: SlurmClient, job_id: int, timeout: float = 30, **want: Any) -> SlurmJob:
-    """Wait until the job's fields have the wanted values; the job then."""
+def wait_job(
+    client: SlurmClient, job_id: int, timeout: float = 30,
+    check: Callable[[SlurmJob], bool] | None = None, **want: Any,
+) -> SlurmJob:  # fmt: skip
+    """Wait until the job's fields have the wanted values (and ``check`` holds); the job
+    then."""
 
     def matches() -> SlurmJob | None:
         time.sleep(0.2)  # squeue is not free: ask five times a second
         job = client.job(job_id)
-        ok = job is not None and all(getattr(job, k) == v for k, v in want.items())
-        return job if ok else None
+        if job is None or any(getattr(job, k) != v for k, v in want.items()):
+            return None
+        return job if check is None or check(job) else None
 
-    found: SlurmJob = wait_for(matches, timeout, f"job {job_id} to have {want}")
+    found: SlurmJob = wait_for(matches, timeout, f"job {job_id} to have {want}, {check}")
     return found
 
 
