@@ -3,14 +3,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test check lint types unit bench screenshots clean
+.PHONY: up test check lint types unit bench screenshots lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# editable as a path on sys.path (compat): every `astra` call starts without the import
-	# hook a default editable install runs in site (~8 ms of a 40 ms command)
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	# hook a default editable install runs in site (~8 ms of a 40 ms command); every
+	# dependency at the version constraints.txt gives
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 up: $(STAMP)
@@ -33,6 +34,18 @@ bench: $(STAMP)
 screenshots: $(STAMP)
 	$(PY) -m tests.tui.make_screenshots
 	$(PY) docs/metrics-plot.py
+
+# constraints.txt anew: the newest releases pyproject.toml's ranges allow, in a throwaway
+# environment; then `make test`, and commit the refresh on its own
+lock:
+	rm -rf .lock-venv
+	python3 -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet '.[dev]'
+	sed -n '/^#/p' constraints.txt > constraints.new
+	.lock-venv/bin/pip freeze --exclude astraeus >> constraints.new
+	mv constraints.new constraints.txt
+	rm -rf .lock-venv build
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

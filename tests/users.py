@@ -5,14 +5,80 @@ socket's group) makes them here, so that each is made and removed the same way: 
 user is removed with whatever still runs as it (``userdel`` refuses while a process
 of the user lives: a run or an exec that a failed test left behind), its home and its
 own group.
+
+A test acts as a member in a forked child (``fork_as``), not in a new interpreter: the
+member may not read the checkout, its virtual environment or the interpreter's own
+library (a checkout in a private folder, a home folder of mode 0700). Whatever the
+child imports after it has dropped to the member must already be loaded, so
+``fork_as`` first imports every module the CLI and the client could load lazily.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import os
+import pkgutil
 import pwd
 import subprocess
+import sys
+import traceback
+import warnings
 from collections.abc import Iterator
+
+# what a member's command in a child may import after the fork: the CLI stack (typer
+# vendors click and loads parts of it on first use, and parses with pydantic), the
+# dashboard and client, the daemon's modules the CLI reads from
+_PRELOADED = ("typer", "click", "rich", "pydantic", "pydantic_core", "astraeus_tui", "runner")
+_preloaded = False
+
+
+def preload() -> None:
+    """Import every module of ``_PRELOADED`` (once a process): after a fork and a drop
+    to a member who cannot read them, nothing is left to load from disk."""
+    global _preloaded
+    if _preloaded:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated modules say so as they load
+        for name in _PRELOADED:
+            try:
+                package = importlib.import_module(name)
+            except ImportError:  # click and pydantic only where they are installed
+                continue
+            for found in pkgutil.walk_packages(
+                package.__path__, f"{name}.", onerror=lambda _: None
+            ):
+                if found.name.rsplit(".", 1)[-1] == "__main__":  # runs a program when imported
+                    continue
+                with contextlib.suppress(Exception):  # another platform's (Windows consoles)
+                    importlib.import_module(found.name)
+        with contextlib.suppress(ImportError):
+            # typer makes an adapter for each parameter it parses; pydantic reads the
+            # installed packages' plugins as it makes its first one, and keeps them
+            from pydantic import TypeAdapter
+
+            TypeAdapter(int)
+    _preloaded = True
+
+
+def fork_as(entry: pwd.struct_passwd, groups: list[int] | None = None) -> int:
+    """``os.fork()``, the child already ``entry`` (its gid, its uid, and ``groups`` as
+    its supplementary groups: by default those the system gives it). The child never
+    returns into the test when it cannot become ``entry``."""
+    preload()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups(os.getgrouplist(entry.pw_name, entry.pw_gid) if groups is None else groups)
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    return pid
 
 
 def remove_user(user: str) -> None:

@@ -8,7 +8,6 @@ many as the daemon had file descriptors, locking everyone else out.
 from __future__ import annotations
 
 import contextlib
-import grp
 import json
 import os
 import pwd
@@ -24,6 +23,7 @@ from tests.hostile.helpers import error_of, request_bytes
 from tests.integration.harness import spec
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user, unix_users
+from tests.users import fork_as
 
 QUICK = """
 [api]
@@ -141,13 +141,10 @@ def holding(entry: pwd.struct_passwd, lab: Served, count: int) -> Iterator[list[
     """
     report_r, report_w = os.pipe()
     hold_r, hold_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to the user, open the connections, report, hold on
+    pid = fork_as(entry)
+    if pid == 0:  # the child: the user, opens the connections, reports, holds on
         os.close(report_r)
         os.close(hold_w)
-        os.setgroups([g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem])
-        os.setgid(entry.pw_gid)
-        os.setuid(entry.pw_uid)
         conns = [connect(lab) for _ in range(count)]
         answers: list[Any] = []
         for conn in conns:

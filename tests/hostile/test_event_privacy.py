@@ -8,7 +8,6 @@ only; asking for the events of bob's run answers as its details do. Admins see a
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import pwd
@@ -26,6 +25,7 @@ from astraeus_tui.client import Client
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user, unix_users
+from tests.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"
@@ -68,13 +68,10 @@ def follower(entry: pwd.struct_passwd, socket: Path, until: str) -> Callable[[],
     """``GET /v1/events?follow=1`` as ``entry``, from now until an event of run ``until``
     arrives; call the result to collect the events read."""
     read, write = os.pipe()
-    pid = os.fork()
+    pid = fork_as(entry)
     if pid == 0:
         os.close(read)
         try:
-            os.setgroups([g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem])
-            os.setgid(entry.pw_gid)
-            os.setuid(entry.pw_uid)
             seen: list[Any] = []
             for e in Client(socket, timeout=120).events(follow=True):
                 seen.append(e)

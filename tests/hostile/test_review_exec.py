@@ -26,7 +26,7 @@ from astraeus_tui.client import AsyncClient
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
-from tests.users import unix_users
+from tests.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-rx-g", "astra-rx-a", "astra-rx-b"
@@ -79,16 +79,13 @@ def submit(lab: Served, who: pwd.struct_passwd) -> str:
 
 def exec_as(lab: Served, who: pwd.struct_passwd, *args: str) -> int:
     """``astra exec ARGS`` in a child that is really ``who``, left running; its pid."""
-    pid = os.fork()
+    pid = fork_as(who, [grp.getgrnam(GROUP).gr_gid])
     if pid == 0:  # the child never returns into the test
         try:
             null = os.open(os.devnull, os.O_RDWR)
             for target in (0, 1, 2):
                 os.dup2(null, target)
             os.environ.update(lab.env)
-            os.setgroups([grp.getgrnam(GROUP).gr_gid])
-            os.setgid(who.pw_gid)
-            os.setuid(who.pw_uid)
             app(["exec", *args], prog_name="astra")
         finally:
             os._exit(0)

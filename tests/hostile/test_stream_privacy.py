@@ -9,7 +9,6 @@ same id, so her dashboard drops the row it showed.
 from __future__ import annotations
 
 import asyncio
-import grp
 import json
 import os
 import pwd
@@ -26,6 +25,7 @@ from runner.schema import Change, Snapshot
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user, unix_users
+from tests.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h9", "astra-h9-a", "astra-h9-b"
@@ -56,13 +56,10 @@ def stream_as(entry: pwd.struct_passwd, socket: Path) -> Iterator[dict[str, Any]
     """The stream's messages as ``entry`` reads them, one at a time, until one removes a
     run (each as ``{"event", "data", "raw"}``, ``raw`` its encoded JSON)."""
     read, write = os.pipe()
-    pid = os.fork()
+    pid = fork_as(entry)
     if pid == 0:
         os.close(read)
         try:
-            os.setgroups([g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem])
-            os.setgid(entry.pw_gid)
-            os.setuid(entry.pw_uid)
             asyncio.run(_follow(socket, write))
         except BaseException as e:
             os.write(write, (json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n").encode())

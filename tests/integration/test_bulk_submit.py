@@ -23,7 +23,7 @@ from astraeus_tui.client import ApiError, Client
 from runner.api.batch import MAX_BATCH, MAX_BATCH_BODY
 from tests.integration.served import Served
 from tests.integration.test_identity import spec as identity_spec
-from tests.users import unix_users
+from tests.users import fork_as, unix_users
 
 Start = Callable[..., Served]
 HEAVY = ("typer", "rich", "click")
@@ -242,13 +242,10 @@ def lab_users(group: str, *names: str) -> contextlib.AbstractContextManager[dict
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:
     """``call`` in a child that is really ``entry`` (uid, gid, the groups the system gives it)."""
     read, write = os.pipe()
-    pid = os.fork()
+    pid = fork_as(entry)
     if pid == 0:
         os.close(read)
         try:
-            os.setgroups(os.getgrouplist(entry.pw_name, entry.pw_gid))
-            os.setgid(entry.pw_gid)
-            os.setuid(entry.pw_uid)
             result: Any = {"ok": msgspec.to_builtins(call(Client(socket)))}
         except ApiError as e:
             result = {"error": str(e)}

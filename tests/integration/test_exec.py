@@ -31,7 +31,7 @@ from astraeus_tui.cli.main import app
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
-from tests.users import unix_users
+from tests.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -92,7 +92,7 @@ def astra(
     if user is None:
         return lab.astra(*args, input=input)
     pipes = [os.pipe() for _ in range(3)]
-    pid = os.fork()
+    pid = fork_as(user, [grp.getgrnam(GROUP).gr_gid])
     if pid == 0:  # the child never returns into the test
         code = 1
         try:
@@ -102,9 +102,6 @@ def astra(
             sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
             os.environ.update(lab.env)
-            os.setgroups([grp.getgrnam(GROUP).gr_gid])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
             app(list(args), prog_name="astra")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1

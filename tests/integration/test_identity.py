@@ -21,7 +21,7 @@ import pytest
 from astraeus_tui.client import ApiError, Client
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
-from tests.users import unix_users
+from tests.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
@@ -36,14 +36,10 @@ def users() -> Iterator[dict[str, pwd.struct_passwd]]:
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:
     """Run ``call`` in a child that is really ``entry`` (uid, gid, groups)."""
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to the user, talk to the daemon, report back
+    pid = fork_as(entry)
+    if pid == 0:  # the child: the user, talks to the daemon and reports back
         os.close(read)
         try:
-            groups = [g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem]
-            os.setgroups(groups)
-            os.setgid(entry.pw_gid)
-            os.setuid(entry.pw_uid)
             result: Any = {"ok": call(Client(socket))}
         except ApiError as e:
             result = {"error": str(e)}

@@ -24,6 +24,7 @@ from runner.clock import Clock
 from tests.integration.harness import Harness, sleeper, spec, wait_for, worker
 from tests.integration.served import Served
 from tests.integration.test_bulk_submit import lab_users
+from tests.users import fork_as
 
 Start = Callable[..., Served]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -46,14 +47,11 @@ def raw(d: Served, user: pwd.struct_passwd | None = None) -> str:
     if user is None:
         return _get(str(d.socket)).decode()
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to the user, scrape, report back
+    pid = fork_as(user, [])
+    if pid == 0:  # the child: the user, scrapes and reports back
         os.close(read)
         code = 0
         try:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
             os.write(write, _get(str(d.socket)))
         except BaseException:
             code = 1
