@@ -3,8 +3,8 @@
 An admin drains the whole machine (start nothing new; running work finishes) or some
 GPUs (kept out of every plan, for a failing GPU; work running on them finishes). The
 planner is not told: the snapshot it is given lacks the drained GPUs (a running unit on
-one counts only its other GPUs), and while the whole machine drains it sees no waiting
-run. The waiting runs' reasons then say so: ``Waits: the machine is draining (…)``.
+one counts only its other GPUs and their memory), and while the whole machine drains it
+sees no waiting run. The waiting runs' reasons then say so: ``Waits: the machine is draining (…)``.
 
 Pure, as the rest of the planner: the loop gives it the store's drains
 (runner/engine/drain.py), ``astra plan FILE`` the daemon's (``GET /v1/drain``).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from runner.planner.plan import Plan, Snapshot
+from runner.planner.plan import Plan, RunningUnit, Snapshot
 from runner.reasons import Reason, ReasonCode
 
 
@@ -77,16 +77,24 @@ def drained_snapshot(snapshot: Snapshot, drain: Drain) -> Snapshot:
         sizes = machine.sizes()  # each kept GPU keeps its memory
         kept = tuple(g for g in machine.gpus if g not in out)
         machine = dataclasses.replace(machine, gpus=kept, gpu_memory=tuple(sizes[g] for g in kept))
-    running = tuple(
-        dataclasses.replace(
-            u, gpus=tuple(g for g in u.gpus if g not in out),
-            resources=dataclasses.replace(
-                u.resources, gpus=u.resources.gpus - sum(g in out for g in u.gpus)),
-        ) if out & set(u.gpus) else u
-        for u in snapshot.running
-    )  # fmt: skip
+    whole = snapshot.machine.whole_gpu  # what a whole GPU counts as in its unit's ask
+    running = tuple(_without(u, out, whole) if out & set(u.gpus) else u for u in snapshot.running)
     waiting = () if drain.machine is not None else snapshot.waiting
     return Snapshot(machine, snapshot.workspaces, running, waiting)
+
+
+def _without(unit: RunningUnit, out: set[int], whole: int) -> RunningUnit:
+    """``unit`` as the drained machine sees it: only its GPUs not drained, and only
+    their memory (a drained GPU is not in the machine, so neither is what is on it)."""
+    gone = sum(g in out for g in unit.gpus)
+    held = unit.resources
+    resources = dataclasses.replace(
+        held,
+        gpus=held.gpus if unit.gpu_share else held.gpus - gone,  # a shared unit holds none
+        gpu_memory=max(0, held.gpu_memory - gone * (unit.gpu_share or whole)),
+    )
+    gpus = tuple(g for g in unit.gpus if g not in out)
+    return dataclasses.replace(unit, gpus=gpus, resources=resources)
 
 
 def draining_reason(drain: Drain) -> Reason:

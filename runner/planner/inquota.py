@@ -52,6 +52,7 @@ class InQuota:
     pool_ends: list[tuple[float, Resources, Hold]]
     head_pool_ends: list[tuple[float, Resources, Hold]]
     head_run: WaitingRun | None
+    head_quota: Resources | None
 
     def wait(self, run: WaitingRun, reason: Reason, *, follows_prefix: bool) -> None:
         raise NotImplementedError  # the walk's
@@ -72,6 +73,10 @@ class InQuota:
         cacheable = run.name not in self.awaited
         if cacheable and key in self.refused:
             return False
+        head = self.head
+        quota = self.head_quota if head is not None and head.workspace == run.workspace else None
+        if quota is not None and not run.total.fits_in(quota):  # the head's, at its shadow time
+            return False
         pool = self.pool
         if (
             self._preempt_own(run, headroom)
@@ -79,6 +84,8 @@ class InQuota:
             else self._preempt_own_pool(run, headroom, pool)
         ):
             self.refused.clear()
+            if quota is not None:
+                self.head_quota = quota - run.total
             return True
         if cacheable:
             self.refused.add(key)

@@ -31,7 +31,9 @@ this machine, is the head. The shadow time is found by replaying running work
 ending at start + time limit + stop grace, earliest first, until the head fits.
 Behind the head a run may start (backfill) only if it fits in free room and
 either its own time limit ends it by the shadow time, or it fits in the room
-the head does not need then, per resource.
+the head does not need then, per resource. A run of the head's own workspace
+that does not end by the shadow time also takes only quota the head does not
+need: the head must still fit its workspace's quota at its shadow time.
 
 Worked example
 --------------
@@ -174,6 +176,10 @@ class _Walk(InQuota):
         self.pool_ends: list[tuple[float, Resources, Hold]] = []  # the walk's starts
         self.head_pool_ends: list[tuple[float, Resources, Hold]] = []
         self.head_run: WaitingRun | None = None
+        # the head's workspace's quota the head does not need at its shadow time (None:
+        # no head, or its workspace has no quota): what runs of that workspace behind it
+        # may keep past the shadow time
+        self.head_quota: Resources | None = None
         shares = attrgetter("gpu_share")
         if any(map(shares, snapshot.running)) or any(map(shares, snapshot.waiting)):
             pool = self.pool = GpuPool(machine.sizes())
@@ -285,7 +291,7 @@ class _Walk(InQuota):
                     ),
                 )
                 return
-            if self._in_spare(run, end):
+            if self._in_head_quota(run) and self._in_spare(run, end):
                 # while GPUs are shared the replay judges GPUs: the spare keeps the rest
                 taken = (
                     ask
@@ -293,6 +299,7 @@ class _Walk(InQuota):
                     else Resources(0, ask.cpu_milli, ask.memory, ask.workers)
                 )
                 self.spare = self.spare - taken
+                self._take_head_quota(run)
                 self.start(
                     run,
                     backfill=True,
@@ -303,6 +310,34 @@ class _Walk(InQuota):
             self.reasons[run.name] = self.behind
         else:
             self.wait(run, self.behind, follows_prefix=False)
+
+    def _in_head_quota(self, run: WaitingRun) -> bool:
+        """Behind the head, a run of its workspace that may still run at the shadow time
+        takes only quota the head does not need then."""
+        room = self.head_quota
+        assert self.head is not None
+        return room is None or run.workspace != self.head.workspace or run.total.fits_in(room)
+
+    def _take_head_quota(self, run: WaitingRun) -> None:
+        head, quota = self.head, self.head_quota
+        if quota is not None and head is not None and run.workspace == head.workspace:
+            self.head_quota = quota - run.total
+
+    def _quota_for_head(self, run: WaitingRun, shadow: float | None) -> None:
+        """The quota ``run``, made the head, leaves its workspace at its shadow time:
+        the headroom now, plus what its workspace's running work gives back by then
+        (work ending by the shadow time; not what an in-quota preemptor claimed), less
+        what it needs. Started runs are counted as never ending."""
+        room = self.headroom.get(run.workspace)
+        if room is None:
+            self.head_quota = None
+            return
+        if shadow is not None:
+            for unit in self.own_units.get(run.workspace, ()):
+                end = self.head_ends.get(unit.unit_id)
+                if end is not None and end[0] <= shadow:
+                    room = room + unit.resources
+        self.head_quota = Resources(*(max(0, x) for x in amounts(room - run.total)))
 
     def _in_spare(self, run: WaitingRun, end: float) -> bool:
         """Backfill rule (b): ``run`` takes only room the head does not need. GPU by
@@ -404,6 +439,7 @@ class _Walk(InQuota):
         self.claimed |= victim_ids  # the head's victims: no in-quota preemption takes them
         ends = list(self.head_ends.values())
         shadow, spare = replay_shadow(self.free, need, ends + self.started_ends, self.now)
+        self._quota_for_head(run, shadow)
         waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
         self.head = Head(
             run.name,
@@ -454,6 +490,7 @@ class _Walk(InQuota):
         self.claimed |= victim_ids
         ends = self.head_pool_ends + self.pool_ends
         shadow = replay_pool(pool, self.free, run, ends, self.now)
+        self._quota_for_head(run, shadow)
         waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
         self.head = Head(
             run.name,

@@ -28,8 +28,11 @@ def waiting(
     at: float = 0,
     limit: float | None = None,
     preempted_by: str | None = None,
+    gpu_memory_gib: float = 0,
 ) -> WaitingRun:
-    worker = Resources(gpus, int(cpus * 1000), int(memory_gib * GIB), 1)
+    """``gpu_memory_gib``: what one worker's GPUs count as in GPU memory (the engine
+    counts a whole GPU as its memory; 0: GPU memory left out)."""
+    worker = Resources(gpus, int(cpus * 1000), int(memory_gib * GIB), 1, int(gpu_memory_gib * GIB))
     ref = RunRef(preempted_by, ws) if preempted_by else None
     return WaitingRun(
         name, ws, priority, NOW - 1000 + at, worker, tuple(range(workers)), limit, ref
@@ -50,8 +53,11 @@ def running(
     unit: str | None = None,
     stop_deadline: float | None = None,
     stopping_for: str | None = None,
+    gpu_memory_gib: float = 0,
 ) -> RunningUnit:
-    res = Resources(len(gpus), int(cpus * 1000), int(memory_gib * GIB), workers)
+    res = Resources(
+        len(gpus), int(cpus * 1000), int(memory_gib * GIB), workers, int(gpu_memory_gib * GIB)
+    )
     return RunningUnit(
         unit or name,
         name,

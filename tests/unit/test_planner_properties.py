@@ -1,25 +1,87 @@
-"""Invariants of the planner over random snapshots (hypothesis)."""
+"""Invariants of the planner over random snapshots (hypothesis).
+
+The snapshots draw what users do, together: runs of several workspaces, gangs, time
+limits and none, stopping work, quotas in every dimension (GPU memory included) and
+quotas full of their own work (in-quota preemption), GPUs drained with work still on
+them, beside a head. The planner is given the snapshot as the drain makes it
+(``drained_snapshot``); the invariants are checked against the machine as it is
+(``Drawn.truth``, made here without the code under test)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runner.engine.drain import Drain, drained_snapshot
 from runner.model import GIB, Quota, Resources, Workspace, amounts
-from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan
+from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
+from runner.planner.types import SIMULATED_GPU_MEMORY
+from runner.store.drains import DrainRow
 from tests.unit.planner_builders import NOW, machine, running, snap, waiting, workspace
 
 WORKSPACES = ("a", "b", "c")
 LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0, 7200.0]))
+GPU = SIMULATED_GPU_MEMORY  # what a whole GPU counts as in GPU memory, as the engine counts it
+
+
+def _maybe(values: st.SearchStrategy[int]) -> st.SearchStrategy[int | None]:
+    return st.one_of(st.none(), values)
+
+
+QUOTAS = st.builds(
+    Quota,
+    gpus=_maybe(st.integers(1, 6)),
+    cpu_milli=_maybe(st.integers(0, 32).map(lambda n: n * 1000)),
+    memory=_maybe(st.integers(0, 256).map(lambda n: n * GIB)),
+    workers=_maybe(st.integers(0, 6)),
+    gpu_memory=_maybe(st.integers(0, 8).map(lambda n: n * GPU)),
+)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A drawn machine: ``truth`` as it is, with the drained GPUs' work holding only what
+    it holds on the GPUs left (worked out here); ``given``, what the planner is given
+    (``drained_snapshot`` of the whole snapshot)."""
+
+    truth: Snapshot
+    given: Snapshot
+    drained: frozenset[int]
+
+
+def _truth(snapshot: Snapshot, drained: frozenset[int]) -> Snapshot:
+    kept = tuple(g for g in snapshot.machine.gpus if g not in drained)
+    units = []
+    for u in snapshot.running:
+        on = tuple(g for g in u.gpus if g not in drained)
+        r = u.resources
+        held = Resources(0 if u.gpu_share else len(on), r.cpu_milli, r.memory, r.workers,
+                         (u.gpu_share or GPU) * len(on))  # fmt: skip
+        units.append(replace(u, gpus=on, resources=held))
+    machine = replace(snapshot.machine, gpus=kept, gpu_memory=(GPU,) * len(kept))
+    return Snapshot(machine, snapshot.workspaces, tuple(units), snapshot.waiting)
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> Snapshot:
+def drawn(draw: st.DrawFn) -> Drawn:
+    whole = draw(_snapshots())
+    drained = frozenset(draw(st.one_of(st.just(set()), st.sets(st.integers(0, 7), max_size=4))))
+    drain = Drain.of([DrainRow(str(g), "drawn", "root", NOW) for g in sorted(drained)])
+    return Drawn(_truth(whole, drained), drained_snapshot(whole, drain), drained)
+
+
+def snapshots() -> st.SearchStrategy[Snapshot]:
+    """What the planner is given, drains applied."""
+    return drawn().map(lambda d: d.given)
+
+
+@st.composite
+def _snapshots(draw: st.DrawFn) -> Snapshot:
     m = machine(gpus=8, cpus=32, memory_gib=256, grace=30)
     free_gpus = list(range(8))
     random.Random(draw(st.integers(0, 1000))).shuffle(free_gpus)
@@ -40,7 +102,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 run=f"r{i}",
                 workspace=draw(st.sampled_from(WORKSPACES)),
                 priority=draw(st.integers(-3, 3)),
-                resources=Resources(gpus, cpu, mem, 1),
+                resources=Resources(gpus, cpu, mem, 1, gpus * GPU),
                 gpus=taken,
                 started_at=NOW - draw(st.integers(0, 7200)),
                 time_limit=draw(LIMITS),
@@ -55,10 +117,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             priority=draw(st.integers(-3, 3)),
             submitted_at=NOW - draw(st.integers(0, 1000)),
             worker=Resources(
-                draw(st.integers(0, 8)),
+                (gpus := draw(st.integers(0, 8))),
                 draw(st.integers(0, 16)) * 1000,
                 draw(st.integers(0, 64)) * GIB,
                 1,
+                gpus * GPU,
             ),
             workers=tuple(range(draw(st.integers(1, 2)))),
             time_limit=draw(LIMITS),
@@ -71,14 +134,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     workspaces = {
         name: Workspace(
             name,
-            # a quota just full of the workspace's own running work: in-quota preemption
-            draw(
-                st.one_of(
-                    st.none(),
-                    st.builds(Quota, gpus=st.integers(0, 8)),
-                    st.just(Quota(gpus=used[name])),
-                )
-            ),
+            # any dimension; or just full of the workspace's own running work (in-quota
+            # preemption)
+            draw(st.one_of(st.none(), QUOTAS, st.just(Quota(gpus=used[name])))),
             weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
         )
         for name in WORKSPACES
@@ -101,14 +159,16 @@ PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 
 @PROPERTY
-@given(snapshots())
-def test_nothing_is_given_twice(snapshot: Snapshot) -> None:
-    p = plan(snapshot, NOW)
+@given(drawn())
+def test_nothing_is_given_twice_and_no_drained_gpu(d: Drawn) -> None:
+    snapshot = d.truth
+    p = plan(d.given, NOW)
     held = [g for u in snapshot.running for g in u.gpus]
     given_out = [g for s in p.starts for worker in s.gpus for g in worker]
     assert len(set(given_out)) == len(given_out)
     assert not set(given_out) & set(held)
     assert set(given_out) <= set(snapshot.machine.gpus)
+    assert not set(given_out) & d.drained
     total = Resources()
     runs = _by_name(snapshot)
     for s in p.starts:
@@ -169,16 +229,18 @@ def _as_running(snapshot: Snapshot, p: Plan, name: str) -> RunningUnit:
 
 
 @PROPERTY
-@given(snapshots())
-def test_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
-    check_nothing_started_delays_the_head(snapshot)
+@given(drawn())
+def test_nothing_started_delays_the_head(d: Drawn) -> None:
+    check_nothing_started_delays_the_head(d.truth, d.given)
 
 
-def check_nothing_started_delays_the_head(snapshot: Snapshot) -> None:
-    """Planned alone with what the plan started and the in-quota preemptors hold, the
-    head comes out as the head, with the same shadow (no later, with preemptors behind
-    it: their victims' ends are replaced by their own)."""
-    p = plan(snapshot, NOW)
+def check_nothing_started_delays_the_head(
+    snapshot: Snapshot, given: Snapshot | None = None
+) -> None:
+    """Planned alone with what the plan (of ``given``, else ``snapshot``) started and the
+    in-quota preemptors hold, the head comes out as the head, with the same shadow (no
+    later, with preemptors behind it: their victims' ends are replaced by their own)."""
+    p = plan(given or snapshot, NOW)
     if p.head is None or p.head.preempting:
         return
     runs = _by_name(snapshot)
@@ -238,16 +300,19 @@ def _room_for_the_head(snapshot: Snapshot, p: Plan) -> Resources:
 
 
 @PROPERTY
-@given(snapshots())
-def test_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
-    check_victims_are_strictly_lower_and_minimal(snapshot)
+@given(drawn())
+def test_victims_are_strictly_lower_and_minimal(d: Drawn) -> None:
+    check_victims_are_strictly_lower_and_minimal(d.truth, d.given)
 
 
-def check_victims_are_strictly_lower_and_minimal(snapshot: Snapshot) -> None:
+def check_victims_are_strictly_lower_and_minimal(
+    snapshot: Snapshot, given: Snapshot | None = None
+) -> None:
     """Victims are of strictly lower priority, not already stopping; an in-quota
     preemptor's are of its own workspace; the head's are minimal: drop any one and its
-    need no longer fits in the room it had when it was chosen."""
-    p = plan(snapshot, NOW)
+    need no longer fits in the room it had when it was chosen (on the GPUs not drained:
+    a victim whose room the head cannot use is never chosen)."""
+    p = plan(given or snapshot, NOW)
     units = {u.unit_id: u for u in snapshot.running}
     runs = _by_name(snapshot)
     head = p.head.run if p.head else None
@@ -319,6 +384,50 @@ def test_found_counterexamples(
     assert p.head is not None and p.head.run == "big" and p.head.shadow == shadow
     assert [v.unit_id for v in p.preemptions] == victims
     check(snapshot)
+
+
+# On the planner before the head kept its quota, this found a run of the head's
+# workspace started behind it in 240 to 2,100 examples (five seeds): 3,000 find it
+# nearly every time.
+@settings(PROPERTY, max_examples=3000)
+@given(drawn())
+def test_the_head_keeps_its_quota(d: Drawn) -> None:
+    """Nothing started behind the head takes the quota it needs: at its shadow time its
+    workspace's running work (less what has ended by then, and less what was stopped for
+    an in-quota preemptor, which holds its own ask instead) and what the plan started and
+    still runs leave room in the quota for the head."""
+    snapshot, p = d.truth, plan(d.given, NOW)
+    head = p.head
+    if head is None:
+        return
+    ws = snapshot.workspaces.get(head.workspace)
+    if ws is None or ws.quota is None:
+        return
+    shadow = head.shadow
+    runs = _by_name(snapshot)
+    preemptors = _in_quota_preemptors(snapshot, p)
+    gone = {v.unit_id for v in p.preemptions if v.for_run.name in preemptors}
+    gone |= {u.unit_id for n in preemptors for u in _own_stopping(snapshot, n)}
+    grace = snapshot.machine.stop_grace
+    used = Resources()
+    for u in snapshot.running:
+        ends_by = shadow is not None and unit_end(u, grace) <= shadow
+        if u.workspace == head.workspace and u.unit_id not in gone and not ends_by:
+            used = used + u.resources
+    for s in p.starts:
+        run = runs[s.run]
+        limit = run.time_limit
+        ends_by = shadow is not None and limit is not None and NOW + limit + grace <= shadow
+        if run.workspace == head.workspace and not ends_by:
+            used = used + run.ask()
+    for name in preemptors:
+        if runs[name].workspace == head.workspace:
+            used = used + runs[name].ask()
+    limits = ws.quota.limits()
+    for n, (taken, need, limit) in enumerate(
+        zip(amounts(used), amounts(head.need), limits, strict=True)
+    ):
+        assert limit is None or taken + need <= limit, (n, taken, need, limit)
 
 
 @PROPERTY
