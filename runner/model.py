@@ -183,6 +183,9 @@ class Workspace:
     max_priority: int = 0
     members: tuple[str, ...] = ()
     default_image: str | None = None  # for runs naming none; before [machine] default_image
+    # a run over the quota only because of this workspace's own lower-priority running
+    # work preempts that work (off: it waits, as every run over its quota does)
+    preempt_within_quota: bool = False
 
 
 class MountMode(StrEnum):

@@ -90,6 +90,7 @@ async def workspaces(request: web.Request) -> web.Response:
         rows.append({
             "name": name, "members": list(ws.members), "weight": ws.weight,
             "max_priority": ws.max_priority, "quota": _quota_json(ws.quota),
+            "preempt_within_quota": ws.preempt_within_quota,
             "default_image": daemon.service.default_image(name),
             "default": name == mine,  # where the caller's runs go when they name none
             "usage": _usage_json(u),

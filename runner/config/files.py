@@ -223,6 +223,9 @@ DEFAULT_CONFIG_TEXT = """\
 #   quota               optional hard ceiling, any of
 #                       { gpus = 8, cpu_cores = 64, memory = "512GiB", workers = 4,
 #                         gpu_memory = "160GiB" }  (a whole GPU counts as its memory)
+#   preempt_within_quota  true: a run over the quota only because of this
+#                       workspace's own lower-priority running work stops that work
+#                       (default false: it waits for its quota as any run does)
 # [drives.<name>]       a host directory that runs mount by name
 #   path                absolute path of an existing directory
 #   workspaces          optional: the workspaces that may mount it (default: all)

@@ -101,7 +101,9 @@ _API_KEYS = (
 )
 MAX_API_TIMEOUT = 3600.0
 MAX_CONNECTIONS = 100_000
-_WORKSPACE_KEYS = ("members", "max_priority", "weight", "quota", "default_image")
+_WORKSPACE_KEYS = (
+    "members", "max_priority", "weight", "quota", "default_image", "preempt_within_quota"
+)  # fmt: skip
 _QUOTA_KEYS = ("gpus", "cpu_cores", "memory", "workers", "gpu_memory")
 MAX_GPU_SHARDS = 1024
 _DRIVE_KEYS = ("path", "workspaces")
@@ -325,6 +327,9 @@ def _workspace(name: str, value: object) -> Workspace:
         ),
         members=_users(table.get("members", []), f"{path}.members", allow_all=True),
         default_image=_default_image(table.get("default_image"), f"{path}.default_image"),
+        preempt_within_quota=_flag(
+            table.get("preempt_within_quota", False), f"{path}.preempt_within_quota"
+        ),
     )
 
 

@@ -1,6 +1,8 @@
 """In-quota preemption (invariant 4 of runner/planner/plan.py): a run over its
 workspace's quota only because of that workspace's own lower-priority running work
-preempts that work. A part of the walk (``plan._Walk``), kept here for its size.
+preempts that work, where the workspace says so (``preempt_within_quota``; off by
+default, as Kueue's ``withinClusterQueue: Never``). A part of the walk
+(``plan._Walk``), kept here for its size.
 
 While any GPU is shared (``pool.GpuPool``) the same rule is judged GPU by GPU: a shared
 run is a unit, the victims must let the run be placed on each GPU's memory, and behind
@@ -40,6 +42,7 @@ class InQuota:
     headroom: dict[str, Resources]
     quota_room: dict[str, Resources]
     lowest: dict[str, int]
+    within: set[str]
     own_units: dict[str, list[RunningUnit]]
     claimed: set[str]
     awaited: set[str]
@@ -65,6 +68,8 @@ class InQuota:
 
         A refusal holds for every run asking the same until the walk's room changes
         (a start, a preemption, the head), unless units already stop for the run."""
+        if run.workspace not in self.within:  # the workspace's setting: off, it waits
+            return False
         if run.priority <= self.lowest.get(run.workspace, run.priority):
             return False
         if not run.total.fits_in(self.quota_room[run.workspace]):  # more than it allows at all

@@ -13,7 +13,8 @@ Invariants
    the victim set is minimal: drop any victim and the head no longer fits.
 4. A run over its workspace's quota waits, blocks nobody, and is never the
    head. When it is over quota only because of its own workspace's
-   lower-priority running work, it preempts that work (invariant 3's rules,
+   lower-priority running work, and the workspace says so
+   (``preempt_within_quota``), it preempts that work (invariant 3's rules,
    judged against it, not the head; victims of its own workspace only). The
    room it waits for is held, and units stopped for it are no room for the
    head. Behind a head it takes, beyond its victims' room, only free room the
@@ -157,6 +158,8 @@ class _Walk(InQuota):
         self.order: list[str] = []
         self.head: Head | None = None
         self.claimed: set[str] = set()  # units stopped for an in-quota preemption
+        # the workspaces whose runs preempt their own lower-priority work within the quota
+        self.within = {n for n, ws in self.workspaces.items() if ws.preempt_within_quota}
         self.lowest: dict[str, int] = {}  # each workspace's lowest running priority
         self.own_units: dict[str, list[RunningUnit]] = {}  # each workspace's running units
         for unit in snapshot.running:
@@ -210,7 +213,12 @@ class _Walk(InQuota):
             self.headroom,
         )
         lowest, quota_waits, quota_reached = self.lowest.get, self.quota_waits, self.quota_reached
-        quota_room, awaited, refused = self.quota_room, self.awaited, self.refused
+        quota_room, awaited, refused, within = (
+            self.quota_room,
+            self.awaited,
+            self.refused,
+            self.within,
+        )
         cap_gpus, cap_cpu, cap_memory, cap_workers, cap_gpu_memory = amounts(self.capacity)
         head, free, behind = self.head, self.free, self.behind
         self.ordering = Order(waiting, self.shares, headroom)
@@ -223,7 +231,8 @@ class _Walk(InQuota):
                     if room is not None and not ask.fits_in(room):
                         ws, priority = run.workspace, run.priority
                         if (  # as preempt_own refuses it, before it looks at running work
-                            priority <= lowest(ws, priority)
+                            ws not in within
+                            or priority <= lowest(ws, priority)
                             or not ask.fits_in(quota_room[ws])
                             or (
                                 name not in awaited

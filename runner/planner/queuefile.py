@@ -84,7 +84,11 @@ def load_queue(text: str, where: str) -> tuple[Snapshot, float]:
                 None if q.get("gpu_memory") is None else parse_size(q["gpu_memory"]),
             )
         workspaces[name] = Workspace(
-            name, quota, float(ws.get("weight", 1.0)), int(ws.get("max_priority", 0))
+            name,
+            quota,
+            float(ws.get("weight", 1.0)),
+            int(ws.get("max_priority", 0)),
+            preempt_within_quota=bool(ws.get("preempt_within_quota", False)),
         )
     running = tuple(
         RunningUnit(

@@ -111,9 +111,26 @@ def test_quota_waits_and_records_the_event_once(make_daemon: Make) -> None:
     assert quota_events == ["Quota reached: gpus 3 in use + 2 asked > 4"]
 
 
-def test_full_quota_urgent_run_preempts_its_own_sweep(make_daemon: Make) -> None:
-    # vision's quota (2 GPUs) is full of its own sweep; 2 GPUs of the machine are free.
+def _within(config: str) -> str:
+    """``config`` with vision's runs over its quota preempting its own lower-priority work."""
+    return config.replace("max_priority = 10\n", "max_priority = 10\npreempt_within_quota = true\n")
+
+
+def test_by_default_a_run_over_its_quota_waits_and_preempts_nothing(make_daemon: Make) -> None:
     h = make_daemon(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1), gpus=4)
+    for name in ("sweep-0", "sweep-1"):
+        h.submit(spec(name, sleeper(), gpus=1, workspace="vision"))
+        h.wait_state(name, "Running")
+    h.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
+    wait_for(lambda: h.reason("urgent") == "Waits for namespace quota: gpus 2 in use + 1 asked > 2")
+    assert h.state("sweep-0") == h.state("sweep-1") == "Running"
+    assert not any(e.startswith("Preempting") for e in h.events("urgent"))
+
+
+def test_full_quota_urgent_run_preempts_its_own_sweep(make_daemon: Make) -> None:
+    # vision's quota (2 GPUs) is full of its own sweep; 2 GPUs of the machine are free;
+    # vision's runs preempt its own lower-priority work within the quota.
+    h = make_daemon(_within(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1)), gpus=4)
     for name in ("sweep-0", "sweep-1"):
         h.submit(spec(name, sleeper(), gpus=1, workspace="vision"))
         h.wait_state(name, "Running")
@@ -136,8 +153,8 @@ def test_urgent_run_behind_the_head_preempts_its_own_sweep(make_daemon: Make) ->
     # nlp's big run asks for all 4, cannot preempt its way in, and is the head.
     # vision's urgent run comes behind it, ends long before the head's start, and
     # so preempts its own sweep; the head keeps waiting for running work to end.
-    h = make_daemon(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1).replace(
-        "gpus = 4 }", "gpus = 8 }"), gpus=4)  # fmt: skip
+    h = make_daemon(_within(TWO_WORKSPACES.replace("gpus = 4 }", "gpus = 2 }", 1).replace(
+        "gpus = 4 }", "gpus = 8 }")), gpus=4)  # fmt: skip
     for name in ("sweep-0", "sweep-1"):
         h.submit(spec(name, sleeper(), gpus=1, priority=-5, limit=7200, workspace="vision"))
         h.wait_state(name, "Running")

@@ -81,11 +81,14 @@ def workspace(
     workers: int | None = None,
     weight: float = 1.0,
     max_priority: int = 0,
+    within: bool = False,
 ) -> Workspace:
+    """``within``: its runs over the quota preempt its own lower-priority work
+    (``preempt_within_quota``)."""
     quota = None
     if gpus is not None or cpus is not None or workers is not None:
         quota = Quota(gpus, None if cpus is None else cpus * 1000, None, workers)
-    return Workspace(name, quota, weight, max_priority)
+    return Workspace(name, quota, weight, max_priority, preempt_within_quota=within)
 
 
 def snap(

@@ -198,9 +198,15 @@ ERRORS: list[tuple[str, str, str]] = [
         "must be a whole number between 1 and 100000, got 0",
     ),
     (
+        WS + "preempt_within_quota = 'yes'",
+        "workspaces.vision.preempt_within_quota",
+        "must be true or false, got 'yes'",
+    ),
+    (
         WS + "member = []",
         "workspaces.vision.member",
-        "unknown key (expected one of: members, max_priority, weight, quota, default_image)",
+        "unknown key (expected one of: members, max_priority, weight, quota, default_image, "
+        "preempt_within_quota)",
     ),
     (
         WS + "quota = { gpu = 1 }",

@@ -24,7 +24,7 @@ QUOTA_WAIT = "Waits for namespace quota: gpus 8 in use + 4 asked > 8"
 
 def _plan(*runs: WaitingRun | RunningUnit, quota: int = 8) -> Plan:
     m = machine(gpus=12)
-    return plan(snap(*runs, m=m, workspaces=(workspace("vision", gpus=quota),)), NOW)
+    return plan(snap(*runs, m=m, workspaces=(workspace("vision", gpus=quota, within=True),)), NOW)
 
 
 def _urgent(gpus: int = 4, limit: float | None = HOUR / 2) -> WaitingRun:
@@ -106,7 +106,7 @@ def test_the_head_counts_on_the_end_of_an_in_quota_preemptor_before_it() -> None
     head = waiting("head", gpus=6, ws="nlp", at=1)
     short = waiting("short", gpus=2, ws="nlp", at=2, limit=5 * HOUR)
     snapshot = snap(s, o1, o2, urgent, head, short, m=machine(gpus=14),
-                    workspaces=(workspace("vision", gpus=4),))  # fmt: skip
+                    workspaces=(workspace("vision", gpus=4, within=True),))  # fmt: skip
     p = plan(snapshot, NOW)
     assert [v.run for v in p.preemptions] == ["s"]
     assert p.head is not None and p.head.run == "head"
@@ -123,7 +123,14 @@ def test_room_held_for_an_in_quota_preemptor_reads_as_in_use() -> None:
     big = waiting("w0", gpus=1, workers=2, ws="vision", priority=5, at=0)
     small = waiting("w3", gpus=1, ws="vision", at=1)
     p = plan(
-        snap(own, big, small, m=machine(gpus=8), workspaces=(workspace("vision", gpus=2),)), NOW
+        snap(
+            own,
+            big,
+            small,
+            m=machine(gpus=8),
+            workspaces=(workspace("vision", gpus=2, within=True),),
+        ),
+        NOW,
     )
     assert [v.unit_id for v in p.preemptions] == ["r0"]
     assert "w3" in p.quota_waits

@@ -138,6 +138,7 @@ def _snapshots(draw: st.DrawFn) -> Snapshot:
             # preemption)
             draw(st.one_of(st.none(), QUOTAS, st.just(Quota(gpus=used[name])))),
             weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
+            preempt_within_quota=draw(st.booleans()),
         )
         for name in WORKSPACES
     }
@@ -379,7 +380,7 @@ def test_found_counterexamples(
     victims: list[str],
     shadow: float,
 ) -> None:
-    snapshot = snap(B0, *runs, workspaces=(workspace("b", gpus=quota),))
+    snapshot = snap(B0, *runs, workspaces=(workspace("b", gpus=quota, within=True),))
     p = plan(snapshot, NOW)
     assert p.head is not None and p.head.run == "big" and p.head.shadow == shadow
     assert [v.unit_id for v in p.preemptions] == victims

@@ -575,7 +575,7 @@ def test_machine_grace_is_used_in_the_shadow() -> None:
 
 # ------------------------------------------------------- in-quota preemption
 
-VISION = (workspace("vision", gpus=8),)
+VISION = (workspace("vision", gpus=8, within=True),)  # its runs preempt its own within the quota
 
 
 @pytest.mark.parametrize(
@@ -648,6 +648,19 @@ def test_in_quota_preemption(runs: tuple, victims: list[str], reason: str) -> No
     assert p.head is None and started(p) == []
 
 
+def test_a_run_over_its_quota_preempts_nothing_unless_its_workspace_says_so() -> None:
+    runs = (running("s1", gpus=(0,), ws="vision", priority=-1),
+            running("s2", gpus=(1,), ws="vision", priority=-1, started=-60),
+            waiting("urgent", gpus=1, ws="vision", priority=5))  # fmt: skip
+    quota = workspace("vision", gpus=2)
+    p = plan(snap(*runs, m=machine(gpus=4), workspaces=(quota,)), NOW)
+    assert p.preemptions == () and p.starts == () and p.head is None
+    assert reasons(p)["urgent"] == "Waits for namespace quota: gpus 2 in use + 1 asked > 2"
+    within = workspace("vision", gpus=2, within=True)
+    p = plan(snap(*runs, m=machine(gpus=4), workspaces=(within,)), NOW)
+    assert [v.run for v in p.preemptions] == ["s2"]
+
+
 def test_in_quota_preemption_blocks_nobody_and_holds_its_room() -> None:
     # 12 GPUs: vision's sweep holds 8 (its quota), 4 are free. The urgent run
     # preempts its own sweep; nlp's run behind it takes the free 4, not the
@@ -679,7 +692,7 @@ def test_in_quota_preemption_beside_the_heads_own() -> None:
             waiting("urgent", gpus=1, ws="vision", priority=10),
             waiting("big", gpus=2, ws="nlp", priority=5),
             m=machine(gpus=4),
-            workspaces=(workspace("vision", gpus=2),),
+            workspaces=(workspace("vision", gpus=2, within=True),),
         ),
         NOW,
     )

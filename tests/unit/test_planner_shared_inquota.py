@@ -18,7 +18,10 @@ from tests.unit.test_planner_shared import _machine, held, shared, whole
 
 
 def _snap(*items: WaitingRun | RunningUnit, gpus: int = 2, quota: Quota) -> Snapshot:
-    ws = {"default": Workspace("default", quota), "other": Workspace("other", None)}
+    ws = {
+        "default": Workspace("default", quota, preempt_within_quota=True),
+        "other": Workspace("other", None),
+    }
     return Snapshot(
         _machine(gpus), ws,
         tuple(i for i in items if isinstance(i, RunningUnit)),
