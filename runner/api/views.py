@@ -137,7 +137,7 @@ def run_view(
         exit_code=run.exit_code,
         time_limit_seconds=spec.task.time_limit_seconds,
         starts_by=_starts_by(run, plan, estimate),
-        head=_is_head(plan, run.name),
+        head=_is_head(plan, run) and run.state == RunState.QUEUED,  # not a partly running run
         position=_position(plan, run.name),
         gpu_memory_bytes=spec.task.gpu_share or schema.UNSET,
         stop_grace_left_seconds=grace_left,
@@ -162,8 +162,8 @@ def _stopping(
     return stopping, None if now is None else max(0.0, deadline - now), deadline
 
 
-def _is_head(plan: Plan | None, name: str) -> bool:
-    return plan is not None and plan.head is not None and plan.head.run == name
+def _is_head(plan: Plan | None, run: RunRow) -> bool:
+    return plan is not None and plan.head is not None and plan.head.run == run.name
 
 
 def _starts_by(run: RunRow, plan: Plan | None, estimate: Estimate | None) -> str | None:

@@ -70,7 +70,8 @@ def quota_reason(
                 "Waits for more than the namespace's quota allows at all "
                 f"({name} {a} > {lim}): raise the quota or ask for less."
             )
-            return Reason(text, code=ReasonCode.QUOTA_OVER), quota_reached(text)
+            event = quota_reached(f"{name} {a} asked > {lim} (more than the quota allows at all)")
+            return Reason(text, code=ReasonCode.QUOTA_OVER), event
     rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
     for name, in_use, asked, limit in rows:
         if limit is not None and in_use + asked > limit:

@@ -194,12 +194,14 @@ def _priority_lever(
     ahead = result.order[position - 1]
     candidates = sorted({w.priority + 1 for w in snapshot.waiting if w.priority >= run.priority})
     for priority in candidates:
-        if priority <= run.priority or priority > 1000:
+        if priority <= run.priority or priority > min(cap, 1000):  # never one it may not ask
             continue
         moved = plan(_with(snapshot, replace(run, priority=priority)), now)
         if moved.order.index(run.name) < position or _started(moved, run.name):
-            limit = f"your maximum is {cap}" if priority > cap else f"within your maximum of {cap}"
-            return f"Priority {priority} would put it ahead of {name(ahead)} ({limit})."
+            return (
+                f"Priority {priority} would put it ahead of {name(ahead)} "
+                f"(within your maximum of {cap})."
+            )
     return None
 
 

@@ -47,23 +47,16 @@ class Served:
             raise AssertionError((self.home / "serve.log").read_text())
         return self.socket.exists() and self.astra("ls").returncode == 0
 
-    def astra(
-        self, *args: str, input: str | None = None, user: str | None = None,
-        groups: list[str] | None = None,
-    ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        extra: dict[str, Any] = {}
-        if user is not None:
-            extra = {"user": user, "group": user, "extra_groups": groups or []}
+    def astra(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``astra ARGS`` as root, in a new interpreter. As another user, fork instead
+        (tests/users.py ``fork_as``): a member may not read this interpreter's files."""
         return subprocess.run(
             [sys.executable, "-m", "astraeus_tui.cli.main", *args],
-            env=self.env, input=input, capture_output=True, text=True, timeout=60, **extra,
+            env=self.env, input=input, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
-    def json(
-        self, *args: str, user: str | None = None, groups: list[str] | None = None,
-        input: str | None = None,
-    ) -> Any:  # fmt: skip
-        result = self.astra(*args, "--json", user=user, groups=groups, input=input)
+    def json(self, *args: str, input: str | None = None) -> Any:
+        result = self.astra(*args, "--json", input=input)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 

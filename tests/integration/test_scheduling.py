@@ -109,6 +109,8 @@ def test_quota_waits_and_records_the_event_once(make_daemon: Make) -> None:
     wait_for(lambda: h.daemon.backend.status.ticks > 5)
     quota_events = [e for e in h.events("v-2") if e.startswith("Quota reached")]
     assert quota_events == ["Quota reached: gpus 3 in use + 2 asked > 4"]
+    huge_events = [e for e in h.events("v-huge") if e.startswith("Quota reached")]
+    assert huge_events == ["Quota reached: gpus 6 asked > 4 (more than the quota allows at all)"]
 
 
 def _within(config: str) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from runner.reasons import Viewer
 from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
+from tests.integration.served import Served
 
 Make = Callable[..., Harness]
+Start = Callable[..., Served]
 
 WORKSPACES = """
 [workspaces.vision]
@@ -81,3 +84,22 @@ def test_one_of_two_independent_workers_preempted(make_daemon: Make) -> None:
     )
     states = sorted(w.state for w in h.daemon.store.workers_of("victim"))
     assert states == ["Running", "Stopping"]
+
+
+def test_a_run_whose_preempted_worker_waits_is_never_marked_the_head(served: Start) -> None:
+    """One of victim's two independent workers was preempted and waits for its GPU:
+    the planner counts it first for that GPU, but the run runs, and `astra ls` marks
+    no running run as the queue's head."""
+    d = served(WORKSPACES, gpus=2, grace=1)
+    victim = spec("victim", [PY, "-c", "import time; time.sleep(600)"], gpus=1, priority=-10,
+                  workspace="nlp", workers=2, gang=False)  # fmt: skip
+    assert d.astra("submit", "-", input=json.dumps(victim)).returncode == 0
+    wait_for(lambda: d.json("show", "victim")["workers_live"] == 2, 20, "both workers")
+    urgent = spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision")
+    assert d.astra("submit", "-", input=json.dumps(urgent)).returncode == 0
+    wait_for(lambda: d.json("show", "urgent")["state"] == "Running", 30, "urgent to run")
+    wait_for(lambda: d.json("show", "victim")["workers_live"] == 1, 20, "the preemption")
+    listed = {r["name"]: r for r in d.json("ls")}
+    assert listed["victim"]["state"] == "Running"
+    assert listed["victim"]["head"] is False
+    assert d.json("show", "victim")["head"] is False

@@ -54,7 +54,7 @@ def test_fewer_gpus_lever() -> None:
     assert not starts_with(s, replace(fewer, worker=replace(fewer.worker, gpus=3)))
 
 
-def test_priority_lever_says_the_maximum() -> None:
+def test_priority_lever_says_the_maximum_and_never_offers_more() -> None:
     s = snap(
         running("a", gpus=tuple(range(8))),
         waiting("first", gpus=4, at=0),
@@ -62,7 +62,10 @@ def test_priority_lever_says_the_maximum() -> None:
     )
     why = explain(s, NOW, "second", ADMIN, max_priority=0)
     assert why is not None
-    assert "Priority 1 would put it ahead of first (your maximum is 0)." in why.levers
+    assert not [lever for lever in why.levers if lever.startswith("Priority")]
+    why = explain(s, NOW, "second", ADMIN, max_priority=5)
+    assert why is not None
+    assert "Priority 1 would put it ahead of first (within your maximum of 5)." in why.levers
     moved = replace(s, waiting=(by_name(s, "first"), replace(by_name(s, "second"), priority=1)))
     assert plan(moved, NOW).order[0] == "second"
 
