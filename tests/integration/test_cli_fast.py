@@ -8,11 +8,12 @@ be the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 import pytest
@@ -266,11 +267,27 @@ def test_ctrl_c_in_wait_ends_it_as_typer_does(d: Served) -> None:
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         wait_for(lambda: d.json("show", "busy")["state"] == "Running", 5, "busy")
-        time.sleep(3)  # past the imports: waiting on the daemon
+        # past the imports, asking the daemon: a Ctrl-C while the interpreter starts is
+        # not what this checks (its handler may not be set yet)
+        pid = proc.pid
+        wait_for(lambda: _talks_to_the_daemon(pid), 30, "wait to ask the daemon")  # noqa: B023
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
         outcomes.append((out, err, proc.returncode))
     assert outcomes[0] == outcomes[1] == ("", "", 130)
+
+
+def _talks_to_the_daemon(pid: int) -> bool:
+    """``pid`` holds a socket open (``astra wait`` asks the daemon every 0.1 s)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                return True
+    return False
 
 
 def test_a_reader_that_goes_away_ends_ls_as_typer_does(d: Served) -> None:

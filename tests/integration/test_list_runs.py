@@ -37,8 +37,9 @@ def test_the_list_follows_every_change_and_sends_the_fields_asked_for(
     client.submit(spec("blocker", ["sleep", "60"], gpus=1))
     for name in ("a", "b"):
         client.submit(spec(name, ["true"], gpus=1))
-    wait_for(lambda: [r["name"] for r in _runs(client.answer("GET", "/v1/runs"))]
-             == ["blocker", "a", "b"], message="the queue in its order")  # fmt: skip
+    wait_for(lambda: [(r["name"], r["state"]) for r in _runs(client.answer("GET", "/v1/runs"))]
+             == [("blocker", "Running"), ("a", "Queued"), ("b", "Queued")],
+             message="the queue in its order, blocker running")  # fmt: skip
     first = client.answer("GET", "/v1/runs")
     assert client.answer("GET", "/v1/runs") == first  # nothing moved: the same bytes
     # the documented keys, in order; idle_since only while idle, gpu_memory_bytes only on
