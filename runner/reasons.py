@@ -36,6 +36,12 @@ class ReasonCode(StrEnum):
     DRAINING = "DRAINING"  # the machine (or the GPUs it needs) is drained by an admin
     HELD = "HELD"  # held (astra hold): out of the order until released; an event too
     BEGIN_WAIT = "BEGIN_WAIT"  # waits for its begin time
+    # why a waiting run preempts nothing (astra why's verdict)
+    NO_PREEMPTION_PRIORITY = "NO_PREEMPTION_PRIORITY"  # work in the way is not lower
+    NO_PREEMPTION_ROOM = "NO_PREEMPTION_ROOM"  # lower-priority work would not free enough
+    NO_PREEMPTION_GANG = "NO_PREEMPTION_GANG"  # room for some of a gang's workers, not all
+    NO_PREEMPTION_DRAINED = "NO_PREEMPTION_DRAINED"  # lower work only on drained GPUs
+    NO_PREEMPTION_QUOTA = "NO_PREEMPTION_QUOTA"  # over its quota: waits, only the head preempts
     # the rule that let a run start (the planner), and events
     FITS = "FITS"
     BACKFILLED = "BACKFILLED"

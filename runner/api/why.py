@@ -124,16 +124,17 @@ async def why(request: web.Request) -> web.Response:
             "run": name, "reason": draining_reason(drain).render(caller.viewer),
             "chain": ["Nothing new starts until an admin resumes the machine "
                       "(astra admin resume); running work finishes."],
-            "levers": [], "estimate": None,
+            "levers": [], "preemption": None, "estimate": None,
         })  # fmt: skip
     snapshot, now = snapshot_now(daemon), daemon.backend.clock()
     workspace = daemon.config.workspaces.get(run.workspace)  # gone from the config: the default cap
     cap = workspace.max_priority if workspace is not None else 0
-    answer = explain(snapshot, now, name, caller.viewer, cap)
+    answer = explain(snapshot, now, name, caller.viewer, cap, drain.drained_gpus)
     if answer is None:
         state = run.state.lower()
         return web.json_response({"run": name, "reason": f"It is {state}, not waiting.",
-                                  "chain": [], "levers": [], "estimate": None})  # fmt: skip
+                                  "chain": [], "levers": [], "preemption": None,
+                                  "estimate": None})  # fmt: skip
     body = as_json(answer)
     if run.reason is not None and run.reason.code is ReasonCode.DRAINING:  # GPUs drained
         body["reason"] = run.reason.render(caller.viewer)
@@ -149,7 +150,7 @@ def _slurm_why(front: Backend, name: str, state: str, caller: Caller) -> dict[st
     plan = front.status.plan
     if state != RunState.QUEUED or plan is None:
         return {"run": name, "reason": f"It is {state.lower()}, not waiting.", "chain": [],
-                "levers": [], "estimate": None}  # fmt: skip
+                "levers": [], "preemption": None, "estimate": None}  # fmt: skip
     reason = plan.reason(name, caller.viewer) or "Submitted to Slurm"
     position = plan.positions.get(name)
     chain = [f"Position {position} of {len(plan.order)} in Slurm's order (its priority)."]
@@ -159,6 +160,7 @@ def _slurm_why(front: Backend, name: str, state: str, caller: Caller) -> dict[st
     return {
         "run": name, "reason": reason, "chain": chain,
         "levers": ["Slurm plans this queue: levers are computed by the built-in planner only."],
+        "preemption": None,
         "estimate": {"starts_by": iso(estimate.starts_by if estimate else None), "after": []},
     }  # fmt: skip
 

@@ -23,7 +23,17 @@ from runner.planner.plan import (
     plan,
     unit_end,
 )
-from runner.reasons import ANONYMOUS_RUN, Viewer
+from runner.reasons import ANONYMOUS_RUN, ReasonCode, Viewer
+
+_C = ReasonCode
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a waiting run preempts nothing: a code for programs, text for people."""
+
+    code: ReasonCode
+    text: str
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class Why:
     reason: str
     chain: tuple[str, ...]
     levers: tuple[str, ...]
+    preemption: Verdict | None = None
 
 
 def duration(seconds: float) -> str:
@@ -100,13 +111,7 @@ def _frees_what_head_lacks(snapshot: Snapshot, result: Plan) -> Callable[[Runnin
     Short: the head's need beyond what is free once this plan's starts are placed.
     """
     need = result.head.need if result.head else Resources()
-    free = snapshot.machine.capacity()
-    for unit in snapshot.running:
-        free = free - unit.resources
-    started = {s.run: len(s.workers) for s in result.starts}
-    for w in snapshot.waiting:
-        if w.name in started:
-            free = free - w.worker.times(started[w.name])
+    free = _free_after_starts(snapshot, result)
     short = [i for i, (n, f) in enumerate(zip(amounts(need), amounts(free), strict=True)) if n > f]
 
     def helps(unit: RunningUnit) -> bool:
@@ -134,10 +139,104 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
     return f"The head, {name(head.run)}, waits for: " + "; ".join(ends[:4]) + "."
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _free_after_starts(snapshot: Snapshot, result: Plan) -> Resources:
+    free = snapshot.machine.capacity()
+    for unit in snapshot.running:
+        free = free - unit.resources
+    started = {s.run: len(s.workers) for s in result.starts}
+    for w in snapshot.waiting:
+        if w.name in started:
+            free = free - w.worker.times(started[w.name])
+    return free
+
+
+def _head_verdict(
+    snapshot: Snapshot, result: Plan, run: WaitingRun, name: _Namer, drained: frozenset[int]
+) -> Verdict | None:
+    """The head waits without preempting: what is in its way and why none of it is
+    stopped for it."""
+    head = result.head
+    if head is None or head.run != run.name or head.preempting:
+        return None
+    helps = _frees_what_head_lacks(snapshot, result)
+    in_way = [u for u in snapshot.running if not u.stopping and helps(u)]
+    equal = sorted((u for u in in_way if u.priority >= run.priority),
+                   key=lambda u: (-u.priority, u.run))  # fmt: skip
+    lower = sorted((u for u in in_way if u.priority < run.priority), key=lambda u: u.priority)
+    parts = []
+    for u in equal[:3]:
+        how = "equal" if u.priority == run.priority else "higher"
+        parts.append(f"{name(u.run)} has priority {u.priority} ({how}, never preempted)")
+    free = _free_after_starts(snapshot, result)
+    need = head.need
+    freed = free
+    for u in lower:
+        freed = freed + u.resources
+    short_gpus = max(0, need.gpus - max(0, free.gpus))
+    if lower:
+        shown = ", ".join(
+            f"{name(u.run)} (priority {u.priority}, {_gpus(u.resources.gpus)})" for u in lower[:3]
+        )
+        gained = min(short_gpus, sum(u.resources.gpus for u in lower))
+        what = (
+            f"would free {gained} of the {_gpus(short_gpus)} needed"
+            if short_gpus
+            else "would not free enough of what it needs"
+        )
+        parts.append(f"stopping {shown} {what}")
+    code = _C.NO_PREEMPTION_PRIORITY if equal else _C.NO_PREEMPTION_ROOM
+    workers = len(run.workers)
+    if workers > 1 and run.worker.fits_in(freed) and not need.fits_in(freed):
+        parts.append(f"a gang needs room for all its {workers} workers at once")
+        code = code if equal else _C.NO_PREEMPTION_GANG
+    if drained:  # lower-priority work that frees nothing it lacks: on drained GPUs, or CPU only
+        off = [u for u in snapshot.running
+               if u.priority < run.priority and not u.stopping and not helps(u)]  # fmt: skip
+        if off or not parts:
+            shown = ", ".join(str(g) for g in sorted(drained))
+            parts.append(f"GPUs {shown} are drained: work on them frees no GPU it can use")
+            code = code if parts[:-1] else _C.NO_PREEMPTION_DRAINED
+    if not parts:
+        return None
+    return Verdict(code, "No preemption: " + "; ".join(parts))
+
+
+def _quota_verdict(snapshot: Snapshot, run: WaitingRun) -> Verdict:
+    """A run over its quota: it waits (only the head preempts), or its workspace's own
+    lower-priority work would not bring it within the quota."""
+    ws = snapshot.workspaces.get(run.workspace)
+    if ws is None or not ws.preempt_within_quota:
+        text = (
+            "No preemption: a run over its namespace's quota waits for it; only the head "
+            "preempts (the namespace's preempt_within_quota is off)"
+        )
+        return Verdict(_C.NO_PREEMPTION_QUOTA, text)
+    lower = [u for u in snapshot.running
+             if u.workspace == run.workspace and u.priority < run.priority]  # fmt: skip
+    if not lower:
+        text = "No preemption: none of its namespace's running work has a lower priority"
+    else:
+        text = (
+            "No preemption: stopping its namespace's lower-priority work would not bring it "
+            "within the quota, or the room it would free is not free on the machine"
+        )
+    return Verdict(_C.NO_PREEMPTION_QUOTA, text)
+
+
 def explain(
-    snapshot: Snapshot, now: float, run_name: str, viewer: Viewer, max_priority: int
+    snapshot: Snapshot,
+    now: float,
+    run_name: str,
+    viewer: Viewer,
+    max_priority: int,
+    drained: frozenset[int] = frozenset(),
 ) -> Why | None:
-    """None when the run is not waiting in this snapshot."""
+    """None when the run is not waiting in this snapshot. ``drained``: the GPUs kept out
+    of the plan (the snapshot is the drained one)."""
     run = next((w for w in snapshot.waiting if w.name == run_name), None)
     if run is None:
         return None
@@ -151,6 +250,13 @@ def explain(
             chain.append(waits)
     if _started(result, run_name):
         return Why(run_name, reason, tuple(chain), ())
+    verdict = (
+        _quota_verdict(snapshot, run)
+        if run_name in result.quota_waits
+        else _head_verdict(snapshot, result, run, name, drained)
+    )
+    if verdict is not None:
+        chain.append(verdict.text + ".")
     levers = [
         lever
         for lever in (
@@ -161,7 +267,7 @@ def explain(
         )
         if lever
     ]
-    return Why(run_name, reason, tuple(chain), tuple(levers))
+    return Why(run_name, reason, tuple(chain), tuple(levers), verdict)
 
 
 def _time_limit_lever(snapshot: Snapshot, result: Plan, run: WaitingRun, now: float) -> str | None:
@@ -227,5 +333,7 @@ def _share_lever(
 
 
 def as_json(why: Why) -> dict[str, object]:
+    verdict = why.preemption
+    preemption = None if verdict is None else {"code": verdict.code.value, "text": verdict.text}
     return {"run": why.run, "reason": why.reason, "chain": list(why.chain),
-            "levers": list(why.levers)}  # fmt: skip
+            "levers": list(why.levers), "preemption": preemption}  # fmt: skip

@@ -60,3 +60,21 @@ def test_dry_run_writes_nothing(served: Start) -> None:
     assert "Nothing was submitted." in text
     assert (hashlib.sha256(db.read_bytes()).hexdigest(), d.astra("events").stdout) == before
     assert [r["name"] for r in d.json("ls", "--all")] == ["low"]
+
+
+def test_why_says_why_the_head_preempts_nothing(served: Start) -> None:
+    d = served('[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n', gpus=8)
+    d.astra("submit", "-", input=doc("eqa", 6, priority=10))
+    d.astra("submit", "-", input=doc("lowb", 2, priority=-5))
+    wait_for(lambda: d.json("show", "lowb")["state"] == "Running")
+    d.astra("submit", "-", input=doc("hp", 4, priority=10))
+    wait_for(lambda: d.json("show", "hp")["reason_code"] == "HEAD_WAITS")
+    verdict = (
+        "No preemption: eqa has priority 10 (equal, never preempted); stopping lowb "
+        "(priority -5, 2 GPUs) would free 2 of the 4 GPUs needed"
+    )
+    answer = d.json("why", "hp")
+    assert answer["preemption"] == {"code": "NO_PREEMPTION_PRIORITY", "text": verdict}
+    assert answer["chain"][-1] == verdict + "."
+    assert verdict + "." in d.astra("why", "hp").stdout
+    assert d.json("show", "lowb")["state"] == "Running"

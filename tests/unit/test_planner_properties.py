@@ -394,9 +394,10 @@ def test_found_counterexamples(
 @given(drawn())
 def test_the_head_keeps_its_quota(d: Drawn) -> None:
     """Nothing started behind the head takes the quota it needs: at its shadow time its
-    workspace's running work (less what has ended by then, and less what was stopped for
-    an in-quota preemptor, which holds its own ask instead) and what the plan started and
-    still runs leave room in the quota for the head."""
+    workspace's running work (less what has ended by then, the head's victims included,
+    and less what was stopped for an in-quota preemptor, which holds its own ask
+    instead) and what the plan started and still runs leave room in the quota for the
+    head."""
     snapshot, p = d.truth, plan(d.given, NOW)
     head = p.head
     if head is None:
@@ -410,9 +411,11 @@ def test_the_head_keeps_its_quota(d: Drawn) -> None:
     gone = {v.unit_id for v in p.preemptions if v.for_run.name in preemptors}
     gone |= {u.unit_id for n in preemptors for u in _own_stopping(snapshot, n)}
     grace = snapshot.machine.stop_grace
+    victims = {v.unit_id for v in p.preemptions if v.for_run.name == head.run}
     used = Resources()
     for u in snapshot.running:
-        ends_by = shadow is not None and unit_end(u, grace) <= shadow
+        end = min(unit_end(u, grace), NOW + grace) if u.unit_id in victims else unit_end(u, grace)
+        ends_by = shadow is not None and end <= shadow
         if u.workspace == head.workspace and u.unit_id not in gone and not ends_by:
             used = used + u.resources
     for s in p.starts:

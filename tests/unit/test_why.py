@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from runner.engine.drain import Drain, drained_snapshot
 from runner.planner.plan import Snapshot, WaitingRun, plan
-from runner.planner.why import duration, explain
-from runner.reasons import Viewer
+from runner.planner.why import Verdict, as_json, duration, explain
+from runner.reasons import ReasonCode, Viewer
+from runner.store.drains import DrainRow
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 ADMIN = Viewer()
@@ -136,3 +138,85 @@ def test_short_of_cores_the_head_waits_for_the_run_holding_cores() -> None:
     why = explain(s, NOW, "wide", ADMIN, max_priority=0)
     assert why is not None
     assert why.chain[1] == "The head, wide, waits for: cores (0 GPUs) has no time limit."
+
+
+# ------------------------------------------------- why no preemption: the verdict
+
+HP_BEHIND = (
+    running("eqa", gpus=(0, 1, 2, 3, 4, 5), priority=10, ws="a"),
+    running("lowb", gpus=(6, 7), priority=-5, ws="b"),
+    waiting("hp", gpus=4, priority=10, ws="b"),
+)
+
+
+def test_a_head_that_preempts_nothing_says_why_with_a_code() -> None:
+    why = explain(snap(*HP_BEHIND), NOW, "hp", ADMIN, max_priority=10)
+    assert why is not None
+    text = (
+        "No preemption: eqa has priority 10 (equal, never preempted); stopping lowb "
+        "(priority -5, 2 GPUs) would free 2 of the 4 GPUs needed"
+    )
+    assert why.preemption == Verdict(ReasonCode.NO_PREEMPTION_PRIORITY, text)
+    assert text + "." in why.chain
+    assert as_json(why)["preemption"] == {"code": "NO_PREEMPTION_PRIORITY", "text": text}
+    # b's member reads a's run as another namespace's
+    mine = explain(snap(*HP_BEHIND), NOW, "hp", Viewer(frozenset({"b"})), max_priority=10)
+    assert mine is not None and mine.preemption is not None
+    assert mine.preemption.text.startswith(
+        "No preemption: a job in another namespace has priority 10 (equal, never preempted); "
+    )
+    assert "eqa" not in " ".join(mine.chain)
+
+
+def test_a_gang_says_it_needs_room_for_all_its_workers() -> None:
+    s = snap(
+        running("hi", gpus=(0, 1), priority=10),
+        running("lo", gpus=(2, 3), priority=-1),
+        waiting("gang", gpus=2, workers=2, priority=5),
+        m=machine(gpus=4),
+    )
+    why = explain(s, NOW, "gang", ADMIN, max_priority=10)
+    assert why is not None and why.preemption is not None
+    assert why.preemption.text.endswith("; a gang needs room for all its 2 workers at once")
+    assert "hi has priority 10 (higher, never preempted)" in why.preemption.text
+
+
+def test_drained_gpus_are_named_when_work_on_them_frees_nothing() -> None:
+    full = snap(
+        running("low-a", gpus=(0, 1, 2, 3), priority=-1),
+        running("eq", gpus=(4, 5, 6, 7), priority=10),
+        waiting("hp", gpus=4, priority=10),
+    )
+    drain = Drain.of([DrainRow(str(g), "fan", "root", NOW) for g in (0, 1, 2, 3)])
+    why = explain(drained_snapshot(full, drain), NOW, "hp", ADMIN, 10, drain.drained_gpus)
+    assert why is not None and why.preemption is not None
+    assert why.preemption.text == (
+        "No preemption: eq has priority 10 (equal, never preempted); GPUs 0, 1, 2, 3 are "
+        "drained: work on them frees no GPU it can use"
+    )
+
+
+def test_a_run_over_its_quota_says_only_the_head_preempts() -> None:
+    runs = (running("s1", gpus=(0, 1), ws="vision", priority=-1),
+            waiting("urgent", gpus=1, ws="vision", priority=5))  # fmt: skip
+    why = explain(snap(*runs, workspaces=(workspace("vision", gpus=2),)), NOW, "urgent", ADMIN, 5)
+    assert why is not None
+    assert why.preemption == Verdict(
+        ReasonCode.NO_PREEMPTION_QUOTA,
+        "No preemption: a run over its namespace's quota waits for it; only the head preempts "
+        "(the namespace's preempt_within_quota is off)",
+    )
+    alone = (running("s1", gpus=(0, 1), ws="vision", priority=5), runs[1])
+    within = (workspace("vision", gpus=2, within=True),)
+    why = explain(snap(*alone, workspaces=within), NOW, "urgent", ADMIN, 5)
+    assert why is not None and why.preemption is not None
+    assert why.preemption.text == (
+        "No preemption: none of its namespace's running work has a lower priority"
+    )
+
+
+def test_a_head_that_preempts_has_no_verdict() -> None:
+    s = snap(running("low", gpus=(0, 1, 2, 3), priority=-1), waiting("hp", gpus=4, priority=1),
+             m=machine(gpus=4))  # fmt: skip
+    why = explain(s, NOW, "hp", ADMIN, max_priority=10)
+    assert why is not None and why.preemption is None
