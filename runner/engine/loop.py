@@ -8,10 +8,11 @@ never blocks: SIGTERM now, SIGKILL on a later tick once the stop grace has passe
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.clock import Clock, Now, as_clock
@@ -364,14 +365,15 @@ class Loop:
 
     def _sigkill(self, w: WorkerRow, now: float) -> None:
         grace = self.settings.machine.stop_grace
+        try:
+            left = self.executor.remaining(self.key(w))
+        except (ExecutorError, OSError):
+            left = ()
         with self.store.transaction() as tx:
             self.store.mark_killed(tx, w.id)
             run = self.store.get_run(w.run)
-            message = Reason(
-                f"Sent SIGKILL to worker {w.worker}: the program did not exit within the "
-                f"{grace:g} s stop grace after SIGTERM. If a shell runs it, start it with "
-                "exec so SIGTERM reaches it."
-            )
+            shell = None if run is None else _shell(self.specs.get(run).task.command)
+            message = Reason(killed_message(w.worker, grace, left, shell))
             self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
         crash_point("after-kill-recorded")
         self._signal(w, signal.SIGKILL)
@@ -481,3 +483,27 @@ class Loop:
             if w.state == Recorded.STOPPING and not w.killed:
                 self._signal(w, signal.SIGTERM)
         adopt(self.executor, {h: self.log_path(w) for h, w in known.items()})
+
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"})
+
+
+def _shell(command: str | None) -> str | None:
+    """The shell a worker's first process is (``bash -c '…'``), or None."""
+    name = os.path.basename(command or "")
+    return name if name in SHELLS else None
+
+
+def killed_message(worker: int, grace: float, left: Sequence[str], shell: str | None) -> str:
+    """The ``Killed`` event: what was still running when the grace ended, and, when the
+    worker's first process was a shell, to start the program with exec."""
+    what = ", ".join(left[:4]) if left else "the program"
+    text = (
+        f"Sent SIGKILL to worker {worker}: {what} did not exit within the {grace:g} s stop "
+        "grace after SIGTERM."
+    )
+    if shell is not None:
+        text += (
+            f" Its command is a shell ({shell}): start the program with exec so SIGTERM reaches it."
+        )
+    return text

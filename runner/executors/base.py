@@ -152,6 +152,11 @@ class Executor(Protocol):
 
     def status(self, handle: str) -> WorkerStatus: ...
 
+    def remaining(self, handle: str) -> tuple[str, ...]:
+        """The names of the worker's processes still alive, where the executor can tell
+        (a stop's SIGKILL names them); () where it cannot."""
+        ...
+
     def list_workers(self) -> list[ListedWorker]:
         """Every worker this executor knows of, for reconciliation after a restart."""
         ...

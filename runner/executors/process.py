@@ -56,7 +56,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from signal import SIGKILL
+from signal import SIGKILL, SIGTERM
 
 from runner.executors.base import (
     Capabilities,
@@ -79,9 +79,11 @@ from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import (
     cmdlines,
+    descendants,
     is_alive,
     kill_descendants,
     proc_stat,
+    process_name,
     signal_descendants,
 )
 from runner.executors.workerfiles import (
@@ -165,11 +167,27 @@ class ProcessExecutor:
             if signum == SIGKILL:
                 refused += kill_descendants(root)[1]
             else:
+                if signum == SIGTERM:  # a stop: the supervisor gives leftovers the grace
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(root, SIGTERM)
                 spare = meta.get("sandbox_pid")
                 spared = [spare] if isinstance(spare, int) else []
                 refused += signal_descendants(root, signum, spared, skip_group=group)
         if refused:
             raise ExecutorError(f"cannot signal worker {handle}: {refused[0]}")
+
+    def remaining(self, handle: str) -> tuple[str, ...]:
+        """The names of the worker's processes still alive, oldest first (bubblewrap
+        aside): what a stop's SIGKILL is about to end."""
+        meta = read_json(self._folder(handle) / META)
+        if meta is None:
+            return ()
+        root, start = meta.get("supervisor_pid"), meta.get("supervisor_start")
+        if not isinstance(root, int) or not is_alive(root, start):
+            return ()
+        spare = meta.get("sandbox_pid")
+        names = (process_name(p.pid) for p in descendants(root) if p.pid != spare)
+        return tuple(dict.fromkeys(n for n in names if n))
 
     def status(self, handle: str) -> WorkerStatus:
         folder = self._folder(handle)

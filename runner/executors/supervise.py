@@ -29,9 +29,13 @@ this module in a session of its own, so the worker outlives a daemon killed with
 6. When the command exits, whatever it leaves behind, in its process group or not (a
    child that called ``setsid()``, a double-forked daemon), gets SIGKILL at once, as a
    container's processes do when its first process exits; the supervisor reaps them
-   all. Only then, once the output is in the log, does it write ``exit.json``:
-   ``{"exit_code", "signal", "finished_at", "error"}``, with the command's status, where a
-   command killed by signal N exits with 128 + N. It is written over the room taken in
+   all. Except during a stop (the executor sends the supervisor SIGTERM with its
+   worker's): every process then has the whole grace, also when the first one (a shell
+   that does not ``exec``) ended at once; the supervisor waits for the others to end,
+   and the executor's SIGKILL at the grace's end ends any left. Only then, once the
+   output is in the log, does it write ``exit.json``: ``{"exit_code", "signal",
+   "finished_at", "error"}``, with the command's status, where a command killed by
+   signal N exits with 128 + N. It is written over the room taken in
    step 3 (in place, then renamed), so a full disk cannot lose an exit; a write the disk
    still refuses is retried, the worker meanwhile seen running. So a worker reported
    exited has no process left, and one with a process left (stuck in the kernel, say)
@@ -152,6 +156,8 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
     if abandoned:  # the executor stopped waiting: it will not track this worker
         kill_descendants(os.getpid())
     code, signum = _wait_reaping(outcome.proc)
+    if _STOPPING:
+        _outlast_leftovers()
     _end_leftovers()
     relay.join(RELAY_WAIT)  # the last output is in the log before the exit is told
     write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
@@ -165,8 +171,14 @@ def _become_subreaper() -> None:
         raise OSError(err, f"cannot become a child subreaper: {os.strerror(err)}")
 
 
+_STOPPING: list[bool] = []  # set once the executor said a stop began (its SIGTERM)
+
+
 def _ignore(signum: int, frame: object) -> None:
-    """The supervisor outlives stop signals; only its worker should get them."""
+    """The supervisor outlives stop signals; only its worker should get them. A SIGTERM
+    says a stop began: the command's leftovers get their grace (step 6)."""
+    if signum == signal.SIGTERM and not _STOPPING:
+        _STOPPING.append(True)
 
 
 def _tell(ready: int, word: str) -> bool:
@@ -365,6 +377,16 @@ def _end_leftovers() -> None:
     for why in ending[1]:
         print(f"left running, not allowed to signal it: {why}", file=sys.stderr)
     _reap()
+
+
+def _outlast_leftovers() -> None:
+    """During a stop: wait, reaping, until every process the command left has ended (in
+    the grace, or by the executor's SIGKILL at its end)."""
+    delay = 0.01
+    while descendants(os.getpid()):
+        _reap()
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def _reap() -> None:

@@ -62,6 +62,14 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     return None if seen is None else (seen.state, seen.start)
 
 
+def process_name(pid: int) -> str | None:
+    """``/proc/<pid>/comm``: the program's name (15 characters at most); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def is_alive(pid: object, start: object) -> bool:
     """Whether ``pid`` is still the process that started at ``start`` (not a zombie)."""
     if not isinstance(pid, int) or not isinstance(start, int):

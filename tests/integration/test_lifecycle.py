@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,9 +53,53 @@ def test_sigkill_when_the_program_ignores_sigterm(make_daemon: Make) -> None:
     h.daemon.service.delete("stubborn", h.root)
     h.wait_state("stubborn", "Cancelled")
     killed = [e for e in h.events("stubborn") if e.startswith("Sent SIGKILL")]
-    assert len(killed) == 1
-    assert "did not exit within the 1 s stop grace" in killed[0]
-    assert "exec" in killed[0]
+    assert killed == [
+        f"Sent SIGKILL to worker 0: {Path(PY).name[:15]} did not exit within the 1 s stop "
+        "grace after SIGTERM."
+    ]  # the program itself was started: no word of exec
+
+
+# a checkpoint that takes 2 s once SIGTERM comes, started by a shell that does not exec
+CHECKPOINTS = (
+    "import signal, sys, time\n"
+    "def save(*_):\n"
+    "    time.sleep(2)\n"
+    "    print('saved', flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, save)\n"
+    "print('training', flush=True)\n"
+    "while True: time.sleep(0.1)"
+)
+
+
+def test_a_shell_that_does_not_exec_leaves_its_program_the_grace(make_daemon: Make) -> None:
+    """bash dies of the SIGTERM at once; its program still has the whole grace to save
+    (it was SIGKILLed as its shell ended)."""
+    h = make_daemon(gpus=1, grace=10)
+    script = f"{shlex.quote(PY)} -c {shlex.quote(CHECKPOINTS)}; echo after"
+    h.submit(spec("shelled", ["bash", "-c", script], gpus=1))
+    h.wait_state("shelled", "Running")
+    wait_for(lambda: "training" in h.log("shelled"))
+    h.daemon.service.delete("shelled", h.root)
+    h.wait_state("shelled", "Cancelled", timeout=20)
+    assert "saved" in h.log("shelled")
+    assert not [e for e in h.events("shelled") if e.startswith("Sent SIGKILL")]
+
+
+def test_sigkill_names_what_a_shell_left_running_and_says_exec(make_daemon: Make) -> None:
+    h = make_daemon(gpus=1, grace=1)
+    script = f"{shlex.quote(PY)} -c {shlex.quote(IGNORES_TERM[2])}; echo after"
+    h.submit(spec("shelled", ["bash", "-c", script], gpus=1))
+    h.wait_state("shelled", "Running")
+    wait_for(lambda: "ignoring SIGTERM" in h.log("shelled"))
+    h.daemon.service.delete("shelled", h.root)
+    h.wait_state("shelled", "Cancelled")
+    killed = [e for e in h.events("shelled") if e.startswith("Sent SIGKILL")]
+    assert killed == [
+        f"Sent SIGKILL to worker 0: {Path(PY).name[:15]} did not exit within the 1 s stop "
+        "grace after SIGTERM. Its command is a shell (bash): start the program with exec so "
+        "SIGTERM reaches it."
+    ]
 
 
 def test_requeue_resumes_from_the_checkpoint_on_a_drive(make_daemon: Make, tmp_path: Path) -> None:

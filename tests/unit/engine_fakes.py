@@ -101,6 +101,9 @@ class FakeExecutor:
         launch = self.launches[handle]
         self.calls.append(Call(op, launch.run, launch.worker, launch.attempt))
 
+    def remaining(self, handle: str) -> tuple[str, ...]:
+        return ()
+
     def reachable(self) -> bool:
         return self.up
 
