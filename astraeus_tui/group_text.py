@@ -13,5 +13,5 @@ def describe(g: Group) -> str:
         return f"{g.size} runs ({counts})"
     if g.kind == "replicas":
         return f"{g.running}/{g.replicas} running ({counts})"
-    when = "paused" if g.paused else f"next {(g.next_at or '?').replace('T', ' ')}"
+    when = "paused" if g.paused else f"next {g.next_at.replace('T', ' ')}" if g.next_at else "ended"
     return f"{g.cron} ({g.policy}), {when}; {counts}"

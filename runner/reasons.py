@@ -71,6 +71,8 @@ class ReasonCode(StrEnum):
     REFUSED = "REFUSED"
     PAUSED = "PAUSED"
     RESUMED = "RESUMED"
+    ENDED = "ENDED"  # a schedule out of firings (its cron's years are past)
+    SET_ASIDE = "SET_ASIDE"  # a group whose handling failed in the tick: the others go on
     UPDATED = "UPDATED"  # a run's time limit, resources or priority edited (astra update)
     DRAINED = "DRAINED"  # the machine's events: drained, and resumed again
     UNDRAINED = "UNDRAINED"

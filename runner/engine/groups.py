@@ -9,12 +9,13 @@ stops later runs with the same message a submit would get, in the group's events
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import replace
 from typing import Any, Protocol
 
 from runner.model import RunSpec, RunState, StopReason
-from runner.reasons import Reason, RunRef
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.spec.groups import (
     QUICK_EXIT,
     GroupSpec,
@@ -63,16 +64,38 @@ class GroupControl:
         self._specs: dict[str, tuple[str, GroupSpec]] = {}
         self._refused: dict[tuple[str, str], Reason] = {}  # (group, replica) -> last refusal
         self._last_cause: dict[str, str | None] = {}  # schedule -> why its last firing made none
+        self._failed: dict[str, str] = {}  # group -> the failure that set it aside last
 
     def tick(self, now: float) -> bool:
+        """Each group's due action. One that fails is set aside until the next tick, with
+        an event (once for the same failure): it never stops the others, nor the plan."""
         changed = False
         for group in self.store.groups():
-            if group.kind == "replicas":
-                changed |= self._replicas(group, now)
-            elif group.kind == "schedule" and not group.paused and _due(group, now):
-                self._fire(group, now)
-                changed = True
+            try:
+                if group.kind == "replicas":
+                    changed |= self._replicas(group, now)
+                elif group.kind == "schedule" and not group.paused and _due(group, now):
+                    self._fire(group, now)
+                    changed = True
+            except Exception as exc:
+                self._set_aside(group, exc, now)
+            else:
+                self._failed.pop(group.name, None)
         return changed
+
+    def _set_aside(self, group: GroupRow, exc: Exception, now: float) -> None:
+        what = f"{type(exc).__name__}: {exc}"
+        if self._failed.get(group.name) == what:
+            return
+        log.exception("group %s set aside in this tick", group.name)
+        self._failed[group.name] = what
+        text = Reason(
+            "Set aside: handling it failed in the scheduler's tick (the daemon's log says "
+            "why); tried again at the next tick, the other runs go on",
+            code=ReasonCode.SET_ASIDE,
+        )
+        with contextlib.suppress(Exception), self.store.transaction() as tx:
+            self.store.add_event(tx, group.name, group.workspace, "SetAside", text, now, group.name)
 
     def _spec(self, group: GroupRow) -> GroupSpec:
         cached = self._specs.get(group.name)
@@ -121,7 +144,7 @@ class GroupControl:
             with self.store.transaction() as tx:
                 if not self._still_there(tx, group):
                     return  # deleted meanwhile: it fires no more
-                self.store.schedule_fired(tx, group.name, next_fire(spec.cron, now), now)
+                self._fired(tx, group, spec, now)
                 if previous and spec.policy == "skip":
                     row = None
                 elif row is not None:
@@ -135,12 +158,22 @@ class GroupControl:
         except NameInUse:
             kind, cause = "Refused", "name in use"
             with self.store.transaction() as tx:
-                self.store.schedule_fired(tx, group.name, next_fire(spec.cron, now), now)
+                self._fired(tx, group, spec, now)
                 text = Reason.of(
                     "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
                 )
                 self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
         self._last_cause[group.name] = cause
+
+    def _fired(self, tx: Tx, group: GroupRow, spec: GroupSpec, now: float) -> None:
+        """Its next firing written; a schedule out of firings ends, and says so."""
+        upcoming = next_fire(spec.cron, now)
+        self.store.schedule_fired(tx, group.name, upcoming, now)
+        if upcoming is None:
+            text = Reason(
+                f"Ended: {spec.cron} fires no more (its dates are past)", code=ReasonCode.ENDED
+            )
+            self.store.add_event(tx, group.name, group.workspace, "Ended", text, now, group.name)
 
     def _submit_fired(
         self, tx: Tx, group: GroupRow, spec: GroupSpec, row: RunRow,

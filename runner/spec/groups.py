@@ -105,6 +105,8 @@ def parse_group(data: object, *, stored: bool = False) -> GroupSpec:
         _check_run_name(f"{name}-{max(count - 1, 0)}", "name")
         return GroupSpec(name, kind, template, replicas=count)
     cron = _required(doc, "", "cron", _cron)
+    if not stored and next_fire(cron, time.time()) is None:  # a past year, February 31st
+        raise SpecError("cron", f"{show_value(cron)} never fires again")
     policy = _optional(doc, "", "policy", _policy, "skip")
     _check_run_name(name + time.strftime(SCHEDULE_SUFFIX, time.gmtime(0)), "name")
     return GroupSpec(name, kind, template, cron=cron, policy=policy)
@@ -285,13 +287,17 @@ def replica_backoff(streak: int) -> float:
     return 0.0 if streak <= 0 else min(float(2 ** (streak - 1)), MAX_BACKOFF)
 
 
-def next_fire(cron: str, after: float) -> float:
+def next_fire(cron: str, after: float) -> float | None:
     """The first time of ``cron`` strictly after ``after`` (epoch seconds), in the local time
-    zone's rules: across a daylight-saving change, ``0 3 * * *`` stays at 03:00."""
-    from croniter import croniter
+    zone's rules: across a daylight-saving change, ``0 3 * * *`` stays at 03:00. None when
+    it never fires again (its years are past, or its date never comes)."""
+    from croniter import CroniterError, croniter
 
     start = datetime.fromtimestamp(after, local_zone())
-    return float(croniter(cron, start).get_next(float))
+    try:
+        return float(croniter(cron, start).get_next(float))
+    except (CroniterError, OverflowError):  # "failed to find next date"
+        return None
 
 
 def local_zone() -> tzinfo:

@@ -83,12 +83,13 @@ class GroupTables:
     def set_replicas(self, tx: Tx, name: str, replicas: int) -> None:
         tx._sql("UPDATE groups SET replicas = ? WHERE name = ?", (replicas, name))
 
-    def set_paused(self, tx: Tx, name: str, paused: bool, next_at: float) -> None:
+    def set_paused(self, tx: Tx, name: str, paused: bool, next_at: float | None) -> None:
         """A schedule paused or resumed; it fires next at ``next_at``."""
         sql = "UPDATE groups SET paused = ?, next_at = ? WHERE name = ?"
         tx._sql(sql, (int(paused), next_at, name))
 
-    def schedule_fired(self, tx: Tx, name: str, next_at: float, fired_at: float) -> None:
+    def schedule_fired(self, tx: Tx, name: str, next_at: float | None, fired_at: float) -> None:
+        """A schedule fired at ``fired_at``; it fires next at ``next_at`` (None: never)."""
         sql = "UPDATE groups SET next_at = ?, last_fired_at = ? WHERE name = ?"
         tx._sql(sql, (next_at, fired_at, name))
 

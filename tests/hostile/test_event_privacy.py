@@ -178,14 +178,16 @@ def test_the_quota_event_of_a_preempted_run_names_no_preemptor(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
     alice, bob = users[ALICE], users[BOB]
-    first = spec("bob-first", SLEEP, gpus=1, workspace="nlp")
+    first = spec("bob-first", SLEEP, gpus=1, workspace="nlp", priority=-1)
     assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(first))
     wait_for(lambda: lab.json("show", "bob-first")["state"] == "Running")
     urgent = spec("alice-urgent", SLEEP, gpus=2, priority=5, workspace="vision")
     assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(urgent))
     wait_for(lambda: lab.json("show", "alice-urgent")["state"] == "Running")
     wait_for(lambda: lab.json("show", "bob-first")["preemptions"] == 1)
-    second = spec("bob-second", SLEEP, workspace="nlp")  # takes nlp's one worker
+    # ahead of bob-first in the order, it takes nlp's one worker (behind bob-first as the
+    # head it would not: the head's quota is kept for it)
+    second = spec("bob-second", SLEEP, workspace="nlp")
     assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(second))
 
     def quota_events() -> list[str]:

@@ -283,3 +283,27 @@ def test_the_template_keeps_the_workspace_it_was_made_in(h: Harness) -> None:
     template = spec("ws", quick())  # no metadata.workspace: the owner's default
     group = h.daemon.groups.create(group_doc("schedule", "ws", template, cron="0 3 * * *"), h.root)
     assert group.document()["template"]["metadata"]["workspace"] == group.workspace
+
+
+def test_a_group_that_fails_in_the_tick_is_set_aside_and_the_others_go_on(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One group's failure is its own: the tick sets it aside (one event) and goes on."""
+    control = h.daemon.backend.groups.__self__
+    handle = control._replicas
+
+    def broken(group: Any, now: float) -> bool:
+        if group.name == "broken":
+            raise RuntimeError("injected")
+        return bool(handle(group, now))
+
+    monkeypatch.setattr(control, "_replicas", broken)
+    for name in ("broken", "fine"):
+        doc = {"kind": "replicas", "name": name, "replicas": 1, "template": spec(name, sleeper())}
+        h.daemon.groups.create(doc, h.root)
+    wait_for(lambda: [r.state for r in h.daemon.store.runs_of_group("fine")] == ["Running"])
+    h.submit(spec("plain", sleeper()))
+    h.wait_state("plain", "Running")
+    aside = [e for e in h.daemon.store.events(grp="broken") if e.kind == "SetAside"]
+    assert len(aside) == 1  # once, not once a tick
+    assert aside[0].message.code.value == "SET_ASIDE"

@@ -87,7 +87,10 @@ def test_a_shared_run_over_its_quota_preempts_its_own_newest_shared_run(
 ) -> None:
     """In-quota preemption by GPU memory: 50 + 20 held of a 100 GiB quota, 40 more asked
     at a higher priority; the newest one that makes room within the quota stops."""
-    quota = PRIORITIES + '\n[workspaces.default.quota]\ngpu_memory = "100GiB"\n'
+    quota = (
+        PRIORITIES
+        + 'preempt_within_quota = true\n[workspaces.default.quota]\ngpu_memory = "100GiB"\n'
+    )
     h = make_daemon(quota, gpus=2, grace=1)
     h.submit(shared("low", 50))
     h.wait_state("low", "Running")

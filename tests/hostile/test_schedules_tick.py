@@ -1,0 +1,93 @@
+"""A schedule never stops the scheduler: real Unix users against one daemon.
+
+Alice (vision) makes a schedule whose cron names a year: its one firing is a few seconds
+away. Once it has fired it has no next time; it ends with an event, and the tick goes on
+planning everyone's runs (Bob's, in nlp), also after a restart. A date that never comes
+is refused at create in one line. (A group whose handling fails in the tick is set aside:
+tests/integration/test_groups.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import spec, wait_for
+from tests.integration.served import Served
+from tests.integration.test_identity import as_user, unix_users
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
+
+GROUP, ALICE, BOB = "astra-hs", "astra-hs-a", "astra-hs-b"
+SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
+CONFIG = f"""
+[api]
+socket_group = "{GROUP}"
+
+[workspaces.vision]
+members = ["{ALICE}"]
+
+[workspaces.nlp]
+members = ["{BOB}"]
+"""
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    with unix_users(GROUP, ALICE, BOB) as made:
+        yield made
+
+
+def _once_at(when: datetime) -> str:
+    """A cron (minute hour day month weekday second year) matching ``when`` only."""
+    return f"{when.minute} {when.hour} {when.day} {when.month} * {when.second} {when.year}"
+
+
+def _schedule(name: str, cron: str, workspace: str) -> dict[str, Any]:
+    return {"kind": "schedule", "name": name, "cron": cron,
+            "template": spec(name, ["true"], workspace=workspace)}  # fmt: skip
+
+
+def _events(d: Served, group: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = d.json("schedule", "show", group)["events"]
+    return events
+
+
+def test_a_schedule_out_of_firings_ends_and_every_run_is_still_planned(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    d = served(CONFIG, gpus=2)
+    soon = datetime.now().astimezone() + timedelta(seconds=4)
+    once = _schedule("once", _once_at(soon), "vision")
+    made = as_user(users[ALICE], d.socket, lambda c: c.create_group(once))
+    assert "ok" in made, made
+    wait_for(lambda: any(e["kind"] == "Ended" for e in _events(d, "once")), 30, "its end")
+    ended = next(e for e in _events(d, "once") if e["kind"] == "Ended")
+    assert ended["code"] == "ENDED" and "fires no more" in ended["message"]
+    fired = [e for e in _events(d, "once") if e["kind"] == "Fired"]
+    assert len(fired) == 1
+    for round_ in ("after", "restarted"):
+        if round_ == "restarted":
+            d.kill9()
+            d.restart()
+        name = f"bob-{round_}"
+        answer = as_user(users[BOB], d.socket, lambda c, n=name: c.submit(spec(n, SLEEP)))
+        assert "ok" in answer, answer
+        wait_for(lambda n=name: d.json("show", n)["state"] == "Running", 30, f"{name} to run")
+    assert d.json("schedule", "ls")[0]["next_at"] is None
+
+
+def test_a_date_that_never_comes_is_refused_in_one_line(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    d = served(CONFIG, gpus=2)
+    for cron in ("0 0 31 2 *", "0 0 1 1 * 0 2020"):
+        never = _schedule("never", cron, "vision")
+        made = as_user(users[ALICE], d.socket, lambda c, x=never: c.create_group(x))
+        assert made == {"error": f"422 INVALID_SPEC: cron: '{cron}' never fires again"}
+    assert d.json("schedule", "ls") == []
