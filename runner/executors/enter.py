@@ -171,15 +171,22 @@ def _keeper(job: dict[str, object], streams: dict[str, int]) -> subprocess.Popen
     """Start the command's keeper (runner.executors.execwrap) on the session's streams."""
     namespace = job["namespace"]
     env = {"PYTHONPATH": _PACKAGE_ROOT, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    argv = [sys.executable, "-S", "-P", "-m", "runner.executors.execwrap", json.dumps(job)]
+    # the job (the worker's environment: tokens, keys) in a memory file only this keeper
+    # holds: a command line is anyone's to read in /proc
+    held = os.memfd_create("astraeus-exec-job", os.MFD_CLOEXEC)
     try:
+        os.write(held, json.dumps(job).encode())
+        os.lseek(held, 0, os.SEEK_SET)
+        argv = [sys.executable, "-S", "-P", "-m", "runner.executors.execwrap", str(held)]
+        passed = (held,) if not isinstance(namespace, int) else (held, namespace)
         return subprocess.Popen(
-            argv, env=env, cwd="/", start_new_session=True, close_fds=True,
-            pass_fds=() if not isinstance(namespace, int) else (namespace,),
+            argv, env=env, cwd="/", start_new_session=True, close_fds=True, pass_fds=passed,
             stdin=streams["stdin"], stdout=streams["stdout"], stderr=streams["stderr"],
         )  # fmt: skip
     except OSError as e:
         raise ExecutorError(f"cannot start the exec's keeper: {e.strerror}") from e
+    finally:
+        os.close(held)
 
 
 def child_setup(

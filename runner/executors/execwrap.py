@@ -2,7 +2,9 @@
 
 The daemon starts it (as root) with the session's streams as its standard ones, the
 worker's mount namespace (when sandboxed) as an inherited descriptor, and the job as
-one JSON argument: ``{"argv", "env", "cwd", "uid", "gid", "tty", "namespace"}``. It
+JSON in a memory file whose descriptor is its one argument (never on its command line,
+which every local user can read): ``{"argv", "env", "cwd", "uid", "gid", "tty",
+"namespace"}``. It
 
 1. becomes a child subreaper, so whatever the command starts stays below it, also a
    process that calls ``setsid()`` or double-forks to leave (a member's ``sleep &`` that
@@ -25,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from runner.executors.enter import child_setup
 from runner.executors.tree import kill_descendants
@@ -35,7 +38,7 @@ _REAPED: dict[int, int] = {}  # pid -> wait status, of the children reaped while
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(argv[1])
+    job = _read_job(int(argv[1]))
     for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(stop, _end)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -61,6 +64,19 @@ def main(argv: list[str]) -> int:
     code = _wait(proc)
     _end_all()
     return code
+
+
+def _read_job(fd: int) -> dict[str, Any]:
+    """The job from the memory file the daemon passed (then closed: the command never
+    inherits it)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    job: dict[str, Any] = json.loads(b"".join(chunks))
+    return job
 
 
 def _let_go_of_streams() -> None:

@@ -65,10 +65,11 @@ def forked() -> Iterator[list[int]]:
             pass
 
 
-def submit(lab: Served, who: pwd.struct_passwd) -> str:
+def submit(lab: Served, who: pwd.struct_passwd, env: dict[str, str] | None = None) -> str:
     name = f"rx-{uuid.uuid4().hex[:6]}"
     task: dict[str, Any] = {"image": "local", "command": "sleep", "args": ["120"],
-                            "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
+                            "requested_resources": {"gpu_requests": {"count": 1}},
+                            "env": env or {}}  # fmt: skip
     document = {"metadata": {"name": name, "workspace": "rx"},
                 "spec": {"restart_limit": 0, "task_template": task}}  # fmt: skip
     answer = as_user(who, lab.socket, lambda c: c.submit(document))
@@ -184,3 +185,37 @@ def test_an_odd_resize_does_not_keep_the_command_past_its_client(
         wait_for(lambda: not sleeping(bob, seconds), 15, "the command to end with its client")
     finally:
         end(sleeping(bob, seconds))
+
+
+def _command_lines_hold(who: pwd.struct_passwd, secret: str) -> bool:
+    """Whether ``who``, reading every process's command line, finds ``secret``."""
+    read, write = os.pipe()
+    pid = fork_as(who)
+    if pid == 0:
+        found = b"0"
+        with contextlib.suppress(BaseException):
+            for entry in os.listdir("/proc"):
+                with contextlib.suppress(OSError):
+                    if entry.isdigit():
+                        with open(f"/proc/{entry}/cmdline", "rb") as f:
+                            if secret.encode() in f.read():
+                                found = b"1"
+        os.write(write, found)
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return answer == b"1"
+
+
+def test_an_exec_shows_its_run_s_environment_to_no_other_user(
+    lab: Served, users: dict[str, pwd.struct_passwd], forked: list[int]
+) -> None:
+    """Bob's run holds a token in its environment; while his exec runs, Alice reads
+    every process's command line and finds it nowhere."""
+    secret = f"tok-{uuid.uuid4().hex}"
+    name = submit(lab, users[BOB], env={"API_TOKEN": secret})
+    forked.append(exec_as(lab, users[BOB], name, "--", "sleep", "77"))
+    wait_for(lambda: sleeping(users[BOB], "77"), 30, "the exec's command")
+    assert not _command_lines_hold(users[ALICE], secret)
