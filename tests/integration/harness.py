@@ -142,3 +142,15 @@ class Harness:
         return (
             "".join(p.read_text() for p in sorted(folder.glob("*.log"))) if folder.exists() else ""
         )
+
+
+def interruptible(argv: list[str]) -> list[str]:
+    """``argv`` (a Python program's) started with Ctrl-C's signal as a terminal gives it:
+    a suite started in the background (``cmd &``) has SIGINT ignored, and an ignored
+    signal stays ignored across exec, so Python would never turn it into
+    KeyboardInterrupt."""
+    reset = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [argv[0], "-c", reset, *argv]

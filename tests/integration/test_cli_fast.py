@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.harness import wait_for
+from tests.integration.harness import interruptible, wait_for
 from tests.integration.served import Served
 
 Start = Callable[..., Served]
@@ -263,7 +263,8 @@ def test_ctrl_c_in_wait_ends_it_as_typer_does(d: Served) -> None:
     outcomes = []
     for fast in (True, False):
         env = d.env if fast else {**d.env, "ASTRAEUS_CLI_FAST": "0"}
-        proc = subprocess.Popen([sys.executable, "-m", "astraeus_tui.cli.main", "wait", "busy"],
+        command = interruptible([sys.executable, "-m", "astraeus_tui.cli.main", "wait", "busy"])
+        proc = subprocess.Popen(command,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         wait_for(lambda: d.json("show", "busy")["state"] == "Running", 5, "busy")

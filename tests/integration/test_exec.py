@@ -28,7 +28,7 @@ import aiohttp  # noqa: F401  (imported here: a child that became a user cannot 
 import pytest
 
 from astraeus_tui.cli.main import app
-from tests.integration.harness import wait_for
+from tests.integration.harness import interruptible, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
 from tests.users import fork_as, unix_users
@@ -220,7 +220,7 @@ def test_attach_follows_output_and_state_and_ctrl_c_detaches(
     assert attached.stdout.splitlines()[-1].startswith(f"{name}: Failed")
 
     long = submit(lab, users[BOB], ["sh", "-c", "echo up; sleep 120"])
-    command = [sys.executable, "-m", "astraeus_tui.cli.main", "attach", long]
+    command = interruptible([sys.executable, "-m", "astraeus_tui.cli.main", "attach", long])
     follower = subprocess.Popen(
         command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
