@@ -146,6 +146,7 @@ async def status(request: web.Request) -> web.Response:
         "caller": {"user": caller.user, "admin": caller.admin,
                    "workspaces": sorted(caller.workspaces)},
         "drain": drain_now(daemon),
+        "metrics": daemon.metrics_state or None,  # [api] metrics_address's listener
     })  # fmt: skip
 
 

@@ -152,6 +152,9 @@ class Daemon:
         self, home: Path, executor: Executor | None = None, clock: Clock | None = None
     ) -> None:
         self.home = home
+        # [api] metrics_address's listener: "listening on …", or why not yet (serve.py);
+        # empty when none is asked for
+        self.metrics_state = ""
         _private_home(home)
         try:
             self.config = load_config(ensure_config(home))

@@ -303,5 +303,27 @@ def run_checks(
     if setup.config_named and config is not None and config.socket_group is None:
         why = "no [api] socket_group: the socket is root's alone, members cannot use it"
         rows.append(Check("socket group", "warn", why, 'set socket_group = "astraeus" in [api]'))
+    if config is not None and config.metrics.address is not None:
+        rows.append(check_metrics(*config.metrics.address))
     rows.append(check_state_db(setup.home))
     return rows
+
+
+def check_metrics(host: str, port: int) -> Check:
+    """``[api] metrics_address``: the daemon's listener answers there, not another
+    program's (a local user who took the port first keeps only the scrapes away)."""
+    where = f"{host}:{port}"
+    try:
+        with socket.create_connection((host, port), timeout=2) as probe:
+            probe.sendall(f"GET /metrics HTTP/1.0\r\nHost: {where}\r\n\r\n".encode())
+            head = probe.recv(4096)
+    except OSError as e:
+        why = (
+            f"nothing answers on {where} ({e.strerror or e}): the daemon is down or cannot bind it"
+        )
+        fix = "GET /v1/status's metrics says why; a port below 1024 keeps a squatter out"
+        return Check("metrics", "warn", why, fix)
+    if b"astraeus_" not in head and b"text/plain; version=0.0.4" not in head:
+        why = f"another program listens on {where}: the daemon cannot serve /metrics there"
+        return Check("metrics", "fail", why, "free the port, or choose one below 1024")
+    return Check("metrics", "ok", f"the daemon serves /metrics on {where}")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from astraeus_tui.client import Client
 from runner.api.metrics import KEPT_SECONDS, Metrics
 from runner.clock import Clock
 from tests.integration.harness import Harness, sleeper, spec, wait_for, worker
@@ -163,16 +164,47 @@ def test_metrics_address_serves_only_metrics_and_names_runs_when_asked(served: S
     assert f'run="{SECRET}"' in body(raw(d))  # the socket says the same
 
 
-def test_a_taken_metrics_address_stops_the_start_with_one_line(served: Start) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        with pytest.raises(AssertionError) as failed:
-            served(f'[api]\nmetrics_address = "127.0.0.1:{port}"\n')
-    assert f"error: api.metrics_address 127.0.0.1:{port}: Address already in use" in str(
-        failed.value
-    )
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
+def test_a_local_user_who_takes_the_metrics_port_cannot_keep_the_scheduler_down(
+    served: Start,
+) -> None:
+    """A local user binds the metrics port first: the daemon starts anyway, runs work, says
+    in /v1/status why it does not listen there, and binds the port once it is free."""
+    port = free_port()
+    with lab_users(GROUP, MEMBER) as users:
+        ready_r, ready_w = os.pipe()
+        hold_r, hold_w = os.pipe()
+        pid = fork_as(users[MEMBER])
+        if pid == 0:  # the squatter: binds, says so, holds until told
+            try:
+                with socket.socket() as taken:
+                    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    taken.bind(("127.0.0.1", port))
+                    taken.listen()
+                    os.write(ready_w, b"1")
+                    os.read(hold_r, 1)
+            finally:
+                os._exit(0)
+        os.close(ready_w)
+        os.close(hold_r)
+        assert os.read(ready_r, 1) == b"1"
+        try:
+            d = served(f'[api]\nmetrics_address = "127.0.0.1:{port}"\n', gpus=1)
+            status = Client(d.socket).status()
+            assert status["metrics"].startswith(
+                f"not listening on 127.0.0.1:{port}: Address already in use"
+            ), status["metrics"]
+            out = d.astra("run", "--name", "works", "--gpus", "1", "--", *sleeper())
+            assert out.returncode == 0, out.stderr
+            wait_for(lambda: d.json("show", "works")["state"] == "Running", 20, "a run to start")
+        finally:
+            os.close(hold_w)
+            os.waitpid(pid, 0)
+            os.close(ready_r)
+        listening = f"listening on http://127.0.0.1:{port}/metrics"
+        wait_for(lambda: Client(d.socket).status()["metrics"] == listening, 30, "the port bound")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            assert b"astraeus_gpus" in answer.read()
 
 
 GROUP, MEMBER = "astra-metrics", "astra-metrics-a"

@@ -23,6 +23,7 @@ from runner.daemon.doctor import (
     check_config,
     check_docker,
     check_drive,
+    check_metrics,
     check_nvidia_runtime,
     check_nvml,
     check_socket,
@@ -218,3 +219,31 @@ def test_astra_doctor_exits_non_zero_on_a_failure_and_says_what_to_fix(tmp_path:
 def test_a_system_config_without_a_socket_group_is_a_warning(tmp_path: Path) -> None:
     rows = {r.name: r for r in run_checks(setup_in(tmp_path, named=True), read=lambda _: REAL)}
     assert rows["socket group"].status == "warn" and "socket_group" in rows["socket group"].fix
+
+
+def test_metrics_says_whose_listener_answers() -> None:
+    """Nothing on the port: a warning; another program on it (a local user who took the
+    port first): a failure; the daemon's text answering: ok."""
+    import socket
+    import threading
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert check_metrics("127.0.0.1", port).status == "warn"
+    for answer, status in ((b"HTTP/1.0 200 OK\r\n\r\nhello", "fail"),
+                           (b"HTTP/1.0 200 OK\r\n\r\nastraeus_gpus 2\n", "ok")):  # fmt: skip
+        with socket.socket() as squat:
+            squat.bind(("127.0.0.1", 0))
+            squat.listen()
+
+            def serve(listener: socket.socket = squat, text: bytes = answer) -> None:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(text)
+
+            thread = threading.Thread(target=serve)
+            thread.start()
+            assert check_metrics("127.0.0.1", squat.getsockname()[1]).status == status
+            thread.join(5)
