@@ -177,6 +177,8 @@ def test_a_local_user_who_takes_the_metrics_port_cannot_keep_the_scheduler_down(
         pid = fork_as(users[MEMBER])
         if pid == 0:  # the squatter: binds, says so, holds until told
             try:
+                os.close(ready_r)
+                os.close(hold_w)  # else its own copy keeps the read below from ever ending
                 with socket.socket() as taken:
                     taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     taken.bind(("127.0.0.1", port))

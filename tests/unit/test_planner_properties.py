@@ -229,7 +229,10 @@ def _as_running(snapshot: Snapshot, p: Plan, name: str) -> RunningUnit:
                        start_by, run.time_limit)  # fmt: skip
 
 
-@PROPERTY
+# On the planner before drained GPUs' memory was given back, this and the next found a
+# head preempting work on drained GPUs (or a start refused beside them) in 32 to 702
+# examples (three seeds each): 1,000 find it nearly every time.
+@settings(PROPERTY, max_examples=1000)
 @given(drawn())
 def test_nothing_started_delays_the_head(d: Drawn) -> None:
     check_nothing_started_delays_the_head(d.truth, d.given)
@@ -300,7 +303,7 @@ def _room_for_the_head(snapshot: Snapshot, p: Plan) -> Resources:
     return room
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=1000)
 @given(drawn())
 def test_victims_are_strictly_lower_and_minimal(d: Drawn) -> None:
     check_victims_are_strictly_lower_and_minimal(d.truth, d.given)
