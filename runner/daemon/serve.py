@@ -33,17 +33,19 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     except SocketInUse as e:  # checked again: one may have started since serve() looked
         print(f"error: {e}", file=sys.stderr)
         return 1
-    daemon.start()
     # [api] metrics_address: GET /metrics on TCP too. One that cannot be bound (a local
     # user took the port first) never keeps the scheduler from starting: it is retried
     scraped: list[web.AppRunner] = []
-    binding = asyncio.create_task(_bind_metrics(runner.app, daemon, scraped))
+    wait = METRICS_RETRY[0]
+    bound = await _bind_metrics(runner.app, daemon, scraped, wait)
+    binding = None if bound else asyncio.create_task(_keep_binding(runner.app, daemon, scraped))
+    daemon.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    metrics = ""
-    if daemon.config.metrics.address is not None:
+    metrics = f"; metrics on http://{daemon.config.metrics.where}/metrics" if scraped else ""
+    if daemon.config.metrics.address is not None and not scraped:
         metrics = f"; metrics: {daemon.metrics_state}"
     print(
         f"astraeus: listening on {sock}; executor {daemon.executor_why}; "
@@ -55,7 +57,8 @@ async def _run(daemon: Daemon, sock: Path) -> int:
     # first the loop: it restarts no worker while the answers end; then every stream ends
     # (runner/api/stopping.py) and the rest of the answers get a few seconds
     await asyncio.to_thread(daemon.halt)
-    binding.cancel()
+    if binding is not None:
+        binding.cancel()
     await runner.cleanup()
     for site in scraped:
         await site.cleanup()
@@ -67,31 +70,37 @@ async def _run(daemon: Daemon, sock: Path) -> int:
 METRICS_RETRY = (1.0, 60.0)  # the first wait before binding again, and the longest
 
 
-async def _bind_metrics(app: web.Application, daemon: Daemon, into: list[web.AppRunner]) -> None:
-    """Bind ``[api] metrics_address``, again and again with a growing wait while it
-    cannot be; its state in ``daemon.metrics_state`` (``/v1/status``, ``astra doctor``)."""
+async def _bind_metrics(
+    app: web.Application, daemon: Daemon, into: list[web.AppRunner], wait: float
+) -> bool:
+    """One try at ``[api] metrics_address`` (True: bound, or none asked for); its state in
+    ``daemon.metrics_state`` (``/v1/status``), the first failure of a kind logged."""
     from runner.api.metrics_site import start_metrics_site
 
     where = daemon.config.metrics.where
+    try:
+        site = await start_metrics_site(app, daemon)
+    except OSError as e:
+        why = os.strerror(e.errno) if e.errno else str(e)
+        if not daemon.metrics_state.startswith(f"not listening on {where}: {why}"):
+            log.error("api.metrics_address %s: %s; tried again until it can be bound", where, why)
+        daemon.metrics_state = f"not listening on {where}: {why} (tried again every {wait:g} s)"
+        return False
+    if site is not None:
+        into.append(site)
+        daemon.metrics_state = f"listening on http://{where}/metrics"
+    return True
+
+
+async def _keep_binding(app: web.Application, daemon: Daemon, into: list[web.AppRunner]) -> None:
+    """Bind ``[api] metrics_address`` again and again, with a growing wait, until it can."""
     wait, longest = METRICS_RETRY
     while True:
-        try:
-            site = await start_metrics_site(app, daemon)
-        except OSError as e:
-            why = os.strerror(e.errno) if e.errno else str(e)
-            if not daemon.metrics_state.startswith(f"not listening on {where}: {why}"):
-                log.error(
-                    "api.metrics_address %s: %s; tried again until it can be bound", where, why
-                )
-            daemon.metrics_state = f"not listening on {where}: {why} (tried again every {wait:g} s)"
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, longest)
-            continue
-        if site is not None:
-            into.append(site)
-            daemon.metrics_state = f"listening on http://{where}/metrics"
-            log.info("metrics on http://%s/metrics", where)
-        return
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, longest)
+        if await _bind_metrics(app, daemon, into, wait):
+            log.info("metrics on http://%s/metrics", daemon.config.metrics.where)
+            return
 
 
 def _return_large_buffers() -> None:
