@@ -105,13 +105,13 @@ def _ahead_line(snapshot: Snapshot, result: Plan, run: WaitingRun, name: _Namer)
     return line + f": behind {who}, submitted earlier ({when})."
 
 
-def _frees_what_head_lacks(snapshot: Snapshot, result: Plan) -> Callable[[RunningUnit], bool]:
+def _frees_what_head_lacks(result: Plan, free: Resources) -> Callable[[RunningUnit], bool]:
     """Whether a running unit's end frees some resource the head is short of now.
 
-    Short: the head's need beyond what is free once this plan's starts are placed.
+    Short: the head's need beyond ``free``, what is free once this plan's starts are
+    placed (``_free_after_starts``).
     """
     need = result.head.need if result.head else Resources()
-    free = _free_after_starts(snapshot, result)
     short = [i for i, (n, f) in enumerate(zip(amounts(need), amounts(free), strict=True)) if n > f]
 
     def helps(unit: RunningUnit) -> bool:
@@ -126,7 +126,7 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
     if head is None:
         return None
     grace = snapshot.machine.stop_grace
-    helps = _frees_what_head_lacks(snapshot, result)
+    helps = _frees_what_head_lacks(result, _free_after_starts(snapshot, result))
     ends = []
     for unit in sorted(filter(helps, snapshot.running), key=lambda u: unit_end(u, grace)):
         end = unit_end(unit, grace)
@@ -162,7 +162,8 @@ def _head_verdict(
     head = result.head
     if head is None or head.run != run.name or head.preempting:
         return None
-    helps = _frees_what_head_lacks(snapshot, result)
+    free = _free_after_starts(snapshot, result)
+    helps = _frees_what_head_lacks(result, free)
     in_way = [u for u in snapshot.running if not u.stopping and helps(u)]
     equal = sorted((u for u in in_way if u.priority >= run.priority),
                    key=lambda u: (-u.priority, u.run))  # fmt: skip
@@ -171,7 +172,6 @@ def _head_verdict(
     for u in equal[:3]:
         how = "equal" if u.priority == run.priority else "higher"
         parts.append(f"{name(u.run)} has priority {u.priority} ({how}, never preempted)")
-    free = _free_after_starts(snapshot, result)
     need = head.need
     freed = free
     for u in lower:
