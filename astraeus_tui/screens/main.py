@@ -310,9 +310,11 @@ class MainScreen(Screen[None]):
         from astraeus_tui.screens.submit import SubmitScreen
 
         def submitted(name: str | None) -> None:
+            table = self.query_one(QueueTable)
+            table.focus()  # the next key is the queue's, never the Find box's
             if name:
                 self.notify(f"Submitted run {name}.")
-                self.call_after_refresh(self.query_one(QueueTable).select, name)
+                self.call_after_refresh(table.select, name)
 
         self.app.push_screen(SubmitScreen(self.client, self.workspaces), submitted)
 

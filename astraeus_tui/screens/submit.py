@@ -1,5 +1,11 @@
 """Submit a run: from a form, or from a spec file (JSON, TOML or #SBATCH).
 
+The form: Name, Image, Command, GPUs and Drives; **Edit as JSON** shows the spec
+document they make, editable, kept in step with the fields; **More options**
+holds Priority (its hint says the workspace's maximum), Time limit, CPU cores,
+Memory, Workspace and Restarts. The panel on the right shows the chosen
+workspace's quota, its use and its Max priority.
+
 Errors are shown at the field they are about: first what the form itself can
 tell (a number that is not one, a duration that is not one), then the spec
 rules of ``runner.spec.parse`` (the same the daemon applies), then the daemon's own
@@ -12,37 +18,47 @@ nothing is submitted.
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Collapsible, Input, Label, Select, Static, TextArea
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import when
+from astraeus_tui.form_fields import values_of, with_values
 from astraeus_tui.screens.dialogs import priority_hint
+from astraeus_tui.widgets.workspaces_panel import UNITS, amount_text
 from runner.spec.build import FieldError, drive_list, run_document, time_limit
 
 InputType = Literal["integer", "number", "text"]
-# (field id, label, placeholder, input type)
-FIELDS: tuple[tuple[str, str, str, InputType], ...] = (
+Field = tuple[str, str, str, InputType]  # (field id, label, placeholder, input type)
+MAIN_FIELDS: tuple[Field, ...] = (
     ("name", "Name", "e.g. ft-lowprio", "text"),
     ("image", "Image", "container image (ignored by the process executor)", "text"),
     ("command", "Command", "e.g. python3 /ckpt/code/train.py --steps 1000", "text"),
     ("gpus", "GPUs", "0", "integer"),
+    ("drives", "Drives", "NAME:/mount[:ro], … e.g. checkpoints:/ckpt", "text"),
+)
+MORE_FIELDS: tuple[Field, ...] = (  # under More options; the workspace's Select sits after memory
+    ("priority", "Priority", "0", "integer"),
+    ("limit", "Time limit", "e.g. 2h, 90m, 1-00:00:00 (empty: none)", "text"),
     ("cpus", "CPU cores", "0", "number"),
     ("memory", "Memory", "e.g. 64GiB (empty: none asked)", "text"),
-    ("limit", "Time limit", "e.g. 2h, 90m, 1-00:00:00 (empty: none)", "text"),
-    ("priority", "Priority", "0", "integer"),
 )
+RESTARTS: Field = ("restarts", "Restarts", "at most, after a failure (empty: the daemon's 10)",
+                   "integer")  # fmt: skip
 SPEC_FIELDS = (  # where runner.spec.parse and the daemon point, and the form field that is about it
     ("metadata.name", "name"), ("metadata.workspace", "workspace"), ("spec.priority", "priority"),
+    ("spec.restart_limit", "restarts"),
     ("spec.task_template.image", "image"), ("spec.task_template.command", "command"),
     ("spec.task_template.args", "command"), ("spec.task_template.time_limit", "limit"),
     ("spec.task_template.datavolume_refs", "drives"),
@@ -116,13 +132,37 @@ def preview_text(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def quota_text(ws: dict[str, Any]) -> Text:
+    """The panel beside the form: the workspace's quota, its use, and its Max priority."""
+    out = Text()
+    out.append(str(ws.get("name") or "your default"), style="bold").append("\n\n")
+    quota, used = ws.get("quota") or {}, ws.get("usage") or {}
+    limited = [r for r in UNITS if quota.get(r)]
+    if limited:
+        out.append("used / quota\n", style="dim")
+        for resource in limited:
+            amount, limit = used.get(resource, 0), quota[resource]
+            out.append(f"{UNITS[resource]:<8}").append(
+                f"{amount_text(resource, amount)} / {amount_text(resource, limit)}\n",
+                style="red" if amount >= limit else "",
+            )
+    else:
+        out.append("no quota\n", style="dim")
+    out.append("\nMax priority ", style="dim").append(str(ws.get("max_priority", 0)), style="bold")
+    return out
+
+
 class SubmitScreen(ModalScreen[str | None]):
-    """Dismissed with the submitted run's name, or None when cancelled."""
+    """Dismissed with the submitted run's name, or None when cancelled.
+
+    The fields, then the spec itself (Edit as JSON), kept in step: a field typed in is
+    written into the JSON, JSON typed in fills the fields (``astraeus_tui.form_fields``).
+    """
 
     CSS_PATH = "submit.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+s", "submit", "Submit"),
+        Binding("ctrl+s", "submit", "Start run"),
         Binding("ctrl+r", "preview", "Preview", tooltip="What a submit would do; submits nothing"),
     ]
 
@@ -145,32 +185,46 @@ class SubmitScreen(ModalScreen[str | None]):
         super().__init__()
         self.client, self.workspaces = client, workspaces
         self._shown_image = ""  # the default image last put in the Image field
+        self._json: dict[str, Any] | None = None  # the spec as last edited, once JSON is shown
+        self._json_error = ""  # why the JSON's text is not a spec, while it is not
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="form") as form:
             form.border_title = "New run"
-            with VerticalScroll():
-                for field, label, placeholder, kind in FIELDS:
-                    yield from self._row(field, label, Input(placeholder=placeholder, id=field,
-                                                             type=kind))  # fmt: skip
-                options = [(w["name"], w["name"]) for w in self.workspaces]
-                yield from self._row("workspace", "Workspace", Select(
-                    options, prompt="(your default)", id="workspace"))  # fmt: skip
-                yield from self._row(
-                    "drives",
-                    "Drives",
-                    Input(placeholder="NAME:/mount[:ro], … e.g. checkpoints:/ckpt", id="drives"),
-                )
-                yield Static("Or submit a spec file (JSON, TOML or #SBATCH):", classes="or")
-                yield from self._row("file", "Spec file", Input(placeholder="path/to/run.json",
-                                                                id="file"))  # fmt: skip
-                yield Static("", id="error-form", classes="error")
-                yield Static("", id="preview-answer")
+            with Horizontal(classes="body"):
+                with VerticalScroll(id="fields"):
+                    for field in MAIN_FIELDS:
+                        yield from self._input_row(field)
+                    with Horizontal(classes="json-bar"):
+                        yield Button("Edit as JSON", id="edit-json", compact=True)
+                    with Vertical(id="json-box"):
+                        yield TextArea(id="json", soft_wrap=False, tab_behavior="indent")
+                        yield Static("", id="error-json", classes="error")
+                        yield Static("tab indents · esc leaves the JSON", classes="hint")
+                    with Collapsible(title="More options", id="more"):
+                        for field in MORE_FIELDS:
+                            yield from self._input_row(field)
+                        options = [(w["name"], w["name"]) for w in self.workspaces]
+                        yield from self._row("workspace", "Workspace", Select(
+                            options, prompt="(your default)", id="workspace"))  # fmt: skip
+                        yield from self._input_row(RESTARTS)
+                    yield Static("Or submit a spec file (JSON, TOML or #SBATCH):", classes="or")
+                    yield from self._row("file", "Spec file", Input(placeholder="path/to/run.json",
+                                                                    id="file"))  # fmt: skip
+                    yield Static("", id="error-form", classes="error")
+                    yield Static("", id="preview-answer")
+                quota = Static("", id="quota")
+                quota.border_title = "Quota"
+                yield quota
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Preview", id="preview", compact=True)
                 yield Button("Submit file", id="submit-file", compact=True)
-                yield Button("Submit", id="submit", variant="primary", compact=True)
+                yield Button("Start run", id="submit", variant="primary", compact=True)
+
+    def _input_row(self, field: Field) -> ComposeResult:
+        name, label, placeholder, kind = field
+        yield from self._row(name, label, Input(placeholder=placeholder, id=name, type=kind))
 
     def _row(self, field: str, label: str, widget: Input | Select[str]) -> ComposeResult:
         with Horizontal(classes="row"):
@@ -184,6 +238,7 @@ class SubmitScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         for box in self.query(Input).results(Input):
             box.cursor_blink = False
+        self.query_one("#json-box").display = False
         self.query_one("#name", Input).focus()
         self._update_hint()  # and the Image field: the daemon's default image
 
@@ -199,11 +254,100 @@ class SubmitScreen(ModalScreen[str | None]):
 
     @on(Select.Changed, "#workspace")
     def _update_hint(self) -> None:
-        limit = int(self._target().get("max_priority", 0))
+        target = self._target()
+        limit = int(target.get("max_priority", 0))
         self.query_one("#priority-hint", Static).update(priority_hint(limit))
+        self.query_one("#quota", Static).update(quota_text(target))
         image = self.query_one("#image", Input)
         if image.value == self._shown_image:  # untouched: follow the workspace's default
             image.value = self._shown_image = self._default_image()
+        self._fields_changed()
+
+    # ------------------------------------------------------------ the JSON
+
+    def _json_shown(self) -> bool:
+        return bool(self.query_one("#json-box").display)
+
+    @on(Button.Pressed, "#edit-json")
+    def action_edit_json(self) -> None:
+        """Show the spec the fields make, editable; or hide it (what it says is kept)."""
+        box, button = self.query_one("#json-box"), self.query_one("#edit-json", Button)
+        if self._json_shown():
+            box.display = False
+            button.label = "Edit as JSON"
+            return
+        if self._json is None:
+            try:
+                self._json = self._from_fields(None)
+            except FieldError as e:
+                self.show_error(e.field, e.message)
+                return
+        self._write_json(self._json)
+        box.display = True
+        button.label = "Hide JSON"
+        self.query_one("#json", TextArea).focus()
+
+    def _write_json(self, document: dict[str, Any]) -> None:
+        self.query_one("#json", TextArea).load_text(json.dumps(document, indent=2))
+        self._json_error = ""
+        self.show_error("json", "")
+
+    def _from_fields(self, base: dict[str, Any] | None) -> dict[str, Any]:
+        """The fields written into ``base`` (the JSON as last edited), or into the
+        document the fields alone make (the same ``astra run`` makes)."""
+        values = self.values()
+        if base is None:
+            base = build_document(values, values["workspace"] or None)
+        return with_values(base, values)
+
+    @on(Input.Changed)
+    def _fields_changed(self, event: Input.Changed | None = None) -> None:
+        """A field changed: write it into the JSON, when the JSON is shown."""
+        if self._json is None or not self._json_shown() or self._json_error:
+            return
+        if event is not None and event.input.id == "file":
+            return
+        try:
+            document = self._from_fields(self._json)
+        except FieldError as e:
+            self.show_error(e.field, e.message)
+            return
+        self.show_error("form", "")
+        if document != self._json:
+            self._json = document
+            self._write_json(document)
+
+    @on(TextArea.Changed, "#json")
+    def _json_changed(self, event: TextArea.Changed) -> None:
+        """The JSON was typed in: fill the fields from it; if it is not JSON, say why."""
+        if not event.text_area.has_focus:
+            return  # written from the fields
+        try:
+            document = json.loads(event.text_area.text)
+        except json.JSONDecodeError as e:
+            document, why = None, f"JSON: {e}"
+        else:
+            why = "" if isinstance(document, dict) else "JSON: a spec is an object, {…}"
+        self._json_error = why
+        self.show_error("json", why)
+        if why or not isinstance(document, dict):
+            return
+        self._json = document
+        for field, text in values_of(document).items():
+            self._show_value(field, text)
+
+    def _show_value(self, field: str, text: str) -> None:
+        if field == "workspace":
+            select = self.query_one("#workspace", Select)
+            known = any(w.get("name") == text for w in self.workspaces)
+            if not text:
+                select.clear()
+            elif known and select.value != text:
+                select.value = text
+            return
+        box = self.query_one(f"#{field}", Input)
+        if box.value != text:
+            box.value = text
 
     # ------------------------------------------------------------ errors
 
@@ -213,11 +357,14 @@ class SubmitScreen(ModalScreen[str | None]):
             mine = error.id == f"error-{field}"
             error.update(text if mine else "")
             error.display = mine and bool(text)
-        for widget in self.query("Input, Select"):
+        for widget in self.query("Input, Select, TextArea"):
             widget.set_class(widget.id == field and bool(text), "-invalid")
-        if text:
-            target = self.query(f"#error-{field}").first()
-            self.call_after_refresh(target.scroll_visible)
+        if not text:
+            return
+        if any(field == f[0] for f in (*MORE_FIELDS, RESTARTS)) or field == "workspace":
+            self.query_one("#more", Collapsible).collapsed = False
+        target = self.query(f"#error-{field}").first()
+        self.call_after_refresh(target.scroll_visible)
 
     # ------------------------------------------------------------ submitting
 
@@ -229,20 +376,29 @@ class SubmitScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
     def values(self) -> dict[str, str]:
-        return {w.id or "": w.value for w in self.query(Input).results(Input)}
+        values = {w.id or "": w.value for w in self.query(Input).results(Input)}
+        chosen = self.query_one("#workspace", Select).value
+        values["workspace"] = chosen if isinstance(chosen, str) else ""
+        return values
 
     def checked_document(self) -> dict[str, Any] | None:
-        """The form as a run spec, or None with the error shown at its field."""
-        chosen = self.query_one("#workspace", Select).value
-        workspace = chosen if isinstance(chosen, str) else None
+        """The run spec (the fields, and the JSON where it was edited), or None with the
+        error shown at its field (at the JSON while it is shown)."""
+        if self._json_error:
+            self.show_error("json", self._json_error)
+            return None
         try:
-            document = build_document(self.values(), workspace)
+            document = self._from_fields(self._json)
             check_document(document)
         except FieldError as e:
-            self.show_error(e.field, e.message)
+            self.show_error(self._where(e.field), e.message)
             return None
         self.show_error("form", "")
         return document
+
+    def _where(self, field: str) -> str:
+        """Where a refusal of the spec is shown: at its field, or at the JSON if shown."""
+        return "json" if self._json_shown() and field not in self.values() else field
 
     @on(Button.Pressed, "#submit")
     def action_submit(self) -> None:
@@ -318,4 +474,5 @@ class SubmitScreen(ModalScreen[str | None]):
 
     def on_submit_screen_refused(self, message: Refused) -> None:
         self._preview_shown("")
-        self.show_error(message.field, message.error)
+        self.show_error(message.field if message.field == "file" else self._where(message.field),
+                        message.error)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import RenderableType
@@ -17,7 +18,7 @@ USAGE_BAR = 6
 UNITS = {"gpus": "GPUs", "cpu_cores": "cores", "memory": "mem", "workers": "workers"}
 
 
-def _amount(resource: str, value: float) -> str:
+def amount_text(resource: str, value: float) -> str:
     if resource == "memory":
         return gib(value)
     return f"{value:g}"
@@ -36,7 +37,7 @@ def usage(ws: dict[str, Any]) -> Text:
     style = "red" if fraction >= 1 else "yellow" if fraction >= 0.75 else "green"
     text = bar(fraction, USAGE_BAR, style)
     unit = "" if resource == "gpus" else f" {UNITS[resource]}"
-    return text.append(f" {_amount(resource, amount)}/{_amount(resource, limit)}{unit}")
+    return text.append(f" {amount_text(resource, amount)}/{amount_text(resource, limit)}{unit}")
 
 
 class WorkspacesPanel(Widget):
@@ -56,14 +57,26 @@ class WorkspacesPanel(Widget):
         grid.add_column(no_wrap=True, justify="right")
         grid.add_column(no_wrap=True, justify="right")
         grid.add_column(no_wrap=True, justify="right")
-        head = ("", "used/quota", "share", "wt", "max\nprio")
-        grid.add_row(*(Text(h, style="dim") for h in head))
-        for ws in self.workspaces:
-            grid.add_row(
+        rows = [
+            (
                 Text(ws.get("name", "?"), style="bold"),
                 usage(ws),
                 Text(f"{ws.get('dominant_share') or 0.0:.0%}"),
                 Text(f"{ws.get('weight', 1):g}", style="dim"),
                 Text(f"{ws.get('max_priority', 0)}"),
             )
+            for ws in self.workspaces
+        ]
+        head = ("", "used/quota", "share", "wt", max_priority_head(rows, self.size.width))
+        grid.add_row(*(Text(h, style="dim") for h in head))
+        for row in rows:
+            grid.add_row(*row)
         return grid
+
+
+def max_priority_head(rows: Sequence[tuple[Text, ...]], width: int) -> str:
+    """``Max priority`` where the panel is wide enough for it, else in two short lines."""
+    heads = (0, len("used/quota"), len("share"), len("wt"), len("Max priority"))
+    widths = [max([h, *(row[i].cell_len for row in rows)]) for i, h in enumerate(heads)]
+    widths[0] = min(max(widths[0], 6), 14)  # the name column's bounds
+    return "Max priority" if sum(widths) + len(widths) - 1 <= width else "max\nprio"

@@ -18,7 +18,7 @@ from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.tui.helpers import until
 from tests.tui.test_edit_drain import draining
 from tests.tui.test_holds import app_with_a_held_run
-from tests.tui.test_snapshots import STATES, app_for, settled
+from tests.tui.test_snapshots import STATES, app_for, new_run_filled, settled
 from tests.tui.test_telemetry_panels import on_the_run_page, sampled_app, sparklines_drawn
 from tests.tui.test_usage_panel import usage_app
 
@@ -35,6 +35,7 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("sparklines", "sampled", 120, 36, ()),  # the GPU panel's sparklines from telemetry
     ("run-page", "run-page", 120, 36, ()),  # a run's page: its use over its life, plotted
     ("shared", "shared", 120, 36, ()),  # runs sharing GPUs by memory, a shared head
+    ("new-run", "new-run", 120, 36, ()),  # the New run form: JSON in step, More options
 ]
 
 
@@ -45,6 +46,8 @@ def app_of(state: str) -> AstraeusApp:
         return usage_app()
     if state == "held":
         return app_with_a_held_run()
+    if state == "new-run":
+        return app_for("head")
     if state == "draining":
         fake = draining()
         return AstraeusApp(fake, clock=fake.clock)
@@ -54,7 +57,7 @@ def app_of(state: str) -> AstraeusApp:
 async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str, ...]) -> Path:
     app = app_of(state)
     async with app.run_test(size=(width, height)) as pilot:
-        await settled(pilot)
+        await (new_run_filled if state == "new-run" else settled)(pilot)
         await pilot.press(*keys)
         await pilot.pause()
         if state == "usage":

@@ -35,9 +35,9 @@ Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
 
 def drive(
     served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any],
-    config: str = WORKSPACES, machine: str = "", grace: float = 1,
+    config: str = WORKSPACES, machine: str = "", grace: float = 1, gpus: int = 4,
 ) -> None:  # fmt: skip
-    daemon = served(config, gpus=4, grace=grace, machine=machine)
+    daemon = served(config, gpus=gpus, grace=grace, machine=machine)
     client = Client(daemon.socket)
     for document in runs:
         client.submit(document)

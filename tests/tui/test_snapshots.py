@@ -59,3 +59,19 @@ def test_main_screen_with_shared_gpus(snap_compare: Any) -> None:
     """Runs sharing GPUs by memory: the GPU panel gives each GPU's shares by run and
     what is free; a shared head waits for memory on one GPU."""
     assert snap_compare(app_for("shared"), terminal_size=(120, 36), run_before=settled)
+
+
+async def new_run_filled(pilot: Pilot[Any]) -> None:
+    """The New run form as the guide fills it: the JSON shown, More options open."""
+    await settled(pilot)
+    await pilot.press("n", *"ft-lowprio", "tab", *"trainer:1", "tab", *"bash", "tab", *"8")
+    await pilot.press("tab", *"checkpoints:/ckpt")
+    await pilot.click("#edit-json")
+    await pilot.press("escape", "enter")  # out of the JSON to More options, opened
+    await pilot.press("tab", *"-100", "tab", *"48h")
+    await pilot.pause()
+
+
+def test_the_new_run_form(snap_compare: Any) -> None:
+    """Fields, the spec as JSON kept in step, More options, and the workspace's quota."""
+    assert snap_compare(app_for("head"), terminal_size=(120, 36), run_before=new_run_filled)
