@@ -4,8 +4,9 @@ Names, reasons, events and arguments come from other people. A character that is
 printable (ESC, BEL, a newline in an argument, a bidi override) is shown as its escape
 (``\\x1b``, ``\\n``, ``\\u202e``), so nothing acts on the terminal and a line stays
 one line; and Rich or Textual never read ``[...]`` in it as markup. The CLI's lines,
-its tables and the dashboard's labels all go through here. Not ``astra logs``: a run's
-output is its owner's own, passed through as is, as ``docker logs`` does.
+its tables and the dashboard's labels all go through here. A run's output, which
+``astra logs`` and ``astra attach`` write, is escaped on a terminal by
+``astraeus_tui.terminal_out`` (colour kept) and byte-exact when piped.
 """
 
 from __future__ import annotations

@@ -71,3 +71,30 @@ def complete_run(incomplete: str) -> list[str]:
     except (ApiError, OSError):
         return []
     return [r.name for r in runs if r.visible and r.name.startswith(incomplete)]
+
+
+RAW_HELP = "Write the program's bytes as they are, also on a terminal."
+
+
+def output_writer(raw: bool) -> Callable[[bytes], None]:
+    """How a run's output is written: on a terminal, its control sequences but colour
+    escaped (``astraeus_tui.terminal_out``); piped, or ``raw``, byte for byte."""
+    import sys
+
+    out = sys.stdout.buffer
+    if raw or not sys.stdout.isatty():
+
+        def write(chunk: bytes) -> None:
+            out.write(chunk)
+            out.flush()
+
+        return write
+    from astraeus_tui.terminal_out import TerminalText
+
+    terminal = TerminalText()
+
+    def escaped(chunk: bytes) -> None:
+        out.write(terminal.feed(chunk).encode())
+        out.flush()
+
+    return escaped

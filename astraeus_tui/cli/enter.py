@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from astraeus_tui.cli.common import complete_run, echo, fail
+from astraeus_tui.cli.common import RAW_HELP, complete_run, echo, fail, output_writer
 from astraeus_tui.client import STARTED, WAITING, ApiError, AsyncClient, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
@@ -171,10 +171,14 @@ async def _terminal(name: str) -> int:
     return channel.exit_code if channel.exit_code is not None else 1
 
 
-def attach(name: RunArg) -> None:
+def attach(
+    name: RunArg, raw: Annotated[bool, typer.Option("--raw", help=RAW_HELP)] = False
+) -> None:
     """Follow a run's output and its state until it ends; Ctrl-C detaches, never stops it.
 
-    The exit code follows the run's, as `astra wait`'s does."""
+    The exit code follows the run's, as `astra wait`'s does. On a terminal, control
+    sequences but colour are shown escaped; piped, or with --raw, the bytes as written."""
+    write = output_writer(raw)
     client = Client(timeout=None)
     try:
         client.show(name)  # a run that is not there, or not ours to read: one line, now
@@ -184,8 +188,7 @@ def attach(name: RunArg) -> None:
     threading.Thread(target=_states, args=(name, stop), daemon=True).start()
     try:
         for chunk in client.logs(name, follow=True):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
+            write(chunk)
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:

@@ -9,11 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from astraeus_tui.cli.common import (
+    RAW_HELP,
     JsonOption,
     call,
     complete_run,
     echo,
     fail,
+    output_writer,
     parse_duration,
     spec_document,
 )
@@ -251,12 +253,16 @@ def logs(
     name: RunArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
     tail: Annotated[int, typer.Option(help="Only the last N lines.")] = 0,
+    raw: Annotated[bool, typer.Option("--raw", help=RAW_HELP)] = False,
 ) -> None:
-    """The run's output, every attempt, oldest first."""
+    """The run's output, every attempt, oldest first.
+
+    On a terminal, control sequences but colour are shown escaped (`\\x1b]0;…`);
+    piped, or with --raw, the bytes as the program wrote them."""
+    write = output_writer(raw)
     try:
         for chunk in Client(timeout=None).logs(name, follow=follow, tail=tail):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
+            write(chunk)
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
