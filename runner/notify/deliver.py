@@ -17,11 +17,16 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import socket
 import threading
 from typing import Any
 
 from runner.notify.outbox import Notice
+from runner.notify.targets import label
+
+log = logging.getLogger(__name__)
+_STATUS = re.compile(r"\berror=(\d{3})\b")  # Apprise: "Failed to send …: Bad Request error=400."
 
 MAX_ERROR = 300  # characters of Apprise's complaint kept in an event
 CONNECT_TIMEOUT = 15.0  # Apprise's own default for mail; 4 s for the HTTP services
@@ -47,9 +52,25 @@ def deliver(url: str, notice: Notice) -> str | None:
         )
     if delivered:
         return None
-    lines = [line.strip() for line in said.getvalue().splitlines() if line.strip()]
-    why = lines[-1] if lines else "the service did not accept it"
-    return " ".join(why.split())[:MAX_ERROR]
+    lines = [" ".join(line.split()) for line in said.getvalue().splitlines() if line.strip()]
+    if lines:  # the whole complaint for the daemon's log (admins); the event says less
+        log.info("notification to %s not delivered: %s", label(url), lines[-1][:MAX_ERROR])
+    return why_not(lines)
+
+
+def why_not(complaints: list[str]) -> str:
+    """What a run's event says of a send that failed: the HTTP status, or a fixed phrase.
+    Never Apprise's own words, which may say what the daemon found at a path the URL
+    named (whether it exists, is readable, is JSON)."""
+    for line in reversed(complaints):
+        if found := _STATUS.search(line):
+            return f"HTTP {found.group(1)}"
+    said = " ".join(complaints).lower()
+    if "timed out" in said or "timeout" in said:
+        return "timed out"
+    if "connect" in said:
+        return "could not connect"
+    return "the service did not accept it"
 
 
 def bounded(service: Any) -> Any:

@@ -184,7 +184,9 @@ class Sender:
         try:
             return self.send(row.url, row.notice)
         except Exception as e:  # Apprise's own failure is this notification's, not ours
-            return f"{type(e).__name__}: {e}"
+            log.info("notification %d to %s failed: %s: %s", row.id, row.label,
+                     type(e).__name__, e)  # fmt: skip
+            return "the service failed"  # its words may say what it found on this machine
 
     def _record(self, row: Pending, error: str | None) -> None:
         if error is None:

@@ -44,6 +44,28 @@ SCHEMES = (
 )  # fmt: skip
 MACHINE_SCHEMES = frozenset({"json", "jsons", "form", "forms", "xml", "xmls"})  # read by programs
 MAX_URL = 1024  # characters of one URL
+# the parameters (``?key=value``) a member's URL may give, per scheme: what the services
+# take for their message, never one that names a file or a second URL (Apprise's
+# ``template=``, ``attach=``, ``click=``, ``avatar_url=``, ``pgpkey=``…), which the daemon,
+# as root, would open or fetch. Apprise's own for every service: format, timeouts.
+_COMMON = frozenset({"format", "overflow", "emojis", "tz", "verify", "cto", "rto"})
+_WEBHOOK = _COMMON | {"method"}  # and "+Header=", "-field=", ":key=" (the payload's)
+_MAIL = _COMMON | {"to", "cc", "bcc", "from", "name", "smtp", "mode", "reply", "user", "pass"}
+MEMBER_PARAMETERS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("json", "jsons", "form", "forms", "xml", "xmls"), _WEBHOOK),
+    "slack": _COMMON | {"blocks", "footer", "image", "mode", "timestamp", "to", "token"},
+    "discord": _COMMON | {"avatar", "batch", "botname", "fields", "flags", "footer", "image",
+                          "ping", "thread", "tts"},
+    "tgram": _COMMON | {"content", "detect", "image", "mdv", "preview", "silent", "thread",
+                        "to", "topic"},
+    "ntfy": _COMMON | {"auth", "delay", "email", "image", "mode", "priority", "tags", "to",
+                       "token"},
+    "matrix": _COMMON | {"image", "mode", "msgtype", "to", "token", "version"},
+    "mailto": _MAIL,
+}  # fmt: skip
+for _plain, _secure in (("ntfy", "ntfys"), ("matrix", "matrixs"), ("mailto", "mailtos")):
+    MEMBER_PARAMETERS[_secure] = MEMBER_PARAMETERS[_plain]
+_PAYLOAD_PREFIXES = ("+", "-", ":")  # a webhook's headers, fields and key mapping
 MAX_RUN_TARGETS = 8  # URLs one run may name
 MAX_CONFIG_TARGETS = 64  # [[notify]] entries
 
@@ -69,8 +91,29 @@ def scheme_of(url: str) -> str:
     return match.group(1).lower() if match else ""
 
 
-def check_url(value: object) -> str:
-    """An Apprise URL of an allowed scheme that Apprise can parse; ValueError if not."""
+def check_parameters(url: str, scheme: str) -> None:
+    """A member's URL gives only :data:`MEMBER_PARAMETERS`, and none of them names a path
+    or a second URL; ValueError (naming the parameter) if not."""
+    from urllib.parse import unquote, urlsplit
+
+    allowed = MEMBER_PARAMETERS.get(scheme, _COMMON)
+    webhook = "method" in allowed
+    pairs = (part.partition("=") for part in urlsplit(url).query.split("&") if part)
+    for key, value in ((unquote(k), unquote(v)) for k, _, v in pairs):  # "+" stays "+"
+        known = key.lower() in allowed or (webhook and key.startswith(_PAYLOAD_PREFIXES))
+        if not known:
+            raise ValueError(
+                f"parameter {_shown(key)} is not allowed for {scheme}:// (allowed:"
+                f" {', '.join(sorted(allowed))}{', +header, -field, :key' if webhook else ''})"
+            )
+        if "://" in value or value.startswith(("/", "~", "\\", "file:")):
+            raise ValueError(f"parameter {_shown(key)} must not name a path or a URL")
+
+
+def check_url(value: object, *, member: bool = False) -> str:
+    """An Apprise URL of an allowed scheme that Apprise can parse; ValueError if not.
+    ``member``: a member's (a run's) URL, whose parameters are held to
+    :data:`MEMBER_PARAMETERS` too (an admin's ``[[notify]]`` URL is not)."""
     if not isinstance(value, str) or not value:
         raise ValueError("must be an Apprise URL such as 'json://host/path'")
     if len(value) > MAX_URL:
@@ -81,6 +124,8 @@ def check_url(value: object) -> str:
     if scheme not in SCHEMES:
         shown = f"{scheme}://" if scheme else "no scheme"
         raise ValueError(f"scheme {shown} is not allowed (allowed: {', '.join(SCHEMES)})")
+    if member:
+        check_parameters(value, scheme)
     import apprise  # lazy: only a URL to check loads it
 
     try:

@@ -23,7 +23,7 @@ def notify_field(value: object, path: str, *, stored: bool = False) -> Targets:
         events = entry.get("events", [e.value for e in DEFAULT_EVENTS])
         try:
             if not stored:
-                check_url(url)
+                check_url(url, member=True)
         except ValueError as e:
             raise SpecError(f"{here}.url", str(e)) from None
         try:

@@ -88,12 +88,30 @@ def test_a_members_refused_url_in_one_line(
         ("file:///etc/shadow", "scheme file:// is not allowed"),
         ("windows://", "scheme windows:// is not allowed"),
         ("json://h/" + "x" * 2000, "must be at most 1024 characters, got 2009"),
+        # parameters that make the root daemon open a file or fetch a URL the member chose
+        (
+            "discord://1/t?template=/etc/shadow",
+            "parameter 'template' is not allowed for discord://",
+        ),
+        ("slack://a/b/c?template=/root/x.json", "parameter 'template' is not allowed for slack://"),
+        ("tgram://123:abc/456?template=/etc/x", "parameter 'template' is not allowed for tgram://"),
+        (
+            "ntfy://h/topic?attach=file:///etc/shadow",
+            "parameter 'attach' is not allowed for ntfy://",
+        ),
+        ("ntfys://h/topic?click=http://x", "parameter 'click' is not allowed for ntfys://"),
+        ("mailtos://u:p@h?pgpkey=/root/k.asc", "parameter 'pgpkey' is not allowed for mailtos://"),
+        ("json://h/x?:message=/etc/shadow", "parameter ':message' must not name a path or a URL"),
+        ("json://h/x?+X-Url=http://internal/", "parameter '+X-Url' must not name a path or a URL"),
     ):
         doc = run("bob-job", ["true"], [{"url": url}])
         answer = as_user(users[BOB], lab.socket, lambda c, d=doc: c.submit(d))
         assert answer["error"].startswith(f"422 INVALID_SPEC: spec.notify[0].url: {why}")
         assert "\n" not in answer["error"]
     assert lab.json("ls", "--all") == []
+    fine = "json://127.0.0.1:9/hook?method=PUT&+X-Team=vision&-source=astra&:message=text"
+    doc = run("bob-fine", ["true"], [{"url": fine}])
+    assert "ok" in as_user(users[BOB], lab.socket, lambda c: c.submit(doc))
 
 
 def test_a_preempted_members_notification_never_names_the_other_workspace(
