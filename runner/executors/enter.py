@@ -10,7 +10,7 @@ child before it runs anything the member chose:
    namespace is opened as ``/proc/<pid>/ns/mnt`` of the pid the supervisor recorded,
    checked against its start time, never a path a member named;
 2. takes the terminal as its controlling one (``-it``);
-3. drops to the worker's uid:gid with no supplementary groups and no-new-privileges,
+3. drops to the worker's uid:gid and the member's supplementary groups, no-new-privileges,
    then enters the working directory and looks the program up on the worker's PATH
    as the member: a program the member cannot reach is "not found" (exit 127).
 
@@ -115,7 +115,7 @@ class ProcessSession:
 
 def write_enter(folder: Path, job: dict[str, object]) -> None:
     """Keep what ``astra exec`` needs of the launch (the supervisor deletes its copy)."""
-    keep = ("env", "cwd", "uid", "gid", "sandbox")
+    keep = ("env", "cwd", "uid", "gid", "groups", "sandbox")
     write_json_atomic(folder / ENTER, {k: job[k] for k in keep})
 
 
@@ -141,7 +141,8 @@ def _spawn(
     env = {str(k): str(v) for k, v in dict(launch.get("env") or {}).items()}  # type: ignore[call-overload]
     uid, gid = launch.get("uid"), launch.get("gid")
     job = {"argv": list(request.argv), "env": env, "cwd": str(launch.get("cwd") or "/tmp"),
-           "uid": uid, "gid": gid, "tty": request.tty, "namespace": namespace}  # fmt: skip
+           "uid": uid, "gid": gid, "groups": launch.get("groups") or [], "tty": request.tty,
+           "namespace": namespace}  # fmt: skip
     if request.tty:
         master, slave = os.openpty()
         size = struct.pack("HHHH", request.rows, request.cols, 0, 0)
@@ -190,7 +191,7 @@ def _keeper(job: dict[str, object], streams: dict[str, int]) -> subprocess.Popen
 
 
 def child_setup(
-    namespace: int | None, uid: object, gid: object, cwd: str, tty: bool
+    namespace: int | None, uid: object, gid: object, cwd: str, tty: bool, groups: object = ()
 ) -> Callable[[], None]:
     """What the forked child does before it runs the member's program (module doc)."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -201,7 +202,9 @@ def child_setup(
         if tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         if isinstance(uid, int) and isinstance(gid, int):
-            os.setgroups([])
+            os.setgroups(
+                [g for g in groups if isinstance(g, int)] if isinstance(groups, list) else []
+            )
             os.setgid(gid)
             os.setuid(uid)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -45,7 +45,9 @@ def main(argv: list[str]) -> int:
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         print("cannot keep the command's processes together", file=sys.stderr)
         return 126
-    setup = child_setup(job["namespace"], job["uid"], job["gid"], job["cwd"], job["tty"])
+    setup = child_setup(
+        job["namespace"], job["uid"], job["gid"], job["cwd"], job["tty"], job.get("groups", [])
+    )
     try:
         proc = subprocess.Popen(
             job["argv"], env=job["env"], cwd="/", start_new_session=True, preexec_fn=setup,

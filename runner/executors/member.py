@@ -20,8 +20,21 @@ from runner.executors.workerfiles import Job
 PLACE_TIMEOUT = 5.0  # seconds the member's child may take to place the drives
 
 
+def member_groups(uid: int, gid: int) -> list[int]:
+    """The groups the member has as a login gives them (``su - member``): its primary
+    ``gid`` and the supplementary groups the system lists for it now; only ``gid`` for
+    a uid without a name."""
+    import pwd
+
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return [gid]
+    return sorted(set(os.getgrouplist(name, gid)))
+
+
 def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``work()`` in a child that is the job's uid:gid with no supplementary groups.
+    """``work()`` in a child that is the job's uid:gid and its supplementary groups.
 
     Its answer comes back as JSON; a PlacementError's (or any error's) one line is raised
     here as a PlacementError. The supervisor is single-threaded, so fork is safe.
@@ -82,7 +95,7 @@ def _reap_within(pid: int, timeout: float) -> None:
 def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: int) -> None:
     try:
         if job.uid is not None:
-            os.setgroups([])
+            os.setgroups(job.groups)
             os.setgid(job.gid if job.gid is not None else job.uid)
             os.setuid(job.uid)
         answer: dict[str, Any] = {"ok": work()}

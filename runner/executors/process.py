@@ -29,7 +29,8 @@ the command along, and cleanup kills its group; processes that had left the grou
 then out of reach.
 
 Who runs it: when the daemon is root and the member is not, the command runs as the
-member's uid:gid with no supplementary groups and no-new-privileges; a daemon that is not
+member's uid:gid, its supplementary groups as a login gives them (``su - member``) and
+no-new-privileges; a daemon that is not
 root runs every command as itself. The command gets ``launch.env`` plus PATH, HOME, USER
 and ``CUDA_VISIBLE_DEVICES`` (the worker's GPUs; empty for none) where missing, its home
 (or /tmp) as working directory, and stdout+stderr appended to ``launch.log_path``
@@ -75,6 +76,7 @@ from runner.executors.launcher import (
     LauncherTimeout,
     launches_for,
 )
+from runner.executors.member import member_groups
 from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import (
@@ -410,6 +412,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         log_limit=launch.log_limit,
         log_reserve=launch.log_reserve,
         interactive=launch.interactive,
+        groups=member_groups(uid, launch.gid) if switch else [],
     )
 
 

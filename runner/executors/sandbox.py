@@ -3,7 +3,7 @@
 A drive's mount path is a path in the run's own view, which under bubblewrap
 (``--dev-bind / /``) is the host as the member sees it. So the path is resolved, its
 deepest existing folder listed and the program looked up by the supervisor's child
-that has dropped to the run's uid:gid with no supplementary groups
+that has dropped to the run's uid:gid and the member's supplementary groups
 (:func:`runner.executors.member.as_member`): never with root's rights. A symlink
 the member made (``/tmp/x -> /home/alice/hidden``) is followed only as far as the
 member could follow it, and whatever it leads to is checked again: a path that

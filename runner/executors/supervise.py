@@ -279,7 +279,7 @@ def _popen(
 ) -> subprocess.Popen[bytes]:
     identity: dict[str, Any] = {}
     if job.uid is not None:
-        identity = {"user": job.uid, "group": job.gid, "extra_groups": []}
+        identity = {"user": job.uid, "group": job.gid, "extra_groups": job.groups}
     return subprocess.Popen(
         argv,
         stdin=output if job.interactive else subprocess.DEVNULL,

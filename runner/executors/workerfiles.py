@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -81,6 +81,7 @@ class Job(NamedTuple):
     log_limit: int = 0  # bytes; 0: none (see runner.executors.logcap)
     log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
     interactive: bool = False  # a terminal for the command (runner.executors.terminal)
+    groups: Sequence[int] = ()  # the member's groups, its supplementary ones (as a login gives)
 
     @classmethod
     def load(cls, path: Path) -> Job:

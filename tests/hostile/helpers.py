@@ -1,12 +1,24 @@
-"""Talking to a real daemon with raw bytes, and reading what it wrote."""
+"""Talking to a real daemon with raw bytes, and reading what it wrote; ``astra`` as a
+real Unix user."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import pty
+import pwd
+import select
 import socket
 import sqlite3
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from astraeus_tui.cli.main import app
+from tests.integration.served import Served
+from tests.users import fork_as
 
 TABLES = ("runs", "workers", "events", "usage", "groups", "templates")
 
@@ -68,3 +80,40 @@ def error_of(response: bytes) -> str:
     body = response.split(b"\r\n\r\n", 1)[-1]
     error = json.loads(body)["error"]
     return f"{error['status']} {error['code']}: {error['message']}"
+
+
+def astra_as(lab: Served, who: pwd.struct_passwd, args: list[str], terminal: bool = False) -> bytes:
+    """What ``astra ARGS`` writes to its stdout, a terminal (a pty) or a pipe, run as
+    ``who`` (its groups as the system gives them)."""
+    if terminal:
+        reading, writing = pty.openpty()
+        os.chown(os.ttyname(writing), who.pw_uid, -1)
+    else:
+        reading, writing = os.pipe()
+    pid = fork_as(who)
+    if pid == 0:  # the child never returns into the test
+        try:
+            os.dup2(writing, 1)
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+            os.environ.update(lab.env)
+            app(args, prog_name="astra")
+        finally:
+            os._exit(0)
+    os.close(writing)
+    out = b""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not select.select([reading], [], [], 1)[0]:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            continue
+        try:
+            chunk = os.read(reading, 65536)
+        except OSError:  # a pty's reader: the writer closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(reading)
+    os.waitpid(pid, 0)
+    return out.replace(b"\r\n", b"\n") if terminal else out  # a pty makes \n \r\n

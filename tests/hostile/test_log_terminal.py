@@ -5,23 +5,17 @@ the reader another member of its workspace, each a real Unix user."""
 
 from __future__ import annotations
 
-import grp
-import io
 import os
-import pty
 import pwd
-import select
-import sys
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from astraeus_tui.cli.main import app
+from tests.hostile.helpers import astra_as
 from tests.integration.harness import wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import as_user
-from tests.users import fork_as, unix_users
+from tests.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, WRITER, READER = "astra-lt-g", "astra-lt-w", "astra-lt-r"
@@ -58,49 +52,13 @@ def finished_run(lab: Served, writer: pwd.struct_passwd) -> str:
     return "loud"
 
 
-def read_as(lab: Served, who: pwd.struct_passwd, args: list[str], terminal: bool) -> bytes:
-    """What ``astra ARGS`` writes to its stdout, a terminal (a pty) or a pipe, run as ``who``."""
-    if terminal:
-        reading, writing = pty.openpty()
-        os.chown(os.ttyname(writing), who.pw_uid, -1)
-    else:
-        reading, writing = os.pipe()
-    pid = fork_as(who, [grp.getgrnam(GROUP).gr_gid])
-    if pid == 0:  # the child never returns into the test
-        try:
-            os.dup2(writing, 1)
-            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-            os.environ.update(lab.env)
-            app(args, prog_name="astra")
-        finally:
-            os._exit(0)
-    os.close(writing)
-    out = b""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if not select.select([reading], [], [], 1)[0]:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                break
-            continue
-        try:
-            chunk = os.read(reading, 65536)
-        except OSError:  # a pty's reader: the writer closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(reading)
-    os.waitpid(pid, 0)
-    return out.replace(b"\r\n", b"\n") if terminal else out  # a pty makes \n \r\n
-
-
 def test_logs_on_a_terminal_escape_all_but_colour(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
     name = finished_run(lab, users[WRITER])
     reader = users[READER]
-    assert read_as(lab, reader, ["logs", name], terminal=True) == ESCAPED
-    assert read_as(lab, reader, ["attach", name], terminal=True).startswith(ESCAPED)
-    assert read_as(lab, reader, ["logs", "--raw", name], terminal=True) == RAW
-    assert read_as(lab, reader, ["logs", name], terminal=False) == RAW  # piped: exact
-    assert read_as(lab, reader, ["attach", name], terminal=False).startswith(RAW)
+    assert astra_as(lab, reader, ["logs", name], terminal=True) == ESCAPED
+    assert astra_as(lab, reader, ["attach", name], terminal=True).startswith(ESCAPED)
+    assert astra_as(lab, reader, ["logs", "--raw", name], terminal=True) == RAW
+    assert astra_as(lab, reader, ["logs", name], terminal=False) == RAW  # piped: exact
+    assert astra_as(lab, reader, ["attach", name], terminal=False).startswith(RAW)

@@ -139,7 +139,8 @@ def test_exec_runs_as_the_run_s_user_with_its_environment(
     gpus = lab.json("show", name)["gpus"]
     lines = result.stdout.splitlines()
     assert lines[0] == f"run={name} gpus={','.join(str(g) for g in gpus)}"
-    assert lines[1:] == [str(bob.pw_uid), str(bob.pw_gid)]  # no supplementary groups
+    login = sorted(os.getgrouplist(bob.pw_name, bob.pw_gid))  # as `su - bob` gives them
+    assert lines[1] == str(bob.pw_uid) and sorted(map(int, lines[2].split())) == login
 
     missing = astra(lab, "exec", name, "--", "no-such-program-ex", user=users[BOB])
     assert (missing.returncode, missing.stderr.strip()) == (
