@@ -17,7 +17,7 @@ from runner.api.streams import follow_events, follow_log, sse
 from runner.api.telemetry import run_usage
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import ESTIMATES
-from runner.drives import latest_checkpoint
+from runner.drives import Member, latest_checkpoint
 from runner.model import RunState
 from runner.service.edits import edit_fields, update_run
 from runner.service.reads import LOGS_PRIVATE
@@ -70,7 +70,8 @@ async def show_run(request: web.Request) -> web.Response:
     obj["workers_history"] = [worker_object(w, caller.viewer) for w in history]
     seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
-    found = latest_checkpoint(daemon.backend.specs.get(run), daemon.settings.drives, name)
+    owner = Member.of(run.uid, run.gid)  # the scan sees what the run's owner may list
+    found = latest_checkpoint(daemon.backend.specs.get(run), daemon.settings.drives, name, owner)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     usage = await asyncio.to_thread(run_usage, daemon, run)  # its telemetry, once sampled
     if usage is not None:

@@ -20,19 +20,6 @@ from runner.executors.workerfiles import Job
 PLACE_TIMEOUT = 5.0  # seconds the member's child may take to place the drives
 
 
-def member_groups(uid: int, gid: int) -> list[int]:
-    """The groups the member has as a login gives them (``su - member``): its primary
-    ``gid`` and the supplementary groups the system lists for it now; only ``gid`` for
-    a uid without a name."""
-    import pwd
-
-    try:
-        name = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return [gid]
-    return sorted(set(os.getgrouplist(name, gid)))
-
-
 def as_member(job: Job, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``work()`` in a child that is the job's uid:gid and its supplementary groups.
 

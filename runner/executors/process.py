@@ -59,6 +59,7 @@ import sys
 from pathlib import Path
 from signal import SIGKILL, SIGTERM
 
+from runner.drives import login_groups
 from runner.executors.base import (
     Capabilities,
     ExecutorError,
@@ -76,7 +77,6 @@ from runner.executors.launcher import (
     LauncherTimeout,
     launches_for,
 )
-from runner.executors.member import member_groups
 from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import (
@@ -412,7 +412,7 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         log_limit=launch.log_limit,
         log_reserve=launch.log_reserve,
         interactive=launch.interactive,
-        groups=member_groups(uid, launch.gid) if switch else [],
+        groups=login_groups(uid, launch.gid) if switch else [],
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import docker
 
+from runner.drives import login_groups
 from runner.executors.base import (
     LABEL_PREFIX,
     SCHEMA_VERSION,
@@ -24,7 +25,6 @@ from runner.executors.base import (
     WorkerStatus,
 )
 from runner.executors.docker.errors import one_line
-from runner.executors.member import member_groups
 
 LABEL_RUN = f"{LABEL_PREFIX}.run"
 LABEL_RUN_UID = f"{LABEL_PREFIX}.run-uid"
@@ -63,7 +63,7 @@ def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
         ],
         "user": f"{launch.uid}:{launch.gid}",
         # the member's supplementary groups, as a login gives them (a drive of mode 2770)
-        "group_add": [str(g) for g in member_groups(launch.uid, launch.gid) if g != launch.gid],
+        "group_add": [str(g) for g in login_groups(launch.uid, launch.gid) if g != launch.gid],
         "security_opt": ["no-new-privileges"],
         "cap_drop": ["ALL"],
         "privileged": False,
