@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode, RunRef
+from runner.spec.fields import MAX_NAME
 from runner.spec.groups import (
     QUICK_EXIT,
     GroupSpec,
@@ -131,38 +132,50 @@ class GroupControl:
 
         A firing skipped or refused for the same cause as the one before it writes no
         event: a per-second schedule behind a long run adds one event, not one a second.
+        A firing whose name is taken (a run of the schedule's own namespace took it first)
+        is named with a suffix (``-2`` … ``-9``) and starts anyway; its event says so.
         """
         spec = self._spec(group)
-        name = schedule_run_name(group.name, group.next_at or now)
-        ref, ws = RunRef(name, group.workspace), group.workspace
+        base = schedule_run_name(group.name, group.next_at or now)
+        ws = group.workspace
         previous = [
             r for r in self.store.runs_of_group(group.name)
             if r.state in RunState.ACTIVE and r.stop_request != StopReason.DELETE
         ]  # fmt: skip
-        row, refusal = self._checked(group, name, now)
-        try:
-            with self.store.transaction() as tx:
-                if not self._still_there(tx, group):
-                    return  # deleted meanwhile: it fires no more
-                self._fired(tx, group, spec, now)
-                if previous and spec.policy == "skip":
-                    row = None
-                elif row is not None:
-                    refusal = self._room(tx, group)
-                    row = row if refusal is None else None
-                kind, text, cause = _firing(spec, ref, row, refusal, previous)
-                if row is not None:
-                    self._submit_fired(tx, group, spec, row, previous)
-                if cause is None or self._last_cause.get(group.name) != cause:
-                    self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
-        except NameInUse:
-            kind, cause = "Refused", "name in use"
+        cause: str | None = None
+        for name in firing_names(base):
+            ref = RunRef(name, ws)
+            row, refusal = self._checked(group, name, now)
+            try:
+                with self.store.transaction() as tx:
+                    if not self._still_there(tx, group):
+                        return  # deleted meanwhile: it fires no more
+                    self._fired(tx, group, spec, now)
+                    if previous and spec.policy == "skip":
+                        row = None
+                    elif row is not None:
+                        refusal = self._room(tx, group)
+                        row = row if refusal is None else None
+                    kind, text, cause = _firing(spec, ref, row, refusal, previous)
+                    if row is not None:
+                        self._submit_fired(tx, group, spec, row, previous)
+                        if name != base:
+                            text = Reason(f"{text.template} ({_literal(base)} was taken)",
+                                          text.refs)  # fmt: skip
+                    if cause is None or self._last_cause.get(group.name) != cause:
+                        self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+                break
+            except NameInUse:
+                continue
+        else:  # every name taken
+            cause = "name in use"
             with self.store.transaction() as tx:
                 self._fired(tx, group, spec, now)
                 text = Reason.of(
-                    "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists", ref
+                    "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists",
+                    RunRef(base, ws),
                 )
-                self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+                self.store.add_event(tx, group.name, ws, "Refused", text, now, group.name)
         self._last_cause[group.name] = cause
 
     def _fired(self, tx: Tx, group: GroupRow, spec: GroupSpec, now: float) -> None:
@@ -311,6 +324,11 @@ def _firing(
         olds = tuple(RunRef(r.name, r.workspace) for r in previous)
         return "Fired", Reason.of("Submitted {0} in place of {1}", ref, olds), None
     return "Fired", Reason.of("Submitted {0}", ref), None
+
+
+def firing_names(base: str) -> list[str]:
+    """The names a firing tries in turn: its own, then ``-2`` … ``-9`` that are names."""
+    return [base] + [f"{base}-{n}" for n in range(2, 10) if len(base) + 2 <= MAX_NAME]
 
 
 def _literal(text: str | None) -> str:

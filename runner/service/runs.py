@@ -19,6 +19,7 @@ from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
 from runner.service.reads import Reads
+from runner.spec.groups import schedule_of_firing
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict
 from runner.spec.printable import check_spec
 from runner.store.db import (
@@ -135,6 +136,7 @@ class Service(Reads):
         except SpecError as e:
             raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         workspace = self._workspace_for(spec, caller)
+        self._check_not_a_firing(spec.name, workspace)
         self.check_priority(workspace, spec.priority)
         self._check_drives(spec, workspace)
         self._check_after(spec, caller, pending)
@@ -152,6 +154,21 @@ class Service(Reads):
         if refusal is not None:
             raise ServiceError(422, "INVALID_SPEC", refusal)
         return workspace
+
+    def _check_not_a_firing(self, name: str, workspace: str) -> None:
+        """A name of the form a schedule of another namespace gives its firings
+        (``<schedule>-YYYYMMDD-HHMMSS``, with a suffix or not) is kept for it: taken
+        first, it would keep that schedule from firing."""
+        schedule = schedule_of_firing(name)
+        if schedule is None:
+            return
+        group = self.store.get_group(schedule)
+        if group is not None and group.kind == "schedule" and group.workspace != workspace:
+            raise ServiceError(
+                409, "NAME_IN_USE",
+                f"{name} is a name kept for a schedule's runs ({schedule}-YYYYMMDD-HHMMSS):"
+                " choose another",
+            )  # fmt: skip
 
     def default_image(self, workspace: str | None = None) -> str:
         """The image of a run naming none: the workspace's, the machine's, else local."""

@@ -36,6 +36,7 @@ MAX_DEPTH = 32  # nesting of lists and objects in a document (a spec needs 5)
 DOCUMENT = "<document>"
 SCRIPT = "<script>"
 
+MAX_NAME = 63  # characters of a run's or a group's name
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -317,6 +318,16 @@ def local_zone() -> tzinfo:
 
 def schedule_run_name(group: str, fired: float) -> str:
     return group + time.strftime(SCHEDULE_SUFFIX, time.localtime(fired))
+
+
+_FIRING = re.compile(r"(.+)-\d{8}-\d{6}(?:-[2-9])?")  # SCHEDULE_SUFFIX, and -2 … -9
+
+
+def schedule_of_firing(name: str) -> str | None:
+    """The schedule whose firing could be named ``name`` (``nightly-20261206-030000``:
+    ``nightly``), or None for a name no firing has."""
+    found = _FIRING.fullmatch(name)
+    return None if found is None else found.group(1)
 
 
 def sweep_document(document: object) -> dict[str, object] | None:

@@ -91,3 +91,28 @@ def test_a_date_that_never_comes_is_refused_in_one_line(
         made = as_user(users[ALICE], d.socket, lambda c, x=never: c.create_group(x))
         assert made == {"error": f"422 INVALID_SPEC: cron: '{cron}' never fires again"}
     assert d.json("schedule", "ls") == []
+
+
+def test_a_schedules_firing_names_are_its_own(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    """Another namespace cannot take the name a firing will use; a name its own
+    namespace took first gets a suffix, and the firing starts anyway."""
+    d = served(CONFIG, gpus=2)
+    soon = (datetime.now().astimezone() + timedelta(seconds=5)).replace(microsecond=0)
+    name = "nightly" + soon.strftime("-%Y%m%d-%H%M%S")
+    nightly = _schedule("nightly", _once_at(soon), "vision")
+    assert "ok" in as_user(users[ALICE], d.socket, lambda c: c.create_group(nightly))
+    for taken in (name, f"{name}-2"):
+        squat = as_user(users[BOB], d.socket, lambda c, n=taken: c.submit(spec(n, SLEEP)))
+        assert squat.get("error") == (
+            f"409 NAME_IN_USE: {taken} is a name kept for a schedule's runs"
+            " (nightly-YYYYMMDD-HHMMSS): choose another"
+        ), squat
+    own = as_user(users[ALICE], d.socket,
+                  lambda c: c.submit(spec(name, SLEEP, workspace="vision")))  # fmt: skip
+    assert "ok" in own, own
+    wait_for(lambda: any(e["kind"] == "Fired" for e in _events(d, "nightly")), 30, "a firing")
+    fired = next(e for e in _events(d, "nightly") if e["kind"] == "Fired")
+    assert fired["message"] == f"Submitted {name}-2 ({name} was taken)"
+    assert d.json("show", f"{name}-2")["workspace"] == "vision"
