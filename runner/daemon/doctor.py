@@ -306,6 +306,35 @@ def run_checks(
     if config is not None and config.metrics.address is not None:
         rows.append(check_metrics(*config.metrics.address))
     rows.append(check_state_db(setup.home))
+    if config is not None:
+        rows += check_notify_secrets(setup.config)
+    return rows
+
+
+def check_notify_secrets(path: Path) -> list[Check]:
+    """A ``[[notify]] url`` that holds a secret (a token, a password) in a config that
+    every user may read: a warning, with where it belongs instead."""
+    import tomllib
+
+    from runner.notify.targets import holds_secret, label
+
+    try:
+        st = path.stat()
+        entries = tomllib.loads(path.read_text()).get("notify", [])
+    except (OSError, ValueError):
+        return []
+    if not st.st_mode & stat.S_IROTH or not isinstance(entries, list):
+        return []
+    rows = []
+    for i, entry in enumerate(entries):
+        url = entry.get("url") if isinstance(entry, dict) else None
+        if isinstance(url, str) and holds_secret(url):
+            why = (f"{path} (mode {_mode(st)}) is readable by every user, and notify[{i}].url"
+                   f" ({label(url)}) holds a secret")  # fmt: skip
+            fix = (f"put the URL in a file only root reads and name it: install -m 600 /dev/null"
+                   f" /etc/astraeus/notify.d/{i}; url_file = \"/etc/astraeus/notify.d/{i}\""
+                   " (or url_env), then " + RESTART)  # fmt: skip
+            rows.append(Check("notify secrets", "warn", why, fix))
     return rows
 
 

@@ -157,6 +157,22 @@ def event_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def holds_secret(url: str) -> bool:
+    """Whether a URL carries a secret: credentials (``user:pass@``), a chat service's
+    token (in its host and path), or a parameter that is one (``token``, ``pass``…)."""
+    from urllib.parse import urlsplit
+
+    scheme = scheme_of(url)
+    if scheme not in MACHINE_SCHEMES and scheme not in ("mailto", "mailtos"):
+        return True  # slack, discord, tgram, matrix, ntfy: the URL is the key
+    parts = urlsplit(url)
+    if "@" in parts.netloc and ":" in parts.netloc.rpartition("@")[0]:
+        return True
+    keys = {part.partition("=")[0].lower().lstrip("+-:") for part in parts.query.split("&")}
+    return any(k in keys for k in ("token", "pass", "password", "auth", "key", "secret",
+                                   "authorization", "x-api-key", "apikey"))  # fmt: skip
+
+
 def label(url: str) -> str:
     """A URL as events show it: the scheme, and the host of a webhook or mail server;
     never credentials, a path, a query, nor the host part of the chat schemes (a token)."""

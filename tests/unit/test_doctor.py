@@ -24,6 +24,7 @@ from runner.daemon.doctor import (
     check_docker,
     check_drive,
     check_metrics,
+    check_notify_secrets,
     check_nvidia_runtime,
     check_nvml,
     check_socket,
@@ -247,3 +248,18 @@ def test_metrics_says_whose_listener_answers() -> None:
             thread.start()
             assert check_metrics("127.0.0.1", squat.getsockname()[1]).status == status
             thread.join(5)
+
+
+def test_a_secret_in_a_readable_config_is_a_warning(tmp_path: Path) -> None:
+    inline = GOOD + '\n[[notify]]\nurl = "slack://T1/B2/C3token"\n'
+    inline += '[[notify]]\nurl = "json://10.0.0.1/hook"\n'  # no secret in it
+    setup = setup_in(tmp_path, inline)
+    (tmp_path / "config.toml").chmod(0o644)
+    [warning] = check_notify_secrets(setup.config)
+    assert (
+        warning.status == "warn" and "notify[0].url (slack://…) holds a secret" in warning.message
+    )
+    assert "url_file" in warning.fix and "install -m 600" in warning.fix
+    assert "notify secrets" in {row.name for row in run_checks(setup, read=lambda _: REAL)}
+    (tmp_path / "config.toml").chmod(0o640)  # not readable by every user
+    assert check_notify_secrets(setup.config) == []

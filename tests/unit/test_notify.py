@@ -380,3 +380,42 @@ def test_a_rolled_back_event_queues_nothing(tmp_path: Path) -> None:
     store.notice_delivered(row)
     assert store.pending_notices(10) == []
     assert [e.code for e in store.events("r")][-1] is ReasonCode.NOTIFIED
+
+
+def test_a_secret_url_from_a_root_only_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "slack"
+    secret.write_text("slack://T1/B2/C3token\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("ASTRA_TEST_PAGER", "json://10.0.0.1/page?+Authorization=Bearer%20x")
+    text = f'[[notify]]\nurl_file = "{secret}"\n[[notify]]\nurl_env = "ASTRA_TEST_PAGER"\n'
+    config = parse_config(text)
+    assert [t.url for t in config.notify] == [
+        "slack://T1/B2/C3token", "json://10.0.0.1/page?+Authorization=Bearer%20x"]  # fmt: skip
+
+
+def test_a_secret_file_others_may_read_or_a_link_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "slack"
+    secret.write_text("slack://T1/B2/C3token\n")
+    link = tmp_path / "link"
+    link.symlink_to(secret)
+    for path, mode, why in (
+        (secret, 0o644, "may be read or changed by others: chown root"),
+        (secret, 0o660, "(mode 0660, uid 0) may be read or changed by others"),
+        (link, 0o600, "Too many levels of symbolic links"),
+        (tmp_path, 0o700, "is not a regular file"),
+    ):
+        secret.chmod(mode)
+        with pytest.raises(ConfigError) as caught:
+            parse_config(f'[[notify]]\nurl_file = "{path}"\n', source="config.toml")
+        assert why in str(caught.value) and "\n" not in str(caught.value)
+        assert str(caught.value).startswith("config.toml: notify[0].url_file: ")
+    for entry, message in (
+        ('url = "json://h/x"\nurl_env = "X"', "notify[0].url_env: give only one of url"),
+        ('url_env = "ASTRA_TEST_UNSET"', "notify[0].url_env: 'ASTRA_TEST_UNSET' is not set"),
+        ('url_file = "relative"', "notify[0].url_file: 'relative' must be an absolute path"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(f"[[notify]]\n{entry}\n", source="config.toml")
+        assert str(caught.value).startswith(f"config.toml: {message}"), str(caught.value)
