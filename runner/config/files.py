@@ -232,6 +232,9 @@ DEFAULT_CONFIG_TEXT = """\
 # [[notify]]           an Apprise URL told of runs' events (any number of entries)
 #   url                 e.g. "json://host:9000/hook", "mailto://localhost?to=lab@x",
 #                       "ntfy://topic", "slack://…" (the schemes: docs/api.md)
+#   url_file            instead: a file (root's, mode 0600) holding a URL with a
+#                       secret (a token, a password): this file is readable by all
+#   url_env             instead: the daemon's environment variable holding the URL
 #   events              any of "succeeded", "failed", "preempted", "started",
 #                       "timelimit" (default ["succeeded", "failed"])
 #   workspaces          optional: only these workspaces' runs (default: all)
