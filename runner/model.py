@@ -91,6 +91,9 @@ def format_cores(milli: int) -> str:
     return f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
 
 
+HELD_AS_WHOLE = -(1 << 62)  # Resources.held_gpus not given: as many as its whole GPUs
+
+
 @dataclass(frozen=True, slots=True)
 class Resources:
     """An amount of each schedulable resource. ``workers`` counts workers."""
@@ -103,6 +106,15 @@ class Resources:
     # their count; a whole (exclusive) GPU counts as the machine's smallest GPU's memory
     # where the snapshot says so (runner/engine/snapshot.py). ``gpus`` counts whole GPUs.
     gpu_memory: int = 0
+    # the GPUs held, whole or shared: what a ``gpus`` quota counts. A shared run holds
+    # each of its GPUs for the quota, however little of its memory it asks (its fraction
+    # of the GPU rounded up); not given: its whole GPUs. A machine's room and a quota
+    # without a ``gpus`` limit have as many as no count reaches.
+    held_gpus: int = HELD_AS_WHOLE
+
+    def __post_init__(self) -> None:
+        if self.held_gpus == HELD_AS_WHOLE:
+            object.__setattr__(self, "held_gpus", self.gpus)
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(
@@ -111,6 +123,7 @@ class Resources:
             self.memory + other.memory,
             self.workers + other.workers,
             self.gpu_memory + other.gpu_memory,
+            self.held_gpus + other.held_gpus,
         )
 
     def __sub__(self, other: Resources) -> Resources:
@@ -120,6 +133,7 @@ class Resources:
             self.memory - other.memory,
             self.workers - other.workers,
             self.gpu_memory - other.gpu_memory,
+            self.held_gpus - other.held_gpus,
         )
 
     def times(self, n: int) -> Resources:
@@ -129,6 +143,7 @@ class Resources:
             self.memory * n,
             self.workers * n,
             self.gpu_memory * n,
+            self.held_gpus * n,
         )
 
     def fits_in(self, room: Resources) -> bool:
@@ -138,10 +153,12 @@ class Resources:
             and self.memory <= room.memory
             and self.workers <= room.workers
             and self.gpu_memory <= room.gpu_memory
+            and self.held_gpus <= room.held_gpus
         )
 
 
 RESOURCE_NAMES = ("gpus", "cpu_cores", "memory", "workers", "gpu_memory")
+UNBOUNDED = 1 << 50  # a room's amount where nothing bounds it
 
 
 def format_amount(resource: str, amount: int) -> str:
@@ -153,9 +170,20 @@ def format_amount(resource: str, amount: int) -> str:
     return str(amount)
 
 
-def amounts(r: Resources) -> tuple[int, int, int, int, int]:
-    """The resources in the order of RESOURCE_NAMES."""
+def amounts(r: Resources) -> tuple[int, int, int, int, int, int]:
+    """Every amount, in the order of the fields (``Resources(*amounts(r)) == r``)."""
+    return (r.gpus, r.cpu_milli, r.memory, r.workers, r.gpu_memory, r.held_gpus)
+
+
+def machine_amounts(r: Resources) -> tuple[int, int, int, int, int]:
+    """The amounts the machine bounds, in the order of RESOURCE_NAMES (whole GPUs)."""
     return (r.gpus, r.cpu_milli, r.memory, r.workers, r.gpu_memory)
+
+
+def quota_amounts(r: Resources) -> tuple[int, int, int, int, int]:
+    """The amounts a quota counts, in the order of RESOURCE_NAMES and Quota.limits():
+    its ``gpus`` are the GPUs held, whole or shared."""
+    return (r.held_gpus, r.cpu_milli, r.memory, r.workers, r.gpu_memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +289,7 @@ class RunSpec:
             memory=t.memory + t.per_gpu_memory * t.gpus,
             workers=1,
             gpu_memory=(share if t.shared else whole_gpu) * t.gpus,
+            held_gpus=t.gpus,
         )
 
     def total_resources(self) -> Resources:

@@ -14,7 +14,7 @@ from runner.api.context import daemon_of, peer_caller
 from runner.config.files import update_config_file
 from runner.config.load import ConfigError
 from runner.gpus import foreign_processes, read_inventory
-from runner.model import RESOURCE_NAMES, Quota, Resources, amounts
+from runner.model import RESOURCE_NAMES, Quota, Resources, quota_amounts
 from runner.planner.plan import dominant_share
 from runner.reasons import ANONYMOUS_RUN
 from runner.service.runs import ServiceError
@@ -72,7 +72,7 @@ def _quota_json(quota: Quota | None) -> dict[str, Any] | None:
 
 def _usage_json(used: Resources) -> dict[str, int]:
     """What a workspace uses; its GPU memory only when it promised some (a shared GPU)."""
-    usage = dict(zip(RESOURCE_NAMES, amounts(used), strict=True))
+    usage = dict(zip(RESOURCE_NAMES, quota_amounts(used), strict=True))
     if not usage["gpu_memory"]:
         del usage["gpu_memory"]
     return usage

@@ -128,7 +128,7 @@ def _units(
         for w in workers:
             n = len(w.gpus)
             used = used + (
-                Resources(0, w.cpu_milli, w.memory, 1, share * n)
+                Resources(0, w.cpu_milli, w.memory, 1, share * n, held_gpus=n)
                 if share
                 else Resources(n, w.cpu_milli, w.memory, 1, whole * n)
             )

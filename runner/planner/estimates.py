@@ -112,7 +112,8 @@ def _as_waiting(unit: RunningUnit) -> WaitingRun:
     here: its start time stands in, which only moves it later in the order)."""
     per = unit.resources
     n = max(unit.workers, 1)
-    worker = Resources(per.gpus // n, per.cpu_milli // n, per.memory // n, 1, per.gpu_memory // n)
+    worker = Resources(per.gpus // n, per.cpu_milli // n, per.memory // n, 1, per.gpu_memory // n,
+                       per.held_gpus // n)  # fmt: skip
     return WaitingRun(
         unit.run, unit.workspace, unit.priority, unit.started_at, worker,
         tuple(range(n)), unit.time_limit, gpu_share=unit.gpu_share,

@@ -188,7 +188,12 @@ class InQuota:
         pool.used, pool.whole = trial.used, trial.whole
         self.free_gpus = pool.empty()
         self.free = Resources(
-            len(self.free_gpus), free.cpu_milli, free.memory, free.workers, free.gpu_memory
+            len(self.free_gpus),
+            free.cpu_milli,
+            free.memory,
+            free.workers,
+            free.gpu_memory,
+            free.held_gpus,
         )
         self.headroom[run.workspace] = headroom - take
         self.pool_ends.append((end, held, (whole, shares)))

@@ -6,8 +6,17 @@ import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from runner.model import RESOURCE_NAMES, Quota, Resources, amounts, format_amount, format_size
-from runner.planner.types import NO_WORKER_LIMIT, Head, RunningUnit, WaitingRun
+from runner.model import (
+    RESOURCE_NAMES,
+    UNBOUNDED,
+    Quota,
+    Resources,
+    format_amount,
+    format_size,
+    machine_amounts,
+    quota_amounts,
+)
+from runner.planner.types import Head, RunningUnit, WaitingRun
 from runner.reasons import Reason, ReasonCode, RunRef
 
 
@@ -63,7 +72,7 @@ def quota_reason(
         return None
     if (used + ask).fits_in(as_room(quota)):
         return None
-    for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), quota.limits(), strict=True):
+    for name, asked, limit in zip(RESOURCE_NAMES, quota_amounts(ask), quota.limits(), strict=True):
         if limit is not None and asked > limit:
             a, lim = format_amount(name, asked), format_amount(name, limit)
             text = (
@@ -72,7 +81,7 @@ def quota_reason(
             )
             event = quota_reached(f"{name} {a} asked > {lim} (more than the quota allows at all)")
             return Reason(text, code=ReasonCode.QUOTA_OVER), event
-    rows = zip(RESOURCE_NAMES, amounts(used), amounts(ask), quota.limits(), strict=True)
+    rows = zip(RESOURCE_NAMES, quota_amounts(used), quota_amounts(ask), quota.limits(), strict=True)
     for name, in_use, asked, limit in rows:
         if limit is not None and in_use + asked > limit:
             u, a = format_amount(name, in_use), format_amount(name, asked)
@@ -89,12 +98,14 @@ def quota_reached(text: str) -> Reason:
 
 def as_room(quota: Quota) -> Resources:
     """The quota as an amount of room; an unset limit is unlimited."""
-    big = NO_WORKER_LIMIT << 20
-    return Resources(*(big if limit is None else limit for limit in quota.limits()))
+    gpus, cpu, memory, workers, gpu_memory = (
+        UNBOUNDED if limit is None else limit for limit in quota.limits()
+    )
+    return Resources(UNBOUNDED, cpu, memory, workers, gpu_memory, held_gpus=gpus)
 
 
 def too_large(ask: Resources, capacity: Resources) -> Reason | None:
-    rows = zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True)
+    rows = zip(RESOURCE_NAMES, machine_amounts(ask), machine_amounts(capacity), strict=True)
     for name, asked, total in rows:
         if asked > total:
             a, t = format_amount(name, asked), format_amount(name, total)

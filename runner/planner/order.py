@@ -9,7 +9,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import chain, compress, count, islice
 from operator import attrgetter, eq, le, length_hint, lt
 
-from runner.model import Quota, Resources, amounts
+from runner.model import Quota, Resources, quota_amounts
 from runner.planner.types import WaitingRun
 
 _NAME, _TIME, _TIME_NAME = (
@@ -23,7 +23,7 @@ def dominant_share(used: Resources, quota: Quota | None) -> float:
     if quota is None:
         return 0.0
     share = 0.0
-    for amount, limit in zip(amounts(used), quota.limits(), strict=True):
+    for amount, limit in zip(quota_amounts(used), quota.limits(), strict=True):
         if limit is None:
             continue
         if limit == 0:

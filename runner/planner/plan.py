@@ -58,7 +58,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from operator import attrgetter
 
-from runner.model import Resources, amounts
+from runner.model import Resources, amounts, machine_amounts
 from runner.planner.inquota import InQuota
 from runner.planner.messages import (
     as_room,
@@ -219,7 +219,7 @@ class _Walk(InQuota):
             self.refused,
             self.within,
         )
-        cap_gpus, cap_cpu, cap_memory, cap_workers, cap_gpu_memory = amounts(self.capacity)
+        cap_gpus, cap_cpu, cap_memory, cap_workers, cap_gpu_memory = machine_amounts(self.capacity)
         head, free, behind = self.head, self.free, self.behind
         self.ordering = Order(waiting, self.shares, headroom)
         for piece in self.ordering.pieces():

@@ -108,7 +108,7 @@ class GpuPool:
 
 def without_gpus(need: Resources) -> Resources:
     """``need`` but its whole GPUs, which the pool places (and counts) GPU by GPU."""
-    return Resources(0, need.cpu_milli, need.memory, need.workers, need.gpu_memory)
+    return Resources(0, need.cpu_milli, need.memory, need.workers, need.gpu_memory, need.held_gpus)
 
 
 def replay_pool(

@@ -47,6 +47,7 @@ def _resources(entry: dict[str, Any], whole: int) -> Resources:
         parse_size(entry.get("memory", 0)),
         1,
         (share or whole) * count,
+        held_gpus=count,
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from runner.model import Resources, Workspace
+from runner.model import UNBOUNDED, Resources, Workspace
 from runner.reasons import ADMIN, Reason, ReasonCode, RunRef, Viewer
 
 NO_WORKER_LIMIT = 1 << 40
@@ -35,6 +35,7 @@ class Machine:
             self.memory,
             self.max_workers,
             sum(self.sizes().values()),
+            held_gpus=UNBOUNDED,  # the machine bounds GPUs by whole GPUs and memory
         )
 
     def sizes(self) -> dict[int, int]:

@@ -285,7 +285,8 @@ def _time_limit_lever(snapshot: Snapshot, result: Plan, run: WaitingRun, now: fl
 def _gpu_lever(snapshot: Snapshot, run: WaitingRun, now: float) -> str | None:
     each = run.worker.gpu_memory // max(1, run.worker.gpus)  # what a whole GPU counts as
     for gpus in range(run.worker.gpus - 1, 0, -1):
-        fewer = replace(run, worker=replace(run.worker, gpus=gpus, gpu_memory=each * gpus))
+        fewer = replace(run, worker=replace(run.worker, gpus=gpus, gpu_memory=each * gpus,
+                                            held_gpus=gpus))  # fmt: skip
         if _started(plan(_with(snapshot, fewer), now), run.name):
             return f"With {gpus} GPU(s) per worker instead of {run.worker.gpus} it starts now."
     return None

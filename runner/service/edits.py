@@ -22,10 +22,11 @@ from runner.model import (
     Resources,
     RunSpec,
     RunState,
-    amounts,
     format_amount,
     format_cores,
     format_size,
+    machine_amounts,
+    quota_amounts,
 )
 from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError
@@ -101,7 +102,9 @@ def _lengthens(old: int | None, new: int | None) -> bool:
 def _check_fits(spec: RunSpec, workspace: str, service: Service, capacity: Resources) -> None:
     """The edited run could ever start: within the machine and its namespace's quota."""
     ask = spec.total_resources() if spec.gang else spec.worker_resources()
-    for name, asked, total in zip(RESOURCE_NAMES, amounts(ask), amounts(capacity), strict=True):
+    for name, asked, total in zip(
+        RESOURCE_NAMES, machine_amounts(ask), machine_amounts(capacity), strict=True
+    ):
         if asked > total:
             a, t = format_amount(name, asked), format_amount(name, total)
             raise ServiceError(
@@ -109,7 +112,7 @@ def _check_fits(spec: RunSpec, workspace: str, service: Service, capacity: Resou
             )
     quota = service.config.workspaces[workspace].quota
     limits = quota.limits() if quota is not None else (None,) * len(RESOURCE_NAMES)
-    for name, asked, limit in zip(RESOURCE_NAMES, amounts(ask), limits, strict=True):
+    for name, asked, limit in zip(RESOURCE_NAMES, quota_amounts(ask), limits, strict=True):
         if limit is not None and asked > limit:
             a, lim = format_amount(name, asked), format_amount(name, limit)
             raise ServiceError(

@@ -123,7 +123,7 @@ class Reads:
             if run is not None:
                 share = parse_spec(run.spec(), stored=True).task.gpu_share  # shared: no whole GPU
                 n = len(w.gpus)
-                one = Resources(0 if share else n, w.cpu_milli, w.memory, 1, share * n)
+                one = Resources(0 if share else n, w.cpu_milli, w.memory, 1, share * n, n)
                 used[run.workspace] = used.get(run.workspace, Resources()) + one
         return used
 

@@ -67,3 +67,27 @@ def test_another_namespaces_share_is_anonymous(
     assert {s["run"] for s in admin} == {"alice-eval", "bob-secret"}
     for name in ("bob-secret", "alice-eval"):
         d.astra("delete", name)
+
+
+def test_shared_runs_cannot_pass_a_gpus_quota(
+    served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
+) -> None:
+    """vision's ``quota gpus = 2``: four 50 GiB runs on four GPUs, each alone on its GPU,
+    start two; the others wait for the quota, and the workspace shows 2 GPUs used."""
+    capped = CONFIG.replace(
+        f'members = ["{ALICE}"]', f'members = ["{ALICE}"]\nquota = {{ gpus = 2 }}'
+    )
+    d = served(capped, gpus=4)
+    alice = users[ALICE]
+    for i in range(4):
+        made = as_user(alice, d.socket, lambda c, i=i: c.submit(shared(f"big-{i}", 50, "vision")))
+        assert "ok" in made, made
+    wait_for(lambda: sum(d.json("show", f"big-{i}")["state"] == "Running" for i in range(4)) == 2)
+    waiting = [d.json("show", f"big-{i}") for i in range(4)]
+    waiting = [r for r in waiting if r["state"] == "Queued"]
+    assert len(waiting) == 2
+    assert all("Waits for namespace quota: gpus 2 in use + 1 asked > 2" in r["reason"]
+               for r in waiting), [r["reason"] for r in waiting]  # fmt: skip
+    [vision] = [w for w in as_user(alice, d.socket, lambda c: c.workspaces())["ok"]
+                if w["name"] == "vision"]  # fmt: skip
+    assert vision["usage"]["gpus"] == 2 and vision["dominant_share"] == 1.0

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.engine.drain import Drain, drained_snapshot
-from runner.model import GIB, Quota, Resources, Workspace, amounts
+from runner.model import GIB, Quota, Resources, Workspace, amounts, quota_amounts
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
 from runner.planner.types import SIMULATED_GPU_MEMORY
 from runner.store.drains import DrainRow
@@ -432,7 +432,7 @@ def test_the_head_keeps_its_quota(d: Drawn) -> None:
             used = used + runs[name].ask()
     limits = ws.quota.limits()
     for n, (taken, need, limit) in enumerate(
-        zip(amounts(used), amounts(head.need), limits, strict=True)
+        zip(quota_amounts(used), quota_amounts(head.need), limits, strict=True)
     ):
         assert limit is None or taken + need <= limit, (n, taken, need, limit)
 

@@ -26,7 +26,7 @@ def _machine(gpus: int = 2, grace: float = 30) -> Machine:
 def shared(name: str, gib: int, *, count: int = 1, priority: int = 0, at: float = 0,
            limit: float | None = None, workers: int = 1) -> WaitingRun:  # fmt: skip
     ws = "default"
-    worker = Resources(0, 0, 0, 1, gib * GIB * count)
+    worker = Resources(0, 0, 0, 1, gib * GIB * count, held_gpus=count)  # as the snapshot
     return WaitingRun(name, ws, priority, NOW - 1000 + at, worker, tuple(range(workers)),
                       limit, gpu_share=gib * GIB, gpu_count=count)  # fmt: skip
 
@@ -41,7 +41,7 @@ def held(name: str, gpus: tuple[int, ...], gib: int = 0, *, priority: int = 0,
          limit: float | None = None, started: float = -HOUR, ws: str = "default",
          stop_deadline: float | None = None) -> RunningUnit:  # fmt: skip
     """Running: ``gib`` on each of ``gpus`` (shared), or ``gpus`` whole when 0."""
-    res = (Resources(0, 0, 0, 1, gib * GIB * len(gpus)) if gib
+    res = (Resources(0, 0, 0, 1, gib * GIB * len(gpus), held_gpus=len(gpus)) if gib
            else Resources(len(gpus), 0, 0, 1, SIZE * len(gpus)))  # fmt: skip
     deadline = None if stop_deadline is None else NOW + stop_deadline
     return RunningUnit(name, name, ws, priority, res, gpus, NOW + started, limit,
@@ -190,8 +190,9 @@ def shared_snapshots(draw: st.DrawFn) -> Snapshot:
         waiting[-1] = replace(
             w, worker=replace(w.worker, cpu_milli=draw(st.integers(0, 40)) * 1000)
         )
-    quota = draw(st.one_of(st.none(), st.builds(Quota, gpu_memory=st.sampled_from(
-        [100 * GIB, 200 * GIB]))))  # fmt: skip
+    quota = draw(st.one_of(st.none(), st.builds(
+        Quota, gpu_memory=st.one_of(st.none(), st.sampled_from([100 * GIB, 200 * GIB])),
+        gpus=st.one_of(st.none(), st.integers(0, 4)))))  # fmt: skip
     ws = {"default": Workspace("default", quota)} if quota else {}
     return Snapshot(m, ws, tuple(running), tuple(waiting))
 
@@ -221,6 +222,26 @@ def test_no_gpu_memory_is_given_twice(snapshot: Snapshot) -> None:
     for g, size in pool.size.items():
         assert pool.used[g] <= size  # no more memory promised on a GPU than it has
         assert not (g in pool.whole and pool.used[g])  # never whole and shared at once
+
+
+@PROPERTY
+@given(shared_snapshots())
+def test_a_gpus_quota_counts_every_gpu_held_whole_or_shared(snapshot: Snapshot) -> None:
+    """What the plan starts never takes the workspace past its ``gpus`` quota, a shared
+    run counting each GPU it holds (once the GPUs were drawn without a quota, and seven
+    shared runs went past ``gpus = 2``)."""
+    quota = snapshot.workspaces["default"].quota if snapshot.workspaces else None
+    if quota is None or quota.gpus is None:
+        return
+    p = plan(snapshot, NOW)
+    runs = {w.name: w for w in snapshot.waiting}
+    held = sum(len(u.gpus) for u in snapshot.running)
+    started = sum(len(w) for s in p.starts for w in s.gpus)
+    assert started == sum(runs[s.run].ask().held_gpus for s in p.starts)
+    if held <= quota.gpus:
+        assert held + started <= quota.gpus, (held, started, quota.gpus)
+    else:
+        assert started == 0
 
 
 @PROPERTY
@@ -306,3 +327,23 @@ def test_a_gpu_backfill_leaves_the_spare_cores_to_the_runs_behind_it() -> None:
     too_many = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 7_000, 0, 1), (0,), None)
     p = plan(Snapshot(_machine(4), {}, (x,), (head, g, too_many)), NOW)
     assert {s.run for s in p.starts} == {"g"}  # 54 - 8 - 7 cores would leave the head 39
+
+
+def test_shared_runs_count_against_a_gpus_quota_per_gpu_held() -> None:
+    """A shared run holds each of its GPUs for a ``gpus`` quota, however little memory
+    it asks: seven 50 GiB runs on eight GPUs with ``gpus = 2`` start two, the others wait
+    for the quota (they once started all seven)."""
+    runs = [shared(f"s{i}", 50, at=i) for i in range(7)]
+    p = plan(_snap(*runs, gpus=8, quota=Quota(gpus=2)), NOW)
+    assert sorted(_gpus(p)) == ["s0", "s1"]
+    waits = {name: r for name, r in p.reasons.items() if name.startswith("s") and name not in
+             ("s0", "s1")}  # fmt: skip
+    assert {r.code for r in waits.values()} == {ReasonCode.QUOTA_WAIT}
+    assert "gpus 2 in use + 1 asked > 2" in str(waits["s2"])
+    # held ones count too, whole or shared: one shared and one whole GPU held, quota 2
+    busy = (held("a", (0,), 10), held("w", (1,)), shared("next", 10))
+    p = plan(_snap(*busy, gpus=8, quota=Quota(gpus=2)), NOW)
+    assert "next" not in _gpus(p) and p.reasons["next"].code is ReasonCode.QUOTA_WAIT
+    # two GPUs asked shared by one run: two held
+    p = plan(_snap(shared("pair", 10, count=2), gpus=8, quota=Quota(gpus=1)), NOW)
+    assert p.reasons["pair"].code is ReasonCode.QUOTA_OVER

@@ -213,7 +213,7 @@ def test_in_quota_victims_are_its_own_lower_fewest_and_enough(snapshot: Snapshot
             left = left - u.resources
         after = left + run.total
         return after.gpu_memory <= quota.gpu_memory and (
-            quota.gpus is None or after.gpus <= quota.gpus
+            quota.gpus is None or after.held_gpus <= quota.gpus  # every GPU held counts
         )
 
     def fits(chosen: list[RunningUnit]) -> bool:
@@ -222,7 +222,7 @@ def test_in_quota_victims_are_its_own_lower_fewest_and_enough(snapshot: Snapshot
             trial.release(unit_hold(u))
         return within(chosen) and trial.fits(run)
 
-    alone = run.total.gpu_memory <= quota.gpu_memory and run.total.gpus <= (quota.gpus or 9)
+    alone = run.total.gpu_memory <= quota.gpu_memory and run.total.held_gpus <= (quota.gpus or 9)
     if within([]) or not alone:  # within its quota (the head's rules), or never within it
         return
     assert all(v.workspace == "default" for v in victims)  # never another namespace's
