@@ -7,6 +7,7 @@ never blocks: SIGTERM now, SIGKILL on a later tick once the stop grace has passe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -77,6 +78,8 @@ class Loop:
         self.wake = threading.Event()
         self.status = LoopStatus()
         self.specs = SpecCache()
+        self._aside: dict[str, str] = {}  # runs set aside in a tick: the cause last said
+        self._start_failed: set[str] = set()  # runs whose start failed in the last tick
         self._dirty = True
         self._engine_down = False
         self._next_retention = 0.0
@@ -199,13 +202,14 @@ class Loop:
         if self._engine_down:
             self._engine_down = False
             self._dirty = True
-        changed = self.observe(now)
-        changed |= self.enforce(now)
-        if self.idle is not None:
-            changed |= self.idle.tick(self.now, self.stop_workers)
-        changed |= self.settle(now)
-        changed |= self.forget(now)
-        changed |= self.groups(now)
+        changed = False
+        for phase in self._phases:  # one that fails is logged; planning goes on
+            try:
+                changed |= phase(now)
+            except Exception:
+                log.exception("the tick's %s failed; the plan is made all the same",
+                              getattr(phase, "__name__", phase))  # fmt: skip
+                changed = True
         last = self._planned_mono
         self._dirty |= changed
         due = last is None or mono - last >= PLAN_EVERY
@@ -217,6 +221,28 @@ class Loop:
             changed = True
         if changed:
             self._on_change()
+
+    @property
+    def _phases(self) -> tuple[Callable[[float], bool], ...]:
+        idle = self.idle
+        watch = (lambda _: idle.tick(self.now, self.stop_workers)) if idle is not None else None
+        steps = (self.observe, self.enforce, watch, self.settle, self.forget, self.groups)
+        return tuple(step for step in steps if step is not None)
+
+    def _set_aside(self, name: str, workspace: str, why: str, what: str, now: float) -> None:
+        """One run set aside in this tick (``what`` failed): one event, again only when
+        the cause changes; the daemon's log has the whole error."""
+        if self._aside.get(name) == why:
+            return
+        self._aside[name] = why
+        log.warning("run %s set aside: %s: %s", name, what, why)
+        text = Reason(
+            f"Set aside: {what} failed in the scheduler's tick (the daemon's log says why);"
+            " tried again at the next tick, the other runs go on",
+            code=ReasonCode.SET_ASIDE,
+        )
+        with contextlib.suppress(Exception), self.store.transaction() as tx:
+            self.store.add_event(tx, name, workspace, "SetAside", text, now)
 
     # ------------------------------------------------------ 1. observe
 
@@ -420,6 +446,12 @@ class Loop:
     def plan_and_apply(self, now: float) -> None:
         t0 = time.perf_counter()
         found = plannable(self.store, self.settings, self.specs, now)
+        for run in found.active:
+            if run.name in self.specs.broken:
+                self._set_aside(run.name, run.workspace, self.specs.broken[run.name],
+                                "reading its stored spec", now)  # fmt: skip
+        self._aside = {n: w for n, w in self._aside.items() if n in self.specs.broken
+                       or n in self._start_failed}  # fmt: skip
         self._next_begin = found.next_begin  # a begin time passing plans again at once
         live = self.store.live_workers()
         deps, held, active, runs = found.deps, found.held, found.active, found.runs
@@ -450,7 +482,17 @@ class Loop:
         )
         ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
         for start in result.starts:
-            launch_for(ctx, start, now)
+            try:
+                launch_for(ctx, start, now)
+            except Exception as exc:  # this run's start, not the others'
+                log.exception("starting %s failed in the tick", start.run)
+                self._start_failed.add(start.run)
+                found_run = next((r for r in found.active if r.name == start.run), None)
+                if found_run is not None:
+                    self._set_aside(start.run, found_run.workspace, f"{type(exc).__name__}: {exc}",
+                                    "starting it", now)  # fmt: skip
+            else:
+                self._start_failed.discard(start.run)
 
     def _withdraw(
         self, waiting: tuple[WaitingRun, ...], runs: list[RunRow], live: list[WorkerRow],

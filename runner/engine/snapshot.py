@@ -35,6 +35,20 @@ class SpecCache:
         # a waiting gang's planner entry, made from its row and spec: the same row object
         # (the store's queue cache hands out the rows it kept) and spec give the same entry
         self._entries: dict[str, tuple[RunRow, RunSpec, tuple[int, int], WaitingRun]] = {}
+        # runs whose stored spec could not be read as this tick planned: why (set aside)
+        self.broken: dict[str, str] = {}
+
+    def readable(self, run: RunRow) -> bool:
+        """Its spec parsed (into the cache); False, with why in ``broken``, if it cannot be.
+        A run whose spec cannot be read is set aside: never planned to start, its running
+        workers still counted as holding what they hold."""
+        try:
+            self.get(run)
+        except Exception as exc:
+            self.broken[run.name] = f"{type(exc).__name__}: {exc}"
+            return False
+        self.broken.pop(run.name, None)
+        return True
 
     def get(self, run: RunRow) -> RunSpec:
         kept = self._rows.get(run.name)
@@ -112,18 +126,18 @@ def _units(
     groups: dict[str, list[WorkerRow]] = {}
     for w in live:
         if w.run in runs:
-            specs.get(runs[w.run])  # parsed before it is asked whether it is a gang
+            specs.readable(runs[w.run])  # parsed before it is asked whether it is a gang
             groups.setdefault(unit_id(w.run, w.worker, specs.gang(w.run)), []).append(w)
     units = []
     for uid, workers in sorted(groups.items()):
         run = runs[workers[0].run]
-        spec = specs.get(run)
+        spec = specs.get(run) if run.name not in specs.broken else None
         stopping = [w for w in workers if w.state == WorkerState.STOPPING]
         deadline = max(_deadline(w, now) for w in stopping) if stopping else None
         for_run = next((w.stopping_for for w in stopping if w.stopping_for), None)
         # a shared run holds its memory on each GPU its workers were given (the spec's
         # request); a whole GPU counts as the machine's smallest GPU's memory
-        share = spec.task.share_bytes(shard)
+        share = spec.task.share_bytes(shard) if spec is not None else 0  # unread: whole GPUs
         used = Resources()
         for w in workers:
             n = len(w.gpus)
@@ -136,7 +150,8 @@ def _units(
             RunningUnit(
                 uid, run.name, run.workspace, run.priority, used,
                 tuple(g for w in workers for g in w.gpus),
-                min(_started(w, now) for w in workers), spec.task.time_limit_seconds,
+                min(_started(w, now) for w in workers),
+                spec.task.time_limit_seconds if spec is not None else None,
                 len(workers), deadline, for_run.name if for_run else None, share,
             )
         )  # fmt: skip
@@ -193,7 +208,7 @@ def _waiting(
     sizes = (machine.whole_gpu, machine.shard_bytes)
     waiting = []
     for run in runs:
-        if run.stop_request is not None:
+        if run.stop_request is not None or run.name in specs.broken:
             continue
         entry = specs.kept_entry(run, sizes)  # most of a long queue: made before, as below
         if entry is not None:
@@ -256,13 +271,13 @@ def plannable(
 
     ``wall``: the wall clock now (default: read it), for begin times (calendar times)."""
     active = store.runs(active_only=True)
-    for run in active:
-        specs.get(run)
-    deps = check_dependencies(active, specs.get, store.run_states)
-    held = revoked(active, settings.authorise)
-    kept = kept_out(active, specs.get, time.time() if wall is None else wall)
+    specs.broken.clear()
+    readable = [run for run in active if specs.readable(run)]  # the others: set aside
+    deps = check_dependencies(readable, specs.get, store.run_states)
+    held = revoked(readable, settings.authorise)
+    kept = kept_out(readable, specs.get, time.time() if wall is None else wall)
     held = {**held, **kept.reasons}  # held, or before its begin time: out of the order too
-    runs = held_back(deps.plannable(active), held)
+    runs = held_back(deps.plannable(active), held)  # a set-aside run's workers still hold
     independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
     return Plannable(
         active, deps, held, runs, independent, Drain.of(store.drains()), kept.next_begin

@@ -18,6 +18,8 @@ floods the outbox delays only its own.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,6 +30,8 @@ from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
 from runner.reasons import Reason, ReasonCode, Viewer
 from runner.store.rows import RUN_COLUMNS, RUN_TEMPLATE, RunRow, run_from_tuple
 from runner.store.tx import Tx
+
+log = logging.getLogger(__name__)
 
 MAX_PENDING_PER_RUN = 32
 MAX_PENDING_PER_WORKSPACE = 1000
@@ -68,41 +72,58 @@ class OutboxTables:
         notes, tx._notes = tx._notes, []
         queued = 0
         for name, code, message, now in notes:
-            sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?"
-            row = tx._sql(sql, (name,)).fetchone()
-            if row is None:
+            try:
+                queued += self._queue_notice(tx, name, code, message, now)
+            except Exception:  # this notification's, never the change it follows
+                log.exception("the notification of run %s's %s was not queued", name, code)
+                text = (f"Notification ({EVENT_OF_CODE[code].value}) not queued: the daemon"
+                        " failed to queue it (its log says why)")  # fmt: skip
+                with contextlib.suppress(Exception):
+                    found = tx._sql("SELECT workspace FROM runs WHERE name = ?", (name,)).fetchone()
+                    if found is not None:
+                        self.add_event(tx, name, found[0], "NotifyFailed", Reason(text), now)
+        return queued
+
+    def _queue_notice(
+        self, tx: Tx, name: str, code: ReasonCode, message: Reason, now: float
+    ) -> int:
+        """The outbox rows of one noted event: its run's URLs and the config's; how many."""
+        queued = 0
+        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?"
+        row = tx._sql(sql, (name,)).fetchone()
+        if row is None:
+            return 0
+        tid = row[RUN_TEMPLATE]
+        run = run_from_tuple(tuple(row), None if tid is None else self.template_doc(tid))
+        event = EVENT_OF_CODE[code]
+        targets = [(t, "") for t in _run_targets(run) if t.wants(event, run.workspace)]
+        targets += [
+            (t, f"the config's [[notify]] entry {i}: ")
+            for i, t in enumerate(self.notify_targets, 1)
+            if t.wants(event, run.workspace)
+        ]
+        if not targets:
+            return 0
+        notice = Notice(
+            event, run.name, run.run_uid, run.workspace, run.state.value, run.exit_code,
+            message.render(Viewer(frozenset({run.workspace}))), now,
+        )  # fmt: skip
+        urls: set[str] = set()
+        for target, prefix in targets:
+            if target.url in urls:
                 continue
-            tid = row[RUN_TEMPLATE]
-            run = run_from_tuple(tuple(row), None if tid is None else self.template_doc(tid))
-            event = EVENT_OF_CODE[code]
-            targets = [(t, "") for t in _run_targets(run) if t.wants(event, run.workspace)]
-            targets += [
-                (t, f"the config's [[notify]] entry {i}: ")
-                for i, t in enumerate(self.notify_targets, 1)
-                if t.wants(event, run.workspace)
-            ]
-            if not targets:
-                continue
-            notice = Notice(
-                event, run.name, run.run_uid, run.workspace, run.state.value, run.exit_code,
-                message.render(Viewer(frozenset({run.workspace}))), now,
+            urls.add(target.url)
+            if self._outbox_full(tx, run.run_uid, run.workspace):
+                text = f"Notification ({event.value}) not queued: too many waiting to be sent"
+                self.add_event(tx, run.name, run.workspace, "NotifyFailed", Reason(text), now)
+                break
+            tx._sql(
+                "INSERT INTO outbox (run_uid, workspace, event, url, label, notice,"
+                " created_at) VALUES (?,?,?,?,?,?,?)",
+                (run.run_uid, run.workspace, event.value, target.url,
+                 prefix + label(target.url), notice.to_json(), now),
             )  # fmt: skip
-            urls: set[str] = set()
-            for target, prefix in targets:
-                if target.url in urls:
-                    continue
-                urls.add(target.url)
-                if self._outbox_full(tx, run.run_uid, run.workspace):
-                    text = f"Notification ({event.value}) not queued: too many waiting to be sent"
-                    self.add_event(tx, run.name, run.workspace, "NotifyFailed", Reason(text), now)
-                    break
-                tx._sql(
-                    "INSERT INTO outbox (run_uid, workspace, event, url, label, notice,"
-                    " created_at) VALUES (?,?,?,?,?,?,?)",
-                    (run.run_uid, run.workspace, event.value, target.url,
-                     prefix + label(target.url), notice.to_json(), now),
-                )  # fmt: skip
-                queued += 1
+            queued += 1
         return queued
 
     def _outbox_full(self, tx: Tx, run_uid: str, workspace: str) -> bool:
