@@ -9,7 +9,8 @@ A read timeout bounds each read, not the answer: a receiver that trickles one by
 second would hold a send for ever. So each send has an overall deadline
 (:data:`SEND_DEADLINE`, connect + send + answer) that the sender keeps
 (runner/notify/sender.py): past it, :func:`cut` shuts down the connections the send's
-thread opened (each HTTP service's, through urllib3), and its read ends at once.
+thread opened (each HTTP service's, through urllib3; mail's, through the standard
+library), and its read ends at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import re
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from runner.notify.outbox import Notice
@@ -108,9 +110,11 @@ def _connections() -> Any:
 
 
 def _watch_connections() -> None:
-    """Have urllib3 (requests, so every HTTP service of Apprise) tell :func:`_connections`
-    of each connection it opens: a duplicate of it is kept, so that a shutdown reaches
-    the connection also once TLS wraps (and detaches) the socket urllib3 made."""
+    """Have every connection a send opens told to :func:`_connections`: urllib3's
+    (requests, so every HTTP service of Apprise) and the standard library's
+    ``socket.create_connection`` (smtplib: mail). A duplicate of each is kept, so that a
+    shutdown reaches the connection also once TLS wraps (and detaches) the socket. Other
+    threads' connections pass through untouched."""
     global _watching
     from urllib3.util import connection
 
@@ -118,17 +122,23 @@ def _watch_connections() -> None:
         if _watching:
             return
         _watching = True
-        opened = connection.create_connection
+        connection.create_connection = _kept(connection.create_connection)
+        socket.create_connection = _kept(socket.create_connection)
 
-        def create_connection(*args: Any, **kwargs: Any) -> socket.socket:
-            sock = opened(*args, **kwargs)
-            with _open_lock:
-                kept = _open.get(threading.get_ident())
-                if kept is not None:
-                    kept.append(sock.dup())
-            return sock
 
-        connection.create_connection = create_connection
+def _kept(opened: Callable[..., socket.socket]) -> Callable[..., socket.socket]:
+    """``opened`` (a function that returns a connected socket), its sockets kept for the
+    send of the thread that opened them."""
+
+    def create_connection(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = opened(*args, **kwargs)
+        with _open_lock:
+            kept = _open.get(threading.get_ident())
+            if kept is not None:
+                kept.append(sock.dup())
+        return sock
+
+    return create_connection
 
 
 class _complaints:

@@ -10,12 +10,14 @@ is due at once, its count of attempts kept in the store.
 Sends run on their own threads, at most :data:`PARALLEL` at once and one at a time to
 each URL, and nothing waits for a round of them: each is recorded as it ends, and a
 free place is given at once to the next due row of another target. A send has an
-overall deadline (:data:`SEND_DEADLINE`, connect + send + answer): past it, it is
-recorded as failed (retried with the back-off) and its connections are cut
-(runner/notify/deliver.py), so a receiver that accepts and never answers, or trickles
-its answer, holds one place for at most that long and delays no other target. The
-store hands out the workspaces' rows in turn, so a notification of a quiet workspace
-waits for a send or two, whatever another workspace has queued.
+overall deadline (:data:`SEND_DEADLINE`, connect + send + answer), whatever its scheme:
+past it, it is recorded as failed (retried with the back-off), its connections are cut
+(runner/notify/deliver.py: HTTP and mail alike) and it no longer takes a place, even
+while its thread has not ended. So a receiver that accepts and never answers, or
+trickles its answer, holds one place for at most that long. The places are shared
+evenly among the workspaces with a send due (the config's entries counting as one
+more), so one workspace's slow receivers take at most its share, and the store hands
+out the workspaces' rows in turn.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -38,7 +40,9 @@ FIRST_DELAY = 1.0  # seconds before the second try; doubled each time
 MAX_DELAY = 300.0
 BATCH = 500  # rows read at a time
 PARALLEL = 4  # sends at once
-LATE = 4  # sends past their deadline whose thread has not yet ended, at most
+# send threads alive at most, those past their deadline (cut, not yet ended) included:
+# a late send never takes a place from a due one, this only bounds the threads
+MAX_THREADS = 32
 IDLE_WAIT = 5.0  # seconds between looks at the outbox when nothing wakes the sender
 
 
@@ -49,6 +53,12 @@ class Outbox(Protocol):
     def notice_delivered(self, row: Pending) -> None: ...
     def notice_retry(self, row: Pending, error: str) -> None: ...
     def notice_failed(self, row: Pending, error: str) -> None: ...
+
+
+def _whose(row: Pending) -> str:
+    """Whose send a row is, for the places: the config's entries' (admins), else its
+    run's workspace's."""
+    return "" if row.label.startswith("the config's") else row.notice.workspace
 
 
 def backoff(attempts: int, first: float = FIRST_DELAY) -> float:
@@ -88,7 +98,6 @@ class Sender:
         self.cut = cut
         self._due: dict[int, float] = {}  # row id -> when it may be tried again
         self._flights: dict[int, _Flight] = {}  # row id -> its send under way
-        self._pool = ThreadPoolExecutor(PARALLEL + LATE, thread_name_prefix="astraeus-notify-send")
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -110,7 +119,6 @@ class Sender:
         for flight in list(self._flights.values()):
             for thread in flight.thread:
                 self.cut(thread)
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -133,18 +141,33 @@ class Sender:
             live = {row.id for row in rows}
             self._due = {k: v for k, v in self._due.items() if k in live}
         busy = {f.row.url for f in self._flights.values()}  # one send at a time to a URL
-        for row in rows:
-            active = sum(not f.late for f in self._flights.values())
-            if active >= PARALLEL or len(self._flights) >= PARALLEL + LATE:
+        due = [row for row in rows if row.id not in self._flights and row.url not in busy
+               and self._due.get(row.id, now) <= now]  # fmt: skip
+        active = [f for f in self._flights.values() if not f.late]
+        places = self._places(due, active)
+        taken = {who: sum(_whose(f.row) == who for f in active) for who in places}
+        for row in due:
+            if len(active) >= PARALLEL or len(self._flights) >= MAX_THREADS:
                 break
-            if row.id in self._flights or row.url in busy or self._due.get(row.id, now) > now:
+            who = _whose(row)
+            if row.url in busy or taken[who] >= places[who]:
                 continue
             busy.add(row.url)
-            self._launch(row, now)
+            taken[who] += 1
+            active.append(self._launch(row, now))
         waits = [f.deadline - now for f in self._flights.values() if not f.late]
         waits += [self._due[row.id] - now for row in rows
                   if row.id in self._due and row.id not in self._flights]  # fmt: skip
         return max(0.05, min([IDLE_WAIT, *waits]))
+
+    @staticmethod
+    def _places(due: list[Pending], active: list[_Flight]) -> dict[str, int]:
+        """Each sender's (a workspace's runs', or the config's entries') share of the
+        PARALLEL places: an even share of them among those with a send due or under way,
+        at least one; all of them when only one has any."""
+        who = {_whose(row) for row in due} | {_whose(f.row) for f in active}
+        share = max(1, PARALLEL // max(1, len(who)))
+        return dict.fromkeys(who, share)
 
     def idle(self, timeout: float) -> bool:
         """Wait until no send is under way (for tests and a clean stop); True if none is."""
@@ -157,11 +180,24 @@ class Sender:
                 return False
             time.sleep(0.01)
 
-    def _launch(self, row: Pending, now: float) -> None:
+    def _launch(self, row: Pending, now: float) -> _Flight:
+        """The send on a thread of its own: one past its deadline is cut and no longer
+        takes a place, whether or not its thread has ended yet."""
         flight = _Flight(row, now + self.deadline)
         self._flights[row.id] = flight
-        flight.future = self._pool.submit(self._send, flight)
-        flight.future.add_done_callback(lambda _: self._wake.set())
+        future: Future[str | None] = Future()
+        flight.future = future
+
+        def send() -> None:
+            try:
+                future.set_result(self._send(flight))
+            except BaseException as exc:  # recorded as the send's failure
+                future.set_exception(exc)
+            finally:
+                self._wake.set()
+
+        threading.Thread(target=send, name="astraeus-notify-send", daemon=True).start()
+        return flight
 
     def _settle(self, now: float) -> None:
         for flight in list(self._flights.values()):

@@ -398,3 +398,51 @@ def test_a_bad_entry_stops_the_start_and_a_config_change_takes_the_new_ones(
     ran = lab.astra("run", "--name", "after", "--image", "local", "--", PY, "-c", "pass")
     assert ran.returncode == 0, ran.stderr
     wait_for(lambda: receiver.events_of("after") == ["succeeded"], message="the new entry")
+
+
+class SmtpTrickler(Trickler):
+    """A mail server that greets one byte at a time and never finishes its greeting."""
+
+    @property
+    def url(self) -> str:
+        return f"mailto://127.0.0.1:{self.port}?to=lab@example.org&from=astra@example.org"
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            for byte in b"220-" + b"x" * 10_000:
+                if self.stopped.is_set():
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                    ready, _, _ = select.select([conn], [], [], 0.5)
+                    if ready and not conn.recv(65536):
+                        self.cut += 1
+                        return
+                except OSError:
+                    self.cut += 1
+                    return
+
+
+def test_a_trickling_mail_server_is_cut_at_the_deadline_too() -> None:
+    """Mail goes through smtplib, not urllib3: its connection is cut at the deadline as
+    an HTTP one is, so eight of them never hold the sender."""
+    from runner.notify.outbox import Pending
+    from runner.notify.sender import Sender
+    from tests.unit.test_notify import NOTICE, FakeOutbox
+
+    trickler = SmtpTrickler().start()
+    rows = [Pending(i, f"{trickler.url}&name=n{i}", "mailto://127.0.0.1", NOTICE, 0)
+            for i in range(1, 9)]  # fmt: skip
+    outbox = FakeOutbox(rows)
+    sender = Sender(outbox, deadline=1.0)
+    try:
+        started = time.monotonic()
+        while trickler.cut < 8:
+            assert time.monotonic() - started < 20, (trickler.connections, trickler.cut)
+            sender.round()
+            time.sleep(0.05)
+        retried = {row for kind, row, error in outbox.log if kind == "retry"}
+        assert retried == set(range(1, 9))
+    finally:
+        sender.stop()
+        trickler.stop()

@@ -419,3 +419,44 @@ def test_a_secret_file_others_may_read_or_a_link_is_refused(tmp_path: Path) -> N
         with pytest.raises(ConfigError) as caught:
             parse_config(f"[[notify]]\n{entry}\n", source="config.toml")
         assert str(caught.value).startswith(f"config.toml: {message}"), str(caught.value)
+
+
+def test_one_workspace_s_hanging_receivers_take_only_its_share_and_late_ones_none() -> None:
+    """Eight of vision's URLs that never answer (and a send that cannot be cut, as a
+    stuck name lookup): they take vision's share of the places, nlp's notice and the
+    config's entry leave at once; past their deadline they take no place at all."""
+    release = threading.Event()
+
+    def send(url: str, notice: Notice) -> str | None:
+        if url.startswith("hang"):
+            release.wait(30)  # cut has no effect on it
+            return "cut"
+        return None
+
+    def of(workspace: str) -> Notice:
+        return Notice(E.FAILED, "r", "u", workspace, "Failed", 1, "x", 1.0)
+
+    rows = [Pending(i, f"hang{i}", "l", of("vision"), 0) for i in range(1, 9)]
+    rows += [
+        Pending(9, "nlp-hook", "l", of("nlp"), 0),
+        Pending(10, "admin-hook", "the config's [[notify]] entry 1: x", of("vision"), 0),
+    ]
+    outbox = FakeOutbox(rows)
+    sender = Sender(outbox, send, deadline=0.3, cut=lambda thread: None)
+    try:
+        started = time.monotonic()
+        sender.round()
+        launched = sorted(f.row.url for f in sender._flights.values())
+        assert launched == ["admin-hook", "hang1", "nlp-hook"]  # 4 places, 3 senders: 1 each
+        while {("delivered", 9, ""), ("delivered", 10, "")} - set(outbox.log):
+            assert time.monotonic() - started < 0.25, outbox.log  # before any deadline
+            sender.round()
+            time.sleep(0.01)
+        while len({row for kind, row, _ in outbox.log if kind == "retry"}) < 8:
+            assert time.monotonic() - started < 10, outbox.log  # each in turn, none waits
+            sender.round()
+            time.sleep(0.02)
+        assert all(f.late for f in sender._flights.values())  # late, still on their threads
+    finally:
+        release.set()
+        sender.stop()
