@@ -106,16 +106,20 @@ class Trickler:
             self.connections += 1
             threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
 
+    answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000
+    pause = 1.0  # seconds between two bytes
+    reads_first = True  # the request, before it answers
+
     def _trickle(self, conn: socket.socket) -> None:
-        answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000
         with conn:
-            conn.recv(65536)  # the request
-            for byte in answer:
+            if self.reads_first:
+                conn.recv(65536)
+            for byte in self.answer:
                 if self.stopped.is_set():
                     return
                 try:
                     conn.sendall(bytes([byte]))
-                    ready, _, _ = select.select([conn], [], [], 1.0)
+                    ready, _, _ = select.select([conn], [], [], self.pause)
                     if ready and not conn.recv(65536):
                         self.cut += 1
                         return
@@ -407,20 +411,9 @@ class SmtpTrickler(Trickler):
     def url(self) -> str:
         return f"mailto://127.0.0.1:{self.port}?to=lab@example.org&from=astra@example.org"
 
-    def _trickle(self, conn: socket.socket) -> None:
-        with conn:
-            for byte in b"220-" + b"x" * 10_000:
-                if self.stopped.is_set():
-                    return
-                try:
-                    conn.sendall(bytes([byte]))
-                    ready, _, _ = select.select([conn], [], [], 0.5)
-                    if ready and not conn.recv(65536):
-                        self.cut += 1
-                        return
-                except OSError:
-                    self.cut += 1
-                    return
+    answer = b"220-" + b"x" * 10_000
+    pause = 0.5
+    reads_first = False  # a mail server speaks first
 
 
 def test_a_trickling_mail_server_is_cut_at_the_deadline_too() -> None:
