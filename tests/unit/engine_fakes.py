@@ -78,7 +78,7 @@ class Call:
     attempt: int
 
 
-class Crash(Exception):
+class Crash(BaseException):  # a kill -9: nothing in the daemon catches it
     """The daemon died (``kill -9``) right after the executor started a worker."""
 
 
