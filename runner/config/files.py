@@ -178,6 +178,14 @@ DEFAULT_CONFIG_TEXT = """\
 #                       like Slurm's MaxSubmitJobs; default 1000. A submit,
 #                       sweep or schedule firing past it is refused
 #                       (429 TOO_MANY_RUNS)
+#   max_kept_per_user   finished runs one user keeps (default 1000): past it the
+#                       oldest are forgotten before finished_retention (their
+#                       usage kept)
+#   max_kept_bytes_per_user  the same by the bytes of their stored specs
+#                       (default "256MiB")
+#   state_reserve       free space kept on the state database's disk (default
+#                       "256MiB"): below it members' submits are refused
+#                       (507 DISK_FULL); admins' and the daemon's writes go on
 #   log_limit           the most one worker's log keeps (default "64MiB"): past
 #                       it the oldest output is cut, and the log says so; 0: none
 #   log_reserve         free space kept on the logs' disk (default "256MiB"):

@@ -76,6 +76,9 @@ EXECUTORS = ("auto", "docker", "process", "slurm")  # slurm: a front for a Slurm
 DEFAULT_WORKSPACE = "default"
 DEFAULT_RETENTION = 14 * 86_400.0  # seconds a finished run is kept before it is forgotten
 DEFAULT_MAX_SUBMIT = 1000  # runs one user may have queued or running at once
+DEFAULT_MAX_KEPT = 1000  # finished runs one user keeps
+DEFAULT_MAX_KEPT_BYTES = 256 << 20  # of their stored specs
+DEFAULT_STATE_RESERVE = 256 << 20  # bytes kept free on the state database's disk
 MAX_MAX_SUBMIT = 1_000_000
 DEFAULT_LOG_LIMIT = 64 << 20  # bytes per worker's log; the newest part is kept
 DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the state database
@@ -87,7 +90,8 @@ _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of d
 _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm", "notify")
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
-    "max_submit_per_user", "log_limit", "log_reserve", "default_image", "telemetry_seconds",
+    "max_submit_per_user", "max_kept_per_user", "max_kept_bytes_per_user", "state_reserve",
+    "log_limit", "log_reserve", "default_image", "telemetry_seconds",
     *IDLE_KEYS,  # runner/config/idle.py
     "gpu_shards", "mps",
 )  # fmt: skip
@@ -136,6 +140,13 @@ class MachineConfig:
     # runs one user (admins too) may have not yet finished: Queued, Starting, Running
     # or Stopping, like Slurm's MaxSubmitJobs; a submit past it is refused
     max_submit_per_user: int = DEFAULT_MAX_SUBMIT
+    # finished runs one user keeps, and the bytes of their stored specs: past either,
+    # the oldest are forgotten (their usage kept) before finished_retention
+    max_kept_per_user: int = DEFAULT_MAX_KEPT
+    max_kept_bytes_per_user: int = DEFAULT_MAX_KEPT_BYTES
+    # free space kept on the state database's disk: below it members' submits are
+    # refused (507 DISK_FULL); admins' controls and the daemon's own writes go on
+    state_reserve: int = DEFAULT_STATE_RESERVE  # 0: none
     log_limit: int = DEFAULT_LOG_LIMIT  # 0: no limit
     log_reserve: int = DEFAULT_LOG_RESERVE  # 0: none
     # the image of a run that names none; None: "local" under the process executor,
@@ -249,6 +260,19 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
             table.get("finished_retention", "14d"), "machine.finished_retention"
         ),
         max_submit_per_user=_max_submit(table),
+        max_kept_per_user=_whole(
+            table.get("max_kept_per_user", DEFAULT_MAX_KEPT),
+            "machine.max_kept_per_user",
+            1,
+            MAX_MAX_SUBMIT,
+        ),
+        max_kept_bytes_per_user=_size(
+            table.get("max_kept_bytes_per_user", DEFAULT_MAX_KEPT_BYTES),
+            "machine.max_kept_bytes_per_user",
+        ),
+        state_reserve=_size(
+            table.get("state_reserve", DEFAULT_STATE_RESERVE), "machine.state_reserve"
+        ),
         log_limit=_log_limit(table.get("log_limit", DEFAULT_LOG_LIMIT), "machine.log_limit"),
         log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
         default_image=_default_image(table.get("default_image"), "machine.default_image"),

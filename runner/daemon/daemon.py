@@ -221,6 +221,7 @@ class Daemon:
             gpu_devices=self.inventory.devices,
             instance=instance_id(self.home),
             finished_retention=self.config.machine.finished_retention,
+            max_kept=_max_kept(self.config),
             log_limit=self.config.machine.log_limit,
             log_reserve=self.config.machine.log_reserve,
             authorise=self._start_refusal,
@@ -259,6 +260,7 @@ class Daemon:
         self.settings.workspaces = config.workspaces
         self.settings.drives = {name: d.path for name, d in config.drives.items()}
         self.settings.finished_retention = config.machine.finished_retention
+        self.settings.max_kept = _max_kept(config)
         if self.settings.idle is not None:  # the loop's IdleWatch holds this very object
             new = _idle_settings(config)
             self.settings.idle.after, self.settings.idle.threshold = new.after, new.threshold
@@ -292,3 +294,8 @@ class Daemon:
             self.telemetry.stop()
         if self.executor is not None:
             self.executor.close()  # a warm launcher ends; the workers go on
+
+
+def _max_kept(config: Config) -> tuple[int, int]:
+    """What one user's finished runs may keep: how many, and their specs' bytes."""
+    return config.machine.max_kept_per_user, config.machine.max_kept_bytes_per_user

@@ -25,7 +25,13 @@ from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
 from runner.engine.idle import IdleWatch
 from runner.engine.lifecycle import settle_run
-from runner.engine.retention import RETAIN_EVERY, forget_expired, remove_forgotten, tidy_log_folders
+from runner.engine.retention import (
+    RETAIN_EVERY,
+    forget_expired,
+    forget_over_kept,
+    remove_forgotten,
+    tidy_log_folders,
+)
 from runner.engine.settings import LoopSettings
 from runner.engine.sharing import shared_refusal
 from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
@@ -437,7 +443,8 @@ class Loop:
         if now >= self._next_retention:
             self._next_retention = now + RETAIN_EVERY
             forgot = forget_expired(self.store, self.specs, self.settings.finished_retention, now)
-            self.specs.keep_only(set(self.store.run_uids().values()))
+            forgot += forget_over_kept(self.store, self.specs, self.settings.max_kept)
+            self.specs.keep_only({r.name for r in self.store.runs(active_only=True)})
         removed = remove_forgotten(self.store, self.executor, self.settings.logs_dir)
         return bool(forgot) or removed
 

@@ -65,6 +65,25 @@ def forget_expired(store: Store, specs: SpecCache, retention: float | None, now:
     return forgotten
 
 
+def forget_over_kept(store: Store, specs: SpecCache, kept: tuple[int, int] | None) -> int:
+    """Forget up to BATCH finished runs past what their user may keep (``kept``: how many,
+    and their stored specs' bytes; [machine] max_kept_per_user, max_kept_bytes_per_user),
+    the oldest first, as if their retention time had passed; how many."""
+    if kept is None:
+        return 0
+    most, most_bytes = kept
+    names = store.over_kept(most, most_bytes, waited_for(store, specs), BATCH)
+    forgotten = 0
+    if names:
+        with store.transaction() as tx:
+            for name in names:
+                if store.forget_if_expired(tx, name, float("inf")):
+                    forgotten += 1
+    if forgotten:
+        log.info("forgot %d finished run(s) past what their user may keep", forgotten)
+    return forgotten
+
+
 def prune_usage(store: Store, now: float) -> int:
     """Forget the usage records kept longer than USAGE_KEPT (runner/store/usage.py), at
     most BATCH at a time; how many."""

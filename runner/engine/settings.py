@@ -25,6 +25,9 @@ class LoopSettings:
     gpu_devices: Mapping[int, str] = field(default_factory=dict)  # MIG: index -> UUID
     instance: str = ""  # names this daemon's workers apart from another daemon's
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
+    # finished runs one user keeps, and their stored specs' bytes ([machine] max_kept_*);
+    # None: no bound but the retention time
+    max_kept: tuple[int, int] | None = None
     log_limit: int = 0  # bytes per worker's log ([machine] log_limit); 0: no limit
     log_reserve: int = 0  # bytes kept free on the logs' disk ([machine] log_reserve)
     mps: bool = False  # [machine] mps: a shared run's memory limit passed to CUDA MPS

@@ -18,12 +18,17 @@ from runner.reasons import Reason
 from runner.spec.parse import parse_spec
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 
+FINISHED_KEPT = 64  # parsed specs of finished runs kept (the last asked for)
+
 
 class SpecCache:
     """Parsed run specs by run name: a spec changes only when edited (astra update).
 
     A name may be used again once its run is forgotten: the submit time tells them apart;
-    an edit changes the stored text.
+    an edit changes the stored text. Only unfinished runs' specs are kept for good (the
+    planner's, bounded by max_submit_per_user); a finished run's is parsed from the store
+    when asked, the last :data:`FINISHED_KEPT` of them kept, so finished runs kept for
+    days cost the daemon no memory (a 60 KB argument each once did).
     """
 
     def __init__(self) -> None:
@@ -37,6 +42,7 @@ class SpecCache:
         self._entries: dict[str, tuple[RunRow, RunSpec, tuple[int, int], WaitingRun]] = {}
         # runs whose stored spec could not be read as this tick planned: why (set aside)
         self.broken: dict[str, str] = {}
+        self._finished: dict[str, tuple[tuple[float, str], RunSpec]] = {}  # oldest first
 
     def readable(self, run: RunRow) -> bool:
         """Its spec parsed (into the cache); False, with why in ``broken``, if it cannot be.
@@ -51,6 +57,8 @@ class SpecCache:
         return True
 
     def get(self, run: RunRow) -> RunSpec:
+        if run.state in RunState.FINISHED:
+            return self._finished_spec(run)
         kept = self._rows.get(run.name)
         if kept is not None and kept[0] is run:
             return kept[1]
@@ -59,6 +67,19 @@ class SpecCache:
             spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
             self._submitted[run.name] = (run.submitted_at, run.spec_text)
         self._rows[run.name] = (run, spec)
+        return spec
+
+    def _finished_spec(self, run: RunRow) -> RunSpec:
+        if run.name in self._specs:
+            self.forget([run.name])  # it finished: out of the planner's cache
+        key = (run.submitted_at, run.spec_text)
+        kept = self._finished.pop(run.name, None)
+        spec = kept[1] if kept is not None and kept[0] == key else None
+        if spec is None:
+            spec = parse_spec(run.spec(), stored=True)
+        self._finished[run.name] = (key, spec)  # the newest last
+        while len(self._finished) > FINISHED_KEPT:
+            del self._finished[next(iter(self._finished))]
         return spec
 
     def gang(self, name: str) -> bool:
@@ -90,15 +111,23 @@ class SpecCache:
             self._submitted.pop(name, None)
             self._rows.pop(name, None)
             self._entries.pop(name, None)
+            self._finished.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
+    def __len__(self) -> int:
+        """Runs whose spec the planner's cache holds (the finished runs' not counted)."""
+        return max(len(self._specs), len(self._rows), len(self._entries))
+
     def keep_only(self, names: Collection[str]) -> None:
-        """Drop the specs of runs no longer known (deleted or forgotten): the cache is as
-        large as the state, never as large as every run ever submitted."""
-        self.forget([n for n in self._specs if n not in names])
-        self.forget([n for n in self._entries if n not in names])
+        """Drop the planner's specs of runs not in ``names`` (the unfinished ones: a run
+        that finished, was deleted or forgotten): the cache is as large as the queue,
+        never as large as every run kept or ever submitted. (Copies of the keys are read:
+        the API's threads add to the cache meanwhile.)"""
+        for cache in (self._specs, self._entries, self._rows, self._submitted):
+            for name in [n for n in list(cache) if n not in names]:
+                cache.pop(name, None)
 
 
 def unit_id(run: str, worker: int, gang: bool) -> str:
@@ -271,6 +300,8 @@ def plannable(
 
     ``wall``: the wall clock now (default: read it), for begin times (calendar times)."""
     active = store.runs(active_only=True)
+    if len(specs) > len(active):  # runs finished since: out of the planner's cache
+        specs.keep_only({run.name for run in active})
     specs.broken.clear()
     readable = [run for run in active if specs.readable(run)]  # the others: set aside
     deps = check_dependencies(readable, specs.get, store.run_states)

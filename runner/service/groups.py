@@ -52,6 +52,7 @@ class GroupService:
         owner's submit now; or the refusal's text."""
         owner = caller_for(group.uid, group.gid, self.service.config)
         try:
+            self.service.check_state_room(owner)
             workspace = self.service._check_spec(spec, owner)
         except ServiceError as e:
             return str(e)
@@ -101,6 +102,7 @@ class GroupService:
         return group, self.service._check_spec(group.template, caller)
 
     def create(self, document: object, caller: Caller, now: float | None = None) -> GroupRow:
+        self.service.check_state_room(caller)
         group, workspace = self.check(document, caller)
         resolved = self.service.resolved(group.template, workspace)  # the image, stored
         group = replace(group, template=replace(resolved, workspace=workspace))  # pinned

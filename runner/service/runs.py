@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from runner.config.load import Config
 from runner.engine.holds import begin_reason, held_reason
-from runner.model import RunSpec, RunState, StopReason
+from runner.model import RunSpec, RunState, StopReason, format_size
 from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
 from runner.service.reads import Reads
@@ -252,12 +253,33 @@ class Service(Reads):
 
     def submit(self, document: object, caller: Caller, now: float | None = None) -> RunRow:
         """Validate and acknowledge a run: committed when this returns."""
+        self.check_state_room(caller)
         spec, workspace = self.check(document, caller)
         return self._insert(self.resolved(spec, workspace), workspace, caller, now)
 
     def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
+        self.check_state_room(caller)
         workspace = self._check_spec(spec, caller)
         return self._insert(self.resolved(spec, workspace), workspace, caller, now)
+
+    def check_state_room(self, caller: Caller) -> None:
+        """A member's new run or group needs ``[machine] state_reserve`` free on the state
+        database's disk: below it, what admins do (delete, drain, quota) and the daemon's
+        own records still have room, and nothing a member sends takes it."""
+        reserve = self.config.machine.state_reserve
+        if caller.admin or reserve <= 0:
+            return
+        try:
+            st = os.statvfs(self.store.path.parent)
+        except OSError:
+            return
+        if st.f_bavail * st.f_frsize < reserve:
+            raise ServiceError(
+                507, "DISK_FULL",
+                f"less than state_reserve ({format_size(reserve)}) is free for the state"
+                " database: nothing new is taken until an admin makes room (deleting runs,"
+                " or freeing the disk)",
+            )  # fmt: skip
 
     def submit_batch(
         self, documents: Sequence[object], caller: Caller, now: float | None = None
@@ -267,6 +289,7 @@ class Service(Reads):
         before this returns, in the order given. Each outcome is the run's row and spec, or
         the refusal of that document, of which nothing is stored (docs/api.md)."""
         now = time.time() if now is None else now
+        self.check_state_room(caller)
         outcomes: list[Submitted] = []
         pending: dict[str, str] = {}  # the names accepted so far: their workspaces
         for document in documents:

@@ -179,9 +179,8 @@ class Store(
             )
         for number in range(version, len(MIGRATIONS)):
             with self.transaction() as tx:
-                for statement in MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        tx._sql(statement)
+                for statement in _statements(MIGRATIONS[number]):
+                    tx._sql(statement)
                 tx._sql(f"PRAGMA user_version = {number + 1}")
                 tx._sql(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
 
@@ -454,3 +453,15 @@ def read_only_run_count(path: Path) -> int:
     except sqlite3.Error as e:
         raise StoreError(str(e)) from e
     return runs
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration, each whole (a trigger's body holds semicolons)."""
+    found, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending)
+            pending = ""
+    return found

@@ -81,6 +81,31 @@ class ForgetTables:
         args = (before, json.dumps(sorted(keep)), limit)
         return [str(n) for (n,) in self._connect().execute(sql, args)]
 
+    def over_kept(self, most: int, most_bytes: int, keep: Collection[str], limit: int) -> list[str]:
+        """Names of finished runs (no live worker, not in ``keep``) past what their user
+        may keep: beyond the newest ``most`` of theirs, or once the bytes of their stored
+        specs, newest first, pass ``most_bytes``; oldest first, at most ``limit``."""
+        conn = self._connect()
+        finished = f"state IN {sql_list(RunState.FINISHED)}"
+        heavy = conn.execute(
+            f"SELECT uid FROM runs WHERE {finished} GROUP BY uid"
+            " HAVING COUNT(*) > ? OR SUM(spec_bytes) > ?",
+            (most, most_bytes),
+        ).fetchall()
+        found: list[tuple[float, str]] = []
+        for (uid,) in heavy:
+            rows = conn.execute(
+                f"SELECT name, finished_at, spec_bytes FROM runs r WHERE uid IS ? AND"
+                f" {_EXPIRED} ORDER BY finished_at DESC, name DESC",
+                (uid, float("inf"), json.dumps(sorted(keep))),
+            )
+            count = total = 0
+            for name, finished_at, size in rows:
+                count, total = count + 1, total + int(size)
+                if count > most or total > most_bytes:
+                    found.append((float(finished_at), str(name)))
+        return [name for _, name in sorted(found)[:limit]]
+
     def forget_if_expired(self, tx: Tx, name: str, before: float) -> bool:
         """Within ``tx``: forget run ``name`` if it is still one of expired_runs."""
         sql = f"SELECT 1 FROM runs r WHERE name = ? AND {_EXPIRED}"

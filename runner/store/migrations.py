@@ -261,4 +261,17 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX telemetry_runs_at ON telemetry_runs(coarse, at);
     CREATE INDEX telemetry_runs_uid ON telemetry_runs(run_uid, coarse, at);
     """,
+    # 14: the bytes of each run's stored spec, kept by triggers (the spec is never read to
+    # count them): what a user's finished runs keep is bounded (max_kept_bytes_per_user)
+    """
+    ALTER TABLE runs ADD COLUMN spec_bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE runs SET spec_bytes = length(CAST(spec AS BLOB));
+    CREATE TRIGGER runs_spec_bytes_insert AFTER INSERT ON runs BEGIN
+        UPDATE runs SET spec_bytes = length(CAST(NEW.spec AS BLOB)) WHERE rowid = NEW.rowid;
+    END;
+    CREATE TRIGGER runs_spec_bytes_update AFTER UPDATE OF spec ON runs BEGIN
+        UPDATE runs SET spec_bytes = length(CAST(NEW.spec AS BLOB)) WHERE rowid = NEW.rowid;
+    END;
+    CREATE INDEX runs_uid_finished ON runs(uid, finished_at);
+    """,
 )

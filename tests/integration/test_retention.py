@@ -146,14 +146,18 @@ def test_an_old_database_gets_ids_and_its_log_folders_move(
     assert h.daemon.store.usage_by_workspace() == {"default": (20.0, 4.0)}
 
 
-def test_the_loop_keeps_no_spec_of_a_forgotten_run(make_daemon: Callable[..., Harness]) -> None:
-    """The daemon's parsed specs are as many as its runs: a deleted run's goes too."""
+def test_the_loop_keeps_no_spec_of_a_finished_run(make_daemon: Callable[..., Harness]) -> None:
+    """The planner's parsed specs are as many as its unfinished runs: a finished run's
+    goes (a 60 KB argument each once kept the daemon growing), and is read from the
+    store when asked."""
     h = make_daemon()
+    h.submit(spec("waits", ["sleep", "60"], gpus=2))  # never starts: one GPU
     h.submit(spec("once", ["true"]))
     h.wait_state("once", "Succeeded")
-    assert "once" in h.daemon.backend.specs
-    h.daemon.service.delete("once", h.root)
-    wait_for(lambda: "once" not in h.daemon.backend.specs, 15, "its spec to be dropped")
+    specs = h.daemon.backend.specs
+    wait_for(lambda: "once" not in specs, 15, "its spec to be dropped")
+    assert "waits" in specs
+    assert specs.get(h.run("once")).name == "once" and "once" not in specs
 
 
 def test_a_run_that_restarts_again_and_again_keeps_its_newest_attempts_logs(

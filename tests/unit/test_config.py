@@ -150,7 +150,8 @@ ERRORS: list[tuple[str, str, str]] = [
         "[machine]\ngpu = 1",
         "machine.gpu",
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
-        " finished_retention, max_submit_per_user, log_limit, log_reserve, default_image,"
+        " finished_retention, max_submit_per_user, max_kept_per_user, max_kept_bytes_per_user,"
+        " state_reserve, log_limit, log_reserve, default_image,"
         " telemetry_seconds, idle_gpu_after, idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
         " mps)",
     ),
