@@ -101,7 +101,7 @@ def list_body(
         caller, everything=query.get("all") in ("1", "true"), workspace=query.get("workspace"),
         group=query.get("group"), states=states,
     )  # fmt: skip
-    views = run_views(runs, backend.specs.get, caller.viewer, plan,
+    views = run_views(runs, backend.specs.shown, caller.viewer, plan,
                       daemon.service.live_by_run(), backend.clock(), estimates,
                       backend.status.idle)  # fmt: skip
     views.sort(key=lambda v: (v.state not in _RUNNING, v.position or 1 << 30))

@@ -31,7 +31,7 @@ def _run_json(
     first (never a replay of the queue: what every dashboard polls, ``/v1/status``'s head,
     whose start is its shadow time whenever one is known)."""
     run = daemon.service.find_run(name)
-    spec = daemon.backend.specs.get(run)
+    spec = daemon.backend.specs.shown(run)
     live = daemon.service.workers_of(name)
     estimates = request.app[ESTIMATES]
     found = estimates.known(daemon) if last else estimates.get(daemon)
@@ -55,7 +55,7 @@ async def submit(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     document = await read_document(request)
     run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
-    spec = daemon.backend.specs.get(run)
+    spec = daemon.backend.specs.shown(run)
     plan, now = daemon.backend.status.plan, daemon.backend.clock()
     return web.json_response(run_object(run, spec, caller.viewer, plan, (), now), status=201)
 
@@ -71,7 +71,7 @@ async def show_run(request: web.Request) -> web.Response:
     seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     owner = Member.of(run.uid, run.gid)  # the scan sees what the run's owner may list
-    found = latest_checkpoint(daemon.backend.specs.get(run), daemon.settings.drives, name, owner)
+    found = latest_checkpoint(daemon.backend.specs.shown(run), daemon.settings.drives, name, owner)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     usage = await asyncio.to_thread(run_usage, daemon, run)  # its telemetry, once sampled
     if usage is not None:

@@ -47,7 +47,7 @@ def run_objects(
     return [
         run_object(
             r,
-            daemon.backend.specs.get(r),
+            daemon.backend.specs.shown(r),
             caller.viewer,
             plan,
             live.get(r.name, ()),
@@ -87,7 +87,7 @@ class Frame:
             return [self.placed(n) for n in names]
         specs, rows = daemon.backend.specs, self.rows
         return [
-            run_object(rows[n], specs.get(rows[n]), viewer, self.plan, self.live.get(n, ()),
+            run_object(rows[n], specs.shown(rows[n]), viewer, self.plan, self.live.get(n, ()),
                        self.now, self.estimates.get(n), self.idle.get(rows[n].run_uid))
             for n in names
         ]  # fmt: skip
@@ -220,7 +220,7 @@ class Changes:
                     moved.add(n)
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
-                objects[n] = run_object(r, specs.get(r), ADMIN, plan, workers, now, estimate,
+                objects[n] = run_object(r, specs.shown(r), ADMIN, plan, workers, now, estimate,
                                         idle.get(r.run_uid))  # fmt: skip
             if key is not None:
                 inputs[n] = key

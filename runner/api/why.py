@@ -106,9 +106,9 @@ async def why(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
     run = daemon.service.get_run(caller, name)
-    deps = check_dependencies([run], daemon.backend.specs.get, daemon.service.run_states)
+    deps = check_dependencies([run], daemon.backend.specs.shown, daemon.service.run_states)
     waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
-    waiting |= kept_out([run], daemon.backend.specs.get, time.time()).reasons  # held, begin
+    waiting |= kept_out([run], daemon.backend.specs.shown, time.time()).reasons  # held, begin
     if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
             "run": name, "reason": waiting[name].render(caller.viewer),

@@ -312,7 +312,7 @@ class Loop:
             run = self.store.get_run(name)
             if run is None:
                 continue
-            limit = self.specs.get(run).task.time_limit_seconds
+            limit = self.specs.shown(run).task.time_limit_seconds
             running = [w for w in workers if w.state != Recorded.STOPPING]
             request = run.stop_request
             if request in _STOPS_ASKED and running:
@@ -404,7 +404,7 @@ class Loop:
         with self.store.transaction() as tx:
             self.store.mark_killed(tx, w.id)
             run = self.store.get_run(w.run)
-            shell = None if run is None else _shell(self.specs.get(run).task.command)
+            shell = None if run is None else _shell(self.specs.shown(run).task.command)
             message = Reason(killed_message(w.worker, grace, left, shell))
             self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
         crash_point("after-kill-recorded")
@@ -423,7 +423,7 @@ class Loop:
         changed = False
         for run in self.store.runs_to_settle():
             workers = self.store.workers_of(run.name)
-            spec = self.specs.get(run)
+            spec = self.specs.shown(run)
             idle_after = None if self.idle is None else self.idle.settings.after
             cleanup = settle_run(self.store, run, spec, workers, now, idle_after)
             if cleanup is None:

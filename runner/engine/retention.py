@@ -43,7 +43,7 @@ def waited_for(store: Store, specs: SpecCache) -> set[str]:
         name
         for r in store.runs(active_only=True)
         if r.state == RunState.QUEUED and not r.deps_met and r.attempts == 0
-        for name in specs.get(r).after
+        for name in specs.shown(r).after  # an unreadable spec waits for nothing
     }
 
 

@@ -12,7 +12,7 @@ from runner.engine.drain import NO_DRAIN, Drain, drained_snapshot
 from runner.engine.holds import kept_out
 from runner.engine.revocation import held_back, revoked
 from runner.engine.settings import LoopSettings
-from runner.model import Resources, RunSpec, RunState, WorkerState
+from runner.model import Resources, RunSpec, RunState, TaskTemplate, WorkerState
 from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
 from runner.reasons import Reason
 from runner.spec.parse import parse_spec
@@ -68,6 +68,15 @@ class SpecCache:
             self._submitted[run.name] = (run.submitted_at, run.spec_text)
         self._rows[run.name] = (run, spec)
         return spec
+
+    def shown(self, run: RunRow) -> RunSpec:
+        """The run's spec for what the API shows of it: one that cannot be read shows as
+        asking for nothing (the planner sets the run aside: ``readable``), so one damaged
+        row never fails a list of every run."""
+        try:
+            return self.get(run)
+        except Exception:
+            return RunSpec(run.name, TaskTemplate(image=None), run.workspace)
 
     def _finished_spec(self, run: RunRow) -> RunSpec:
         if run.name in self._specs:
