@@ -249,6 +249,11 @@ class TaskTemplate:
     # machine is known (``[machine] gpu_shards``)
     gpu_share: int = 0
     gpu_shards: int = 0
+    # the folder the command starts in: ``working_dir`` as asked (--chdir; a container's
+    # working directory under Docker), else on the process executor the folder it was
+    # submitted from (``submit_dir``, recorded by astra), else the member's home
+    working_dir: str | None = None
+    submit_dir: str | None = None
 
     @property
     def shared(self) -> bool:

@@ -45,7 +45,11 @@ def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
         check_spec(spec)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
-    return spec_to_dict(spec)
+    from runner.spec.build import with_submit_dir
+
+    document = spec_to_dict(spec)
+    with_submit_dir(document)  # the process executor starts it here
+    return document
 
 
 def console() -> Any:

@@ -169,6 +169,14 @@ def run(
             help="Share GPUs: this memory on each of --gpus GPUs (default 1), e.g. 20GiB.",
         ),
     ] = None,
+    chdir: Annotated[
+        str | None,
+        typer.Option(
+            "--chdir",
+            "-D",
+            help="Start in this folder (default: this one; a container's working directory).",
+        ),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -182,6 +190,8 @@ def run(
         drive_ref,
         env_vars,
         event_names,  # --notify-on
+        folder_given,
+        here,
         run_document,
     )
 
@@ -194,6 +204,7 @@ def run(
             interactive=interactive or tty,
             hold=hold, begin_at=None if begin is None else begin_time(begin),
             notify=notify or (), notify_on=event_names(notify_on), gpu_memory=gpu_mem,
+            working_dir=None if chdir is None else folder_given(chdir), submit_dir=here(),
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None

@@ -29,5 +29,8 @@ def sbatch(
         spec = parse_sbatch(text, name_hint=file.stem, nice=nice)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
-    run = call(lambda c: c.submit(spec_to_dict(spec)))
+    from runner.spec.build import with_submit_dir
+
+    document = with_submit_dir(spec_to_dict(spec))  # sbatch: the job starts where it was sent
+    run = call(lambda c: c.submit(document))
     echo(f"Submitted batch job {run.name}")

@@ -220,7 +220,8 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",
                 instance=ctx.settings.instance, run_uid=run.run_uid,
                 log_limit=ctx.settings.log_limit, log_reserve=ctx.settings.log_reserve,
-                interactive=spec.interactive,
+                interactive=spec.interactive, working_dir=spec.task.working_dir,
+                submit_dir=spec.task.submit_dir,
             )  # fmt: skip
             handle = ctx.executor.start(launch)
         except ExecutorError as e:

@@ -59,6 +59,10 @@ class WorkerLaunch:
     interactive: bool = False  # the command gets a terminal that a client attaches to
     instance: str = ""  # which daemon (ASTRAEUS_HOME) started it
     run_uid: str = ""  # the run's immutable id: the loop always gives it
+    # the folder the command starts in, as asked (--chdir: a container's working
+    # directory too), and the folder it was submitted from (the process executor's)
+    working_dir: str | None = None
+    submit_dir: str | None = None
 
     @property
     def gpu_names(self) -> tuple[str, ...]:

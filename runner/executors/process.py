@@ -413,6 +413,8 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         log_reserve=launch.log_reserve,
         interactive=launch.interactive,
         groups=login_groups(uid, launch.gid) if switch else [],
+        folder=launch.working_dir or launch.submit_dir or "",
+        folder_asked=launch.working_dir is not None,
     )
 
 

@@ -128,6 +128,10 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         _become_subreaper()
         reserve_exit(folder)
         log = _open_log(job)
+        job, refused = _entered(job, log)  # forks, as _placed does
+        if refused is not None:  # a --chdir folder it cannot enter: the start fails
+            _tell(ready, refused.error or "cannot enter the working directory")
+            return 1
         job, missing = _placed(job)  # forks: before any thread of the supervisor starts
         output, into = os.openpty() if job.interactive else os.pipe()
         try:
@@ -201,6 +205,39 @@ def _open_log(job: Job) -> CappedLog | None:
     return CappedLog(path, job.log_limit, job.log_reserve, owner)
 
 
+def _entered(job: Job, log: CappedLog | None) -> tuple[Job, _NotRunning | None]:
+    """The job with the folder it starts in: ``job.folder`` if the member can enter it
+    (tried as the member, never as root), else its home (``job.cwd``), its log's first line
+    saying so; a folder named by --chdir that cannot be entered fails the start."""
+    if not job.folder:
+        return job, None
+    from runner.executors.member import as_member
+
+    try:
+        if job.uid is None:
+            os.chdir(job.folder)
+            os.chdir("/")
+        else:
+            as_member(job, lambda: _enter(job.folder))
+    except Exception as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        if job.folder_asked:
+            return job, _NotRunning(126, f"cannot enter the working directory {job.folder}: {why}")
+        if log is not None:
+            log.write(f"[astraeus: cannot enter the submit folder {job.folder} ({why}):"
+                      f" started in {job.cwd}]\n".encode())  # fmt: skip
+        return job, None
+    return job._replace(cwd=job.folder), None
+
+
+def _enter(folder: str) -> dict[str, object]:
+    try:
+        os.chdir(folder)
+    except OSError as exc:
+        raise RuntimeError(exc.strerror) from None  # "Permission denied": the line says where
+    return {}
+
+
 def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
     """The job with its drives' bubblewrap command line, worked out as the member.
 
@@ -262,6 +299,8 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
         proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
     except OSError as exc:
         return _not_started(job, exc)
+    except subprocess.SubprocessError:  # the child could not enter its folder (it moved)
+        return _NotRunning(126, f"cannot enter the working directory {job.cwd}")
     finally:
         if info_write >= 0:
             os.close(info_write)
@@ -286,17 +325,21 @@ def _popen(
         stdout=output,
         stderr=output,
         env=job.env,
-        cwd=job.cwd,
         start_new_session=True,
         pass_fds=pass_fds,
-        preexec_fn=_child_setup(os.getpid(), no_new_privs=not job.sandbox, tty=job.interactive),
+        preexec_fn=_child_setup(
+            os.getpid(), no_new_privs=not job.sandbox, tty=job.interactive, cwd=job.cwd
+        ),
         **identity,
     )
 
 
-def _child_setup(parent: int, *, no_new_privs: bool, tty: bool = False) -> Callable[[], None]:
+def _child_setup(
+    parent: int, *, no_new_privs: bool, tty: bool = False, cwd: str = "/"
+) -> Callable[[], None]:
     """Runs in the child after the uid switch: die with the supervisor; gain no privileges;
-    an interactive command's terminal (its standard input) becomes its controlling one.
+    an interactive command's terminal (its standard input) becomes its controlling one;
+    enter ``cwd``, as the member (subprocess's own ``cwd`` is entered before the switch).
 
     Under bubblewrap no-new-privileges is left to bubblewrap (a setuid bwrap needs it off).
     """
@@ -309,6 +352,7 @@ def _child_setup(parent: int, *, no_new_privs: bool, tty: bool = False) -> Calla
             _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         if tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        os.chdir(cwd)
 
     return setup
 

@@ -82,6 +82,10 @@ class Job(NamedTuple):
     log_reserve: int = 0  # bytes kept free on the log's file system; 0: none
     interactive: bool = False  # a terminal for the command (runner.executors.terminal)
     groups: Sequence[int] = ()  # the member's groups, its supplementary ones (as a login gives)
+    # the folder to start in, entered as the member (``cwd`` when it cannot be: the home);
+    # ``folder_asked``: named by --chdir, so a folder that cannot be entered fails the start
+    folder: str = ""
+    folder_asked: bool = False
 
     @classmethod
     def load(cls, path: Path) -> Job:

@@ -124,6 +124,8 @@ def run_document(
     notify: Sequence[str] = (),
     notify_on: Sequence[str] = (),
     gpu_memory: str | None = None,
+    working_dir: str | None = None,
+    submit_dir: str | None = None,
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
@@ -133,7 +135,8 @@ def run_document(
     ``notify`` (Apprise URLs, each for the events of ``notify_on``; succeeded and failed
     when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts);
     ``gpu_memory`` (``--gpu-mem 20GiB``) shares GPUs: that memory on each of ``gpus``
-    GPUs (one when none is given).
+    GPUs (one when none is given). ``working_dir`` (``--chdir``) is where the command
+    starts; ``submit_dir`` where it was submitted from (the process executor's default).
     """
     gpu_request: dict[str, Any] = {"count": gpus}
     if gpu_memory is not None:
@@ -148,6 +151,10 @@ def run_document(
     task["datavolume_refs"] = [dict(d) for d in drives]
     if time_limit_seconds is not None:
         task["time_limit_seconds"] = time_limit_seconds
+    if working_dir is not None:
+        task["working_dir"] = working_dir
+    if submit_dir is not None:
+        task["submit_dir"] = submit_dir
     meta = {"name": name}
     if workspace:
         meta["workspace"] = workspace
@@ -167,3 +174,27 @@ def run_document(
         events = {"events": list(notify_on)} if notify_on else {}
         spec["notify"] = [{"url": url, **events} for url in notify]
     return {"metadata": meta, "spec": spec}
+
+
+def here() -> str | None:
+    """The folder a command is typed in (the submit folder), or None when it is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def folder_given(text: str) -> str:
+    """``--chdir DIR`` as an absolute folder (relative to where astra was called)."""
+    return os.path.normpath(os.path.join(here() or "/", os.path.expanduser(text)))
+
+
+def with_submit_dir(document: object) -> object:
+    """A spec document with the submit folder recorded, where it names none (astra submit,
+    astra slurm sbatch): the process executor starts the run there."""
+    spec = document.get("spec") if isinstance(document, dict) else None
+    task = spec.get("task_template") if isinstance(spec, dict) else None
+    folder = here()
+    if isinstance(task, dict) and "submit_dir" not in task and folder is not None:
+        task["submit_dir"] = folder
+    return document

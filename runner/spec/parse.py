@@ -102,7 +102,10 @@ _TASK_KEYS = (
     "time_limit_seconds",
     "datavolume_refs",
     "requested_resources",
+    "working_dir",
+    "submit_dir",
 )
+MAX_FOLDER = 4096  # characters of a working or submit folder
 _RESOURCE_KEYS = ("gpu_requests", "per_gpu", "cpu_cores", "memory_bytes")
 
 
@@ -177,6 +180,8 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
     res = _optional(task, path, "requested_resources", _resources, _Resources())
+    working_dir = _optional(task, path, "working_dir", _folder, None)
+    submit_dir = _optional(task, path, "submit_dir", _folder, None)
     return TaskTemplate(
         image=image,
         command=command,
@@ -192,7 +197,20 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         memory=res.memory,
         gpu_share=res.gpu_share,
         gpu_shards=res.gpu_shards,
+        working_dir=working_dir,
+        submit_dir=submit_dir,
     )
+
+
+def _folder(value: object, path: str) -> str:
+    """An absolute folder, normalised (``/home/a/proj/`` -> ``/home/a/proj``); the member
+    enters it, never the daemon as root."""
+    text = _string(value, path, limit=MAX_FOLDER)
+    if not text.startswith("/"):
+        raise SpecError(
+            path, f"must be an absolute path (starting with '/'), got {show_value(text)}"
+        )
+    return "/" + posixpath.normpath(text).lstrip("/")
 
 
 def _command(value: object, path: str) -> tuple[str, tuple[str, ...]]:
@@ -418,6 +436,10 @@ def _task_to_dict(task: TaskTemplate) -> JsonObject:
     out["env"] = dict(task.env)
     if task.time_limit_seconds is not None:
         out["time_limit_seconds"] = task.time_limit_seconds
+    if task.working_dir is not None:
+        out["working_dir"] = task.working_dir
+    if task.submit_dir is not None:
+        out["submit_dir"] = task.submit_dir
     out["datavolume_refs"] = [
         {"name": d.name, "mount_path": d.mount_path, "mode": d.mode.value} for d in task.drives
     ]

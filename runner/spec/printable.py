@@ -74,6 +74,9 @@ def check_spec(spec: RunSpec) -> None:
     for key, value in task.env:
         check_line(key, f"{TASK}.env")
         check_script(value, f"{TASK}.env.{key}")
+    for key, folder in (("working_dir", task.working_dir), ("submit_dir", task.submit_dir)):
+        if folder is not None:
+            check_line(folder, f"{TASK}.{key}")
     for i, drive in enumerate(task.drives):
         check_line(drive.name, f"{TASK}.datavolume_refs[{i}].name")
         check_line(drive.mount_path, f"{TASK}.datavolume_refs[{i}].mount_path")

@@ -23,7 +23,7 @@ from runner.spec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_va
 
 _SBATCH_ALIASES = {
     "-J": "--job-name", "-t": "--time", "-c": "--cpus-per-task", "-G": "--gpus",
-    "-d": "--dependency", "-b": "--begin", "-H": "--hold",
+    "-d": "--dependency", "-b": "--begin", "-H": "--hold", "-D": "--chdir",
 }  # fmt: skip
 _FLAGS = ("--hold",)  # options without a value
 _TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
@@ -46,6 +46,7 @@ _SBATCH_FIELDS = {
     f"{_TEMPLATE}.image": "#SBATCH --container-image",
     f"{_TEMPLATE}.args": SCRIPT,
     f"{_TEMPLATE}.time_limit_seconds": "#SBATCH --time",
+    f"{_TEMPLATE}.working_dir": "#SBATCH --chdir",
     f"{_TEMPLATE}.datavolume_refs": "#SBATCH --container-mounts",
     f"{_RES}.gpu_requests": "#SBATCH --gres",
     f"{_RES}.per_gpu.cpu_cores": "#SBATCH --cpus-per-gpu",
@@ -241,6 +242,15 @@ def _hold(batch: _Batch, value: str | None, option: str) -> None:
     batch.set("spec.hold", True, option)
 
 
+def _chdir(batch: _Batch, value: str | None, option: str) -> None:
+    """``--chdir DIR`` (``-D``): where the job starts; relative to the submit folder."""
+    if not value:
+        raise SpecError(option, "needs a folder")
+    from runner.spec.build import folder_given
+
+    batch.set(f"{_TEMPLATE}.working_dir", folder_given(value), option)
+
+
 def _time(batch: _Batch, value: str | None, option: str) -> None:
     batch.set(f"{_TEMPLATE}.time_limit_seconds", slurm_time(value or "", option), option)
 
@@ -374,6 +384,7 @@ _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--begin": _begin,
     "--hold": _hold,
     "--time": _time,
+    "--chdir": _chdir,
     "--gres": _gres,
     "--gpus": _gpus,
     "--cpus-per-task": _cores_option(f"{_RES}.cpu_cores"),

@@ -20,7 +20,7 @@ RES = f"{TASK}.requested_resources"
 NAME_RULE = "must be 1-63 lowercase letters, digits or '-'"
 SYSTEM = "must not be under /proc, /sys, /dev, /run, /var/run, /etc"
 HOST = "#SBATCH --container-mounts: mount sources name a drive from the config"
-UNSUPPORTED = "not supported (supported: --begin, --container-image"
+UNSUPPORTED = "not supported (supported: --begin, --chdir, --container-image"
 
 
 def _unknown(field: str) -> tuple[str, str]:

@@ -82,9 +82,12 @@ def error_of(response: bytes) -> str:
     return f"{error['status']} {error['code']}: {error['message']}"
 
 
-def astra_as(lab: Served, who: pwd.struct_passwd, args: list[str], terminal: bool = False) -> bytes:
+def astra_as(
+    lab: Served, who: pwd.struct_passwd, args: list[str], terminal: bool = False,
+    cwd: Path | None = None,
+) -> bytes:  # fmt: skip
     """What ``astra ARGS`` writes to its stdout, a terminal (a pty) or a pipe, run as
-    ``who`` (its groups as the system gives them)."""
+    ``who`` (its groups as the system gives them), from ``cwd`` if given."""
     if terminal:
         reading, writing = pty.openpty()
         os.chown(os.ttyname(writing), who.pw_uid, -1)
@@ -96,6 +99,8 @@ def astra_as(lab: Served, who: pwd.struct_passwd, args: list[str], terminal: boo
             os.dup2(writing, 1)
             sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
             os.environ.update(lab.env)
+            if cwd is not None:
+                os.chdir(cwd)
             app(args, prog_name="astra")
         finally:
             os._exit(0)

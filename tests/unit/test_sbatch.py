@@ -264,7 +264,7 @@ def test_a_file_naming_no_image_leaves_it_for_the_daemon() -> None:
         (
             ["--container-image=img", "-J x", "-N 1"],
             "#SBATCH -N",
-            "supported: --begin, --container",
+            "supported: --begin, --chdir, --container",
         ),
         (["--container-image=img", "-J x", "--partition=gpu"], "#SBATCH --partition", "not"),
         (["--container-image=img", "-J x", "stray"], "#SBATCH", "expected an option"),
@@ -353,7 +353,7 @@ def test_other_errors(text: str, kwargs: dict[str, object], field: str) -> None:
 def test_unknown_option_lists_the_supported_ones() -> None:
     error = error_of(script("--container-image=img", "-J x", "--foo"))
     assert str(error).startswith(
-        "#SBATCH --foo: not supported (supported: --begin, --container-image, "
+        "#SBATCH --foo: not supported (supported: --begin, --chdir, --container-image, "
     )
 
 

@@ -448,7 +448,7 @@ def test_garbage_documents(data: object, field: str) -> None:
             f"{TASK}.foo",
             1,
             f"{TASK}.foo: unknown key (expected one of: image, command, args, env, "
-            "time_limit_seconds, datavolume_refs, requested_resources)",
+            "time_limit_seconds, datavolume_refs, requested_resources, working_dir, submit_dir)",
         ),
         (
             f"{GPU}.min_per_machine",

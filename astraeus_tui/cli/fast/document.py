@@ -21,6 +21,7 @@ RUN_OPTIONS = {
     "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
     "--dry-run": ("dry_run", FLAG),
     "--gpu-mem": ("gpu_mem", VALUE),
+    "--chdir": ("chdir", VALUE), "-D": ("chdir", VALUE),
 }  # fmt: skip
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
@@ -47,6 +48,8 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
         drive_ref,
         env_vars,
         event_names,  # --notify-on
+        folder_given,
+        here,
     )
     from runner.spec.build import run_document as build
 
@@ -68,6 +71,8 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             begin_at=None if begin is None else begin_time(begin),
             notify=texts(p, "notify") or (),
             notify_on=event_names(text(p, "notify_on")), gpu_memory=text(p, "gpu_mem"),
+            working_dir=None if (chdir := text(p, "chdir")) is None else folder_given(chdir),
+            submit_dir=here(),
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words
@@ -105,6 +110,7 @@ def spec_document(file: str, text: str | None) -> dict[str, Any]:
 
 def checked_document(file: str, text: str | None) -> dict[str, Any]:
     """The spec in ``file`` (or ``text``) as its run document; SpecError as the daemon says it."""
+    from runner.spec.build import with_submit_dir
     from runner.spec.documents import load_spec_file, load_spec_text
     from runner.spec.parse import spec_to_dict
     from runner.spec.printable import check_spec
@@ -112,4 +118,5 @@ def checked_document(file: str, text: str | None) -> dict[str, Any]:
     spec = load_spec_text(text) if text is not None else load_spec_file(file)
     check_spec(spec)
     result: dict[str, Any] = spec_to_dict(spec)
+    with_submit_dir(result)  # the process executor starts it here
     return result

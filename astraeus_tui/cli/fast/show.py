@@ -47,11 +47,25 @@ def show_lines(run: RunDetail) -> list[str]:
         lines.append(f"{'gpu_memory:':<20}{format_size(share)} on each GPU (shared)")
     if command := command_line(run.spec):
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
+    if folder := start_folder(run.spec):
+        lines.append(f"{'folder:':<20}{folder}")
     lines += usage_lines(run)
     lines += worker_lines(run.workers_history or [])
     for e in run.events[-15:]:
         lines.append(f"  {e.time}  {e.kind:<12} {e.message}")
     return lines
+
+
+def start_folder(spec: dict[str, Any] | None) -> str:
+    """Where the run starts: its --chdir, else the folder it was submitted from."""
+    task = (spec or {}).get("spec", {}).get("task_template", {})
+    if not isinstance(task, dict):
+        return ""
+    from astraeus_tui.text import shown
+
+    if task.get("working_dir"):
+        return shown(task["working_dir"])
+    return f"{shown(task['submit_dir'])} (submitted from)" if task.get("submit_dir") else ""
 
 
 def _gib(n: float | None) -> str:

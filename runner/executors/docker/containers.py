@@ -70,6 +70,8 @@ def container_kwargs(launch: WorkerLaunch, nvidia: bool) -> dict[str, Any]:
         "auto_remove": False,
         "detach": True,
     }
+    if launch.working_dir is not None:  # else the image's (no host folder goes in)
+        kwargs["working_dir"] = launch.working_dir
     if launch.argv:
         kwargs["entrypoint"] = [launch.argv[0]]
         kwargs["command"] = list(launch.argv[1:])
