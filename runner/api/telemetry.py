@@ -123,6 +123,7 @@ async def telemetry(request: web.Request) -> web.Response:
         body = schema.Telemetry(
             interval_seconds=None if sampler is None else sampler.interval,
             simulated=daemon.inventory.simulated,
+            runs=_unsampled(daemon, set(), caller.viewer.sees),
         )
     else:
         sees = caller.viewer.sees
@@ -141,9 +142,32 @@ async def telemetry(request: web.Request) -> web.Response:
             interval_seconds=sampler.interval,
             simulated=sampler.simulated,
             gpus=[_gpu(g, gpu_samples) for g in sample.gpus],
-            runs=[_run(r, sees(r.workspace), run_samples) for r in sample.runs],
+            runs=[_run(r, sees(r.workspace), run_samples) for r in sample.runs]
+            + _unsampled(daemon, {r.run_uid for r in sample.runs}, sees),
         )
     return web.Response(body=msgspec.json.encode(body), content_type="application/json")
+
+
+def _unsampled(
+    daemon: Daemon, sampled: set[str], sees: Callable[[str], bool]
+) -> list[schema.TelemetryRun]:
+    """The running runs no sample has measured yet (started since the last one): listed
+    from their start, their figures unknown (``-`` in astra top)."""
+    gpus: dict[str, list[int]] = {}
+    for w in daemon.store.live_workers():
+        if w.run_uid not in sampled:
+            gpus.setdefault(w.run, []).extend(w.gpus)
+    out = []
+    for name, held in sorted(gpus.items()):
+        run = daemon.store.get_run(name)
+        if run is None:
+            continue
+        visible = sees(run.workspace)
+        out.append(schema.TelemetryRun(
+            uid=run.run_uid if visible else None, name=name if visible else ANONYMOUS_RUN,
+            visible=visible, workspace=run.workspace, gpus=sorted(held),
+        ))  # fmt: skip
+    return out
 
 
 # ------------------------------------------------------------------ one run

@@ -178,3 +178,21 @@ def test_the_live_view_refreshes_and_q_quits(served: Callable[..., Served]) -> N
         wait_for(lambda: _tmux(name, "has-session").returncode != 0, 10, "top to quit")
     finally:
         _tmux(name, "kill-server")
+
+
+def test_top_lists_a_run_from_its_start_before_any_sample(served: Callable[..., Served]) -> None:
+    """Sampled once a minute: a run started since the last sample is listed at once, its
+    figures ``-`` until a sample measures it."""
+    lab = served(gpus=2, machine="telemetry_seconds = 60")
+    client = Client(lab.socket)
+    wait_for(lambda: client.telemetry().time is not None, 10, "the first sample")
+    ran = lab.astra("run", "--name", "fresh", "--gpus", "1", "--image", "local", "--", "sleep",
+                    "300")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    wait_for(lambda: lab.json("show", "fresh")["state"] == "Running", 15, "fresh to run")
+    [run] = client.telemetry().runs
+    assert (run.name, run.gpus, run.cpu_percent, run.memory_bytes) == ("fresh", [0], None, None)
+    screen = lab.astra("top", "--once").stdout
+    row = next(line for line in screen.splitlines() if line.startswith("fresh"))
+    assert row.split()[2:] == ["0", "-", "-", "-", "-"], screen
+    lab.astra("delete", "fresh")
