@@ -254,6 +254,9 @@ class TaskTemplate:
     # submitted from (``submit_dir``, recorded by astra), else the member's home
     working_dir: str | None = None
     submit_dir: str | None = None
+    # the caller's environment carried from the submit (astra run's --export=ALL, the
+    # default): the process executor's runs start with it, under ``env``; not Docker's
+    submit_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def shared(self) -> bool:

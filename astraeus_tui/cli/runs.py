@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import os
 import sys
 from typing import Annotated, Any
 
@@ -177,6 +178,13 @@ def run(
             help="Start in this folder (default: this one; a container's working directory).",
         ),
     ] = None,
+    export: Annotated[
+        str | None,
+        typer.Option(
+            help="ALL (default: this environment, for local processes), NONE, or"
+            " VAR1,VAR2 and VAR=value for every executor, as sbatch reads it.",
+        ),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -190,21 +198,25 @@ def run(
         drive_ref,
         env_vars,
         event_names,  # --notify-on
+        exported,
         folder_given,
         here,
         run_document,
     )
 
+    carried, named = exported(export, os.environ)
     try:
         document = run_document(
             name or default_name(command[0]), command, image=image, gpus=gpus, cpus=cpus,
-            memory=memory, env=env_vars(env or []), drives=[drive_ref(d) for d in drive or []],
+            memory=memory, env={**named, **env_vars(env or [])},
+            drives=[drive_ref(d) for d in drive or []],
             time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
             priority=priority, workspace=workspace, workers=workers, after=after or (),
             interactive=interactive or tty,
             hold=hold, begin_at=None if begin is None else begin_time(begin),
             notify=notify or (), notify_on=event_names(notify_on), gpu_memory=gpu_mem,
             working_dir=None if chdir is None else folder_given(chdir), submit_dir=here(),
+            submit_env=carried,
         )  # fmt: skip
     except FieldError as e:
         raise typer.BadParameter(e.message) from None

@@ -65,7 +65,7 @@ async def show_run(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     run = daemon.service.get_run(caller, name)
     obj = _run_json(request, daemon, name, caller)
-    obj["spec"] = run.spec()
+    obj["spec"] = _spec_for(run.spec(), caller, run.uid)
     history = daemon.service.workers_history(caller, name)
     obj["workers_history"] = [worker_object(w, caller.viewer) for w in history]
     seen, _ = daemon.service.events_for(caller, name)
@@ -169,3 +169,13 @@ def add_run_routes(app: web.Application) -> None:
     app.router.add_get("/v1/events", events)
     app.router.add_get("/v1/status", status)
     app.router.add_get("/v1/stream", stream)
+
+
+def _spec_for(document: dict[str, Any], caller: Caller, owner: int | None) -> dict[str, Any]:
+    """A run's spec as ``caller`` may read it: the environment carried from its owner's
+    submit (``submit_env``: tokens, paths) only to its owner and admins."""
+    task = document.get("spec", {}).get("task_template")
+    if caller.admin or caller.uid == owner or not isinstance(task, dict):
+        return document
+    task.pop("submit_env", None)
+    return document

@@ -59,12 +59,17 @@ def worker_env(
     remap: bool,
     devices: Mapping[int, str] | None = None,
     mps_share: int = 0,
+    carried: bool = False,
 ) -> dict[str, str]:
     """The environment every worker gets, over the spec's own (docs/scheduling.md).
-    ``mps_share``: a shared run's memory on each GPU, passed to CUDA MPS ([machine] mps)."""
+    ``mps_share``: a shared run's memory on each GPU, passed to CUDA MPS ([machine] mps).
+    ``carried``: the caller's environment from the submit goes first (the process
+    executor's; a container starts from its image's): the spec's ``env`` over it, and
+    the daemon's own variables over both."""
     names = gpu_names(gpus, devices or {})
     visible = ",".join(str(i) for i in range(len(gpus))) if remap else ",".join(names)
-    env = dict(spec.task.env)
+    env = dict(spec.task.submit_env) if carried else {}
+    env.update(spec.task.env)
     env.update(
         ASTRAEUS_RUN_NAME=run.name,
         ASTRAEUS_WORKSPACE=run.workspace,
@@ -213,7 +218,8 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 run=run.name, attempt=attempt, worker=index, image=spec.task.image,
                 argv=_argv(spec),
                 env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus,
-                               ctx.settings.gpu_devices, mps),
+                               ctx.settings.gpu_devices, mps,
+                               carried=ctx.executor.name == "process"),
                 gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
                 cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),

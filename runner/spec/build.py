@@ -126,6 +126,7 @@ def run_document(
     gpu_memory: str | None = None,
     working_dir: str | None = None,
     submit_dir: str | None = None,
+    submit_env: Mapping[str, str] | None = None,
 ) -> Document:
     """The document for one run of ``argv`` (the command, then its arguments).
 
@@ -136,7 +137,8 @@ def run_document(
     when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts);
     ``gpu_memory`` (``--gpu-mem 20GiB``) shares GPUs: that memory on each of ``gpus``
     GPUs (one when none is given). ``working_dir`` (``--chdir``) is where the command
-    starts; ``submit_dir`` where it was submitted from (the process executor's default).
+    starts; ``submit_dir`` where it was submitted from (the process executor's default);
+    ``submit_env`` the caller's environment carried (see :func:`exported`).
     """
     gpu_request: dict[str, Any] = {"count": gpus}
     if gpu_memory is not None:
@@ -155,6 +157,8 @@ def run_document(
         task["working_dir"] = working_dir
     if submit_dir is not None:
         task["submit_dir"] = submit_dir
+    if submit_env:
+        task["submit_env"] = dict(submit_env)
     meta = {"name": name}
     if workspace:
         meta["workspace"] = workspace
@@ -198,3 +202,48 @@ def with_submit_dir(document: object) -> object:
     if isinstance(task, dict) and "submit_dir" not in task and folder is not None:
         task["submit_dir"] = folder
     return document
+
+
+# what a shell keeps for itself, not the program's environment
+_SHELL_OWN = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
+
+
+def exported(text: str | None, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``--export`` as sbatch reads it (default ``ALL``): the environment carried from the
+    submit (``submit_env``: ALL; the process executor's runs start with it), and the
+    variables named (``NAME`` from ``environ``, ``NAME=value`` as given: into ``env``, for
+    every executor). ``NONE``: neither. A variable a run could not be given (a name that
+    is not one, a value with control characters, the shell's own) is not carried."""
+    carried: dict[str, str] = {}
+    named: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in (text or "ALL").split(","))):
+        if item.upper() == "ALL":
+            carried = carry_all(environ)
+        elif "=" in item:
+            key, _, value = item.partition("=")
+            named[key] = value
+        elif item.upper() != "NONE" and item in environ:
+            named[item] = environ[item]
+    return carried, named
+
+
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_REST = _NAME_START | frozenset("0123456789")
+
+
+def carry_all(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` a run may be given: a name as the spec's ``env``
+    takes (runner.spec.fields), a value without a control character but tab, newline
+    and carriage return (runner.spec.printable); told here without ``re`` (astra run
+    starts on the interpreter's core)."""
+    return {
+        key: value for key, value in environ.items()
+        if key not in _SHELL_OWN and 0 < len(key) <= 256 and key[0] in _NAME_START
+        and all(c in _NAME_REST for c in key) and _plain(value)
+    }  # fmt: skip
+
+
+def _plain(value: str) -> bool:
+    if value.isprintable():
+        return True
+    return not any(((o := ord(c)) < 0x20 and c not in "\t\n\r") or 0x7F <= o <= 0x9F for c in value)

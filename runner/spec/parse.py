@@ -104,6 +104,7 @@ _TASK_KEYS = (
     "requested_resources",
     "working_dir",
     "submit_dir",
+    "submit_env",
 )
 MAX_FOLDER = 4096  # characters of a working or submit folder
 _RESOURCE_KEYS = ("gpu_requests", "per_gpu", "cpu_cores", "memory_bytes")
@@ -175,8 +176,9 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
     args = lead + _optional(task, path, "args", _strings, ())
     _check_args_count(args, f"{path}.args")
     env = _optional(task, path, "env", _env, ())
+    submit_env = _optional(task, path, "submit_env", _env, ())
     if bounded:
-        check_task_text(command, args, env, path)
+        check_task_text(command, args, env + submit_env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
     res = _optional(task, path, "requested_resources", _resources, _Resources())
@@ -199,6 +201,7 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         gpu_shards=res.gpu_shards,
         working_dir=working_dir,
         submit_dir=submit_dir,
+        submit_env=submit_env,
     )
 
 
@@ -243,11 +246,15 @@ def check_task_text(
     """The command, args and env together within MAX_TASK_TEXT characters."""
     total = task_text_size(command, args, env)
     if total > MAX_TASK_TEXT:
+        largest = sorted(env, key=lambda kv: -(len(kv[0]) + len(kv[1])))[:3]
+        named = ", ".join(f"{k} ({len(k) + len(v)})" for k, v in largest)
         raise SpecError(
             path,
             f"command, args and env must be at most {MAX_TASK_TEXT} characters together"
-            f" ({MAX_TASK_TEXT // 1024} KiB), got {total}: put larger inputs in a file on a drive",
-        )
+            f" ({MAX_TASK_TEXT // 1024} KiB), got {total}: put larger inputs in a file on a drive"
+            + (f"; the largest variables: {named} (astra run --export=NONE, or --export"
+               " naming only some, carries fewer)" if largest else ""),
+        )  # fmt: skip
 
 
 def _env(value: object, path: str) -> tuple[tuple[str, str], ...]:
@@ -440,6 +447,8 @@ def _task_to_dict(task: TaskTemplate) -> JsonObject:
         out["working_dir"] = task.working_dir
     if task.submit_dir is not None:
         out["submit_dir"] = task.submit_dir
+    if task.submit_env:
+        out["submit_env"] = dict(task.submit_env)
     out["datavolume_refs"] = [
         {"name": d.name, "mount_path": d.mount_path, "mode": d.mode.value} for d in task.drives
     ]

@@ -71,9 +71,10 @@ def check_spec(spec: RunSpec) -> None:
         check_line(task.command, f"{TASK}.command")
     for i, arg in enumerate(task.args):
         check_script(arg, f"{TASK}.args[{i}]")
-    for key, value in task.env:
-        check_line(key, f"{TASK}.env")
-        check_script(value, f"{TASK}.env.{key}")
+    for field, pairs in (("env", task.env), ("submit_env", task.submit_env)):
+        for key, value in pairs:
+            check_line(key, f"{TASK}.{field}")
+            check_script(value, f"{TASK}.{field}.{key}")
     for key, folder in (("working_dir", task.working_dir), ("submit_dir", task.submit_dir)):
         if folder is not None:
             check_line(folder, f"{TASK}.{key}")

@@ -84,10 +84,11 @@ def error_of(response: bytes) -> str:
 
 def astra_as(
     lab: Served, who: pwd.struct_passwd, args: list[str], terminal: bool = False,
-    cwd: Path | None = None,
+    cwd: Path | None = None, env: dict[str, str] | None = None,
 ) -> bytes:  # fmt: skip
     """What ``astra ARGS`` writes to its stdout, a terminal (a pty) or a pipe, run as
-    ``who`` (its groups as the system gives them), from ``cwd`` if given."""
+    ``who`` (its groups as the system gives them), from ``cwd`` and with the
+    environment ``env`` (and the daemon's socket) if given."""
     if terminal:
         reading, writing = pty.openpty()
         os.chown(os.ttyname(writing), who.pw_uid, -1)
@@ -98,7 +99,12 @@ def astra_as(
         try:
             os.dup2(writing, 1)
             sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-            os.environ.update(lab.env)
+            if env is None:
+                os.environ.update(lab.env)
+            else:  # the given environment, and only where the daemon is from lab's
+                os.environ.clear()
+                os.environ.update(env)
+                os.environ.update({k: v for k, v in lab.env.items() if k.startswith("ASTRAEUS_")})
             if cwd is not None:
                 os.chdir(cwd)
             app(args, prog_name="astra")

@@ -135,6 +135,8 @@ def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> 
     fast, typer = d.json("show", "made"), d.json("show", "made-typer")
     for run in (fast, typer):
         run["spec"]["metadata"].pop("name")
+        carried = run["spec"]["spec"]["task_template"]["submit_env"]
+        assert carried.pop("ASTRAEUS_CLI_FAST", "0") == "0"  # how typer's path was asked for
     assert fast["spec"] == typer["spec"]
     assert d.json("show", "sj")["spec"]["spec"] == d.json("show", "sj-typer")["spec"]["spec"]
 

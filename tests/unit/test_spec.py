@@ -448,7 +448,8 @@ def test_garbage_documents(data: object, field: str) -> None:
             f"{TASK}.foo",
             1,
             f"{TASK}.foo: unknown key (expected one of: image, command, args, env, "
-            "time_limit_seconds, datavolume_refs, requested_resources, working_dir, submit_dir)",
+            "time_limit_seconds, datavolume_refs, requested_resources, working_dir, submit_dir,"
+            " submit_env)",
         ),
         (
             f"{GPU}.min_per_machine",
@@ -483,7 +484,15 @@ def test_command_args_and_env_together_fit_in_64_kib() -> None:
     args = ["a" * 30_000, "b" * (65536 - 4001 - 30_000 - 4)]
     assert parse_spec(minimal(command="bash", args=args, env=env)).task.args == tuple(args)
     error = error_of(minimal(command="bash", args=[*args, "c"], env=env))
-    assert str(error) == f"{LIMIT_MESSAGE}, got 65537: put larger inputs in a file on a drive"
+    assert str(error) == (
+        f"{LIMIT_MESSAGE}, got 65537: put larger inputs in a file on a drive; the largest"
+        " variables: K (4001) (astra run --export=NONE, or --export naming only some, carries"
+        " fewer)"
+    )
+    carried = minimal(command="bash", args=args)
+    carried["spec"]["task_template"]["submit_env"] = {"BIG": "v" * 3999, "K": "x"}
+    error = error_of(carried)  # what was carried from the submit counts too, and is named
+    assert "got 65539:" in str(error) and "the largest variables: BIG (4002), K (2)" in str(error)
 
 
 @pytest.mark.parametrize(

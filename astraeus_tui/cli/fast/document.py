@@ -21,7 +21,7 @@ RUN_OPTIONS = {
     "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
     "--dry-run": ("dry_run", FLAG),
     "--gpu-mem": ("gpu_mem", VALUE),
-    "--chdir": ("chdir", VALUE), "-D": ("chdir", VALUE),
+    "--chdir": ("chdir", VALUE), "-D": ("chdir", VALUE), "--export": ("export", VALUE),
 }  # fmt: skip
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
@@ -48,6 +48,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
         drive_ref,
         env_vars,
         event_names,  # --notify-on
+        exported,
         folder_given,
         here,
     )
@@ -60,10 +61,12 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
     image = text(p, "image")
     image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
     limit, begin = text(p, "time_limit"), text(p, "begin")
+    carried, named = exported(text(p, "export"), os.environ)
     try:
         return build(
             text(p, "name") or default_name(command[0]), command, image=image, gpus=gpus,
-            cpus=cpus, memory=text(p, "memory"), env=env_vars(texts(p, "env") or []),
+            cpus=cpus, memory=text(p, "memory"),
+            env={**named, **env_vars(texts(p, "env") or [])},
             drives=[drive_ref(d) for d in texts(p, "drive") or []],
             time_limit_seconds=None if limit is None else _seconds(limit),
             priority=priority, workspace=text(p, "workspace"), workers=workers,
@@ -72,7 +75,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
             notify=texts(p, "notify") or (),
             notify_on=event_names(text(p, "notify_on")), gpu_memory=text(p, "gpu_mem"),
             working_dir=None if (chdir := text(p, "chdir")) is None else folder_given(chdir),
-            submit_dir=here(),
+            submit_dir=here(), submit_env=carried,
         )  # fmt: skip
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words

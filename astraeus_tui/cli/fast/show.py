@@ -49,6 +49,8 @@ def show_lines(run: RunDetail) -> list[str]:
         lines.append(f"{'command:':<20}{command}")  # a script's newlines shown as \n
     if folder := start_folder(run.spec):
         lines.append(f"{'folder:':<20}{folder}")
+    if carried := carried_env(run.spec):
+        lines.append(f"{'environment:':<20}{carried}")
     lines += usage_lines(run)
     lines += worker_lines(run.workers_history or [])
     for e in run.events[-15:]:
@@ -66,6 +68,23 @@ def start_folder(spec: dict[str, Any] | None) -> str:
     if task.get("working_dir"):
         return shown(task["working_dir"])
     return f"{shown(task['submit_dir'])} (submitted from)" if task.get("submit_dir") else ""
+
+
+def carried_env(spec: dict[str, Any] | None) -> str:
+    """The environment carried from the submit, as a line: how many variables, and the
+    virtualenv or conda environment that was active."""
+    task = (spec or {}).get("spec", {}).get("task_template", {})
+    env = task.get("submit_env") if isinstance(task, dict) else None
+    if not isinstance(env, dict) or not env:
+        return ""
+    from astraeus_tui.text import shown
+
+    line = f"{len(env)} variables from the submit"
+    if env.get("VIRTUAL_ENV"):
+        line += f"; virtualenv {shown(env['VIRTUAL_ENV'])}"
+    if env.get("CONDA_DEFAULT_ENV"):
+        line += f"; conda {shown(env['CONDA_DEFAULT_ENV'])}"
+    return line
 
 
 def _gib(n: float | None) -> str:
