@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -26,7 +27,7 @@ def sbatch(
     except (OSError, UnicodeDecodeError) as e:
         fail(f"error: cannot read {file}: {e}")
     try:
-        spec = parse_sbatch(text, name_hint=file.stem, nice=nice)
+        spec = parse_sbatch(text, name_hint=file.stem, nice=nice, environ=os.environ)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     from runner.spec.build import with_submit_dir

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from runner.durations import slurm_seconds
@@ -47,6 +47,8 @@ _SBATCH_FIELDS = {
     f"{_TEMPLATE}.args": SCRIPT,
     f"{_TEMPLATE}.time_limit_seconds": "#SBATCH --time",
     f"{_TEMPLATE}.working_dir": "#SBATCH --chdir",
+    f"{_TEMPLATE}.submit_env": "#SBATCH --export",
+    f"{_TEMPLATE}.env": "#SBATCH --export",
     f"{_TEMPLATE}.datavolume_refs": "#SBATCH --container-mounts",
     f"{_RES}.gpu_requests": "#SBATCH --gres",
     f"{_RES}.per_gpu.cpu_cores": "#SBATCH --cpus-per-gpu",
@@ -64,6 +66,7 @@ class _Batch:
         self.values: dict[str, object] = {}
         self.origin: dict[str, str] = dict(_SBATCH_FIELDS)
         self.mail: dict[str, str] = {}  # --mail-type and --mail-user, read together
+        self.export: str | None = None  # --export, applied to the caller's environment
 
     def set(self, field: str, value: object, option: str) -> None:
         self.values[field] = value
@@ -87,13 +90,15 @@ class _Batch:
 
 
 def parse_sbatch(
-    text: str, *, name_hint: str | None = None, nice: int | None = None, now: float | None = None
-) -> RunSpec:
+    text: str, *, name_hint: str | None = None, nice: int | None = None, now: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunSpec:  # fmt: skip
     """A RunSpec from a Slurm batch script's #SBATCH header; the script runs as ``bash -c``.
 
     ``name_hint`` (e.g. the file's stem) names the run when there is no --job-name;
     ``nice`` overrides the file's --nice (priority = -nice); ``now``: the wall clock
-    relative begin times count from (default: read now).
+    relative begin times count from (default: read now). ``environ``: the submitting
+    shell's environment, carried as ``--export`` says (default ALL, as sbatch's).
     """
     if "\r" in text:  # a lone \r can also hide an #SBATCH line from one reader or another
         raise SpecError(SCRIPT, "has carriage returns (DOS line breaks?); convert it with dos2unix")
@@ -108,6 +113,8 @@ def parse_sbatch(
     if nice is not None:
         batch.set("spec.priority", -_nice_value(str(nice), "--nice"), "--nice")
     _mail(batch)
+    if environ is not None:
+        _carry(batch, environ)
     if "metadata.name" not in batch.values:
         raise SpecError("#SBATCH --job-name", "required (no job name and no file name to use)")
     return _validate_batch(batch)
@@ -251,6 +258,23 @@ def _chdir(batch: _Batch, value: str | None, option: str) -> None:
     batch.set(f"{_TEMPLATE}.working_dir", folder_given(value), option)
 
 
+def _export(batch: _Batch, value: str | None, option: str) -> None:
+    """``--export=ALL|NONE|VAR1,VAR2|ALL,VAR=value``: read once the header is."""
+    if not value:
+        raise SpecError(option, "needs ALL, NONE or the variables to carry")
+    batch.export = value
+
+
+def _carry(batch: _Batch, environ: Mapping[str, str]) -> None:
+    from runner.spec.build import exported
+
+    carried, named = exported(batch.export, environ)
+    if carried:
+        batch.set(f"{_TEMPLATE}.submit_env", carried, "#SBATCH --export")
+    if named:
+        batch.set(f"{_TEMPLATE}.env", named, "#SBATCH --export")
+
+
 def _time(batch: _Batch, value: str | None, option: str) -> None:
     batch.set(f"{_TEMPLATE}.time_limit_seconds", slurm_time(value or "", option), option)
 
@@ -385,6 +409,7 @@ _SBATCH_HANDLERS: dict[str, Callable[[_Batch, str | None, str], None]] = {
     "--hold": _hold,
     "--time": _time,
     "--chdir": _chdir,
+    "--export": _export,
     "--gres": _gres,
     "--gpus": _gpus,
     "--cpus-per-task": _cores_option(f"{_RES}.cpu_cores"),

@@ -193,3 +193,20 @@ def test_exec_runs_in_the_container_as_its_user_with_its_environment(
     fed = d.astra("exec", "-i", "ex", "--", "sh", "-c", "read a; echo got $a", input="x y\n")
     assert (fed.returncode, fed.stdout) == (0, "got x y\n"), fed.stderr
     shell_in_terminal(d, "ex", b"# ")  # busybox's sh, as root
+
+
+def test_a_container_starts_in_its_image_s_folder_and_environment_unless_asked(
+    docker_daemon: Served,
+) -> None:
+    """The submit folder and the caller's environment are the process executor's: a
+    container starts in its image's working directory with its image's environment, plus
+    what --chdir and --export name."""
+    d = docker_daemon
+    d.env = {**d.env, "FOO": "1", "BAR": "2"}  # the submitting shell's
+    probe = ["--image", IMAGE, "--gpus", "0", "--", "sh", "-c", "pwd; echo FOO=$FOO BAR=$BAR"]
+    assert d.astra("run", "--name", "plain", *probe).returncode == 0
+    assert d.astra("run", "--name", "asked", "-D", "/tmp", "--export=FOO", *probe).returncode == 0
+    for name in ("plain", "asked"):
+        wait_for(lambda n=name: d.json("show", n)["state"] == "Succeeded", 40, name)
+    assert d.astra("logs", "plain").stdout == "/\nFOO= BAR=\n"
+    assert d.astra("logs", "asked").stdout == "/tmp\nFOO=1 BAR=\n"

@@ -392,3 +392,21 @@ def test_arbitrary_scripts_give_a_run_spec_or_a_spec_error(
         assert len(str(error).splitlines()) == 1
     else:
         assert isinstance(result, RunSpec)
+
+
+SHELL = {"FOO": "1", "BAR": "2", "PWD": "/x", "BASH_FUNC_f%%": "() { :; }", "ESC": "\x1b[0m"}
+
+
+@pytest.mark.parametrize(
+    ("export", "carried", "env"),
+    [(None, {"FOO": "1", "BAR": "2"}, ()), ("NONE", {}, ()),
+     ("FOO", {}, (("FOO", "1"),)), ("ALL,BAZ=3", {"FOO": "1", "BAR": "2"}, (("BAZ", "3"),))],
+)  # fmt: skip
+def test_export_carries_the_shell_s_environment_as_sbatch_does(
+    export: str | None, carried: dict[str, str], env: tuple[tuple[str, str], ...]
+) -> None:
+    options = ["--container-image=img", "-J exp", *([f"--export={export}"] if export else [])]
+    spec = parse_sbatch(script(*options), environ=SHELL)
+    assert dict(spec.task.submit_env) == carried  # the shell's own and unsendable left out
+    assert spec.task.env == env
+    assert parse_sbatch(script(*options)).task.submit_env == ()  # no shell: nothing carried
