@@ -129,7 +129,6 @@ EXPECTED: dict[str, tuple[str, str]] = {
     ),
     "sbatch-remap-root.sbatch": (SPEC, f"#SBATCH --container-remap-root: {UNSUPPORTED}"),
     "sbatch-privileged.sbatch": (SPEC, f"#SBATCH --privileged: {UNSUPPORTED}"),
-    "sbatch-export.sbatch": (SPEC, f"#SBATCH --export: {UNSUPPORTED}"),
     "sbatch-uid.sbatch": (SPEC, f"#SBATCH --uid: {UNSUPPORTED}"),
     "sbatch-container-mount-home.sbatch": (SPEC, f"--container-mount-home: {UNSUPPORTED}"),
     "sbatch-crlf.sbatch": (SPEC, "<script>: has carriage returns (DOS line breaks?)"),
