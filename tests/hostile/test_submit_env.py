@@ -110,7 +110,9 @@ def test_export_none_and_names(lab: Served, users: dict[str, pwd.struct_passwd],
     alice = users[ALICE]
     env = shell_env(kit, alice)
     probe = ["--", "sh", "-c", "echo FOO=$FOO BAZ=$BAZ; command -v mytool || echo none"]
-    astra_as(lab, alice, ["run", "--name", "clean", "--export=NONE", *probe], env=env)
+    here = kit / "proj"  # a folder the member may enter (the checkout may be private)
+    astra_as(lab, alice, ["run", "--name", "clean", "--export=NONE", *probe], cwd=here, env=env)
     assert ended(lab, "clean") == "FOO= BAZ=\nnone\n"
-    astra_as(lab, alice, ["run", "--name", "named", "--export=FOO,BAZ=qux", *probe], env=env)
+    named = ["run", "--name", "named", "--export=FOO,BAZ=qux", *probe]
+    astra_as(lab, alice, named, cwd=here, env=env)
     assert ended(lab, "named") == "FOO=bar BAZ=qux\nnone\n"
