@@ -20,15 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_list import rss_mb  # the daemon's RSS, as the list bench reads it
+
 from astraeus_tui.client import Client
 from tests.integration.served import Served
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def db_mib(home: Path) -> float:
@@ -53,7 +48,7 @@ def main() -> int:
     arg = "x" * (args.arg_kib * 1024)
     started = time.monotonic()
     print(f"{'runs':>6} {'rss MiB':>8} {'db MiB':>7} {'refused':>7}")
-    print(f"{0:>6} {rss_mib(daemon.proc.pid):>8.1f} {db_mib(daemon.home):>7.1f}")
+    print(f"{0:>6} {rss_mb(daemon.proc.pid):>8.1f} {db_mib(daemon.home):>7.1f}")
     refused, done = 0, 0
     try:
         while done < args.runs:
@@ -75,7 +70,7 @@ def main() -> int:
             done += args.batch
             if done % args.every == 0:
                 client.runs(all=True)
-                print(f"{done:>6} {rss_mib(daemon.proc.pid):>8.1f} {db_mib(daemon.home):>7.1f}"
+                print(f"{done:>6} {rss_mb(daemon.proc.pid):>8.1f} {db_mib(daemon.home):>7.1f}"
                       f" {refused:>7}", flush=True)  # fmt: skip
     finally:
         print(f"{time.monotonic() - started:.0f} s; {os.cpu_count()} cores")
