@@ -14,11 +14,11 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from runner.spec.build import FieldError, drive_list, time_limit
+from runner.spec.build import FieldError, drive_list, folder_given, time_limit
 
 Document = dict[str, Any]
-FIELDS = ("name", "workspace", "image", "command", "gpus", "drives", "priority", "limit",
-          "cpus", "memory", "restarts")  # fmt: skip
+FIELDS = ("name", "workspace", "image", "command", "gpus", "drives", "folder", "priority",
+          "limit", "cpus", "memory", "restarts")  # fmt: skip
 
 
 def _get(doc: Document, *path: str) -> Any:
@@ -93,6 +93,21 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _folder_text(doc: Document) -> str:
+    """Where it starts: its ``working_dir`` (--chdir), else the folder it is sent from."""
+    return _text(_get(doc, *TASK, "working_dir") or _get(doc, *TASK, "submit_dir"))
+
+
+def _write_folder(doc: Document, text: str) -> None:
+    """A folder typed in is a --chdir (the start fails if the member cannot enter it);
+    emptied, the run starts in the member's home."""
+    if text.strip():
+        _put(doc, (*TASK, "working_dir"), folder_given(text.strip()))
+    else:
+        _put(doc, (*TASK, "working_dir"), None)
+        _put(doc, (*TASK, "submit_dir"), None)
+
+
 READERS: dict[str, Callable[[Document], str]] = {
     "name": lambda d: _text(_get(d, "metadata", "name")),
     "workspace": lambda d: _text(_get(d, "metadata", "workspace")),
@@ -100,6 +115,7 @@ READERS: dict[str, Callable[[Document], str]] = {
     "command": _command_text,
     "gpus": lambda d: _number_text(_get(d, *RESOURCES, "gpu_requests", "count")),
     "drives": _drives_text,
+    "folder": _folder_text,
     "priority": lambda d: _number_text(_get(d, "spec", "priority")),
     "limit": lambda d: _limit_text(_get(d, *TASK, "time_limit_seconds")),
     "cpus": lambda d: _number_text(_get(d, *RESOURCES, "cpu_cores")),
@@ -155,6 +171,7 @@ WRITERS: dict[str, Callable[[Document, str], None]] = {
     "command": _write_command,
     "gpus": lambda d, t: _put(d, (*RESOURCES, "gpu_requests", "count"), _whole("gpus", t)),
     "drives": lambda d, t: _put(d, (*TASK, "datavolume_refs"), drive_list(t)),
+    "folder": _write_folder,
     "priority": lambda d, t: _put(d, ("spec", "priority"), _whole("priority", t)),
     "limit": lambda d, t: _put(
         d, (*TASK, "time_limit_seconds"), time_limit(t) if t.strip() else None

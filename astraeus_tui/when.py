@@ -83,10 +83,13 @@ def start_label(run: Run, now: float) -> str:
     ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
     as the planner says it), ``?`` when there is no estimate (work without a time
     limit is in the way), and nothing for a run that does not wait, or is held (it starts
-    only once released).
+    only once released). A failed run waiting for its restart back-off: the time it may
+    start again, to the second.
     """
     if run.state != RunState.QUEUED or run.held:
         return ""
+    if isinstance(run.restart_at, str) and (again := epoch(run.restart_at)) is not None:
+        return utc_clock(again)
     at = epoch(run.starts_by)
     if at is None:
         return "?"

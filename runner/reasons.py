@@ -53,7 +53,8 @@ class ReasonCode(StrEnum):
     PREEMPTION_WITHDRAWN = "PREEMPTION_WITHDRAWN"
     STOPPING = "STOPPING"
     TIME_LIMIT = "TIME_LIMIT"
-    RESTARTING = "RESTARTING"
+    RESTARTING = "RESTARTING"  # a restart spent; a reason too, while its back-off lasts
+    EXITS_AT_ONCE = "EXITS_AT_ONCE"  # restarting, and it failed at once 3 times in a row
     REQUEUED = "REQUEUED"
     RELEASED = "RELEASED"  # a held run released: back in the order, in its place
     REQUEUING = "REQUEUING"  # astra requeue: stopping with the grace, to be queued again

@@ -105,6 +105,9 @@ class Run(_Wire, frozen=True, kw_only=True):
     idle_since: str | UnsetType = UNSET
     # a shared request: the memory it asks on each of its GPUs; absent for whole GPUs
     gpu_memory_bytes: int | UnsetType = UNSET
+    # a failed run waiting for its restart back-off: when it may start again (a worker of
+    # it, for independent workers); absent when it does not wait
+    restart_at: str | UnsetType = UNSET
 
 
 class Worker(_Wire, frozen=True, kw_only=True):

@@ -30,7 +30,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
-from astraeus_tui.fmt import Run, compact, gib, when
+from astraeus_tui.fmt import Run, compact, countdown, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, idle_label, utc_clock
 from astraeus_tui.widgets.levels import LevelSparkline
@@ -88,7 +88,7 @@ def facts(run: RunDetail) -> Table:
                          f"{gib(run.memory_requested or 0)}"),
         ("workers", f"{run.workers}{' (gang)' if run.gang else ''}"),
         ("time limit", compact(limit) if limit else "none"),
-        ("restarts", f"{run.restarts} of {run.restart_limit}"),
+        ("restarts", _restarts(run, time.time())),
         ("preemptions", str(run.preemptions)),
         ("submitted", _time(run.submitted_at)),
         ("started", _time(run.started_at)),
@@ -198,6 +198,15 @@ def _state(run: Run, now: float) -> str:
     idle = idle_label(run, now)
     since = run.idle_since if isinstance(run.idle_since, str) else None
     return f"{run.state} · GPUs {idle} (since {_time(since)} UTC)" if idle else str(run.state)
+
+
+def _restarts(run: Run, now: float) -> str:
+    """``3 of 10``; while it backs off, ``3 of 10 · again at 14:03:27 UTC (in 23 s)``."""
+    text = f"{run.restarts} of {run.restart_limit}"
+    at = epoch(run.restart_at) if isinstance(run.restart_at, str) else None
+    if at is None:
+        return text
+    return f"{text} · again at {utc_clock(at)} UTC ({countdown(at - now)})"
 
 
 def _state_line(run: Run) -> str:

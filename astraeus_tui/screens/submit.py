@@ -3,7 +3,8 @@
 The form: Name, Image, Command, GPUs and Drives; **Edit as JSON** shows the spec
 document they make, editable, kept in step with the fields; **More options**
 holds Priority (its hint says the workspace's maximum), Time limit, CPU cores,
-Memory, Workspace and Restarts. The panel on the right shows the chosen
+Memory, Workspace, Restarts and Folder (where the dashboard was opened, as ``astra run``
+starts a run where it is called). The panel on the right shows the chosen
 workspace's quota, its use and its Max priority.
 
 Errors are shown at the field they are about: first what the form itself can
@@ -37,7 +38,7 @@ from astraeus_tui.fmt import when
 from astraeus_tui.form_fields import values_of, with_values
 from astraeus_tui.screens.dialogs import priority_hint
 from astraeus_tui.widgets.workspaces_panel import UNITS, amount_text
-from runner.spec.build import FieldError, drive_list, run_document, time_limit
+from runner.spec.build import FieldError, drive_list, here, run_document, time_limit
 
 InputType = Literal["integer", "number", "text"]
 Field = tuple[str, str, str, InputType]  # (field id, label, placeholder, input type)
@@ -56,12 +57,15 @@ MORE_FIELDS: tuple[Field, ...] = (  # under More options; the workspace's Select
 )
 RESTARTS: Field = ("restarts", "Restarts", "at most, after a failure (empty: the daemon's 10)",
                    "integer")  # fmt: skip
+FOLDER: Field = ("folder", "Folder", "where it starts (empty: your home; a container: its image's)",
+                 "text")  # fmt: skip
 SPEC_FIELDS = (  # where runner.spec.parse and the daemon point, and the form field that is about it
     ("metadata.name", "name"), ("metadata.workspace", "workspace"), ("spec.priority", "priority"),
     ("spec.restart_limit", "restarts"),
     ("spec.task_template.image", "image"), ("spec.task_template.command", "command"),
     ("spec.task_template.args", "command"), ("spec.task_template.time_limit", "limit"),
     ("spec.task_template.datavolume_refs", "drives"),
+    ("spec.task_template.working_dir", "folder"), ("spec.task_template.submit_dir", "folder"),
     ("spec.task_template.requested_resources.gpu", "gpus"),
     ("spec.task_template.requested_resources.cpu", "cpus"),
     ("spec.task_template.requested_resources.memory", "memory"),
@@ -100,6 +104,7 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
         values.get("name", "").strip(), argv, image=values.get("image", "").strip(), gpus=gpus,
         cpus=cpus, memory=values.get("memory", "").strip() or None, time_limit_seconds=seconds,
         priority=_number(values, "priority", int), workspace=workspace, drives=drives,
+        submit_dir=here(),  # where the dashboard was opened: the Folder field's first text
     )  # fmt: skip
 
 
@@ -208,6 +213,7 @@ class SubmitScreen(ModalScreen[str | None]):
                         yield from self._row("workspace", "Workspace", Select(
                             options, prompt="(your default)", id="workspace"))  # fmt: skip
                         yield from self._input_row(RESTARTS)
+                        yield from self._input_row(FOLDER)
                     yield Static("Or submit a spec file (JSON, TOML or #SBATCH):", classes="or")
                     yield from self._row("file", "Spec file", Input(placeholder="path/to/run.json",
                                                                     id="file"))  # fmt: skip
@@ -239,6 +245,7 @@ class SubmitScreen(ModalScreen[str | None]):
         for box in self.query(Input).results(Input):
             box.cursor_blink = False
         self.query_one("#json-box").display = False
+        self.query_one("#folder", Input).value = here() or ""  # as astra run: started here
         self.query_one("#name", Input).focus()
         self._update_hint()  # and the Image field: the daemon's default image
 
@@ -361,7 +368,7 @@ class SubmitScreen(ModalScreen[str | None]):
             widget.set_class(widget.id == field and bool(text), "-invalid")
         if not text:
             return
-        if any(field == f[0] for f in (*MORE_FIELDS, RESTARTS)) or field == "workspace":
+        if any(field == f[0] for f in (*MORE_FIELDS, RESTARTS, FOLDER)) or field == "workspace":
             self.query_one("#more", Collapsible).collapsed = False
         target = self.query(f"#error-{field}").first()
         self.call_after_refresh(target.scroll_visible)

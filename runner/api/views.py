@@ -148,7 +148,19 @@ def run_view(
         held=run.held_by is not None and run.state not in RunState.FINISHED,
         begin_at=iso(spec.begin_at),
         idle_since=schema.UNSET if idle_since is None or not live else iso(idle_since) or "",
+        restart_at=_restart_at(run, now),
     )
+
+
+def _restart_at(run: RunRow, now: float | None) -> str | schema.UnsetType:
+    """The end of its restart back-off, while it is ahead (the loop measures it on the
+    monotonic clock: runner/engine/holds.py)."""
+    at = run.restart_at
+    if at is None or run.state in RunState.FINISHED or run.stop_request is not None:
+        return schema.UNSET
+    if now is not None and at <= now:
+        return schema.UNSET
+    return iso(at) or schema.UNSET
 
 
 def _stopping(

@@ -108,7 +108,8 @@ async def why(request: web.Request) -> web.Response:
     run = daemon.service.get_run(caller, name)
     deps = check_dependencies([run], daemon.backend.specs.shown, daemon.service.run_states)
     waiting = {**deps.waiting, **revoked([run], daemon.settings.authorise)}
-    waiting |= kept_out([run], daemon.backend.specs.shown, time.time()).reasons  # held, begin
+    kept = kept_out([run], daemon.backend.specs.shown, daemon.backend.clock.now())
+    waiting |= kept.reasons  # held, before its begin time, or backing off
     if name in waiting:  # out of the order until then: nothing to re-plan
         return web.json_response({
             "run": name, "reason": waiting[name].render(caller.viewer),

@@ -22,6 +22,7 @@ MAX_GPUS = 1024
 MAX_CPU_CORES = 100_000
 MAX_STOP_GRACE = 86_400.0
 MAX_RETENTION = 3650 * 86_400.0
+MAX_BACKOFF = 86_400.0  # seconds: [machine] restart_backoff and _max at most
 _RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 MIN_LOG_LIMIT = 1 << 20
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
@@ -184,6 +185,21 @@ def _retention(value: object, path: str) -> float | None:
         )
     if seconds > MAX_RETENTION:
         raise _Invalid(path, f"must be at most 3650d, got {_show(value)}")
+    return seconds
+
+
+def _backoff_seconds(value: object, path: str) -> float:
+    """``"10s"``, ``"5m"``, ``"1h"``; ``"0s"`` (or 0): none. A unit is required."""
+    seconds: float | None = None
+    if value == 0 and not isinstance(value, bool):
+        seconds = 0.0
+    elif isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
+        seconds = float(unit_seconds(value))
+    if seconds is None or seconds > MAX_BACKOFF:
+        raise _Invalid(
+            path, 'must be a duration such as "10s", "5m" or "1h" (units s, m, h, d) up to '
+            f'"1d", or "0s" for none, got {_show(value)}',
+        )  # fmt: skip
     return seconds
 
 

@@ -168,6 +168,10 @@ DEFAULT_CONFIG_TEXT = """\
 #   stop_grace_seconds  seconds between SIGTERM and SIGKILL on every stop
 #                       (preemption, time limit, delete); the environment
 #                       variable ASTRAEUS_STOP_GRACE overrides it
+#   restart_backoff     the wait before a failed run starts again (default
+#                       "10s"), doubled with each failure in a row up to
+#                       restart_backoff_max (default "5m"); an attempt that
+#                       ran 10 minutes starts it again from the first; "0s": none
 #   finished_retention  how long a finished (Succeeded, Failed, Cancelled) run
 #                       is kept: "14d" (the default), "12h", "1h30m", "90s"; then
 #                       it is forgotten as by `astra delete`: its name is free,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from runner.config.checks import (
     ALL_USERS,
     _auto,
+    _backoff_seconds,
     _child,
     _core_count,
     _cpu_milli,
@@ -84,6 +85,7 @@ DEFAULT_LOG_LIMIT = 64 << 20  # bytes per worker's log; the newest part is kept
 DEFAULT_LOG_RESERVE = 256 << 20  # bytes kept free on the logs' disk for the state database
 DEFAULT_TELEMETRY = 5.0  # seconds between two telemetry samples (runner/telemetry)
 MIN_TELEMETRY, MAX_TELEMETRY = 0.2, 3600.0
+DEFAULT_BACKOFF, DEFAULT_BACKOFF_MAX = 10.0, 300.0  # seconds ([machine] restart_backoff*)
 
 _TOML_POSITION_RE = re.compile(r"^(.*) \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
@@ -91,8 +93,8 @@ _TOP_KEYS = ("machine", "admins", "api", "workspaces", "drives", "slurm", "notif
 _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
     "max_submit_per_user", "max_kept_per_user", "max_kept_bytes_per_user", "state_reserve",
-    "log_limit", "log_reserve", "default_image", "telemetry_seconds",
-    *IDLE_KEYS,  # runner/config/idle.py
+    "log_limit", "log_reserve", "default_image", "telemetry_seconds", "restart_backoff",
+    "restart_backoff_max", *IDLE_KEYS,  # runner/config/idle.py
     "gpu_shards", "mps",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
@@ -153,6 +155,10 @@ class MachineConfig:
     # else such a run is refused. A workspace's default_image goes first.
     default_image: str | None = None
     telemetry_seconds: float = DEFAULT_TELEMETRY  # between two samples of GPUs and runs
+    # the wait before a failed run starts again, doubled per failure in a row up to the
+    # most (runner/engine/backoff.py); 0: none
+    restart_backoff: float = DEFAULT_BACKOFF
+    restart_backoff_max: float = DEFAULT_BACKOFF_MAX
     # idle_gpu_after, idle_gpu_threshold, idle_gpu_policy (runner/config/idle.py)
     idle: IdleConfig = IDLE_DEFAULTS
     gpu_shards: int = 8  # a Slurm shard (#SBATCH --gres=shard:N) is a GPU's memory / this
@@ -277,10 +283,23 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         log_reserve=_size(table.get("log_reserve", DEFAULT_LOG_RESERVE), "machine.log_reserve"),
         default_image=_default_image(table.get("default_image"), "machine.default_image"),
         telemetry_seconds=_telemetry(table.get("telemetry_seconds", DEFAULT_TELEMETRY)),
+        **_backoff(table),
         idle=parse_idle(table),
         gpu_shards=_whole(table.get("gpu_shards", 8), "machine.gpu_shards", 1, MAX_GPU_SHARDS),
         mps=_flag(table.get("mps", False), "machine.mps"),
     )
+
+
+def _backoff(table: _Table) -> dict[str, float]:
+    first = _backoff_seconds(table.get("restart_backoff", "10s"), "machine.restart_backoff")
+    most = _backoff_seconds(table.get("restart_backoff_max", "5m"), "machine.restart_backoff_max")
+    if most < first:
+        raise _Invalid(
+            "machine.restart_backoff_max",
+            f"must be at least restart_backoff ({_show(table.get('restart_backoff', '10s'))}), "
+            f"got {_show(table.get('restart_backoff_max', '5m'))}",
+        )
+    return {"restart_backoff": first, "restart_backoff_max": most}
 
 
 def _flag(value: object, path: str) -> bool:

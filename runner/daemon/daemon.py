@@ -21,6 +21,7 @@ from runner.config.files import ensure_config
 from runner.config.load import Config, ConfigError, load_config
 from runner.config.slurm import SlurmConfig
 from runner.engine.backend import Backend
+from runner.engine.backoff import Backoff
 from runner.engine.groups import GroupControl
 from runner.engine.idle import IdleSettings
 from runner.engine.loop import Loop
@@ -228,6 +229,9 @@ class Daemon:
             idle=_idle_settings(self.config),
             idle_tracker=self.idle_tracker,
             mps=self.config.machine.mps,
+            restart_backoff=Backoff(
+                self.config.machine.restart_backoff, self.config.machine.restart_backoff_max
+            ),
         )
 
     def _backend(

@@ -8,7 +8,8 @@ run's state follows (docs/scheduling.md, "A run's life"):
 - an exit during a stop, whatever its code, counts as the stop's, not as a
   finish; a preemption never spends the restart budget;
 - a worker that exits non-zero or is lost restarts the run (a gang whole)
-  while the budget lasts, then the run fails;
+  while the budget lasts, then the run fails; each restart waits for its back-off
+  (runner/engine/backoff.py), counted from the failure;
 - a gang is queued again only once none of its workers is stopping;
 - a requeue (``astra requeue``) stops every worker with the grace, then the run is
   queued again, its submission time and restart count as they were;
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.clock import Now
+from runner.engine.backoff import NO_BACKOFF, Backoff, Failure
 from runner.engine.idle import idle_stopped
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
@@ -71,24 +74,33 @@ def _describe(w: WorkerRow) -> str:
 
 def _on_failures(
     store: Store, tx: Tx, run: RunRow, spec: RunSpec, failures: list[WorkerRow],
-    now: float,
+    now: Now, backoff: Backoff,
 ) -> StopReason | None:  # fmt: skip
-    """Spend the restart budget; returns the run's new stop request, if any."""
+    """Spend the restart budget, counted for the back-off; returns the run's new stop
+    request, if any."""
     if run.stop_request == StopReason.FAILED:  # it could not start: no restarts help
         return StopReason.FAILED
-    what = _describe(failures[0])
+    first = failures[0]
+    what = _describe(first)
+    lived = now.elapsed(first.started_at, first.started_mono, first.boot_id)
+    failure = Failure.of(backoff, lived, run.fails, run.quick)
     restarts = run.restarts + 1
     if restarts > spec.restart_limit:
-        text = f"Failed: {what}; the restart budget ({spec.restart_limit}) is spent"
+        text = failure.failed(what, spec.restart_limit)
         store.request_stop(tx, run.name, StopReason.FAILED, Reason(text, private=True),
-                           exit_code=failures[0].exit_code)  # fmt: skip
-        store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now)
+                           exit_code=first.exit_code)  # fmt: skip
+        store.back_off(tx, run.name, failure.fails, failure.quick, None)
+        store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now.wall)
         return StopReason.FAILED
-    text = f"Restarting: {what} (restart {restarts} of {spec.restart_limit})"
+    reason = failure.restarting(what, restarts, spec.restart_limit)
     gang = spec.gang and spec.workers > 1
     request = StopReason.RESTART if gang else run.stop_request
-    store.request_stop(tx, run.name, request, Reason(text, private=True), restarts=restarts)
-    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+    store.request_stop(tx, run.name, request, reason, restarts=restarts)
+    until = None
+    if failure.delay > 0:
+        until = Now(now.wall + failure.delay, now.mono + failure.delay, now.boot)
+    store.back_off(tx, run.name, failure.fails, failure.quick, until)
+    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(reason.template), now.wall)
     return request
 
 
@@ -147,11 +159,12 @@ def _requeue_preempted(store: Store, tx: Tx, run: RunRow, head: RunRef, now: flo
 
 
 def settle_run(
-    store: Store, run: RunRow, spec: RunSpec, workers: list[WorkerRow], now: float,
-    idle_after: float | None = None,
+    store: Store, run: RunRow, spec: RunSpec, workers: list[WorkerRow], at: Now,
+    idle_after: float | None = None, backoff: Backoff = NO_BACKOFF,
 ) -> list[str] | None:  # fmt: skip
     """Classify the run's ended workers and move the run on. ``idle_after``: the
-    ``[machine] idle_gpu_after`` a run stopped for idle GPUs is told of.
+    ``[machine] idle_gpu_after`` a run stopped for idle GPUs is told of; ``backoff``:
+    the wait before a restart.
 
     Returns the handles to clean up, or None when nothing changed.
     """
@@ -159,11 +172,12 @@ def settle_run(
     live = [w for w in workers if w.state in WorkerState.LIVE]
     if not ended and (live or run.stop_request is None):
         return None
+    now = at.wall
     with store.transaction() as tx:
         batch = _classify(store, tx, ended)
         request = run.stop_request
         if batch.failures:
-            request = _on_failures(store, tx, run, spec, batch.failures, now)
+            request = _on_failures(store, tx, run, spec, batch.failures, at, backoff)
         elif request is None and live and spec.gang and spec.workers > 1:
             request = _restart_partial_gang(store, tx, run, ended, now)
         latest = latest_workers(store.workers_of(run.name)) if ended else latest_workers(workers)

@@ -81,6 +81,7 @@ class Loop:
         self.now: Now = self.clock.now()  # this tick's readings of both clocks
         self._planned_mono: float | None = None  # when it last planned, on the monotonic clock
         self._next_begin: float | None = None  # the next begin time (wall clock) of a run
+        self._wake_mono: float | None = None  # the end of the first back-off (monotonic)
         self.wake = threading.Event()
         self.status = LoopStatus()
         self.specs = SpecCache()
@@ -220,6 +221,7 @@ class Loop:
         self._dirty |= changed
         due = last is None or mono - last >= PLAN_EVERY
         due |= self._next_begin is not None and now >= self._next_begin  # a calendar time
+        due |= self._wake_mono is not None and mono >= self._wake_mono  # a back-off ended
         if due or (self._dirty and mono - last >= self.gap()):  # type: ignore[operator]
             self._dirty = False
             self._planned_mono = mono
@@ -425,7 +427,8 @@ class Loop:
             workers = self.store.workers_of(run.name)
             spec = self.specs.shown(run)
             idle_after = None if self.idle is None else self.idle.settings.after
-            cleanup = settle_run(self.store, run, spec, workers, now, idle_after)
+            cleanup = settle_run(self.store, run, spec, workers, self.now, idle_after,
+                                 self.settings.restart_backoff)  # fmt: skip
             if cleanup is None:
                 continue
             changed = True
@@ -452,7 +455,7 @@ class Loop:
 
     def plan_and_apply(self, now: float) -> None:
         t0 = time.perf_counter()
-        found = plannable(self.store, self.settings, self.specs, now)
+        found = plannable(self.store, self.settings, self.specs, self.now)
         for run in found.active:
             if run.name in self.specs.broken:
                 self._set_aside(run.name, run.workspace, self.specs.broken[run.name],
@@ -460,17 +463,21 @@ class Loop:
         self._aside = {n: w for n, w in self._aside.items() if n in self.specs.broken
                        or n in self._start_failed}  # fmt: skip
         self._next_begin = found.next_begin  # a begin time passing plans again at once
+        self._wake_mono = None if found.wake_in is None else self.now.mono + found.wake_in
         live = self.store.live_workers()
         deps, held, active, runs = found.deps, found.held, found.active, found.runs
         if deps.failing or deps.met:
             apply_plan.settle_dependencies(self.store, deps, active, now)  # fail, or mark met
         independent = found.independent
-        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
+        resting = found.resting
+        snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now,
+                                  resting)  # fmt: skip
         waiting = drained_snapshot(snapshot, found.drain).waiting
         if self._withdraw(waiting, active, live, now):  # the victims run on: again
             live = self.store.live_workers()
             independent = {name: self.store.workers_of(name) for name in independent}
-            snapshot = build_snapshot(self.settings, runs, live, self.specs, independent, self.now)
+            snapshot = build_snapshot(self.settings, runs, live, self.specs, independent,
+                                      self.now, resting)  # fmt: skip
         result = explained(
             plan(drained_snapshot(snapshot, found.drain), now), snapshot, found.drain
         )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.engine.backoff import NO_BACKOFF, Backoff
 from runner.engine.idle import IdleSettings
 from runner.engine.revocation import Authorise
 from runner.model import Workspace
@@ -37,3 +38,5 @@ class LoopSettings:
     # idle GPUs ([machine] idle_gpu_*): the rule, and the telemetry's tracker; None: none
     idle: IdleSettings | None = None
     idle_tracker: IdleTracker | None = None
+    # the wait before a failed run starts again ([machine] restart_backoff, _max)
+    restart_backoff: Backoff = NO_BACKOFF

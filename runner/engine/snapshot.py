@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -241,12 +240,13 @@ def _waiting(
     specs: SpecCache,
     workers_of: dict[str, list[WorkerRow]],
     machine: Machine,
+    resting: frozenset[str],
 ) -> list[WaitingRun]:
     has_live = {w.run for w in live}
     sizes = (machine.whole_gpu, machine.shard_bytes)
     waiting = []
     for run in runs:
-        if run.stop_request is not None or run.name in specs.broken:
+        if run.stop_request is not None or run.name in specs.broken or run.name in resting:
             continue
         entry = specs.kept_entry(run, sizes)  # most of a long queue: made before, as below
         if entry is not None:
@@ -274,8 +274,10 @@ def build_snapshot(
     specs: SpecCache,
     workers_of: dict[str, list[WorkerRow]] | None = None,
     now: Now | None = None,
+    resting: frozenset[str] = frozenset(),
 ) -> Snapshot:
-    """The planner's view: ``runs`` are the active runs, ``live`` their live workers.
+    """The planner's view: ``runs`` are the active runs, ``live`` their live workers;
+    none of the ``resting`` runs' workers waits (a back-off: runner/engine/holds.py).
 
     With ``now``, running work's start and stop times are placed on the wall clock as it
     reads now, from their monotonic readings: a stepped wall clock moves them along.
@@ -285,7 +287,7 @@ def build_snapshot(
         settings.machine,
         settings.workspaces,
         tuple(_units(by_name, live, specs, now, settings.machine)),
-        tuple(_waiting(runs, live, specs, workers_of or {}, settings.machine)),
+        tuple(_waiting(runs, live, specs, workers_of or {}, settings.machine, resting)),
     )
 
 
@@ -300,14 +302,13 @@ class Plannable:
     independent: dict[str, list[WorkerRow]]  # every worker row of each non-gang run of runs
     drain: Drain = NO_DRAIN  # the machine's drains (runner/engine/drain.py)
     next_begin: float | None = None  # the earliest begin time ahead (runner/engine/holds.py)
+    resting: frozenset[str] = frozenset()  # running runs whose failed worker backs off
+    wake_in: float | None = None  # seconds until the first back-off ends
 
 
-def plannable(
-    store: Store, settings: LoopSettings, specs: SpecCache, wall: float | None = None
-) -> Plannable:
-    """What the planner is given of the store's runs now (their specs parsed into ``specs``).
-
-    ``wall``: the wall clock now (default: read it), for begin times (calendar times)."""
+def plannable(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Plannable:
+    """What the planner is given of the store's runs now (their specs parsed into ``specs``);
+    ``now``: both clocks, for begin times (calendar times) and back-offs (intervals)."""
     active = store.runs(active_only=True)
     if len(specs) > len(active):  # runs finished since: out of the planner's cache
         specs.keep_only({run.name for run in active})
@@ -315,19 +316,22 @@ def plannable(
     readable = [run for run in active if specs.readable(run)]  # the others: set aside
     deps = check_dependencies(readable, specs.get, store.run_states)
     held = revoked(readable, settings.authorise)
-    kept = kept_out(readable, specs.get, time.time() if wall is None else wall)
+    kept = kept_out(readable, specs.get, now)
     held = {**held, **kept.reasons}  # held, or before its begin time: out of the order too
     runs = held_back(deps.plannable(active), held)  # a set-aside run's workers still hold
     independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
     return Plannable(
-        active, deps, held, runs, independent, Drain.of(store.drains()), kept.next_begin
-    )
+        active, deps, held, runs, independent, Drain.of(store.drains()), kept.next_begin,
+        kept.resting, kept.wake_in,
+    )  # fmt: skip
 
 
 def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Snapshot:
     """The planner's view of the store right now, as the loop builds it (the API's
     explanations and estimates plan on it)."""
-    found = plannable(store, settings, specs, now.wall)
+    found = plannable(store, settings, specs, now)
     live = store.live_workers()
-    snapshot = build_snapshot(settings, found.runs, live, specs, found.independent, now)
+    snapshot = build_snapshot(
+        settings, found.runs, live, specs, found.independent, now, found.resting
+    )
     return drained_snapshot(snapshot, found.drain)

@@ -164,7 +164,7 @@ class SlurmFront:
         if self._deps.failing or self._deps.met:
             settle_dependencies(self.store, self._deps, watched, now)
             watched, changed = self._watched(), True  # failed ones must not be submitted
-        self._kept = kept_out(watched, self.specs.get, now)
+        self._kept = kept_out(watched, self.specs.get, self.clock.now())
         for run in watched:
             changed |= self._follow(run, now)
         for run in self._watched():  # as _follow left them: requests act on fresh rows

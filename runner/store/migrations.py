@@ -274,4 +274,13 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     CREATE INDEX runs_uid_finished ON runs(uid, finished_at);
     """,
+    # 15: the restart back-off (runner/engine/backoff.py): failures in a row, those that
+    # exited at once in a row, and when a failed run may start again (both clocks, the boot)
+    """
+    ALTER TABLE runs ADD COLUMN fails INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN quick INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN restart_at REAL;
+    ALTER TABLE runs ADD COLUMN restart_mono REAL;
+    ALTER TABLE runs ADD COLUMN restart_boot TEXT;
+    """,
 )

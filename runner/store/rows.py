@@ -55,6 +55,13 @@ class RunRow:
     template_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     backfilled: bool = False  # its latest attempt was started by backfill, behind the head
     held_by: str | None = None  # who holds it (astra hold): out of the order until released
+    # the restart back-off (runner/engine/backoff.py): failures in a row, quick ones in a
+    # row, and the end of its wait (wall clock, monotonic clock, boot); None: no wait
+    fails: int = 0
+    quick: int = 0
+    restart_at: float | None = None
+    restart_mono: float | None = None
+    restart_boot: str | None = None
 
     def spec(self) -> dict[str, Any]:
         """The run's whole spec document."""
@@ -151,7 +158,7 @@ RUN_COLUMNS = (
     "name, workspace, owner, uid, gid, spec, priority, state, reason, submitted_at,"
     " started_at, finished_at, exit_code, restarts, preemptions, attempts, preempted_by,"
     " stop_request, quota_noted, grp, streak, deps_met, run_uid, template, backfilled,"
-    " held_by"
+    " held_by, fails, quick, restart_at, restart_mono, restart_boot"
 )
 RUN_TEMPLATE = 23  # the position of ``template`` in RUN_COLUMNS
 _STATES = {s.value: s for s in RunState}
@@ -188,6 +195,11 @@ def run_from_tuple(row: tuple[Any, ...], template: dict[str, Any] | None) -> Run
         tid,
         backfilled,
         held_by,
+        fails,
+        quick,
+        restart_at,
+        restart_mono,
+        restart_boot,
     ) = row
     return RunRow(
         name, workspace, owner, uid, gid, spec, priority,
@@ -195,7 +207,7 @@ def run_from_tuple(row: tuple[Any, ...], template: dict[str, Any] | None) -> Run
         finished_at, exit_code, restarts, preemptions, attempts, _ref(preempted_by),
         None if stop_request is None else _STOPS.get(stop_request) or StopReason(stop_request),
         bool(quota_noted), grp, streak, bool(deps_met), run_uid or "", tid, template,
-        bool(backfilled), held_by,
+        bool(backfilled), held_by, fails, quick, restart_at, restart_mono, restart_boot,
     )  # fmt: skip
 
 

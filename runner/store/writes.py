@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from runner.clock import Now
 from runner.model import RunState, StopReason, WorkerState, sql_list
 from runner.reasons import Reason, RunRef, event_code
 from runner.store.rows import RunRow, _ref_json, new_run_uid, reason_json
@@ -169,6 +170,14 @@ class RunWrites:
         _run(tx, name, state=RunState.QUEUED, stop_request=None if clear_request else KEEP,
              restarts=restarts, reason=_reason(reason))  # fmt: skip
 
+    def back_off(self, tx: Tx, name: str, fails: int, quick: int, until: Now | None) -> None:
+        """A failure counted (runner/engine/backoff.py): ``fails`` and ``quick`` in a row,
+        and the moment it may start again on both clocks (None: at once)."""
+        _run(tx, name, fails=fails, quick=quick,
+             restart_at=None if until is None else until.wall,
+             restart_mono=None if until is None else until.mono,
+             restart_boot=None if until is None else until.boot)  # fmt: skip
+
     def note_restarts(
         self, tx: Tx, name: str, restarts: int, preemptions: int | Keep = KEEP
     ) -> None:
@@ -188,7 +197,8 @@ class RunWrites:
         _run(
             tx, name, state=RunState.QUEUED, reason=reason_json(reason), started_at=None,
             finished_at=None, exit_code=None, restarts=0, stop_request=None, preempted_by=None,
-            quota_noted=0, streak=streak, priority=priority, held_by=None,
+            quota_noted=0, streak=streak, priority=priority, held_by=None, fails=0, quick=0,
+            restart_at=None, restart_mono=None, restart_boot=None,
         )  # fmt: skip
 
 

@@ -31,12 +31,14 @@ WORKSPACE = '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'
 
 
 def write_config(
-    home: Path, *, gpus: int = 4, cores: int = 8, grace: float = 1, executor: str = "process"
-) -> None:
+    home: Path, *, gpus: int = 4, cores: int = 8, grace: float = 1, executor: str = "process",
+    machine: str = "",
+) -> None:  # fmt: skip
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
         f'[machine]\nexecutor = "{executor}"\ngpus = {gpus}\ncpu_cores = {cores}\n'
-        f'memory = "64GiB"\nstop_grace_seconds = {grace}\n[admins]\nusers = ["root"]\n' + WORKSPACE
+        f'memory = "64GiB"\nstop_grace_seconds = {grace}\n{machine}\n[admins]\nusers = ["root"]\n'
+        + WORKSPACE
     )
 
 

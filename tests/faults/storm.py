@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.daemon import CONNECTION_ERRORS, PY, DaemonProcess, document, write_config
+from tests.integration.harness import NO_BACKOFF
 
 PROGRAM = r"""
 import fcntl, os, signal, sys, time
@@ -475,7 +476,7 @@ def restart_storm(
     """``runs`` runs of ``false`` with ``restart_limit``; the API is asked every 0.1 s."""
     t0 = time.monotonic()
     home = workdir / "home"
-    write_config(home, gpus=runs + 1, cores=8, grace=1)
+    write_config(home, gpus=runs + 1, cores=8, grace=1, machine=NO_BACKOFF)  # a storm: at once
     daemon = DaemonProcess(home, workdir / "serve.log").start()
     report = RestartReport(runs=runs, restart_limit=restart_limit)
     stop = threading.Event()
@@ -515,7 +516,7 @@ def restart_storm(
             report.restarts.append(run["restarts"])
             report.states.append(run["state"])
             report.restarting_events.append(
-                sum(1 for e in run["events"] if e["message"].startswith("Restarting: "))
+                sum(1 for e in run["events"] if e["message"].startswith("Restarting ("))
             )
         report.probes = len(latencies)
         report.slowest_answer = max(latencies, default=0.0)

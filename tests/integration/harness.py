@@ -38,6 +38,11 @@ users = ["root"]
     )
 
 
+# restarts at once: for tests of what restarts do, not of when (tests/integration/
+# test_restart_backoff.py tests the back-off itself)
+NO_BACKOFF = 'restart_backoff = "0s"'
+
+
 def spec(
     name: str,
     argv: list[str],

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import wait_for
+from tests.integration.harness import NO_BACKOFF, wait_for
 from tests.integration.served import Served
 
 Start = Callable[..., Served]
@@ -48,7 +48,7 @@ def test_run_ls_show_logs_wait(served: Start) -> None:
 
 
 def test_wait_exit_code_follows_the_run(served: Start) -> None:
-    d = served(gpus=1)
+    d = served(gpus=1, machine=NO_BACKOFF)
     d.astra("run", "--name", "bad", "--", sys.executable, "-c", "import sys; sys.exit(3)")
     d.astra("priority", "bad", "0")
     result = d.astra("wait", "bad")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import PY, TRAIN, Harness, sleeper, spec, wait_for
+from tests.integration.harness import NO_BACKOFF, PY, TRAIN, Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]
 
@@ -137,16 +137,21 @@ def test_requeue_resumes_from_the_checkpoint_on_a_drive(make_daemon: Make, tmp_p
 
 
 def test_restart_budget_then_failed(make_daemon: Make) -> None:
-    h = make_daemon(gpus=1)
+    h = make_daemon(gpus=1, machine=NO_BACKOFF)
     h.submit(spec("flaky", [PY, "-c", "import sys; sys.exit(3)"], gpus=1, restart_limit=2))
     run = h.wait_state("flaky", "Failed")
     assert run.restarts == 2
     assert run.exit_code == 3
     assert h.reason("flaky") == (
-        "Failed: worker 0 exited with code 3; the restart budget (2) is spent"
+        "Failed: worker 0 exited with code 3; the restart budget (2) is spent; it exits at once:"
+        " check its command, folder and environment"  # its 3 attempts each failed at once
     )
     assert (
-        sum(e.startswith("Restarting: worker 0 exited with code 3") for e in h.events("flaky")) == 2
+        sum(
+            e.startswith("Restarting (restart ") and e.endswith("worker 0 exited with code 3")
+            for e in h.events("flaky")
+        )
+        == 2
     )
 
 

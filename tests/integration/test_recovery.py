@@ -58,7 +58,7 @@ def test_a_worker_that_ended_while_the_daemon_was_down_is_learned(
     run = wait_for(lambda: (r := d.json("show", "quick-fail"))["restarts"] >= 1 and r)
     assert run["workers_history"][0]["exit_code"] == 4
     events = [e["message"] for e in run["events"]]
-    assert any(m.startswith("Restarting: worker 0 exited with code 4") for m in events)
+    assert "Restarting in 10 s (restart 1 of 10): worker 0 exited with code 4" in events
 
 
 def test_auto_does_not_fall_back_to_processes_under_live_containers(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runner.engine.retention import ATTEMPT_LOGS_KEPT, forget_expired
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
+from tests.integration.harness import NO_BACKOFF, PY, Harness, sleeper, spec, wait_for
 from tests.integration.test_groups import WORKSPACE, group_doc
 
 RETAIN_2S = 'finished_retention = "2s"'
@@ -165,7 +165,7 @@ def test_a_run_that_restarts_again_and_again_keeps_its_newest_attempts_logs(
 ) -> None:
     """Each attempt's log is within log_limit; a run keeps only its newest attempts' logs,
     so restarts cannot multiply what one run holds on disk."""
-    h = make_daemon()
+    h = make_daemon(machine=NO_BACKOFF)
     h.submit(spec("flaky", ["sh", "-c", "echo attempt $ASTRAEUS_RESTART_COUNT; exit 1"],
                   restart_limit=6))  # fmt: skip
     h.wait_state("flaky", "Failed", timeout=60)
@@ -183,7 +183,7 @@ def test_an_independent_worker_s_restarts_leave_its_sibling_s_log_alone(
     program = (
         'if [ "$ASTRAEUS_WORKER_INDEX" = 0 ]; then echo zero; sleep 60; else echo one; exit 1; fi'
     )
-    h = make_daemon()
+    h = make_daemon(machine=NO_BACKOFF)
     h.submit(spec("pair", ["sh", "-c", program], workers=2, gang=False, restart_limit=6))
     h.wait_state("pair", "Failed", timeout=60)
     folder = h.daemon.home / "logs" / h.run("pair").run_uid

@@ -8,6 +8,7 @@ saved to ``screenshots/`` as SVG, then PNG with ``rsvg-convert`` (Debian:
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.tui.helpers import until
 from tests.tui.test_edit_drain import draining
 from tests.tui.test_holds import app_with_a_held_run
-from tests.tui.test_snapshots import STATES, app_for, new_run_filled, settled
+from tests.tui.test_snapshots import PROJECT, STATES, app_for, new_run_filled, settled
 from tests.tui.test_telemetry_panels import on_the_run_page, sampled_app, sparklines_drawn
 from tests.tui.test_usage_panel import usage_app
 
@@ -55,6 +56,9 @@ def app_of(state: str) -> AstraeusApp:
 
 
 async def shoot(name: str, state: str, width: int, height: int, keys: tuple[str, ...]) -> Path:
+    if state == "new-run":  # opened in a project folder, as the snapshot test does
+        PROJECT.mkdir(exist_ok=True)
+        os.chdir(PROJECT)
     app = app_of(state)
     async with app.run_test(size=(width, height)) as pilot:
         await (new_run_filled if state == "new-run" else settled)(pilot)

@@ -172,6 +172,43 @@ def test_after_a_submit_the_queue_has_the_focus_wherever_it_was(
     drive(served, scenario)
 
 
+def test_the_form_starts_a_run_where_the_dashboard_was_opened(
+    served: Callable[..., Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Folder field says where the dashboard was opened, and a run from the form starts
+    there, as `astra run` does; a folder typed in is a --chdir."""
+    for name in ("proj", "other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "data.txt").write_text(f"data of {name}\n")
+    monkeypatch.chdir(tmp_path / "proj")
+
+    async def submit(pilot: Pilot[Any], screen: MainScreen, name: str, folder: str) -> None:
+        await pilot.press("n")
+        form = await screen_of(pilot, SubmitScreen)
+        field = form.query_one("#folder", Input)
+        await until(pilot, lambda: field.value == str(tmp_path / "proj"), message="the folder")
+        form.query_one("#name", Input).value = name
+        form.query_one("#command", Input).value = "cat data.txt"
+        field.value = folder
+        await pilot.click("#submit")
+        await until(pilot, lambda: name in screen.model.runs, message=name)
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
+        await submit(pilot, screen, "here", str(tmp_path / "proj"))  # as it was filled in
+        await submit(pilot, screen, "there", str(tmp_path / "other"))
+        for name, data in (("here", "data of proj\n"), ("there", "data of other\n")):
+            await until(pilot, lambda: client.show(name).state == "Succeeded", message=name)  # noqa: B023
+            assert b"".join(client.logs(name)).decode() == data
+        assert client.show("here").spec["spec"]["task_template"]["submit_dir"] == str(
+            tmp_path / "proj"
+        )
+        assert client.show("there").spec["spec"]["task_template"]["working_dir"] == str(
+            tmp_path / "other"
+        )
+
+    drive(served, scenario)
+
+
 @pytest.mark.parametrize(("width", "head"), [(120, "max\nprio"), (200, "Max priority")])
 def test_the_workspaces_panel_says_max_priority_where_it_fits(width: int, head: str) -> None:
     async def main() -> None:

@@ -7,6 +7,7 @@ Fed by ``FakeClient`` replaying a real daemon's recorded answers
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +62,9 @@ def test_main_screen_with_shared_gpus(snap_compare: Any) -> None:
     assert snap_compare(app_for("shared"), terminal_size=(120, 36), run_before=settled)
 
 
+PROJECT = Path("/tmp/ft-lowprio")  # where the New run form is opened: the same everywhere
+
+
 async def new_run_filled(pilot: Pilot[Any]) -> None:
     """The New run form as the guide fills it: the JSON shown, More options open."""
     await settled(pilot)
@@ -72,6 +76,9 @@ async def new_run_filled(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
-def test_the_new_run_form(snap_compare: Any) -> None:
-    """Fields, the spec as JSON kept in step, More options, and the workspace's quota."""
+def test_the_new_run_form(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fields, the spec as JSON kept in step, More options, and the workspace's quota. The
+    dashboard is opened in a project folder: the JSON and Folder name it."""
+    PROJECT.mkdir(exist_ok=True)
+    monkeypatch.chdir(PROJECT)
     assert snap_compare(app_for("head"), terminal_size=(120, 36), run_before=new_run_filled)

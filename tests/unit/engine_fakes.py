@@ -19,6 +19,7 @@ from typing import Any
 from runner.clock import Clock
 from runner.config.load import load_config
 from runner.daemon.daemon import machine_for
+from runner.engine.backoff import NO_BACKOFF, Backoff
 from runner.engine.loop import TICK, Loop, LoopSettings
 from runner.executors.base import (
     Capabilities,
@@ -176,8 +177,9 @@ class Engine:
     """A loop as the daemon wires it, on a fake executor and a fake clock."""
 
     def __init__(
-        self, home: Path, *, gpus: int = 4, grace: float = 30, remaps_gpus: bool = False
-    ) -> None:
+        self, home: Path, *, gpus: int = 4, grace: float = 30, remaps_gpus: bool = False,
+        backoff: Backoff = NO_BACKOFF,
+    ) -> None:  # fmt: skip
         write_config(home, WORKSPACES, gpus=gpus, grace=grace)
         (home / "logs").mkdir()
         self.config = load_config(home / "config.toml")
@@ -192,6 +194,7 @@ class Engine:
             executor_remaps_gpus=remaps_gpus,
             instance="unit",
             authorise=lambda user, workspace: start_refusal(self.config, user, workspace),
+            restart_backoff=backoff,
         )
         self.loop = Loop(self.store, self.executor, self.settings, self.clock)
         self.service = Service(self.store, self.config, self.loop.poke, "process")

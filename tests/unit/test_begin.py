@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from runner.clock import Now
 from runner.engine.holds import kept_out
 from runner.model import RunState, StopReason
-from runner.reasons import ReasonCode
+from runner.reasons import Reason, ReasonCode
 from runner.spec.begin import begin_from_slurm, begin_from_text, iso_begin, shown_begin
 from runner.spec.build import FieldError, begin_time, run_document
 from runner.spec.parse import SpecError, parse_spec, spec_to_dict
@@ -18,6 +19,7 @@ from runner.spec.sbatch import parse_sbatch
 from runner.store.db import RunRow
 
 NOW = datetime(2026, 12, 1, 16, 30, 15, tzinfo=UTC).timestamp()
+MONO, BOOT = 5000.0, "boot-1"
 
 
 def at(text: str) -> float:
@@ -110,10 +112,29 @@ def test_sbatch_begin_and_hold() -> None:
 
 
 def _row(name: str, *, held_by: str | None = None, begin: str | None = None,
-         state: RunState = RunState.QUEUED, stop: StopReason | None = None) -> RunRow:  # fmt: skip
+         state: RunState = RunState.QUEUED, stop: StopReason | None = None,
+         rest: float | None = None) -> RunRow:  # fmt: skip
+    """``rest``: a back-off that ends this many seconds after NOW on the monotonic clock
+    of BOOT (which reads MONO at NOW); its wall reading is an hour later, so a test sees
+    which clock decides."""
     doc = run_document(name, ["true"], begin_at=begin)
-    return RunRow(name, "vision", "alice", 1000, 1000, json.dumps(doc), 0, state, None, NOW,
-                  None, None, None, 0, 0, 0, None, stop, False, held_by=held_by)  # fmt: skip
+    reason = (
+        None
+        if rest is None
+        else Reason(
+            "Restarting in 10 s (restart 1 of 10): worker 0 exited with code 2",
+            code=ReasonCode.RESTARTING,
+        )
+    )
+    return RunRow(name, "vision", "alice", 1000, 1000, json.dumps(doc), 0, state, reason, NOW,
+                  None, None, None, 0, 0, 0, None, stop, False, held_by=held_by,
+                  restart_at=None if rest is None else NOW + rest + 3600,  # not what decides
+                  restart_mono=None if rest is None else MONO + rest,
+                  restart_boot=BOOT)  # fmt: skip
+
+
+def _now(wall: float, mono: float = 0.0) -> Now:
+    return Now(wall, MONO + mono, BOOT)
 
 
 def test_held_and_not_yet_begun_runs_are_kept_out_until_their_time() -> None:
@@ -125,11 +146,38 @@ def test_held_and_not_yet_begun_runs_are_kept_out_until_their_time() -> None:
         _row("running", held_by="bob", state=RunState.RUNNING),
         _row("deleting", begin="2026-12-02T03:00:00Z", stop=StopReason.DELETE),
     ]
-    kept = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), NOW)
+    kept = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), _now(NOW))
     assert {n: (r.render(), r.code) for n, r in kept.reasons.items()} == {
         "held": ("Held by bob", ReasonCode.HELD),
         "later": ("Waits until 2026-12-02 03:00 UTC (its begin time)", ReasonCode.BEGIN_WAIT),
     }
     assert kept.next_begin == at("2026-12-02T03:00:00")
-    after = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), at("2026-12-02T03:00:00"))
+    after = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True),
+                     _now(at("2026-12-02T03:00:00")))  # fmt: skip
     assert set(after.reasons) == {"held"} and after.next_begin is None
+
+
+def test_a_run_backing_off_is_kept_out_until_its_wait_ends_on_the_monotonic_clock() -> None:
+    rows = [
+        _row("resting", rest=10),
+        _row("held", rest=10, held_by="bob"),  # held: its hold says why
+        _row("worker", rest=10, state=RunState.RUNNING),  # a failed worker of a running run
+        _row("deleted", rest=10, stop=StopReason.DELETE),
+        _row("passed", rest=-1),
+    ]
+    kept = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), _now(NOW))
+    assert {n: (r.render(), r.code) for n, r in kept.reasons.items()} == {
+        "resting": ("Restarting in 10 s (restart 1 of 10): worker 0 exited with code 2",
+                    ReasonCode.RESTARTING),
+        "held": ("Held by bob", ReasonCode.HELD),
+    }  # fmt: skip
+    assert kept.resting == {"worker"} and kept.wake_in == 10
+    # the wall clock stepped an hour ahead changes nothing: the wait is an interval
+    later = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), _now(NOW + 7200, 4))
+    assert set(later.reasons) == {"resting", "held"} and later.wake_in == 6
+    done = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), _now(NOW, 10))
+    assert set(done.reasons) == {"held"} and not done.resting and done.wake_in is None
+    # after a reboot the monotonic reading means nothing: the wall clock decides
+    rebooted = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True),
+                        Now(NOW + 3600, 5.0, "another"))  # fmt: skip
+    assert set(rebooted.reasons) == {"resting", "held"} and rebooted.wake_in == 10

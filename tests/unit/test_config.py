@@ -152,10 +152,22 @@ ERRORS: list[tuple[str, str, str]] = [
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
         " finished_retention, max_submit_per_user, max_kept_per_user, max_kept_bytes_per_user,"
         " state_reserve, log_limit, log_reserve, default_image,"
-        " telemetry_seconds, idle_gpu_after, idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
+        " telemetry_seconds, restart_backoff, restart_backoff_max, idle_gpu_after,"
+        " idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
         " mps)",
     ),
     ("[machine]\nmps = 1", "machine.mps", "must be true or false, got 1"),
+    (
+        "[machine]\nrestart_backoff = 10",
+        "machine.restart_backoff",
+        'must be a duration such as "10s", "5m" or "1h" (units s, m, h, d) up to "1d", or "0s"'
+        " for none, got 10",
+    ),
+    (
+        '[machine]\nrestart_backoff = "1m"\nrestart_backoff_max = "30s"',
+        "machine.restart_backoff_max",
+        "must be at least restart_backoff ('1m'), got '30s'",
+    ),
     (
         "[machine]\ngpu_shards = 0",
         "machine.gpu_shards",

@@ -64,11 +64,11 @@ def test_a_worker_end_settles_the_run(
     if ends[0] == VANISH:
         first = e.workers("job")[0]
         assert first.error == "the worker is gone (lost)" and first.exit_code is None
-    restarts = [m for m in e.events("job") if m.startswith("Restarting: ")]
+    restarts = [m for m in e.events("job") if m.startswith("Restarting (")]
     assert len(restarts) == len(ends) - 1
     if restarts:
         what = "the worker is gone (lost)" if ends[0] == VANISH else f"exited with code {ends[0]}"
-        assert restarts[0] == f"Restarting: worker 0 {what} (restart 1 of {budget})"
+        assert restarts[0] == f"Restarting (restart 1 of {budget}): worker 0 {what}"
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_a_failed_worker_of_two_restarts_as_its_run_is_made(
     e.tick()
     e.executor.exit("pair", 1, worker=1)
     e.tick()  # settled: the restart is decided
-    assert e.reason("pair") == ("Restarting: worker 1 exited with code 1 (restart 1 of 1)"
+    assert e.reason("pair") == ("Restarting (restart 1 of 1): worker 1 exited with code 1"
                                 if gang else "")  # fmt: skip
     e.tick()  # enforce: a gang's other worker is stopped
     if gang:

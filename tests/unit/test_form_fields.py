@@ -98,3 +98,14 @@ def test_what_the_cli_builds_reads_back_unchanged(
     assert with_values(doc, values) == doc
     typed_again = with_values({"metadata": {}, "spec": {}}, values)  # every field written
     assert values_of(typed_again) == values
+
+
+def test_the_folder_is_the_submit_folder_until_one_is_typed_in() -> None:
+    sent = run_document("r", ["python", "train.py"], submit_dir="/home/alice/proj")
+    values = values_of(sent)
+    assert values["folder"] == "/home/alice/proj"
+    assert with_values(sent, values) == sent  # untouched: where it was sent from
+    task = with_values(sent, values | {"folder": "/data/other"})["spec"]["task_template"]
+    assert task["working_dir"] == "/data/other"  # typed in: a --chdir, which must be entered
+    emptied = with_values(sent, values | {"folder": " "})["spec"]["task_template"]
+    assert "working_dir" not in emptied and "submit_dir" not in emptied  # the member's home
