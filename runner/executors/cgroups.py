@@ -1,0 +1,351 @@
+"""A cgroup for each process worker: what it asked for, and nothing more.
+
+The process executor makes one cgroup per worker, named by its handle, before the worker
+starts, and removes it once the worker is cleaned up. The worker's supervisor puts the
+command in it before the command runs its first instruction (runner/executors/supervise.py:
+it joins the group, forks the command, and leaves), so every process the command makes,
+one that calls ``setsid()`` or double-forks away included, is in it. In it:
+
+- memory: ``memory.max`` with ``memory.swap.max = 0`` (v2), ``memory.limit_in_bytes`` and
+  ``memory.memsw.limit_in_bytes`` where the kernel has it (v1): past what it asked, the
+  kernel's OOM killer ends a process of this worker, no one else's; its ``oom_kill``
+  count says so afterwards;
+- CPU: ``cpu.max`` (v2) or ``cpu.cfs_quota_us`` (v1): its share of cores, not pinned;
+- processes: ``pids.max``, a bound on a fork bomb;
+- a stop: SIGTERM to every process in it; at the grace's end ``cgroup.kill`` (v2), or
+  frozen, SIGKILLed, thawed (v1), so no process forks away while it is killed.
+
+Two layouts: cgroup v2 (``/sys/fs/cgroup/cgroup.controllers`` exists: the unified
+hierarchy), with the workers under ``astraeus.slice/<instance>/``; and cgroup v1 (one
+hierarchy per controller, ``/sys/fs/cgroup/memory`` …), with the workers under
+``astraeus/<instance>/`` in each. Where neither can be written (not root, a read-only
+cgroupfs, a container without delegation) nothing is enforced and ``Cgroups.detect`` says
+why: the executor then stops workers by walking ``/proc`` (runner/executors/tree.py) and
+``astra doctor`` says what is not enforced. The root folder is a parameter, so the v2 and
+v1 code runs in tests over a folder laid out as cgroupfs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CPU_PERIOD", "PIDS_MAX", "Cgroups", "Limits", "WorkerGroup", "detect"]
+
+ROOT = Path("/sys/fs/cgroup")
+V2_SLICE = "astraeus.slice"
+V1_PARENT = "astraeus"
+V1_CONTROLLERS = ("memory", "cpu", "pids", "freezer")  # cpuacct: where cpu's is joined
+CPU_PERIOD = 100_000  # microseconds
+PIDS_MAX = 16_384  # processes and threads of one worker: a fork bomb ends here
+KILL_ROUNDS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a worker asked: bytes of memory, thousandths of cores (0: not asked)."""
+
+    memory: int = 0
+    cpu_milli: int = 0
+    pids: int = PIDS_MAX
+
+
+def _write(path: Path, value: str) -> None:
+    """Write one cgroup file (made where missing: cgroupfs makes its own, a folder laid
+    out as one in a test does not)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _number(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return None if text is None else int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _keyed(path: Path, key: str) -> int | None:
+    """``key N`` in a flat-keyed file (``memory.events``, ``memory.oom_control``)."""
+    for line in (_read(path) or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            with contextlib.suppress(ValueError):
+                return int(value)
+    return None
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """One worker's cgroup: a folder per hierarchy (one on v2)."""
+
+    version: int
+    folders: tuple[Path, ...]  # v1: memory, cpu, pids, freezer (those mounted); v2: one
+    controllers: tuple[str, ...] = ()  # v1: each folder's controller
+
+    def _in(self, controller: str) -> Path | None:
+        if self.version == 2:
+            return self.folders[0]
+        found = (f for f, c in zip(self.folders, self.controllers, strict=True) if c == controller)
+        return next(found, None)
+
+    @property
+    def paths(self) -> list[str]:
+        return [str(f) for f in self.folders]
+
+    def join(self, pid: int = 0) -> None:
+        """Move ``pid`` (0: the caller) into the group, in every hierarchy."""
+        for folder in self.folders:
+            _write(folder / "cgroup.procs", str(pid or os.getpid()))
+
+    def pids(self) -> list[int]:
+        """Every process in it (on v1, as the memory hierarchy counts them)."""
+        folder = self._in("memory") or self.folders[0]
+        text = _read(folder / "cgroup.procs") or ""
+        return [int(p) for p in text.split() if p.isdigit()]
+
+    def signal(self, signum: int) -> list[str]:
+        """Send ``signum`` to every process in it; what refused, as a line each."""
+        refused = []
+        for pid in self.pids():
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                continue
+            except PermissionError as exc:
+                refused.append(f"process {pid}: {exc.strerror}")
+        return refused
+
+    def kill(self) -> list[str]:
+        """SIGKILL to every process in it, none able to fork away meanwhile."""
+        if self.version == 2 and (self.folders[0] / "cgroup.kill").exists():
+            _write(self.folders[0] / "cgroup.kill", "1")
+            return []
+        freezer = self._freezer()
+        if freezer is not None:
+            with contextlib.suppress(OSError):
+                _write(freezer, "1" if self.version == 2 else "FROZEN")
+        refused: list[str] = []
+        try:
+            for _ in range(KILL_ROUNDS):  # a process forked before the freeze is in the list
+                left = self.pids()
+                if not left:
+                    break
+                refused = self.signal(signal.SIGKILL)
+                if refused:
+                    break
+        finally:
+            if freezer is not None:  # killed processes die only once thawed
+                with contextlib.suppress(OSError):
+                    _write(freezer, "0" if self.version == 2 else "THAWED")
+        return refused
+
+    def _freezer(self) -> Path | None:
+        if self.version == 2:
+            path = self.folders[0] / "cgroup.freeze"
+        else:
+            folder = self._in("freezer")
+            path = folder / "freezer.state" if folder is not None else Path("/nonexistent")
+        return path if path.exists() else None
+
+    def oom_kills(self) -> int:
+        """How many of its processes the OOM killer ended."""
+        if self.version == 2:
+            return _keyed(self.folders[0] / "memory.events", "oom_kill") or 0
+        folder = self._in("memory")
+        if folder is None:
+            return 0
+        kills = _keyed(folder / "memory.oom_control", "oom_kill")
+        if kills is not None:
+            return kills
+        return 1 if (_number(folder / "memory.failcnt") or 0) > 0 and self._at_limit() else 0
+
+    def _at_limit(self) -> bool:
+        folder = self._in("memory")
+        if folder is None:
+            return False
+        peak, limit = (_number(folder / n) for n in ("memory.max_usage_in_bytes",
+                                                      "memory.limit_in_bytes"))  # fmt: skip
+        return peak is not None and limit is not None and peak >= limit
+
+    def memory_peak(self) -> int | None:
+        """The most memory it held at once, in bytes."""
+        if self.version == 2:
+            return _number(self.folders[0] / "memory.peak")
+        folder = self._in("memory")
+        return None if folder is None else _number(folder / "memory.max_usage_in_bytes")
+
+    def remove(self) -> None:
+        """Remove its folders (once empty; what is left in it is killed first)."""
+        if self.pids():
+            self.kill()
+        for folder in self.folders:
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY:
+                        break
+                    time.sleep(0.02)  # its last processes are still being reaped
+
+
+class Cgroups:
+    """Where workers' cgroups are made: a v2 slice, or a folder in each v1 hierarchy."""
+
+    def __init__(
+        self, version: int, parents: tuple[Path, ...], controllers: tuple[str, ...] = ()
+    ) -> None:
+        self.version = version
+        self.parents = parents  # v2: the slice's folder for this daemon; v1: one per controller
+        self.controllers = controllers  # v1: each parent's controller
+
+    def describe(self) -> str:
+        """``cgroup v1: memory, CPU and processes enforced; stops reach every process``."""
+        return f"cgroup v{self.version}: {', '.join(self.enforces())} enforced"
+
+    def enforces(self) -> list[str]:
+        if self.version == 2:
+            text = _read(self.parents[0] / "cgroup.subtree_control") or ""
+            wanted = {word.lstrip("+") for word in text.split()}
+            return [n for n, c in (("memory", "memory"), ("CPU", "cpu"), ("processes", "pids"))
+                    if c in wanted]  # fmt: skip
+        names = set(self.controllers)
+        return [n for n, c in (("memory", "memory"), ("CPU", "cpu"), ("processes", "pids"))
+                if c in names]  # fmt: skip
+
+    def group(self, name: str) -> WorkerGroup:
+        return WorkerGroup(self.version, tuple(p / name for p in self.parents), self.controllers)
+
+    def make(self, name: str, limits: Limits) -> WorkerGroup:
+        """A new group ``name`` with ``limits`` written (one left by an earlier start of
+        the same name is emptied and made again)."""
+        group = self.group(name)
+        group.remove()
+        for folder in group.folders:
+            folder.mkdir(mode=0o755, exist_ok=True)
+        try:
+            self._limit(group, limits)
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def find(self, name: str) -> WorkerGroup | None:
+        """The group of a worker started before (adoption after a daemon restart)."""
+        group = self.group(name)
+        return group if all(f.is_dir() for f in group.folders) else None
+
+    def _limit(self, group: WorkerGroup, limits: Limits) -> None:
+        if self.version == 2:
+            folder = group.folders[0]
+            if limits.memory:
+                _write(folder / "memory.max", str(limits.memory))
+                if (folder / "memory.swap.max").exists():
+                    _write(folder / "memory.swap.max", "0")
+            if limits.cpu_milli:
+                _write(folder / "cpu.max", f"{_quota(limits.cpu_milli)} {CPU_PERIOD}")
+            if limits.pids and "processes" in self.enforces():
+                _write(folder / "pids.max", str(limits.pids))
+            return
+        memory, cpu, pids = (group._in(c) for c in ("memory", "cpu", "pids"))
+        if memory is not None and limits.memory:
+            _write(memory / "memory.limit_in_bytes", str(limits.memory))
+            swap = memory / "memory.memsw.limit_in_bytes"
+            if swap.exists():  # memory and swap together: no swap beyond the memory
+                _write(swap, str(limits.memory))
+        if cpu is not None and limits.cpu_milli:
+            _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD))
+            _write(cpu / "cpu.cfs_quota_us", str(_quota(limits.cpu_milli)))
+        if pids is not None and limits.pids:
+            _write(pids / "pids.max", str(limits.pids))
+
+
+def _quota(cpu_milli: int) -> int:
+    """Microseconds of CPU per period for ``cpu_milli`` thousandths of a core (1 ms at least)."""
+    return max(1000, cpu_milli * CPU_PERIOD // 1000)
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What this machine's cgroups allow: the place to make workers' groups, or why none."""
+
+    cgroups: Cgroups | None
+    why_not: str = ""
+
+
+def detect(instance: str, root: Path = ROOT) -> Detected:
+    """The cgroups the executor can make workers' groups in, for daemon ``instance``."""
+    if os.geteuid() != 0 and root == ROOT:
+        return Detected(None, "the daemon does not run as root")
+    if (root / "cgroup.controllers").exists():
+        return _v2(instance, root)
+    if (root / "memory" / "memory.limit_in_bytes").exists():
+        return _v1(instance, root)
+    return Detected(None, f"no cgroup v1 or v2 hierarchy at {root}")
+
+
+def _v2(instance: str, root: Path) -> Detected:
+    available = set((_read(root / "cgroup.controllers") or "").split())
+    wanted = [c for c in ("memory", "cpu", "pids") if c in available]
+    folders = [root / V2_SLICE, root / V2_SLICE / (instance or "default")]
+    try:
+        parent = root
+        for folder in folders:
+            folder.mkdir(exist_ok=True)
+            _enable(parent, wanted)
+            parent = folder
+        _enable(parent, wanted)
+    except OSError as exc:
+        return Detected(None, f"cannot write cgroup v2 at {root}: {exc.strerror or exc}")
+    return Detected(Cgroups(2, (folders[-1],)))
+
+
+def _enable(folder: Path, controllers: Sequence[str]) -> None:
+    """The controllers given to ``folder``'s children (``cgroup.subtree_control``)."""
+    text = _read(folder / "cgroup.subtree_control") or ""
+    enabled = {word.lstrip("+") for word in text.split()}
+    missing = [c for c in controllers if c not in enabled]
+    if missing:
+        _write(folder / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
+
+
+def _v1(instance: str, root: Path) -> Detected:
+    parents, controllers = [], []
+    for controller in V1_CONTROLLERS:
+        mount = root / controller
+        if not mount.is_dir():
+            if controller == "memory":
+                return Detected(None, f"no memory hierarchy at {mount}")
+            continue
+        folder = mount / V1_PARENT / (instance or "default")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if controller == "memory":
+                return Detected(None, f"cannot write cgroup v1 at {mount}: {exc.strerror}")
+            continue
+        if controller == "memory":
+            with contextlib.suppress(OSError):  # children counted in their parents' use
+                _write(folder.parent / "memory.use_hierarchy", "1")
+        parents.append(folder)
+        controllers.append(controller)
+    return Detected(Cgroups(1, tuple(parents), tuple(controllers)))

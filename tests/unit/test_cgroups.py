@@ -1,0 +1,130 @@
+"""Workers' cgroups (runner/executors/cgroups.py) over folders laid out as cgroupfs v2 and
+v1: what is made, what is written, and a stop that reaches the processes listed in the
+group (real processes, listed in the fake folder's ``cgroup.procs``)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from runner.executors.cgroups import CPU_PERIOD, PIDS_MAX, Limits, detect
+
+MIB = 1 << 20
+
+
+def _v2(root: Path) -> Path:
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids rdma misc\n")
+    (root / "cgroup.subtree_control").write_text("")
+    return root
+
+
+def _v1(root: Path, controllers: tuple[str, ...] = ("memory", "cpu", "pids", "freezer")) -> Path:
+    for controller in controllers:
+        (root / controller).mkdir(parents=True)
+    (root / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    return root
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "30"])
+
+
+def test_v2_a_slice_for_the_daemon_and_a_group_per_worker(tmp_path: Path) -> None:
+    root = _v2(tmp_path / "cg")
+    found = detect("lab", root)
+    assert found.cgroups is not None and found.cgroups.version == 2
+    cgroups = found.cgroups
+    for folder in (root, root / "astraeus.slice", root / "astraeus.slice" / "lab"):
+        enabled = (folder / "cgroup.subtree_control").read_text().split()
+        assert enabled == ["+memory", "+cpu", "+pids"], folder  # given to the children
+    assert cgroups.describe() == "cgroup v2: memory, CPU, processes enforced"
+    group = cgroups.make("w-1", Limits(memory=100 * MIB, cpu_milli=500))
+    folder = root / "astraeus.slice" / "lab" / "w-1"
+    assert group.folders == (folder,)
+    assert (folder / "memory.max").read_text() == str(100 * MIB)
+    assert (folder / "cpu.max").read_text() == f"50000 {CPU_PERIOD}"
+    assert (folder / "pids.max").read_text() == str(PIDS_MAX)
+    assert not (folder / "memory.swap.max").exists()  # written only where the kernel has it
+    assert cgroups.find("w-1") == group and cgroups.find("w-2") is None
+
+
+def test_v2_no_swap_where_the_kernel_counts_it_and_nothing_unasked(tmp_path: Path) -> None:
+    cgroups = detect("lab", _v2(tmp_path / "cg")).cgroups
+    assert cgroups is not None
+    folder = tmp_path / "cg" / "astraeus.slice" / "lab" / "w-1"
+    folder.mkdir()
+    (folder / "memory.swap.max").write_text("max\n")
+    cgroups._limit(cgroups.group("w-1"), Limits(memory=64 * MIB))
+    assert (folder / "memory.swap.max").read_text() == "0"
+    cgroups.make("w-2", Limits())  # nothing asked: no memory or CPU bound
+    assert not (folder.parent / "w-2" / "memory.max").exists()
+    assert not (folder.parent / "w-2" / "cpu.max").exists()
+
+
+def test_v2_a_stop_signals_every_process_and_the_kill_is_cgroup_kill(tmp_path: Path) -> None:
+    cgroups = detect("lab", _v2(tmp_path / "cg")).cgroups
+    assert cgroups is not None
+    group = cgroups.make("w-1", Limits())
+    procs = [_sleeper(), _sleeper()]
+    (group.folders[0] / "cgroup.procs").write_text("".join(f"{p.pid}\n" for p in procs))
+    assert group.pids() == [p.pid for p in procs]
+    assert group.signal(signal.SIGTERM) == []
+    assert [p.wait(5) for p in procs] == [-signal.SIGTERM, -signal.SIGTERM]
+    (group.folders[0] / "cgroup.kill").write_text("0")  # the kernel has it: written, no walk
+    assert group.kill() == []
+    assert (group.folders[0] / "cgroup.kill").read_text() == "1"
+    (group.folders[0] / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert group.oom_kills() == 1
+
+
+def test_v2_a_cgroupfs_that_cannot_be_written_is_said(tmp_path: Path) -> None:
+    root = _v2(tmp_path / "cg")
+    (root / "cgroup.subtree_control").unlink()
+    (root / "cgroup.subtree_control").mkdir()  # a write refused, even to root
+    found = detect("lab", root)
+    assert found.cgroups is None
+    assert found.why_not == f"cannot write cgroup v2 at {root}: Is a directory"
+
+
+def test_v1_a_folder_in_each_hierarchy_and_the_limits_in_each(tmp_path: Path) -> None:
+    root = _v1(tmp_path / "cg")
+    found = detect("lab", root)
+    assert found.cgroups is not None and found.cgroups.version == 1
+    assert found.cgroups.describe() == "cgroup v1: memory, CPU, processes enforced"
+    assert (root / "memory" / "astraeus" / "memory.use_hierarchy").read_text() == "1"
+    memsw = root / "memory" / "astraeus" / "lab" / "w-1" / "memory.memsw.limit_in_bytes"
+    memsw.parent.mkdir()
+    memsw.write_text("9223372036854771712\n")  # swap accounting on: bounded with the memory
+    group = found.cgroups.make("w-1", Limits(memory=100 * MIB, cpu_milli=1500, pids=64))
+    assert [f.relative_to(root).parts[0] for f in group.folders] == [
+        "memory", "cpu", "pids", "freezer"]  # fmt: skip
+    memory, cpu, pids, _ = group.folders
+    assert (memory / "memory.limit_in_bytes").read_text() == str(100 * MIB)
+    assert memsw.read_text() == str(100 * MIB)
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (cpu / "cpu.cfs_period_us").read_text() == str(CPU_PERIOD)
+    assert (pids / "pids.max").read_text() == "64"
+
+
+def test_v1_the_kill_freezes_kills_and_thaws(tmp_path: Path) -> None:
+    cgroups = detect("lab", _v1(tmp_path / "cg")).cgroups
+    assert cgroups is not None
+    group = cgroups.make("w-1", Limits())
+    proc = _sleeper()
+    memory, _, _, freezer = group.folders
+    (memory / "cgroup.procs").write_text(f"{proc.pid}\n")
+    (freezer / "freezer.state").write_text("THAWED\n")
+    assert group.kill() == []  # the fake list never empties: each round kills what it lists
+    assert proc.wait(5) == -signal.SIGKILL
+    assert (freezer / "freezer.state").read_text() == "THAWED"  # thawed again at the end
+    (memory / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert group.oom_kills() == 2
+
+
+def test_without_a_memory_hierarchy_nothing_is_made(tmp_path: Path) -> None:
+    root = tmp_path / "cg"
+    (root / "cpu").mkdir(parents=True)
+    found = detect("lab", root)
+    assert found.cgroups is None and found.why_not == f"no cgroup v1 or v2 hierarchy at {root}"
