@@ -57,7 +57,7 @@ class Cells:
     def __init__(self, now: float) -> None:
         self.now = now
         self._ages: dict[str | None, str] = {}
-        self._starts: dict[tuple[str, str | None], str] = {}
+        self._starts: dict[tuple[object, ...], str] = {}
 
     def of(self, r: Run) -> list[str]:
         held = r.gpus
@@ -68,7 +68,7 @@ class Cells:
         aged = self._ages.get(submitted)
         if aged is None:
             aged = self._ages[submitted] = age(submitted, self.now)
-        key = (state, r.starts_by)
+        key = (state, r.starts_by, r.restart_at)  # a back-off: the time it starts again
         start = self._starts.get(key)
         if start is None:
             start = self._starts[key] = start_label(r, self.now)
@@ -91,7 +91,8 @@ class Cells:
             ages[s] if (s := r.submitted_at) in ages else self._age(s) for r in runs
         ]  # fmt: skip
         start = [
-            starts[k] if (k := (r.state, r.starts_by)) in starts else self._start(k, r)
+            starts[k] if (k := (r.state, r.starts_by, r.restart_at)) in starts
+            else self._start(k, r)
             for r in runs
         ]  # fmt: skip
         states = [
@@ -111,7 +112,7 @@ class Cells:
         aged = self._ages[submitted] = age(submitted, self.now)
         return aged
 
-    def _start(self, key: tuple[str, str | None], r: Run) -> str:
+    def _start(self, key: tuple[object, ...], r: Run) -> str:
         start = self._starts[key] = start_label(r, self.now)
         return start
 

@@ -42,6 +42,8 @@ def test_a_failing_program_restarts_at_most_three_times_in_its_first_15_s(
     assert why["reason"] == run["reason"] and "never the head" in why["chain"][0]
     shown = lab.astra("show", "typo").stdout
     assert f"restart_at:         {run['restart_at']}" in shown
+    listed = lab.astra("ls").stdout.splitlines()[1]  # START: when it starts again
+    assert listed.split()[6] == run["restart_at"][11:19], listed
     # the GPU it held is free: another run takes it at once while it waits
     _submit(lab, spec("other", ["sleep", "30"], gpus=1))
     wait_for(lambda: lab.json("show", "other")["state"] == "Running", 10, "the other run")

@@ -1,5 +1,7 @@
 """One document builder for `astra run` and the dashboard's form."""
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -63,6 +65,7 @@ def test_the_form_and_the_cli_build_the_same_document() -> None:
     cli = run_document(
         "ft", ["python3", "-c", "print(1)"], gpus=1, time_limit_seconds=5400, priority=-5,
         workspace="vision", drives=[drive_ref("a:/x"), drive_ref("b:/y:ro")],
+        submit_dir=os.getcwd(),  # both start it where they are called
     )  # fmt: skip
     assert build_document(values, "vision") == cli
 
