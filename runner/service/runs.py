@@ -179,8 +179,9 @@ class Service(Reads):
         return self.config.machine.default_image or LOCAL_IMAGE
 
     def resolved(self, spec: RunSpec, workspace: str) -> RunSpec:
-        """``spec`` with the default image filled in when it names none, and shards of a
-        GPU as the memory they are on this machine: stored so."""
+        """``spec`` with the default image filled in when it names none, shards of a GPU
+        as the memory they are on this machine, and the submit's environment only where
+        the process executor gives it to the run: stored so."""
         task = spec.task
         if task.gpu_shards and self.shard_bytes:
             task = dataclasses.replace(
@@ -188,6 +189,8 @@ class Service(Reads):
             )
         if not task.image:
             task = dataclasses.replace(task, image=self.default_image(workspace))
+        if task.submit_env and self.executor != "process":  # a container: its image's own
+            task = dataclasses.replace(task, submit_env=())  # not kept: never used
         return spec if task is spec.task else dataclasses.replace(spec, task=task)
 
     def _check_after(

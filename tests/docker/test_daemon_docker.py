@@ -210,3 +210,6 @@ def test_a_container_starts_in_its_image_s_folder_and_environment_unless_asked(
         wait_for(lambda n=name: d.json("show", n)["state"] == "Succeeded", 40, name)
     assert d.astra("logs", "plain").stdout == "/\nFOO= BAR=\n"
     assert d.astra("logs", "asked").stdout == "/tmp\nFOO=1 BAR=\n"
+    # the shell's environment is not kept with a container's run: it would never be used
+    assert "submit_env" not in d.json("show", "plain")["spec"]["spec"]["task_template"]
+    assert "environment:" not in d.astra("show", "plain").stdout
