@@ -37,3 +37,14 @@ def test_a_waiting_run_shows_when_it_starts_at_the_latest(
 @pytest.mark.parametrize("state", ["Starting", "Running", "Stopping", "Succeeded"])
 def test_a_run_that_does_not_wait_shows_nothing(state: str) -> None:
     assert start_label(queued("2026-10-01T12:45:00Z", state), NOW) == ""
+
+
+def test_a_run_backing_off_shows_when_it_starts_again_and_its_page_counts_down() -> None:
+    from astraeus_tui.screens.detail import _restarts
+
+    run = Run(id="r", name="r", workspace="w", state=RunState.QUEUED, restarts=3,
+              restart_at="2026-10-01T12:00:44Z")  # fmt: skip
+    assert start_label(run, NOW) == "12:00:44"  # to the second: a back-off is short
+    assert _restarts(run, NOW) == "3 of 10 · again at 12:00:44 UTC (in 23 s)"
+    assert _restarts(run, NOW + 23) == "3 of 10 · again at 12:00:44 UTC (now)"
+    assert _restarts(queued(None), NOW) == "0 of 10"
