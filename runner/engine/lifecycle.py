@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from runner.clock import Now
 from runner.engine.backoff import NO_BACKOFF, Backoff, Failure
 from runner.engine.idle import idle_stopped
+from runner.executors.base import OUT_OF_MEMORY
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
 from runner.reasons import Reason, ReasonCode, RunRef
@@ -67,7 +68,7 @@ def _classify(store: Store, tx: Tx, ended: list[WorkerRow]) -> _Batch:
 
 
 def _describe(w: WorkerRow) -> str:
-    if w.error and w.exit_code is None:
+    if w.error and (w.exit_code is None or w.error.startswith(OUT_OF_MEMORY)):
         return f"worker {w.worker} {w.error}"
     return f"worker {w.worker} exited with code {w.exit_code}"
 

@@ -20,6 +20,8 @@ from typing import Protocol
 from runner.executors.sessions import EnterRequest, Session
 
 LABEL_PREFIX = "io.astraeus"
+# how a worker's error begins when the kernel ended it for memory past what it asked
+OUT_OF_MEMORY = "ran out of memory"
 SCHEMA_VERSION = "1"
 
 
@@ -179,6 +181,12 @@ class Executor(Protocol):
     def terminal(self, handle: str) -> Session:
         """Attach to an interactive worker's terminal (``astra run -it``); its ``kill``
         detaches. Only an executor that declares ``terminals`` does anything here."""
+        ...
+
+    def not_enforced(self) -> str | None:
+        """What a run is not held to here (memory, CPU), and why; None when it is held to
+        everything it asks (a container engine holds it; the process executor, its
+        cgroups)."""
         ...
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPU_PERIOD", "PIDS_MAX", "Cgroups", "Limits", "WorkerGroup", "detect"]
+__all__ = ["CPU_PERIOD", "PIDS_MAX", "Cgroups", "Limits", "WorkerGroup", "detect", "write_cgroup"]
 
 ROOT = Path("/sys/fs/cgroup")
 V2_SLICE = "astraeus.slice"
@@ -56,7 +56,7 @@ class Limits:
     pids: int = PIDS_MAX
 
 
-def _write(path: Path, value: str) -> None:
+def write_cgroup(path: Path, value: str) -> None:
     """Write one cgroup file (made where missing: cgroupfs makes its own, a folder laid
     out as one in a test does not)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -105,14 +105,44 @@ class WorkerGroup:
         found = (f for f, c in zip(self.folders, self.controllers, strict=True) if c == controller)
         return next(found, None)
 
-    @property
-    def paths(self) -> list[str]:
-        return [str(f) for f in self.folders]
+    def to_json(self) -> dict[str, object]:
+        return {"version": self.version, "folders": [str(f) for f in self.folders],
+                "controllers": list(self.controllers)}  # fmt: skip
+
+    @staticmethod
+    def from_json(data: object) -> WorkerGroup | None:
+        """The group ``to_json`` wrote (in ``launch.json`` and ``meta.json``); None if not one."""
+        if not isinstance(data, dict):
+            return None
+        version, folders, controllers = (data.get(k) for k in ("version", "folders",
+                                                                "controllers"))  # fmt: skip
+        if version not in (1, 2) or not isinstance(folders, list) or not folders:
+            return None
+        if not isinstance(controllers, list):
+            return None
+        return WorkerGroup(int(str(version)), tuple(Path(str(f)) for f in folders),
+                           tuple(str(c) for c in controllers))  # fmt: skip
+
+    def leave_to(self) -> list[Path]:
+        """The ``cgroup.procs`` files of the caller's own groups in the hierarchies this
+        group is in: where a process that joined it to fork returns."""
+        own: dict[str, str] = {}
+        for line in (_read(Path("/proc/self/cgroup")) or "").splitlines():
+            _, names, path = line.split(":", 2)
+            for name in names.split(",") if names else [""]:
+                own[name] = path
+        back = []
+        for folder, controller in zip(self.folders, self.controllers or ("",), strict=False):
+            mount = folder.parents[2]  # <mount>/<parent>/<instance>/<worker>
+            mine = own.get(controller if self.version == 1 else "")
+            if mine is not None:
+                back.append(mount / mine.lstrip("/") / "cgroup.procs")
+        return back
 
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (0: the caller) into the group, in every hierarchy."""
         for folder in self.folders:
-            _write(folder / "cgroup.procs", str(pid or os.getpid()))
+            write_cgroup(folder / "cgroup.procs", str(pid or os.getpid()))
 
     def pids(self) -> list[int]:
         """Every process in it (on v1, as the memory hierarchy counts them)."""
@@ -120,10 +150,12 @@ class WorkerGroup:
         text = _read(folder / "cgroup.procs") or ""
         return [int(p) for p in text.split() if p.isdigit()]
 
-    def signal(self, signum: int) -> list[str]:
-        """Send ``signum`` to every process in it; what refused, as a line each."""
+    def signal(self, signum: int, spare: int | None = None) -> list[str]:
+        """Send ``signum`` to every process in it (but ``spare``); what refused, a line each."""
         refused = []
         for pid in self.pids():
+            if pid == spare:
+                continue
             try:
                 os.kill(pid, signum)
             except ProcessLookupError:
@@ -135,12 +167,12 @@ class WorkerGroup:
     def kill(self) -> list[str]:
         """SIGKILL to every process in it, none able to fork away meanwhile."""
         if self.version == 2 and (self.folders[0] / "cgroup.kill").exists():
-            _write(self.folders[0] / "cgroup.kill", "1")
+            write_cgroup(self.folders[0] / "cgroup.kill", "1")
             return []
         freezer = self._freezer()
         if freezer is not None:
             with contextlib.suppress(OSError):
-                _write(freezer, "1" if self.version == 2 else "FROZEN")
+                write_cgroup(freezer, "1" if self.version == 2 else "FROZEN")
         refused: list[str] = []
         try:
             for _ in range(KILL_ROUNDS):  # a process forked before the freeze is in the list
@@ -153,7 +185,7 @@ class WorkerGroup:
         finally:
             if freezer is not None:  # killed processes die only once thawed
                 with contextlib.suppress(OSError):
-                    _write(freezer, "0" if self.version == 2 else "THAWED")
+                    write_cgroup(freezer, "0" if self.version == 2 else "THAWED")
         return refused
 
     def _freezer(self) -> Path | None:
@@ -232,6 +264,12 @@ class Cgroups:
         return [n for n, c in (("memory", "memory"), ("CPU", "cpu"), ("processes", "pids"))
                 if c in names]  # fmt: skip
 
+    def forget(self) -> None:
+        """Remove this daemon's folders where no worker's group is left in them."""
+        for parent in self.parents:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+
     def group(self, name: str) -> WorkerGroup:
         return WorkerGroup(self.version, tuple(p / name for p in self.parents), self.controllers)
 
@@ -258,25 +296,25 @@ class Cgroups:
         if self.version == 2:
             folder = group.folders[0]
             if limits.memory:
-                _write(folder / "memory.max", str(limits.memory))
+                write_cgroup(folder / "memory.max", str(limits.memory))
                 if (folder / "memory.swap.max").exists():
-                    _write(folder / "memory.swap.max", "0")
+                    write_cgroup(folder / "memory.swap.max", "0")
             if limits.cpu_milli:
-                _write(folder / "cpu.max", f"{_quota(limits.cpu_milli)} {CPU_PERIOD}")
+                write_cgroup(folder / "cpu.max", f"{_quota(limits.cpu_milli)} {CPU_PERIOD}")
             if limits.pids and "processes" in self.enforces():
-                _write(folder / "pids.max", str(limits.pids))
+                write_cgroup(folder / "pids.max", str(limits.pids))
             return
         memory, cpu, pids = (group._in(c) for c in ("memory", "cpu", "pids"))
         if memory is not None and limits.memory:
-            _write(memory / "memory.limit_in_bytes", str(limits.memory))
+            write_cgroup(memory / "memory.limit_in_bytes", str(limits.memory))
             swap = memory / "memory.memsw.limit_in_bytes"
             if swap.exists():  # memory and swap together: no swap beyond the memory
-                _write(swap, str(limits.memory))
+                write_cgroup(swap, str(limits.memory))
         if cpu is not None and limits.cpu_milli:
-            _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD))
-            _write(cpu / "cpu.cfs_quota_us", str(_quota(limits.cpu_milli)))
+            write_cgroup(cpu / "cpu.cfs_period_us", str(CPU_PERIOD))
+            write_cgroup(cpu / "cpu.cfs_quota_us", str(_quota(limits.cpu_milli)))
         if pids is not None and limits.pids:
-            _write(pids / "pids.max", str(limits.pids))
+            write_cgroup(pids / "pids.max", str(limits.pids))
 
 
 def _quota(cpu_milli: int) -> int:
@@ -325,7 +363,7 @@ def _enable(folder: Path, controllers: Sequence[str]) -> None:
     enabled = {word.lstrip("+") for word in text.split()}
     missing = [c for c in controllers if c not in enabled]
     if missing:
-        _write(folder / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
+        write_cgroup(folder / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
 
 
 def _v1(instance: str, root: Path) -> Detected:
@@ -345,7 +383,7 @@ def _v1(instance: str, root: Path) -> Detected:
             continue
         if controller == "memory":
             with contextlib.suppress(OSError):  # children counted in their parents' use
-                _write(folder.parent / "memory.use_hierarchy", "1")
+                write_cgroup(folder.parent / "memory.use_hierarchy", "1")
         parents.append(folder)
         controllers.append(controller)
     return Detected(Cgroups(1, tuple(parents), tuple(controllers)))

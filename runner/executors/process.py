@@ -69,6 +69,7 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
+from runner.executors.cgroups import Detected, Limits, WorkerGroup, detect
 from runner.executors.enter import ProcessSession, enter, write_enter
 from runner.executors.launcher import (
     MODULE,
@@ -115,11 +116,31 @@ class ProcessExecutor:
         enters=True, terminals=True
     )  # host GPU numbers; the supervisor writes the log
 
-    def __init__(self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True) -> None:
+    def __init__(
+        self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True,
+        cgroups: Detected | None = None,
+    ) -> None:  # fmt: skip
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
         self.warm = warm  # supervisors forked from a warm launcher (runner/executors/launcher.py)
         self._launcher: Launcher | None = None
+        # where workers' cgroups are made (runner/executors/cgroups.py); found at the first
+        # start (by the daemon's instance) unless given
+        self._cgroups = cgroups
+
+    def cgroups(self, instance: str = "") -> Detected:
+        """The cgroups workers are held in, or why there are none (found once)."""
+        if self._cgroups is None:
+            self._cgroups = detect(instance)
+        return self._cgroups
+
+    def not_enforced(self) -> str | None:
+        """What a run is not held to here, and why; None when everything it asks is."""
+        found = self.cgroups()
+        if found.cgroups is None:
+            return f"memory and CPU asks not enforced: {found.why_not}"
+        missing = [n for n in ("memory", "CPU") if n not in found.cgroups.enforces()]
+        return f"{' and '.join(missing)} asks not enforced" if missing else None
 
     def reachable(self) -> bool:
         """Always: the processes run on this machine, with no engine between."""
@@ -140,16 +161,39 @@ class ProcessExecutor:
             shutil.rmtree(folder)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(mode=0o700)
-        job = _job(launch, sandbox)._asdict()
+        group = self._group_for(launch)
+        job = _job(launch, sandbox, group)._asdict()
         write_enter(folder, job)
         write_json_atomic(folder / LAUNCH, job)
-        self._run_supervisor(handle, folder)
+        try:
+            self._run_supervisor(handle, folder)
+        except ExecutorError:
+            if group is not None:
+                group.remove()
+            raise
         return handle
+
+    def _group_for(self, launch: WorkerLaunch) -> WorkerGroup | None:
+        """The worker's cgroup, made with what it asked; None where none can be made."""
+        found = self.cgroups(launch.instance)
+        if found.cgroups is None:
+            return None
+        limits = Limits(memory=launch.memory, cpu_milli=launch.cpu_milli)
+        try:
+            return found.cgroups.make(launch.key, limits)
+        except OSError as exc:
+            raise ExecutorError(
+                f"could not make the cgroup of worker {launch.key}: {exc.strerror or exc}"
+            ) from None
 
     def signal(self, handle: str, signum: int) -> None:
         """Send ``signum`` to every process of the worker; a gone worker is fine.
 
-        The command's process group gets it first, as one; then each other descendant
+        In its cgroup: SIGTERM to every process in it (bubblewrap aside, as below), and
+        SIGKILL to all at once, none forking away meanwhile (runner/executors/cgroups.py);
+        the supervisor is told of a stop as below. Where no cgroup could be made, the
+        processes are found by walking /proc: the command's process group gets it
+        first, as one; then each other descendant
         of the supervisor (a process that left the group, an orphan reparented to the
         supervisor) gets it once. SIGKILL walks again until no live process is left
         unsignalled. Bubblewrap itself only ever gets SIGKILL: a SIGTERM would end it,
@@ -158,6 +202,10 @@ class ProcessExecutor:
         folder = self._folder(handle)
         meta = read_json(folder / META)
         if meta is None or (folder / EXIT).exists():
+            return
+        cgroup = WorkerGroup.from_json(meta.get("cgroup"))
+        if cgroup is not None:
+            self._signal_cgroup(meta, cgroup, signum, handle)
             return
         refused: list[str] = []
         try:
@@ -178,6 +226,21 @@ class ProcessExecutor:
         if refused:
             raise ExecutorError(f"cannot signal worker {handle}: {refused[0]}")
 
+    def _signal_cgroup(
+        self, meta: dict[str, object], cgroup: WorkerGroup, signum: int, handle: str
+    ) -> None:
+        root, start = meta.get("supervisor_pid"), meta.get("supervisor_start")
+        if signum == SIGTERM and isinstance(root, int) and is_alive(root, start):
+            with contextlib.suppress(ProcessLookupError):  # a stop: leftovers get the grace
+                os.kill(root, SIGTERM)
+        if signum == SIGKILL:
+            refused = cgroup.kill()
+        else:
+            spare = meta.get("sandbox_pid")
+            refused = cgroup.signal(signum, spare if isinstance(spare, int) else None)
+        if refused:
+            raise ExecutorError(f"cannot signal worker {handle}: {refused[0]}")
+
     def remaining(self, handle: str) -> tuple[str, ...]:
         """The names of the worker's processes still alive, oldest first (bubblewrap
         aside): what a stop's SIGKILL is about to end."""
@@ -188,7 +251,9 @@ class ProcessExecutor:
         if not isinstance(root, int) or not is_alive(root, start):
             return ()
         spare = meta.get("sandbox_pid")
-        names = (process_name(p.pid) for p in descendants(root) if p.pid != spare)
+        cgroup = WorkerGroup.from_json(meta.get("cgroup"))
+        pids = cgroup.pids() if cgroup is not None else [p.pid for p in descendants(root)]
+        names = (process_name(pid) for pid in pids if pid != spare)
         return tuple(dict.fromkeys(n for n in names if n))
 
     def status(self, handle: str) -> WorkerStatus:
@@ -238,6 +303,9 @@ class ProcessExecutor:
             raise ExecutorError(f"worker {handle} is still running: stop it before cleanup")
         if state is WorkerState.MISSING:
             self.signal(handle, SIGKILL)  # a lost supervisor may leave the command's children
+        cgroup = WorkerGroup.from_json((read_json(folder / META) or {}).get("cgroup"))
+        if cgroup is not None:
+            cgroup.remove()
         shutil.rmtree(folder, ignore_errors=True)
 
     def enter(self, handle: str, request: EnterRequest) -> ProcessSession:
@@ -328,6 +396,8 @@ class ProcessExecutor:
         launcher, self._launcher = self._launcher, None
         if launcher is not None:
             launcher.close()
+        if self._cgroups is not None and self._cgroups.cgroups is not None:
+            self._cgroups.cgroups.forget()  # its folders, once no worker is left in them
 
     def warm_up(self) -> None:
         """Start the launcher now (the daemon does, as it starts): the first run too starts
@@ -385,7 +455,7 @@ def _signal_group(meta: dict[str, object], signum: int) -> int | None:
     return pgid
 
 
-def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
+def _job(launch: WorkerLaunch, sandbox: list[str], group: WorkerGroup | None = None) -> Job:
     switch = os.geteuid() == 0 and launch.uid != 0
     uid = launch.uid if switch else os.geteuid()
     home = _home(uid)
@@ -415,6 +485,8 @@ def _job(launch: WorkerLaunch, sandbox: list[str]) -> Job:
         groups=login_groups(uid, launch.gid) if switch else [],
         folder=launch.working_dir or launch.submit_dir or "",
         folder_asked=launch.working_dir is not None,
+        cgroup=None if group is None else group.to_json(),
+        memory=launch.memory,
     )
 
 

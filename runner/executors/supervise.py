@@ -56,11 +56,13 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from runner import plainjson
+from runner.executors.base import OUT_OF_MEMORY
+from runner.executors.cgroups import WorkerGroup, write_cgroup
 from runner.executors.logcap import CappedLog
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
@@ -163,8 +165,9 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
     if _STOPPING:
         _outlast_leftovers()
     _end_leftovers()
+    why = _out_of_memory(job, code)
     relay.join(RELAY_WAIT)  # the last output is in the log before the exit is told
-    write_exit(folder, code, signum, "the start was abandoned" if abandoned else None)
+    write_exit(folder, code, signum, "the start was abandoned" if abandoned else why)
     return 0
 
 
@@ -296,7 +299,8 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
         placing = [a for a in job.sandbox[1:] if not (job.interactive and a == "--new-session")]
         argv = [job.sandbox[0], "--info-fd", str(info_write), *placing, "--", *argv]
     try:
-        proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
+        with _joined(job):  # forked inside the worker's cgroup: in it from its first instruction
+            proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
     except OSError as exc:
         return _not_started(job, exc)
     except subprocess.SubprocessError:  # the child could not enter its folder (it moved)
@@ -311,6 +315,42 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
         code, _ = _wait(proc)
         return _NotRunning(code, "bubblewrap could not place the run's drives (see the log)")
     return _Running(proc, pid, _own_group(pid))
+
+
+@contextlib.contextmanager
+def _joined(job: Job) -> Iterator[None]:
+    """The supervisor in the worker's cgroup while it forks the command, which so starts
+    in it (and every process it makes after); then back in its own groups: the
+    supervisor is never held to the worker's limits, nor ended by its stop."""
+    group = WorkerGroup.from_json(job.cgroup)
+    if group is None:
+        yield
+        return
+    back = group.leave_to()
+    group.join()
+    try:
+        yield
+    finally:
+        for procs in back:
+            with contextlib.suppress(OSError):
+                write_cgroup(procs, str(os.getpid()))
+
+
+def _out_of_memory(job: Job, code: int) -> str | None:
+    """``ran out of memory (asked 100MiB; its peak 100MiB)`` when the kernel's OOM killer
+    ended a process of the worker's cgroup; and what the command left there is ended."""
+    group = WorkerGroup.from_json(job.cgroup)
+    if group is None:
+        return None
+    if group.pids():
+        group.kill()
+    if code == 0 or not group.oom_kills():
+        return None
+    from runner.model import format_size
+
+    peak = group.memory_peak()
+    shown = f"; its peak {format_size(peak)}" if peak else ""
+    return f"{OUT_OF_MEMORY} (asked {format_size(job.memory)}{shown})"
 
 
 def _popen(
@@ -457,6 +497,7 @@ def _write_meta(folder: Path, job: Job, outcome: _Running | _NotRunning) -> None
         "sandbox_pid": outcome.proc.pid if isinstance(outcome, _Running) and job.sandbox else None,
         "subreaper": True,  # every process of the worker descends from the supervisor
         "log_path": job.log_path,
+        "cgroup": job.cgroup,  # the executor's stops reach every process in it
         "started_at": time.time(),
     }
     write_json_atomic(folder / META, meta)

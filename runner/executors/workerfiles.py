@@ -86,6 +86,10 @@ class Job(NamedTuple):
     # ``folder_asked``: named by --chdir, so a folder that cannot be entered fails the start
     folder: str = ""
     folder_asked: bool = False
+    # the worker's cgroup (runner/executors/cgroups.py: WorkerGroup.to_json), which the
+    # command joins before it runs; None: none could be made (nothing enforced)
+    cgroup: dict[str, object] | None = None
+    memory: int = 0  # bytes asked: what an out-of-memory end says
 
     @classmethod
     def load(cls, path: Path) -> Job:

@@ -148,6 +148,9 @@ class FakeExecutor:
     def cleanup(self, handle: str) -> None:
         self._call("cleanup", handle)
 
+    def not_enforced(self) -> str | None:
+        return None
+
     def close(self) -> None:
         """Nothing held."""
 

@@ -311,6 +311,10 @@ class DockerExecutor:
         for follower in followers:
             follower.thread.join(LOG_DRAIN_SECONDS)
 
+    def not_enforced(self) -> str | None:
+        """Nothing: the engine holds each container to its memory, CPUs and GPUs."""
+        return None
+
     def close(self) -> None:
         """Stop every log follower and close the client; containers keep running."""
         self.stop_following()
