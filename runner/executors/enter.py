@@ -2,8 +2,10 @@
 
 The worker's folder keeps ``enter.json``, the launch the supervisor was given (the
 environment, working directory, uid:gid and whether it is sandboxed), written by
-the executor at start, root's only. The command is forked by the daemon and, in the
-child before it runs anything the member chose:
+the executor at start, root's only. The command's keeper joins the worker's cgroup
+(runner/executors/cgroups.py), so what it runs counts against the worker's memory and CPU
+and ends with its stops. The command is forked by the daemon and, in the child before it
+runs anything the member chose:
 
 1. joins the mount namespace of the worker's command when the worker is sandboxed
    (bubblewrap): it sees the drives at their mount paths as the worker does. The
@@ -115,7 +117,7 @@ class ProcessSession:
 
 def write_enter(folder: Path, job: dict[str, object]) -> None:
     """Keep what ``astra exec`` needs of the launch (the supervisor deletes its copy)."""
-    keep = ("env", "cwd", "uid", "gid", "groups", "sandbox")
+    keep = ("env", "cwd", "uid", "gid", "groups", "sandbox", "cgroup")
     write_json_atomic(folder / ENTER, {k: job[k] for k in keep})
 
 
@@ -142,7 +144,7 @@ def _spawn(
     uid, gid = launch.get("uid"), launch.get("gid")
     job = {"argv": list(request.argv), "env": env, "cwd": str(launch.get("cwd") or "/tmp"),
            "uid": uid, "gid": gid, "groups": launch.get("groups") or [], "tty": request.tty,
-           "namespace": namespace}  # fmt: skip
+           "namespace": namespace, "cgroup": launch.get("cgroup")}  # fmt: skip
     if request.tty:
         master, slave = os.openpty()
         size = struct.pack("HHHH", request.rows, request.cols, 0, 0)

@@ -151,3 +151,16 @@ def test_a_stop_ends_a_double_forked_process_and_outlives_a_daemon_crash(
         os.kill(escaped, 0)
     assert group.pids() == []
     wait_for(lambda: not any(f.exists() for f in group.folders), 10, "the group removed")
+
+
+def test_a_command_run_in_a_worker_is_in_its_cgroup(
+    lab: Served, members: dict[str, pwd.struct_passwd], folder: Path
+) -> None:
+    run(lab, members[ALICE], folder, "--name", "host", "--memory", "200MiB", "--", "sleep", "60")
+    wait_for(lambda: lab.json("show", "host")["state"] == "Running", 20, "the run")
+    group = group_of(lab, "host")
+    said = astra_as(lab, members[ALICE], ["exec", "host", "--", "cat", "/proc/self/cgroup"],
+                    cwd=folder).decode()  # fmt: skip
+    worker = group.folders[0].name
+    assert any(line.endswith(f"/{worker}") for line in said.splitlines()), said
+    lab.astra("delete", "host")
