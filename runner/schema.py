@@ -251,6 +251,7 @@ class GpuList(_Wire, frozen=True, kw_only=True):
 
     source: str = ""
     simulated: bool = False
+    not_enforced: str | None = None  # what a run is not held to here, and why
     gpus: list[Gpu] = []
 
 

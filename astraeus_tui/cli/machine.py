@@ -33,6 +33,8 @@ def gpus(as_json: bool = JsonOption) -> None:
             "-" if g.temperature is None else f"{g.temperature}C", _holder(g),
         )))  # fmt: skip
     console().print(table)
+    if data.not_enforced:
+        console().print(plain(f"Not enforced: {data.not_enforced}"), highlight=False)
     for g in data.gpus:
         if g.shares:
             console().print(plain(shared_line(g)), highlight=False)

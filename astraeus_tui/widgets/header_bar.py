@@ -56,6 +56,8 @@ class HeaderBar(Widget):
         if draining:
             text.append(" · ").append(draining, style="bold yellow")
         text.append(f" · {status.get('executor', '?')} executor", style="")
+        if status.get("not_enforced"):  # no cgroups: asks are not limits here
+            text.append(" · asks not enforced", style="bold yellow")
         grace = status.get("stop_grace_seconds")
         if grace is not None:
             text.append(f" · stop grace {grace:g} s", style="dim")

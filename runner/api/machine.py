@@ -58,7 +58,7 @@ async def gpus(request: web.Request) -> web.Response:
             **({"shares": shares[g.index]} if g.index in shares else {}),
         })  # fmt: skip
     return web.json_response({"source": inventory.source, "simulated": inventory.simulated,
-                              "gpus": rows})  # fmt: skip
+                              "not_enforced": daemon.not_enforced, "gpus": rows})  # fmt: skip
 
 
 def _quota_json(quota: Quota | None) -> dict[str, Any] | None:

@@ -137,6 +137,7 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response({
         "executor": daemon.backend.capabilities.executor,
         "executor_why": daemon.executor_why,
+        "not_enforced": daemon.not_enforced,
         "gpus_source": daemon.inventory.source,
         "simulated": daemon.inventory.simulated,
         "stop_grace_seconds": daemon.settings.machine.stop_grace,

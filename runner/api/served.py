@@ -30,6 +30,7 @@ class Daemon(Protocol):
     settings: LoopSettings  # the machine, drives and authorisation the back end uses
     inventory: Inventory  # the GPUs as found at the start
     executor_why: str  # why this executor: shown by the status route
+    not_enforced: str | None  # what a run is not held to here, and why (status, gpus)
     metrics_state: str  # [api] metrics_address's listener: listening, or why not yet
     telemetry: Sampler | None  # GPUs' and runs' readings; None in front of Slurm
 

@@ -74,7 +74,7 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
         why = 'process: executor = "process" in the config'
     from runner.executors.process import ProcessExecutor  # lazy: optional stack
 
-    workers = ProcessExecutor(home / "workers")
+    workers = ProcessExecutor(home / "workers", instance=instance_id(home))
     workers.warm_up()
     return ExecutorChoice(workers, why)
 
@@ -182,6 +182,10 @@ class Daemon:
             self.executor, self.executor_why = choice.executor, choice.why
         else:
             self.executor, self.executor_why = executor, f"{executor.name}: given"
+        # what a run is not held to here (no cgroups to enforce memory and CPU), or None
+        self.not_enforced = self.executor.not_enforced() if self.executor is not None else None
+        if self.not_enforced:
+            log.warning("%s", self.not_enforced)
         idle = self.config.machine.idle  # idle GPUs: the sampler measures, the loop acts
         self.idle_tracker = IdleTracker(idle.threshold) if self.executor is not None else None
         self.settings = self._settings()

@@ -282,6 +282,18 @@ def check_bubblewrap(
     return Check("bubblewrap", "ok", f"{bwrap} makes sandboxes")
 
 
+def check_cgroups(uses_processes: bool, root: Path | None = None) -> Check:
+    """Whether local runs are held to their memory and CPU asks (runner/executors/cgroups.py)."""
+    if not uses_processes:
+        return Check("cgroups", "ok", "not needed: the container engine holds each run")
+    from runner.executors.cgroups import ROOT, probe
+
+    status, message = probe(root or ROOT)
+    fix = "run the daemon as root, on a machine whose cgroupfs it may write"
+    return Check("cgroups", "ok" if status == "ok" else "warn", message,
+                 fix if status != "ok" else "")  # fmt: skip
+
+
 # ------------------------------------------------------------------ all of them
 
 
@@ -299,6 +311,7 @@ def run_checks(
     rows += [docker_check, check_nvidia_runtime(docker, inventory), nvml_check]
     drives = check_drives(config) if config is not None else []
     rows += [check_bubblewrap(docker is None, len(drives)), *drives]
+    rows.append(check_cgroups(docker is None))
     rows.append(check_socket(setup.socket, config.socket_group if config else None))
     if setup.config_named and config is not None and config.socket_group is None:
         why = "no [api] socket_group: the socket is root's alone, members cannot use it"

@@ -387,3 +387,23 @@ def _v1(instance: str, root: Path) -> Detected:
         parents.append(folder)
         controllers.append(controller)
     return Detected(Cgroups(1, tuple(parents), tuple(controllers)))
+
+
+def probe(root: Path = ROOT) -> tuple[str, str]:
+    """What ``astra doctor`` says of this machine's cgroups, writing nothing: ``("ok",
+    "cgroup v1: …")``, or ``("warn", why asks would not be enforced)``."""
+    if (root / "cgroup.controllers").exists():
+        version, where = 2, root
+        available = set((_read(root / "cgroup.controllers") or "").split())
+        controllers = [n for n, c in (("memory", "memory"), ("CPU", "cpu"),
+                                      ("processes", "pids")) if c in available]  # fmt: skip
+    elif (root / "memory" / "memory.limit_in_bytes").exists():
+        version, where = 1, root / "memory"
+        controllers = [n for n, c in (("memory", "memory"), ("CPU", "cpu"),
+                                      ("processes", "pids")) if (root / c).is_dir()]  # fmt: skip
+    else:
+        return "warn", f"no cgroup v1 or v2 hierarchy at {root}: memory and CPU asks not enforced"
+    if os.geteuid() != 0 or not os.access(where, os.W_OK):
+        return "warn", (f"cgroup v{version} at {where} is not writable here: memory and CPU asks"
+                        " not enforced (the daemon must run as root)")  # fmt: skip
+    return "ok", f"cgroup v{version}: {', '.join(controllers)} enforced for local runs"

@@ -118,20 +118,21 @@ class ProcessExecutor:
 
     def __init__(
         self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True,
-        cgroups: Detected | None = None,
+        cgroups: Detected | None = None, instance: str = "",
     ) -> None:  # fmt: skip
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
         self.warm = warm  # supervisors forked from a warm launcher (runner/executors/launcher.py)
         self._launcher: Launcher | None = None
-        # where workers' cgroups are made (runner/executors/cgroups.py); found at the first
-        # start (by the daemon's instance) unless given
+        # where workers' cgroups are made (runner/executors/cgroups.py), in a folder named
+        # by the daemon's instance; found when first asked, unless given
         self._cgroups = cgroups
+        self.instance = instance
 
-    def cgroups(self, instance: str = "") -> Detected:
+    def cgroups(self) -> Detected:
         """The cgroups workers are held in, or why there are none (found once)."""
         if self._cgroups is None:
-            self._cgroups = detect(instance)
+            self._cgroups = detect(self.instance)
         return self._cgroups
 
     def not_enforced(self) -> str | None:
@@ -175,7 +176,7 @@ class ProcessExecutor:
 
     def _group_for(self, launch: WorkerLaunch) -> WorkerGroup | None:
         """The worker's cgroup, made with what it asked; None where none can be made."""
-        found = self.cgroups(launch.instance)
+        found = self.cgroups()
         if found.cgroups is None:
             return None
         limits = Limits(memory=launch.memory, cpu_milli=launch.cpu_milli)

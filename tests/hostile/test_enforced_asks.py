@@ -164,3 +164,12 @@ def test_a_command_run_in_a_worker_is_in_its_cgroup(
     worker = group.folders[0].name
     assert any(line.endswith(f"/{worker}") for line in said.splitlines()), said
     lab.astra("delete", "host")
+
+
+def test_where_asks_are_enforced_nothing_says_otherwise(lab: Served) -> None:
+    from astraeus_tui.client import Client
+
+    status = json.loads(Client(lab.socket).answer("GET", "/v1/status"))
+    assert status["not_enforced"] is None
+    assert "Not enforced" not in lab.astra("gpus").stdout
+    assert lab.json("gpus")["not_enforced"] is None

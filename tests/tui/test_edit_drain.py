@@ -106,3 +106,13 @@ def test_main_screen_while_draining(snap_compare: Any) -> None:
     fake = draining()
     app = AstraeusApp(fake, clock=fake.clock)
     assert snap_compare(app, terminal_size=(120, 36), run_before=settled)
+
+
+def test_the_header_says_when_asks_are_not_enforced() -> None:
+    header = HeaderBar()
+    header.status = {"executor": "process", "simulated": True, "stop_grace_seconds": 30,
+                     "not_enforced": "memory and CPU asks not enforced: the daemon does not "
+                                     "run as root"}  # fmt: skip
+    assert "process executor · asks not enforced · stop grace 30 s" in header.machine().plain
+    header.status = {**header.status, "not_enforced": None}
+    assert "not enforced" not in header.machine().plain

@@ -128,3 +128,35 @@ def test_without_a_memory_hierarchy_nothing_is_made(tmp_path: Path) -> None:
     (root / "cpu").mkdir(parents=True)
     found = detect("lab", root)
     assert found.cgroups is None and found.why_not == f"no cgroup v1 or v2 hierarchy at {root}"
+
+
+def test_doctor_says_what_this_machine_s_cgroups_enforce(tmp_path: Path) -> None:
+    from runner.executors.cgroups import probe
+
+    v2 = _v2(tmp_path / "v2")
+    assert probe(v2) == ("ok", "cgroup v2: memory, CPU, processes enforced for local runs")
+    v1 = _v1(tmp_path / "v1", ("memory", "cpu"))
+    assert probe(v1) == ("ok", "cgroup v1: memory, CPU enforced for local runs")
+    none = tmp_path / "none"
+    none.mkdir()
+    assert probe(none) == (
+        "warn", f"no cgroup v1 or v2 hierarchy at {none}: memory and CPU asks not enforced"
+    )  # fmt: skip
+
+
+def test_an_executor_without_cgroups_says_what_it_does_not_enforce(tmp_path: Path) -> None:
+    from runner.executors.cgroups import Detected
+    from runner.executors.process import ProcessExecutor
+
+    none = ProcessExecutor(
+        tmp_path / "w", cgroups=Detected(None, "the daemon does not run as root")
+    )
+    assert (
+        none.not_enforced() == "memory and CPU asks not enforced: the daemon does not run as root"
+    )
+    cgroups = detect("lab", _v1(tmp_path / "v1", ("memory", "pids"))).cgroups
+    assert ProcessExecutor(tmp_path / "w", cgroups=Detected(cgroups)).not_enforced() == (
+        "CPU asks not enforced"
+    )
+    assert ProcessExecutor(tmp_path / "w", cgroups=detect("lab", _v2(tmp_path / "v2"))
+                           ).not_enforced() is None  # fmt: skip

@@ -195,7 +195,7 @@ def test_run_checks_names_every_check(tmp_path: Path) -> None:
     rows = run_checks(setup, read=lambda _: REAL)
     names = [r.name for r in rows]
     assert names == ["config", "docker", "nvidia runtime", "nvml", "bubblewrap", "drive ckpt",
-                     "socket", "state.db"]  # fmt: skip
+                     "cgroups", "socket", "state.db"]  # fmt: skip
     assert all(r.fix or r.status == "ok" for r in rows if r.name != "state.db")
 
 
