@@ -164,7 +164,10 @@ DEFAULT_CONFIG_TEXT = """\
 #                       GPUs ($ASTRAEUS_SIM_GPUS of them, default 2)
 #                       | N: N simulated GPUs, whatever the hardware
 #   cpu_cores           "auto" (every core) | a whole number of cores
-#   memory              "auto" (all memory) | a size such as "512GiB"
+#   memory              "auto" (all memory but memory_reserve) | a size such as
+#                       "512GiB"
+#   memory_reserve      with memory = "auto", what is never handed to runs (the
+#                       system's, the daemon's): default the larger of 1 GiB and 5 %
 #   stop_grace_seconds  seconds between SIGTERM and SIGKILL on every stop
 #                       (preemption, time limit, delete); the environment
 #                       variable ASTRAEUS_STOP_GRACE overrides it

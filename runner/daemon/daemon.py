@@ -129,7 +129,7 @@ def _memory_total() -> int:
 
 def machine_for(config: Config, inventory: Inventory) -> Machine:
     cores = config.machine.cpu_cores or os.cpu_count() or 1
-    memory = config.machine.memory or _memory_total()
+    memory = config.machine.memory or handed_memory(_memory_total(), config.machine.memory_reserve)
     return Machine(
         tuple(g.index for g in inventory.gpus),
         cores * 1000,
@@ -138,6 +138,13 @@ def machine_for(config: Config, inventory: Inventory) -> Machine:
         gpu_memory=tuple(g.memory_total for g in inventory.gpus),
         gpu_shards=config.machine.gpu_shards,
     )
+
+
+def handed_memory(total: int, reserve: int | None) -> int:
+    """What runs may be given of ``total`` bytes: all but ``[machine] memory_reserve``
+    (None: the larger of 1 GiB and 5 %), so a machine's last memory stays its own."""
+    kept = max(1 << 30, total // 20) if reserve is None else reserve
+    return max(0, total - kept)
 
 
 def _idle_settings(config: Config) -> IdleSettings:

@@ -152,7 +152,8 @@ ERRORS: list[tuple[str, str, str]] = [
         "unknown key (expected one of: executor, gpus, cpu_cores, memory, stop_grace_seconds,"
         " finished_retention, max_submit_per_user, max_kept_per_user, max_kept_bytes_per_user,"
         " state_reserve, log_limit, log_reserve, default_image,"
-        " telemetry_seconds, restart_backoff, restart_backoff_max, idle_gpu_after,"
+        " telemetry_seconds, restart_backoff, restart_backoff_max, memory_reserve,"
+        " idle_gpu_after,"
         " idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
         " mps)",
     ),
@@ -635,3 +636,15 @@ def test_a_front_for_slurm_reads_its_table() -> None:
 def test_a_bad_slurm_table_is_one_line_naming_the_key(text: str, key: str, what: str) -> None:
     assert error_of(SLURM + text).startswith(f"{SOURCE}: {key}")
     assert what in error_of(SLURM + text)
+
+
+def test_memory_reserve_keeps_the_machine_s_last_memory_from_runs() -> None:
+    from runner.daemon.daemon import handed_memory
+
+    gib = 1 << 30
+    assert handed_memory(16 * gib, None) == 15 * gib  # 1 GiB: more than 5 %
+    assert handed_memory(100 * gib, None) == 95 * gib  # 5 %: more than 1 GiB
+    assert handed_memory(16 * gib, 4 * gib) == 12 * gib
+    assert handed_memory(16 * gib, 0) == 16 * gib
+    config = parse('[machine]\nmemory_reserve = "2GiB"\n')
+    assert config.machine.memory_reserve == 2 * gib
