@@ -65,6 +65,7 @@ class GpuInfo:
     simulated: bool
     mig: str | None = None  # a MIG instance: "GPU:instance" as nvidia-smi numbers it
     device: str = ""  # what CUDA and Docker name it by; "": its index
+    minor: int | None = None  # its device node, /dev/nvidia<minor> (a MIG instance: its GPU's)
 
     @property
     def label(self) -> str:
@@ -95,6 +96,12 @@ class Inventory:
         """GPU index -> the name CUDA and Docker know it by, for the GPUs not named by
         their index (all of them on a machine with a GPU in MIG mode; else none)."""
         return {g.index: g.device for g in self.gpus if g.device}
+
+    @property
+    def minors(self) -> dict[int, int]:
+        """GPU index -> the number of its device node (``/dev/nvidia<n>``), where NVML
+        said it; a GPU it did not say is taken to be the node of its index."""
+        return {g.index: g.minor for g in self.gpus if g.minor is not None}
 
 
 def simulated_inventory(count: int, source: str) -> Inventory:
@@ -228,6 +235,9 @@ def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
     if temperature is None and device.parent is not None:
         parent = device.parent
         temperature = _optional(lambda: nvml.nvmlDeviceGetTemperature(parent, sensor), errors)
+    minor_of = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
+    whole = device.parent if device.parent is not None else handle
+    minor = None if minor_of is None else _optional(lambda: minor_of(whole), errors)
     return GpuInfo(
         index=device.index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
@@ -239,6 +249,7 @@ def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
         pids=_pids(nvml, handle, errors),
         simulated=False,
         mig=device.mig,
+        minor=None if minor is None else int(minor),
     )
 
 

@@ -231,6 +231,7 @@ class Daemon:
             logs_dir=self.home / "logs",
             executor_remaps_gpus=remaps,
             gpu_devices=self.inventory.devices,
+            gpu_minors=self.inventory.minors,
             instance=instance_id(self.home),
             finished_retention=self.config.machine.finished_retention,
             max_kept=_max_kept(self.config),

@@ -24,6 +24,7 @@ class LoopSettings:
     logs_dir: Path
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
     gpu_devices: Mapping[int, str] = field(default_factory=dict)  # MIG: index -> UUID
+    gpu_minors: Mapping[int, int] = field(default_factory=dict)  # index -> /dev/nvidia<n>
     instance: str = ""  # names this daemon's workers apart from another daemon's
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
     # finished runs one user keeps, and their stored specs' bytes ([machine] max_kept_*);

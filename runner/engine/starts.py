@@ -221,6 +221,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                                ctx.settings.gpu_devices, mps,
                                carried=ctx.executor.name == "process"),
                 gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
+                gpu_minors=tuple(ctx.settings.gpu_minors.get(g, g) for g in gpus),
                 cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",

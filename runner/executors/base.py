@@ -50,6 +50,7 @@ class WorkerLaunch:
     env: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
     gpu_devices: tuple[str, ...] = ()  # what CUDA and Docker call ``gpus``; (): their indexes
+    gpu_minors: tuple[int, ...] | None = None  # their /dev/nvidia<n> nodes; None: their indexes
     cpu_milli: int = 0  # 0: no limit
     memory: int = 0  # bytes; 0: no limit
     mounts: tuple[Mount, ...] = ()

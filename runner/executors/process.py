@@ -118,7 +118,7 @@ class ProcessExecutor:
 
     def __init__(
         self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True,
-        cgroups: Detected | None = None, instance: str = "",
+        cgroups: Detected | None = None, instance: str = "", devices: Path = Path("/dev"),
     ) -> None:  # fmt: skip
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
@@ -128,6 +128,7 @@ class ProcessExecutor:
         # by the daemon's instance; found when first asked, unless given
         self._cgroups = cgroups
         self.instance = instance
+        self.devices = devices  # where the GPUs' device nodes are (nvidia<n>)
 
     def cgroups(self) -> Detected:
         """The cgroups workers are held in, or why there are none (found once)."""
@@ -138,10 +139,17 @@ class ProcessExecutor:
     def not_enforced(self) -> str | None:
         """What a run is not held to here, and why; None when everything it asks is."""
         found = self.cgroups()
+        said = []
         if found.cgroups is None:
-            return f"memory and CPU asks not enforced: {found.why_not}"
-        missing = [n for n in ("memory", "CPU") if n not in found.cgroups.enforces()]
-        return f"{' and '.join(missing)} asks not enforced" if missing else None
+            said.append(f"memory and CPU asks not enforced: {found.why_not}")
+        else:
+            missing = [n for n in ("memory", "CPU") if n not in found.cgroups.enforces()]
+            if missing:
+                said.append(f"{' and '.join(missing)} asks not enforced")
+        gpus = any(_gpu_node(n) is not None for n in _listed(self.devices))
+        if gpus and shutil.which("bwrap") is None:
+            said.append("GPUs not isolated: bubblewrap is not installed")
+        return "; ".join(said) or None
 
     def reachable(self) -> bool:
         """Always: the processes run on this machine, with no engine between."""
@@ -153,7 +161,10 @@ class ProcessExecutor:
 
     def start(self, launch: WorkerLaunch) -> str:
         """Start the worker; return once its command runs (or could not be executed)."""
-        sandbox = _sandbox(launch.mounts) if launch.mounts else []
+        hidden = self._other_gpus(launch)
+        if hidden and not launch.mounts and shutil.which("bwrap") is None:
+            hidden = []  # no bubblewrap: the GPUs are not isolated (not_enforced says so)
+        sandbox = _sandbox(launch.mounts) if launch.mounts or hidden else []
         handle = launch.key
         folder = self._folder(handle)
         if folder.exists():
@@ -163,7 +174,7 @@ class ProcessExecutor:
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(mode=0o700)
         group = self._group_for(launch)
-        job = _job(launch, sandbox, group)._asdict()
+        job = _job(launch, sandbox, group)._replace(hidden=hidden)._asdict()
         write_enter(folder, job)
         write_json_atomic(folder / LAUNCH, job)
         try:
@@ -173,6 +184,15 @@ class ProcessExecutor:
                 group.remove()
             raise
         return handle
+
+    def _other_gpus(self, launch: WorkerLaunch) -> list[str]:
+        """The devices folder and its GPU nodes this worker must not see: every
+        ``nvidia<n>`` but its own GPUs' (all of them for a run asking none); [] when there
+        is none to hide."""
+        mine = set(launch.gpu_minors if launch.gpu_minors is not None else launch.gpus)
+        others = sorted(n for n in _listed(self.devices)
+                        if _gpu_node(n) is not None and _gpu_node(n) not in mine)  # fmt: skip
+        return [str(self.devices), *others] if others else []
 
     def _group_for(self, launch: WorkerLaunch) -> WorkerGroup | None:
         """The worker's cgroup, made with what it asked; None where none can be made."""
@@ -489,6 +509,19 @@ def _job(launch: WorkerLaunch, sandbox: list[str], group: WorkerGroup | None = N
         cgroup=None if group is None else group.to_json(),
         memory=launch.memory,
     )
+
+
+def _listed(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _gpu_node(name: str) -> int | None:
+    """``nvidia3`` -> 3: a GPU's device node (not ``nvidiactl``, ``nvidia-uvm``…)."""
+    digits = name[6:]
+    return int(digits) if name.startswith("nvidia") and digits.isdigit() else None
 
 
 def _home(uid: int) -> str | None:

@@ -18,6 +18,7 @@ the ancestor as before (only new entries made directly in it stay in the worker'
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 
 def load_rules() -> None:
@@ -32,13 +33,19 @@ class PlacementError(Exception):
 
 
 def sandbox_args(
-    bwrap: str, drives: list[tuple[str, str, bool]]
+    bwrap: str, drives: list[tuple[str, str, bool]], hidden: Sequence[str] = ()
 ) -> tuple[list[str], list[list[str]]]:
     """The bubblewrap command line (without ``--``) placing ``drives`` (source, target,
-    read-only), and the [target, source] pairs that map sandbox paths to host ones."""
+    read-only), and the [target, source] pairs that map sandbox paths to host ones.
+
+    ``hidden``: a devices folder (``/dev``) and the device nodes of it the worker must
+    not see (other runs' GPUs): the folder is laid out again without them (a tmpfs
+    holding every other entry of it, bound back from the host)."""
     targets = _checked_targets([target for _, target, _ in drives])
     anchors = {a for a in (_missing_anchor(t) for t in targets) if a is not None}
     args = [bwrap, "--dev-bind", "/", "/"]
+    if hidden:
+        args += _mirror(hidden[0], skip=frozenset(hidden[1:]))
     for anchor in sorted(anchors, key=_depth):
         args += _mirror(anchor)
     placed = sorted(zip(drives, targets, strict=True), key=lambda p: _depth(p[1]))
@@ -86,8 +93,9 @@ def _missing_anchor(target: str) -> str | None:
     return parent
 
 
-def _mirror(folder: str) -> list[str]:
-    """A tmpfs over ``folder`` holding every entry of the host's ``folder``, bound back."""
+def _mirror(folder: str, skip: frozenset[str] = frozenset()) -> list[str]:
+    """A tmpfs over ``folder`` holding every entry of the host's ``folder`` (but those
+    named in ``skip``), bound back."""
     mode = os.stat(folder).st_mode & 0o7777
     args = ["--perms", f"{mode:04o}", "--tmpfs", folder]
     try:
@@ -98,6 +106,8 @@ def _mirror(folder: str) -> list[str]:
             f"cannot place a drive in {folder}: the run's user cannot list it ({e.strerror})"
         ) from None
     for entry in listed:
+        if entry.name in skip:
+            continue
         if entry.is_symlink():
             args += ["--symlink", os.readlink(entry.path), entry.path]
         else:

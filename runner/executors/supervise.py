@@ -264,7 +264,7 @@ def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
 def _place(job: Job) -> dict[str, object]:
     from runner.executors.sandbox import program_exists, sandbox_args  # imported: _placed
 
-    args, mapping = sandbox_args(job.sandbox[0], job.drives)
+    args, mapping = sandbox_args(job.sandbox[0], job.drives, job.hidden)
     path = job.env.get("PATH", "")
     return {"sandbox": args, "found": program_exists(job.argv[0], job.cwd, path, mapping)}
 

@@ -90,6 +90,8 @@ class Job(NamedTuple):
     # command joins before it runs; None: none could be made (nothing enforced)
     cgroup: dict[str, object] | None = None
     memory: int = 0  # bytes asked: what an out-of-memory end says
+    # the devices folder and the nodes in it the worker must not see (other GPUs'); []: none
+    hidden: Sequence[str] = ()
 
     @classmethod
     def load(cls, path: Path) -> Job:

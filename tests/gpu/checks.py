@@ -292,6 +292,37 @@ def check_process_run(ctx: Context) -> str:
     return f"{seen} 1 GPU: {report.get('name')} (its {same} is GPU {index}'s)"
 
 
+ISOLATION = (
+    "import os, re\n"
+    "nodes = sorted(n for n in os.listdir('/dev') if re.fullmatch(r'nvidia[0-9]+', n))\n"
+    "os.environ.pop('CUDA_VISIBLE_DEVICES', None)  # as a run that resets it would\n"
+    "try:\n"
+    "    import torch\n"
+    "    count = torch.cuda.device_count()\n"
+    "except Exception as e:\n"
+    "    count = repr(e)\n"
+    "print('ISOLATION', ','.join(nodes), count)\n"
+)
+
+
+def check_isolation(ctx: Context) -> str:
+    """A run asking one GPU finds only its own device node, and CUDA, told nothing by
+    CUDA_VISIBLE_DEVICES, finds one GPU: no variable reaches another GPU."""
+    if len(ctx.gpus) < 2:
+        return f"{len(ctx.gpus)} GPU here: no other GPU to hide (meaningful from 2)"
+    name = PREFIX + "isolation"
+    astra(ctx, "run", "--name", name, "--gpus", "1", "--", ctx.python, "-c", ISOLATION)
+    detail = finished(ctx, name, 120)
+    said = [line for line in astra(ctx, "logs", name, check=False).stdout.splitlines()
+            if line.startswith("ISOLATION")]  # fmt: skip
+    if not said:
+        raise Failed(f"{name} ended {detail.get('state')} without a report")
+    _, nodes, count = [*said[-1].split(" ", 2), "", ""][:3]
+    if len(nodes.split(",")) != 1 or count != "1":
+        raise Failed(f"a run given 1 of {len(ctx.gpus)} GPUs sees /dev/{nodes}; torch: {count}")
+    return f"a run given 1 of {len(ctx.gpus)} GPUs sees only /dev/{nodes}; torch finds 1"
+
+
 def check_shared(ctx: Context) -> str:
     helptext = astra(ctx, "run", "--help", timeout=20).stdout
     if "--gpu-mem" not in helptext:
@@ -536,6 +567,7 @@ CHECKS: list[tuple[str, Callable[[Context], str], bool]] = [
     # (name, check, needs the NVML GPUs the first one found)
     ("nvml inventory", check_inventory, False),
     ("process run sees its GPU", check_process_run, True),
+    ("process run sees no other GPU", check_isolation, True),
     ("shared runs", check_shared, True),
     ("telemetry per process", check_telemetry, True),
     ("doctor --system", check_doctor, False),

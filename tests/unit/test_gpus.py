@@ -250,3 +250,13 @@ def test_descendants_of_known_processes_are_known(grandchild: tuple[int, int]) -
 def test_parent_pid_of_a_missing_process_is_none() -> None:
     assert parent_pid(os.getpid()) == os.getppid()
     assert parent_pid(NO_PID) is None
+
+
+def test_each_gpu_s_device_node_is_nvml_s_minor_number() -> None:
+    nvml = two_gpus()
+    module = nvml.module()
+    minors = {"GPU-aaa": 1, "GPU-bbb": 0}  # the driver numbered the nodes the other way
+    module.nvmlDeviceGetMinorNumber = lambda h: minors[h.uuid]  # type: ignore[attr-defined]
+    inventory = read_inventory(None, nvml=module, env={})
+    assert inventory.minors == {0: 1, 1: 0}
+    assert read_inventory(None, nvml=two_gpus().module(), env={}).minors == {}  # not said

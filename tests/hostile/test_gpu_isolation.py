@@ -1,0 +1,93 @@
+"""A local run sees only its own GPUs' device nodes: the process executor lays the devices
+folder out again under bubblewrap without the other GPUs' ``nvidia<n>`` (all of them for a
+run asking none), so no environment variable reaches another GPU. Fake device nodes (made
+as tests/slurm/setup.sh makes them: character devices with /dev/null's numbers) in a
+devices folder of the test's, a real member, real bubblewrap; tests/gpu/check.sh checks
+the same on a machine with real GPUs."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runner.executors.base import WorkerLaunch, WorkerState
+from runner.executors.process import ProcessExecutor
+from tests.users import unix_users
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="device nodes and Unix users need root"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+]
+GROUP, MEMBER = "astra-gi-g", "astra-gi-m"
+NODES = ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm")
+
+
+@pytest.fixture(scope="module")
+def member() -> Iterator[pwd.struct_passwd]:
+    with unix_users(GROUP, MEMBER, home=True, own_group=True, fresh=True) as made:
+        yield made[MEMBER]
+
+
+@pytest.fixture
+def devices() -> Iterator[Path]:
+    """A devices folder with four GPUs' nodes, the control nodes, and a null device."""
+    folder = Path(tempfile.mkdtemp(prefix="astra-dev-"))
+    folder.chmod(0o755)
+    null = os.stat("/dev/null").st_rdev
+    for name in (*NODES, "null"):
+        os.mknod(folder / name, 0o666 | stat.S_IFCHR, null)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _seen(tmp_path: Path, member: pwd.struct_passwd, devices: Path, gpus: tuple[int, ...],
+          minors: tuple[int, ...] | None = None) -> list[str]:  # fmt: skip
+    """What the member's worker finds in the devices folder; and that it can open its own."""
+    executor = ProcessExecutor(tmp_path / "workers", devices=devices)
+    script = (f"ls {devices}; for n in {devices}/nvidia[0-9]*; do [ -e $n ] || continue;"
+              " cat $n >/dev/null && echo open $n; done")  # fmt: skip
+    log = tmp_path / "logs" / f"{len(gpus)}.log"
+    launch = WorkerLaunch(run=f"iso{len(gpus)}", attempt=1, worker=0, image=None,
+                          argv=("sh", "-c", script), gpus=gpus, gpu_minors=minors,
+                          uid=member.pw_uid, gid=member.pw_gid, log_path=log)  # fmt: skip
+    handle = executor.start(launch)
+    deadline = time.monotonic() + 20
+    while executor.status(handle).state is WorkerState.RUNNING:
+        assert time.monotonic() < deadline, "the worker did not end"
+        time.sleep(0.05)
+    assert executor.status(handle).exit_code == 0, log.read_text()
+    executor.cleanup(handle)
+    return log.read_text().splitlines()
+
+
+def test_a_worker_sees_only_its_own_gpus(
+    tmp_path: Path, member: pwd.struct_passwd, devices: Path
+) -> None:
+    seen = _seen(tmp_path, member, devices, (1, 3))
+    assert [line for line in seen if not line.startswith("open ")] == [
+        "null", "nvidia-uvm", "nvidia1", "nvidia3", "nvidiactl"]  # fmt: skip
+    assert [line for line in seen if line.startswith("open ")] == [
+        f"open {devices}/nvidia1", f"open {devices}/nvidia3"]  # fmt: skip
+    assert sorted(os.listdir(devices)) == sorted((*NODES, "null"))  # the host's: untouched
+
+
+def test_a_gpu_is_its_device_node_by_nvml_s_minor_number(
+    tmp_path: Path, member: pwd.struct_passwd, devices: Path
+) -> None:
+    seen = _seen(tmp_path, member, devices, (0,), minors=(2,))  # GPU 0 is /dev/nvidia2
+    assert "nvidia2" in seen and "nvidia0" not in seen
+
+
+def test_a_run_asking_no_gpu_sees_none(
+    tmp_path: Path, member: pwd.struct_passwd, devices: Path
+) -> None:
+    seen = _seen(tmp_path, member, devices, ())
+    assert seen == ["null", "nvidia-uvm", "nvidiactl"]
