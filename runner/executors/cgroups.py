@@ -41,7 +41,7 @@ __all__ = ["CPU_PERIOD", "PIDS_MAX", "Cgroups", "Limits", "WorkerGroup", "detect
 ROOT = Path("/sys/fs/cgroup")
 V2_SLICE = "astraeus.slice"
 V1_PARENT = "astraeus"
-V1_CONTROLLERS = ("memory", "cpu", "pids", "freezer")  # cpuacct: where cpu's is joined
+V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")  # cpuacct: its CPU time
 CPU_PERIOD = 100_000  # microseconds
 PIDS_MAX = 16_384  # processes and threads of one worker: a fork bomb ends here
 KILL_ROUNDS = 20
@@ -215,6 +215,22 @@ class WorkerGroup:
         peak, limit = (_number(folder / n) for n in ("memory.max_usage_in_bytes",
                                                       "memory.limit_in_bytes"))  # fmt: skip
         return peak is not None and limit is not None and peak >= limit
+
+    def memory_now(self) -> int | None:
+        """The memory it holds now, as its limit counts it (page cache included)."""
+        if self.version == 2:
+            return _number(self.folders[0] / "memory.current")
+        folder = self._in("memory")
+        return None if folder is None else _number(folder / "memory.usage_in_bytes")
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU time all its processes have used, in seconds."""
+        if self.version == 2:
+            used = _keyed(self.folders[0] / "cpu.stat", "usage_usec")
+            return None if used is None else used / 1e6
+        folder = self._in("cpuacct") or self._in("cpu")
+        used = None if folder is None else _number(folder / "cpuacct.usage")
+        return None if used is None else used / 1e9
 
     def memory_peak(self) -> int | None:
         """The most memory it held at once, in bytes."""

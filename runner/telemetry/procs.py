@@ -1,5 +1,9 @@
-"""A worker's CPU and memory: psutil over its process tree (its root and every
-descendant).
+"""A worker's CPU and memory: from its cgroup where it has one (the process executor's:
+runner/executors/cgroups.py; exact and one read each), else psutil over its process tree
+(its root and every descendant).
+
+A cgroup's CPU percent is the CPU time its processes used between two samples over the
+time between them (its first sample counts 0 %); its memory is what its limit counts.
 
 CPU percent is measured between two samples: a :class:`TreeMeter` keeps each process's
 ``psutil.Process`` from one sample to the next (a pid is kept with its start time, so a
@@ -10,10 +14,12 @@ are read from one pass over ``/proc`` per sample (runner/executors/tree.py's sta
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import psutil
 
+from runner.executors.cgroups import WorkerGroup
 from runner.executors.tree import read_stat
 
 MAX_TREE = 4096  # processes measured in one worker's tree, at most
@@ -53,18 +59,42 @@ class TreeMeter:
 
     def __init__(self) -> None:
         self._known: dict[tuple[int, int], psutil.Process] = {}
+        self._cpu: dict[str, tuple[float, float]] = {}  # a cgroup: (CPU seconds, when)
 
-    def measure(self, roots: dict[str, int]) -> dict[str, TreeUsage]:
-        """Each key's tree (root pid) measured; a root that is gone is left out."""
+    def measure(
+        self, roots: dict[str, int], groups: dict[str, WorkerGroup] | None = None
+    ) -> dict[str, TreeUsage]:
+        """Each key's cgroup, or else its tree (root pid), measured; one that is gone is
+        left out."""
         found: dict[str, TreeUsage] = {}
         seen: dict[tuple[int, int], psutil.Process] = {}
-        children = children_map() if roots else {}
-        for key, root in roots.items():
+        groups = groups or {}
+        trees = {k: r for k, r in roots.items() if k not in groups}
+        children = children_map() if trees else {}
+        for key, root in trees.items():
             usage = self._one(tree_of(root, children), seen)
             if usage is not None:
                 found[key] = usage
         self._known = seen
+        cpu: dict[str, tuple[float, float]] = {}
+        for key, group in groups.items():
+            usage = self._group(group, cpu)
+            if usage is not None:
+                found[key] = usage
+        self._cpu = cpu
         return found
+
+    def _group(self, group: WorkerGroup, cpu: dict[str, tuple[float, float]]) -> TreeUsage | None:
+        used, memory, pids = group.cpu_seconds(), group.memory_now(), group.pids()
+        if used is None or memory is None:
+            return None  # removed: the worker has ended
+        now, name = time.monotonic(), str(group.folders[0])
+        cpu[name] = (used, now)
+        before = self._cpu.get(name)
+        percent = 0.0
+        if before is not None and now > before[1]:
+            percent = max(0.0, (used - before[0]) / (now - before[1]) * 100)
+        return TreeUsage(round(percent, 1), memory, frozenset(pids))
 
     def _one(
         self, tree: list[int], seen: dict[tuple[int, int], psutil.Process]

@@ -59,7 +59,9 @@ def _sum(values: list[int | None]) -> int | None:
 
 def measure_trees(workers: list[LiveWorker], meter: TreeMeter) -> dict[str, TreeUsage]:
     """The workers' process trees, keyed by each worker's index in ``workers``."""
-    return meter.measure({f"{i}": w.root for i, w in enumerate(workers) if w.root is not None})
+    roots = {f"{i}": w.root for i, w in enumerate(workers) if w.root is not None}
+    groups = {f"{i}": w.cgroup for i, w in enumerate(workers) if w.cgroup is not None}
+    return meter.measure(roots, groups)
 
 
 def run_readings(

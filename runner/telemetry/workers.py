@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from runner.executors.base import Executor
+from runner.executors.cgroups import WorkerGroup
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json
 from runner.spec.parse import SpecError, parse_spec
@@ -27,6 +28,19 @@ class LiveWorker:
     gpus: tuple[int, ...]
     root: int | None  # the pid whose tree is the worker; None: not measured
     gpu_share: int = 0  # bytes it asked on each of its GPUs when it shares them; 0: whole
+    cgroup: WorkerGroup | None = None  # the process executor's: measured there instead
+
+
+def worker_cgroup(executor: Executor | None, started_by: str | None, handle: str
+                  ) -> WorkerGroup | None:  # fmt: skip
+    """The cgroup of a live process worker (its ``meta.json`` names it); None: none."""
+    state_dir = getattr(executor, "state_dir", None)
+    if executor is None or executor.name != "process" or started_by not in ("process", None):
+        return None
+    if not isinstance(state_dir, Path) or not handle or "/" in handle or handle in (".", ".."):
+        return None
+    meta = read_json(state_dir / handle / META)
+    return None if meta is None else WorkerGroup.from_json(meta.get("cgroup"))
 
 
 def supervisor_pid(state_dir: Path, handle: str) -> int | None:
@@ -72,5 +86,6 @@ def live_workers(store: Store, executor: Executor | None) -> list[LiveWorker]:
             continue
         root = root_pid(executor, w.executor, w.handle or "")
         share = _share(run.spec()) if w.gpus else 0
-        found.append(LiveWorker(run.name, run.run_uid, run.workspace, w.gpus, root, share))
+        group = worker_cgroup(executor, w.executor, w.handle or "") if root is not None else None
+        found.append(LiveWorker(run.name, run.run_uid, run.workspace, w.gpus, root, share, group))
     return found

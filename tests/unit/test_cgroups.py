@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from runner.executors.cgroups import CPU_PERIOD, PIDS_MAX, Limits, detect
 
 MIB = 1 << 20
@@ -160,3 +162,26 @@ def test_an_executor_without_cgroups_says_what_it_does_not_enforce(tmp_path: Pat
     )
     assert ProcessExecutor(tmp_path / "w", cgroups=detect("lab", _v2(tmp_path / "v2"))
                            ).not_enforced() is None  # fmt: skip
+
+
+def test_a_worker_is_measured_from_its_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.telemetry import procs
+
+    cgroups = detect("lab", _v2(tmp_path / "cg")).cgroups
+    assert cgroups is not None
+    group = cgroups.make("w-1", Limits())
+    folder = group.folders[0]
+    (folder / "cgroup.procs").write_text("4242\n4243\n")
+    (folder / "memory.current").write_text(f"{100 * MIB}\n")
+    (folder / "cpu.stat").write_text("usage_usec 5000000\nuser_usec 4000000\n")
+    clock = iter([100.0, 102.0])
+    monkeypatch.setattr(procs.time, "monotonic", lambda: next(clock))
+    meter = procs.TreeMeter()
+    first = meter.measure({"0": 1}, {"0": group})["0"]  # the cgroup, not the tree of pid 1
+    assert first == procs.TreeUsage(0.0, 100 * MIB, frozenset({4242, 4243}))
+    (folder / "cpu.stat").write_text("usage_usec 8000000\n")  # 3 s of CPU in 2 s
+    assert meter.measure({}, {"0": group})["0"].cpu_percent == 150.0
+    group.folders[0].joinpath("memory.current").unlink()  # removed: the worker ended
+    assert meter.measure({}, {"0": group}) == {}
