@@ -18,10 +18,12 @@ from tests.integration.harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "config" / "astraeus.service"
-# Each would take from local workers what they need (GPUs, /tmp, homes, bubblewrap, JITs).
+# Each would take from local workers what they need (GPUs, /tmp, homes, bubblewrap, JITs,
+# their own cgroups).
 BREAKS_WORKERS = ("PrivateDevices", "DeviceAllow", "DevicePolicy", "ProtectClock",
                   "PrivateTmp", "ProtectHome", "RestrictNamespaces", "MemoryDenyWriteExecute",
-                  "NoNewPrivileges", "ProtectKernelModules", "PrivateUsers", "UMask")  # fmt: skip
+                  "NoNewPrivileges", "ProtectKernelModules", "PrivateUsers", "UMask",
+                  "ProtectControlGroups")  # fmt: skip
 
 
 def unit() -> configparser.RawConfigParser:
@@ -43,6 +45,7 @@ def test_the_unit_runs_astra_serve_as_root_in_the_system_layout() -> None:
     assert service["StateDirectoryMode"] == "0700"
     assert service["Restart"] == "on-failure"
     assert service["KillMode"] == "process"  # running work outlives a restart
+    assert service["Delegate"] == "yes"  # the unit's cgroup: the workers' go below it
     assert service["ReadWritePaths"] == str(SYSTEM_CONFIG.parent)  # admin changes write it
     assert not set(BREAKS_WORKERS) & set(service)
 
