@@ -45,7 +45,6 @@ def test_the_unit_runs_astra_serve_as_root_in_the_system_layout() -> None:
     assert service["StateDirectoryMode"] == "0700"
     assert service["Restart"] == "on-failure"
     assert service["KillMode"] == "process"  # running work outlives a restart
-    assert service["Delegate"] == "yes"  # the unit's cgroup: the workers' go below it
     assert service["ReadWritePaths"] == str(SYSTEM_CONFIG.parent)  # admin changes write it
     assert not set(BREAKS_WORKERS) & set(service)
 
