@@ -66,6 +66,7 @@ class GpuInfo:
     mig: str | None = None  # a MIG instance: "GPU:instance" as nvidia-smi numbers it
     device: str = ""  # what CUDA and Docker name it by; "": its index
     minor: int | None = None  # its device node, /dev/nvidia<minor> (a MIG instance: its GPU's)
+    numa: int | None = None  # the NUMA node its PCI bus is on; None: not known
 
     @property
     def label(self) -> str:
@@ -102,6 +103,11 @@ class Inventory:
         """GPU index -> the number of its device node (``/dev/nvidia<n>``), where NVML
         said it; a GPU it did not say is taken to be the node of its index."""
         return {g.index: g.minor for g in self.gpus if g.minor is not None}
+
+    @property
+    def numa(self) -> dict[int, int]:
+        """GPU index -> the NUMA node it is on, where the machine says."""
+        return {g.index: g.numa for g in self.gpus if g.numa is not None}
 
 
 def simulated_inventory(count: int, source: str) -> Inventory:
@@ -238,6 +244,8 @@ def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
     minor_of = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
     whole = device.parent if device.parent is not None else handle
     minor = None if minor_of is None else _optional(lambda: minor_of(whole), errors)
+    pci_of = getattr(nvml, "nvmlDeviceGetPciInfo", None)
+    pci = None if pci_of is None else _optional(lambda: pci_of(whole), errors)
     return GpuInfo(
         index=device.index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
@@ -250,7 +258,21 @@ def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
         simulated=False,
         mig=device.mig,
         minor=None if minor is None else int(minor),
+        numa=None if pci is None else numa_node(_text(getattr(pci, "busId", ""))),
     )
+
+
+def numa_node(bus_id: str, sysfs: str = "/sys/bus/pci/devices") -> int | None:
+    """The NUMA node of the PCI device NVML calls ``00000000:3B:00.0``; None: not known."""
+    domain, _, rest = bus_id.partition(":")
+    if not rest:
+        return None
+    try:
+        with open(os.path.join(sysfs, f"{domain[-4:]}:{rest}".lower(), "numa_node")) as f:
+            node = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
 
 
 def _pids(nvml: Any, handle: object, errors: _Errors) -> tuple[int, ...]:

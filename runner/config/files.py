@@ -168,6 +168,9 @@ DEFAULT_CONFIG_TEXT = """\
 #                       "512GiB"
 #   memory_reserve      with memory = "auto", what is never handed to runs (the
 #                       system's, the daemon's): default the larger of 1 GiB and 5 %
+#   cpu_pinning         true: a local run asking CPU cores gets whole cores of its
+#                       own (a cpuset, near its GPUs where the NUMA node is known)
+#                       rather than a share of every core (default false)
 #   stop_grace_seconds  seconds between SIGTERM and SIGKILL on every stop
 #                       (preemption, time limit, delete); the environment
 #                       variable ASTRAEUS_STOP_GRACE overrides it

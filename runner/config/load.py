@@ -94,7 +94,7 @@ _MACHINE_KEYS = (
     "executor", "gpus", "cpu_cores", "memory", "stop_grace_seconds", "finished_retention",
     "max_submit_per_user", "max_kept_per_user", "max_kept_bytes_per_user", "state_reserve",
     "log_limit", "log_reserve", "default_image", "telemetry_seconds", "restart_backoff",
-    "restart_backoff_max", "memory_reserve", *IDLE_KEYS,  # runner/config/idle.py
+    "restart_backoff_max", "memory_reserve", "cpu_pinning", *IDLE_KEYS,  # runner/config/idle.py
     "gpu_shards", "mps",
 )  # fmt: skip
 _ADMINS_KEYS = ("users", "group")
@@ -162,6 +162,9 @@ class MachineConfig:
     # memory = "auto": this much of the machine's memory is never handed to runs (the
     # daemon's, the system's); None: the larger of 1 GiB and 5 % of it
     memory_reserve: int | None = None
+    # local runs get whole cores of their own (a cpuset, near their GPUs where the NUMA
+    # node is known) rather than a share of every core
+    cpu_pinning: bool = False
     # idle_gpu_after, idle_gpu_threshold, idle_gpu_policy (runner/config/idle.py)
     idle: IdleConfig = IDLE_DEFAULTS
     gpu_shards: int = 8  # a Slurm shard (#SBATCH --gres=shard:N) is a GPU's memory / this
@@ -293,6 +296,7 @@ def _machine(value: object, env: Mapping[str, str]) -> MachineConfig:
         idle=parse_idle(table),
         gpu_shards=_whole(table.get("gpu_shards", 8), "machine.gpu_shards", 1, MAX_GPU_SHARDS),
         mps=_flag(table.get("mps", False), "machine.mps"),
+        cpu_pinning=_flag(table.get("cpu_pinning", False), "machine.cpu_pinning"),
     )
 
 

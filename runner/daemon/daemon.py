@@ -74,7 +74,9 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
         why = 'process: executor = "process" in the config'
     from runner.executors.process import ProcessExecutor  # lazy: optional stack
 
-    workers = ProcessExecutor(home / "workers", instance=instance_id(home))
+    workers = ProcessExecutor(
+        home / "workers", instance=instance_id(home), pinning=config.machine.cpu_pinning
+    )
     workers.warm_up()
     return ExecutorChoice(workers, why)
 
@@ -232,6 +234,7 @@ class Daemon:
             executor_remaps_gpus=remaps,
             gpu_devices=self.inventory.devices,
             gpu_minors=self.inventory.minors,
+            gpu_numa=self.inventory.numa,
             instance=instance_id(self.home),
             finished_retention=self.config.machine.finished_retention,
             max_kept=_max_kept(self.config),

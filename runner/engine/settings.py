@@ -25,6 +25,7 @@ class LoopSettings:
     executor_remaps_gpus: bool = False  # docker with the NVIDIA runtime numbers GPUs from 0
     gpu_devices: Mapping[int, str] = field(default_factory=dict)  # MIG: index -> UUID
     gpu_minors: Mapping[int, int] = field(default_factory=dict)  # index -> /dev/nvidia<n>
+    gpu_numa: Mapping[int, int] = field(default_factory=dict)  # index -> its NUMA node
     instance: str = ""  # names this daemon's workers apart from another daemon's
     finished_retention: float | None = None  # seconds a finished run is kept; None: for ever
     # finished runs one user keeps, and their stored specs' bytes ([machine] max_kept_*);

@@ -222,6 +222,8 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                                carried=ctx.executor.name == "process"),
                 gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
                 gpu_minors=tuple(ctx.settings.gpu_minors.get(g, g) for g in gpus),
+                gpu_numa=tuple(sorted({n for g in gpus
+                                       if (n := ctx.settings.gpu_numa.get(g)) is not None})),
                 cpu_milli=spec.worker_resources().cpu_milli,
                 memory=spec.worker_resources().memory, mounts=_mounts(ctx, spec),
                 uid=run.uid, gid=run.gid, log_path=logs / f"{attempt}-{index}.log",

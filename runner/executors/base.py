@@ -51,6 +51,7 @@ class WorkerLaunch:
     gpus: tuple[int, ...] = ()
     gpu_devices: tuple[str, ...] = ()  # what CUDA and Docker call ``gpus``; (): their indexes
     gpu_minors: tuple[int, ...] | None = None  # their /dev/nvidia<n> nodes; None: their indexes
+    gpu_numa: tuple[int, ...] = ()  # the NUMA nodes its GPUs are on, where known
     cpu_milli: int = 0  # 0: no limit
     memory: int = 0  # bytes; 0: no limit
     mounts: tuple[Mount, ...] = ()

@@ -54,6 +54,7 @@ class Limits:
     memory: int = 0
     cpu_milli: int = 0
     pids: int = PIDS_MAX
+    cpus: str = ""  # cores of its own (a cpuset, "4-7"); "": a share of every core
 
 
 def write_cgroup(path: Path, value: str) -> None:
@@ -260,11 +261,13 @@ class Cgroups:
     """Where workers' cgroups are made: a v2 slice, or a folder in each v1 hierarchy."""
 
     def __init__(
-        self, version: int, parents: tuple[Path, ...], controllers: tuple[str, ...] = ()
-    ) -> None:
+        self, version: int, parents: tuple[Path, ...], controllers: tuple[str, ...] = (),
+        cpuset: Path | None = None,
+    ) -> None:  # fmt: skip
         self.version = version
         self.parents = parents  # v2: the slice's folder for this daemon; v1: one per controller
         self.controllers = controllers  # v1: each parent's controller
+        self.cpuset = cpuset  # where pinned workers' cpusets go (v1: its own hierarchy)
 
     def describe(self) -> str:
         """``cgroup v1: memory, CPU and processes enforced; stops reach every process``."""
@@ -293,6 +296,9 @@ class Cgroups:
         """A new group ``name`` with ``limits`` written (one left by an earlier start of
         the same name is emptied and made again)."""
         group = self.group(name)
+        if limits.cpus and self.version == 1 and self.cpuset is not None:
+            group = WorkerGroup(1, (*group.folders, self.cpuset / name),
+                                (*group.controllers, "cpuset"))  # fmt: skip
         group.remove()
         for folder in group.folders:
             folder.mkdir(mode=0o755, exist_ok=True)
@@ -308,7 +314,27 @@ class Cgroups:
         group = self.group(name)
         return group if all(f.is_dir() for f in group.folders) else None
 
+    def pinned(self) -> set[int]:
+        """The cores pinned workers of this daemon hold now."""
+        if self.cpuset is None:
+            return set()
+        held: set[int] = set()
+        for child in _children(self.cpuset):  # v2: unpinned groups' cpuset.cpus is empty
+            held |= cpu_list(_read(child / "cpuset.cpus") or "")
+        return held
+
+    def cores(self) -> set[int]:
+        """The cores this daemon's workers may have."""
+        where = self.cpuset if self.cpuset is not None else self.parents[0]
+        for folder in (where, *where.parents):
+            text = _read(folder / "cpuset.cpus.effective") or _read(folder / "cpuset.cpus")
+            if text and text.strip():
+                return cpu_list(text)
+        return set(range(os.cpu_count() or 1))
+
     def _limit(self, group: WorkerGroup, limits: Limits) -> None:
+        if limits.cpus:
+            self._pin(group, limits.cpus)
         if self.version == 2:
             folder = group.folders[0]
             if limits.memory:
@@ -332,6 +358,47 @@ class Cgroups:
         if pids is not None and limits.pids:
             write_cgroup(pids / "pids.max", str(limits.pids))
 
+    def _pin(self, group: WorkerGroup, cpus: str) -> None:
+        folder = group._in("cpuset") if self.version == 1 else group.folders[0]
+        if folder is None or self.cpuset is None:
+            return
+        if self.version == 1:  # a v1 cpuset takes no process until it has memory nodes
+            write_cgroup(
+                folder / "cpuset.mems", (_read(self.cpuset / "cpuset.mems") or "0").strip()
+            )
+        write_cgroup(folder / "cpuset.cpus", cpus)
+
+
+def _children(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+
+
+def cpu_list(text: str) -> set[int]:
+    """``0-3,8,10-11`` -> {0, 1, 2, 3, 8, 10, 11}."""
+    found: set[int] = set()
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        if first.strip().isdigit():
+            end = last.strip() if last.strip().isdigit() else first.strip()
+            found.update(range(int(first), int(end) + 1))
+    return found
+
+
+def cpu_text(cores: list[int]) -> str:
+    """{4, 5, 6, 7, 9} -> ``4-7,9``."""
+    parts: list[str] = []
+    for core in sorted(cores):
+        if parts and "-" in parts[-1] and int(parts[-1].split("-")[1]) == core - 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{core}"
+        elif parts and "-" not in parts[-1] and int(parts[-1]) == core - 1:
+            parts[-1] = f"{parts[-1]}-{core}"
+        else:
+            parts.append(str(core))
+    return ",".join(parts)
+
 
 def _quota(cpu_milli: int) -> int:
     """Microseconds of CPU per period for ``cpu_milli`` thousandths of a core (1 ms at least)."""
@@ -346,20 +413,22 @@ class Detected:
     why_not: str = ""
 
 
-def detect(instance: str, root: Path = ROOT) -> Detected:
-    """The cgroups the executor can make workers' groups in, for daemon ``instance``."""
+def detect(instance: str, root: Path = ROOT, cpuset: bool = False) -> Detected:
+    """The cgroups the executor can make workers' groups in, for daemon ``instance``;
+    ``cpuset``: with the cpuset controller too, to pin workers to cores."""
     if os.geteuid() != 0 and root == ROOT:
         return Detected(None, "the daemon does not run as root")
     if (root / "cgroup.controllers").exists():
-        return _v2(instance, root)
+        return _v2(instance, root, cpuset)
     if (root / "memory" / "memory.limit_in_bytes").exists():
-        return _v1(instance, root)
+        return _v1(instance, root, cpuset)
     return Detected(None, f"no cgroup v1 or v2 hierarchy at {root}")
 
 
-def _v2(instance: str, root: Path) -> Detected:
+def _v2(instance: str, root: Path, cpuset: bool = False) -> Detected:
     available = set((_read(root / "cgroup.controllers") or "").split())
-    wanted = [c for c in ("memory", "cpu", "pids") if c in available]
+    wanted = [c for c in ("memory", "cpu", "pids", *(("cpuset",) if cpuset else ()))
+              if c in available]  # fmt: skip
     folders = [root / V2_SLICE, root / V2_SLICE / (instance or "default")]
     try:
         parent = root
@@ -370,7 +439,8 @@ def _v2(instance: str, root: Path) -> Detected:
         _enable(parent, wanted)
     except OSError as exc:
         return Detected(None, f"cannot write cgroup v2 at {root}: {exc.strerror or exc}")
-    return Detected(Cgroups(2, (folders[-1],)))
+    pinning = folders[-1] if cpuset and "cpuset" in wanted else None
+    return Detected(Cgroups(2, (folders[-1],), cpuset=pinning))
 
 
 def _enable(folder: Path, controllers: Sequence[str]) -> None:
@@ -382,7 +452,7 @@ def _enable(folder: Path, controllers: Sequence[str]) -> None:
         write_cgroup(folder / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
 
 
-def _v1(instance: str, root: Path) -> Detected:
+def _v1(instance: str, root: Path, cpuset: bool = False) -> Detected:
     parents, controllers = [], []
     for controller in V1_CONTROLLERS:
         mount = root / controller
@@ -402,7 +472,25 @@ def _v1(instance: str, root: Path) -> Detected:
                 write_cgroup(folder.parent / "memory.use_hierarchy", "1")
         parents.append(folder)
         controllers.append(controller)
-    return Detected(Cgroups(1, tuple(parents), tuple(controllers)))
+    pinning = _v1_cpuset(root / "cpuset", instance) if cpuset else None
+    return Detected(Cgroups(1, tuple(parents), tuple(controllers), pinning))
+
+
+def _v1_cpuset(mount: Path, instance: str) -> Path | None:
+    """The v1 cpuset folder for pinned workers, its cores and memory nodes its parent's
+    (a v1 cpuset starts with none); None where it cannot be made."""
+    if not (mount / "cpuset.cpus").exists():
+        return None
+    folder = mount / V1_PARENT / (instance or "default")
+    try:
+        for made in (folder.parent, folder):
+            made.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if not (_read(made / name) or "").strip():
+                    write_cgroup(made / name, (_read(made.parent / name) or "").strip())
+    except OSError:
+        return None
+    return folder
 
 
 def probe(root: Path = ROOT) -> tuple[str, str]:

@@ -69,7 +69,15 @@ from runner.executors.base import (
     WorkerState,
     WorkerStatus,
 )
-from runner.executors.cgroups import Detected, Limits, WorkerGroup, detect
+from runner.executors.cgroups import (
+    Cgroups,
+    Detected,
+    Limits,
+    WorkerGroup,
+    cpu_list,
+    cpu_text,
+    detect,
+)
 from runner.executors.enter import ProcessSession, enter, write_enter
 from runner.executors.launcher import (
     MODULE,
@@ -119,6 +127,7 @@ class ProcessExecutor:
     def __init__(
         self, state_dir: Path, start_timeout: float = 15.0, warm: bool = True,
         cgroups: Detected | None = None, instance: str = "", devices: Path = Path("/dev"),
+        pinning: bool = False, nodes: Path = Path("/sys/devices/system/node"),
     ) -> None:  # fmt: skip
         self.state_dir = Path(state_dir)
         self.start_timeout = start_timeout
@@ -129,11 +138,13 @@ class ProcessExecutor:
         self._cgroups = cgroups
         self.instance = instance
         self.devices = devices  # where the GPUs' device nodes are (nvidia<n>)
+        self.pinning = pinning  # [machine] cpu_pinning: whole cores, near the GPUs
+        self.nodes = nodes  # the NUMA nodes' folders (node<n>/cpulist)
 
     def cgroups(self) -> Detected:
         """The cgroups workers are held in, or why there are none (found once)."""
         if self._cgroups is None:
-            self._cgroups = detect(self.instance)
+            self._cgroups = detect(self.instance, cpuset=self.pinning)
         return self._cgroups
 
     def not_enforced(self) -> str | None:
@@ -199,13 +210,29 @@ class ProcessExecutor:
         found = self.cgroups()
         if found.cgroups is None:
             return None
-        limits = Limits(memory=launch.memory, cpu_milli=launch.cpu_milli)
+        limits = Limits(memory=launch.memory, cpu_milli=launch.cpu_milli,
+                        cpus=self._cores_for(found.cgroups, launch))  # fmt: skip
         try:
             return found.cgroups.make(launch.key, limits)
         except OSError as exc:
             raise ExecutorError(
                 f"could not make the cgroup of worker {launch.key}: {exc.strerror or exc}"
             ) from None
+
+    def _cores_for(self, cgroups: Cgroups, launch: WorkerLaunch) -> str:
+        """With cpu_pinning, as many whole cores as it asks (rounded up) that no other
+        pinned worker holds, those on its GPUs' NUMA nodes first; "" when it asks none,
+        or too few are free (it then shares every core, held to its share)."""
+        if not self.pinning or launch.cpu_milli <= 0 or cgroups.cpuset is None:
+            return ""
+        wanted = -(-launch.cpu_milli // 1000)
+        free = cgroups.cores() - cgroups.pinned()
+        near: set[int] = set()
+        for node in launch.gpu_numa:
+            near |= cpu_list(_read_text(self.nodes / f"node{node}" / "cpulist"))
+        chosen = sorted(free & near)[:wanted]
+        chosen += sorted(free - near)[: wanted - len(chosen)]
+        return cpu_text(chosen) if len(chosen) == wanted else ""
 
     def signal(self, handle: str, signum: int) -> None:
         """Send ``signum`` to every process of the worker; a gone worker is fine.
@@ -509,6 +536,13 @@ def _job(launch: WorkerLaunch, sandbox: list[str], group: WorkerGroup | None = N
         cgroup=None if group is None else group.to_json(),
         memory=launch.memory,
     )
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _listed(folder: Path) -> list[str]:

@@ -173,3 +173,22 @@ def test_where_asks_are_enforced_nothing_says_otherwise(lab: Served) -> None:
     assert status["not_enforced"] is None
     assert "Not enforced" not in lab.astra("gpus").stdout
     assert lab.json("gpus")["not_enforced"] is None
+
+
+def test_with_cpu_pinning_each_run_gets_cores_of_its_own(
+    served: Callable[..., Served], members: dict[str, pwd.struct_passwd], folder: Path
+) -> None:
+    config = (f'[api]\nsocket_group = "{GROUP}"\n[workspaces.ea]\n'
+              f'members = ["{ALICE}", "{BOB}"]\n')  # fmt: skip
+    lab = served(config, gpus=2, machine="cpu_pinning = true")
+    cores = sorted(os.sched_getaffinity(0))
+    allowed = "grep Cpus_allowed_list /proc/self/status | cut -f2; sleep 30"
+    names = [f"pinned-{i}" for i in range(len(cores) + 1)]  # one more than there are cores
+    for name in names:
+        run(lab, members[ALICE], folder, "--name", name, "--cpus", "1", "--", "sh", "-c", allowed)
+        wait_for(lambda n=name: lab.astra("logs", n).stdout.strip(), 20, name)  # type: ignore[misc]
+    seen = [lab.astra("logs", n).stdout.strip() for n in names]
+    assert sorted(seen[:-1]) == [str(c) for c in cores]  # a core each, none shared
+    assert seen[-1] == f"{cores[0]}-{cores[-1]}"  # none left: a share of every core
+    for name in names:
+        lab.astra("delete", name)

@@ -185,3 +185,43 @@ def test_a_worker_is_measured_from_its_cgroup(
     assert meter.measure({}, {"0": group})["0"].cpu_percent == 150.0
     group.folders[0].joinpath("memory.current").unlink()  # removed: the worker ended
     assert meter.measure({}, {"0": group}) == {}
+
+
+def test_core_lists_read_and_written_as_the_kernel_does() -> None:
+    from runner.executors.cgroups import cpu_list, cpu_text
+
+    assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert cpu_list("") == set()
+    assert cpu_text([9, 4, 5, 6, 7, 11]) == "4-7,9,11"
+    assert cpu_text([]) == ""
+
+
+def test_v2_pinned_workers_get_cores_of_their_own(tmp_path: Path) -> None:
+    root = _v2(tmp_path / "cg")
+    (root / "cpuset.cpus.effective").write_text("0-7\n")
+    cgroups = detect("lab", root, cpuset=True).cgroups
+    assert cgroups is not None and cgroups.cpuset == root / "astraeus.slice" / "lab"
+    assert "+cpuset" in (root / "cgroup.subtree_control").read_text()
+    assert cgroups.cores() == set(range(8))
+    pinned = cgroups.make("w-1", Limits(cpu_milli=2000, cpus="2-3"))
+    assert (pinned.folders[0] / "cpuset.cpus").read_text() == "2-3"
+    cgroups.make("w-2", Limits(cpu_milli=500))  # a share: no cpuset of its own
+    (cgroups.group("w-2").folders[0] / "cpuset.cpus").write_text("\n")  # as the kernel shows
+    assert cgroups.pinned() == {2, 3}
+    assert detect("lab", root).cgroups.cpuset is None  # type: ignore[union-attr]  # not asked
+
+
+def test_v1_a_pinned_worker_joins_a_cpuset_with_its_memory_nodes(tmp_path: Path) -> None:
+    root = _v1(tmp_path / "cg", ("memory", "cpu", "pids", "freezer", "cpuset"))
+    (root / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    (root / "cpuset" / "cpuset.mems").write_text("0\n")
+    cgroups = detect("lab", root, cpuset=True).cgroups
+    assert cgroups is not None and cgroups.cpuset == root / "cpuset" / "astraeus" / "lab"
+    assert (cgroups.cpuset / "cpuset.cpus").read_text() == "0-3"  # a v1 cpuset starts empty
+    group = cgroups.make("w-1", Limits(cpus="1"))
+    assert group.controllers[-1] == "cpuset" and group.folders[-1] == cgroups.cpuset / "w-1"
+    assert (cgroups.cpuset / "w-1" / "cpuset.mems").read_text() == "0"
+    assert (cgroups.cpuset / "w-1" / "cpuset.cpus").read_text() == "1"
+    assert cgroups.pinned() == {1} and cgroups.cores() == {0, 1, 2, 3}
+    unpinned = cgroups.make("w-2", Limits(cpu_milli=1000))
+    assert "cpuset" not in unpinned.controllers

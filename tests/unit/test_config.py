@@ -153,7 +153,7 @@ ERRORS: list[tuple[str, str, str]] = [
         " finished_retention, max_submit_per_user, max_kept_per_user, max_kept_bytes_per_user,"
         " state_reserve, log_limit, log_reserve, default_image,"
         " telemetry_seconds, restart_backoff, restart_backoff_max, memory_reserve,"
-        " idle_gpu_after,"
+        " cpu_pinning, idle_gpu_after,"
         " idle_gpu_threshold, idle_gpu_policy, gpu_shards,"
         " mps)",
     ),
