@@ -225,3 +225,37 @@ def test_v1_a_pinned_worker_joins_a_cpuset_with_its_memory_nodes(tmp_path: Path)
     assert cgroups.pinned() == {1} and cgroups.cores() == {0, 1, 2, 3}
     unpinned = cgroups.make("w-2", Limits(cpu_milli=1000))
     assert "cpuset" not in unpinned.controllers
+
+
+def test_pinned_cores_are_taken_on_the_gpus_numa_node_first(tmp_path: Path) -> None:
+    from runner.executors.base import WorkerLaunch
+    from runner.executors.process import ProcessExecutor
+    from runner.gpus import numa_node
+
+    sysfs = tmp_path / "pci" / "0000:3b:00.0"
+    sysfs.mkdir(parents=True)
+    (sysfs / "numa_node").write_text("1\n")
+    assert numa_node("00000000:3B:00.0", str(tmp_path / "pci")) == 1
+    assert numa_node("00000000:AF:00.0", str(tmp_path / "pci")) is None
+    nodes = tmp_path / "nodes"
+    for node, cpus in (("node0", "0-3"), ("node1", "4-7")):
+        (nodes / node).mkdir(parents=True)
+        (nodes / node / "cpulist").write_text(cpus + "\n")
+    root = _v2(tmp_path / "cg")
+    (root / "cpuset.cpus.effective").write_text("0-7\n")
+    found = detect("lab", root, cpuset=True)
+    executor = ProcessExecutor(tmp_path / "w", cgroups=found, pinning=True, nodes=nodes)
+    assert found.cgroups is not None
+    found.cgroups.make("other", Limits(cpus="4"))  # another worker holds core 4
+
+    def cores(cpu_milli: int, numa: tuple[int, ...]) -> str:
+        launch = WorkerLaunch(run="r", attempt=1, worker=0, image=None, argv=("true",),
+                              cpu_milli=cpu_milli, gpu_numa=numa)  # fmt: skip
+        assert found.cgroups is not None
+        return executor._cores_for(found.cgroups, launch)
+
+    assert cores(2500, (1,)) == "5-7"  # 3 cores, on node 1, not core 4
+    assert cores(1000, ()) == "0"  # no GPU: the first free core
+    assert cores(5000, (1,)) == "0-1,5-7"  # node 1's free cores first, then others
+    assert cores(0, (1,)) == ""  # none asked: a share
+    assert cores(8000, (1,)) == ""  # more than are free: a share
