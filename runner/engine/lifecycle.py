@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from runner.clock import Now
 from runner.engine.backoff import NO_BACKOFF, Backoff, Failure
 from runner.engine.idle import idle_stopped
-from runner.executors.base import OUT_OF_MEMORY
+from runner.executors.cgroupfs import OUT_OF_MEMORY
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.plan import PREEMPTED_WAITING
 from runner.reasons import Reason, ReasonCode, RunRef

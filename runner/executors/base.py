@@ -20,8 +20,6 @@ from typing import Protocol
 from runner.executors.sessions import EnterRequest, Session
 
 LABEL_PREFIX = "io.astraeus"
-# how a worker's error begins when the kernel ended it for memory past what it asked
-OUT_OF_MEMORY = "ran out of memory"
 SCHEMA_VERSION = "1"
 
 

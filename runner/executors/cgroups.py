@@ -1,10 +1,11 @@
 """A cgroup for each process worker: what it asked for, and nothing more.
 
 The process executor makes one cgroup per worker, named by its handle, before the worker
-starts, and removes it once the worker is cleaned up. The worker's supervisor puts the
-command in it before the command runs its first instruction (runner/executors/supervise.py:
-it joins the group, forks the command, and leaves), so every process the command makes,
-one that calls ``setsid()`` or double-forks away included, is in it. In it:
+starts, and removes it once the worker is cleaned up. The command's child joins it before
+it drops to the member and runs its first instruction (runner/executors/supervise.py), so
+every process the command makes, one that calls ``setsid()`` or double-forks away
+included, is in it; the supervisor never is. What is done with a group once made
+(join, signal, kill, read) is runner/executors/cgroupfs.py's. In it:
 
 - memory: ``memory.max`` with ``memory.swap.max = 0`` (v2), ``memory.limit_in_bytes`` and
   ``memory.memsw.limit_in_bytes`` where the kernel has it (v1): past what it asked, the
@@ -28,13 +29,12 @@ v1 code runs in tests over a folder laid out as cgroupfs.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import signal
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from runner.executors.cgroupfs import WorkerGroup, _read, write_cgroup
 
 __all__ = ["CPU_PERIOD", "PIDS_MAX", "Cgroups", "Limits", "WorkerGroup", "detect", "write_cgroup"]
 
@@ -44,7 +44,6 @@ V1_PARENT = "astraeus"
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")  # cpuacct: its CPU time
 CPU_PERIOD = 100_000  # microseconds
 PIDS_MAX = 16_384  # processes and threads of one worker: a fork bomb ends here
-KILL_ROUNDS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,206 +54,6 @@ class Limits:
     cpu_milli: int = 0
     pids: int = PIDS_MAX
     cpus: str = ""  # cores of its own (a cpuset, "4-7"); "": a share of every core
-
-
-def write_cgroup(path: Path, value: str) -> None:
-    """Write one cgroup file (made where missing: cgroupfs makes its own, a folder laid
-    out as one in a test does not)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _number(path: Path) -> int | None:
-    text = _read(path)
-    try:
-        return None if text is None else int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
-
-
-def _keyed(path: Path, key: str) -> int | None:
-    """``key N`` in a flat-keyed file (``memory.events``, ``memory.oom_control``)."""
-    for line in (_read(path) or "").splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            with contextlib.suppress(ValueError):
-                return int(value)
-    return None
-
-
-@dataclass(frozen=True)
-class WorkerGroup:
-    """One worker's cgroup: a folder per hierarchy (one on v2)."""
-
-    version: int
-    folders: tuple[Path, ...]  # v1: memory, cpu, pids, freezer (those mounted); v2: one
-    controllers: tuple[str, ...] = ()  # v1: each folder's controller
-
-    def _in(self, controller: str) -> Path | None:
-        if self.version == 2:
-            return self.folders[0]
-        found = (f for f, c in zip(self.folders, self.controllers, strict=True) if c == controller)
-        return next(found, None)
-
-    def to_json(self) -> dict[str, object]:
-        return {"version": self.version, "folders": [str(f) for f in self.folders],
-                "controllers": list(self.controllers)}  # fmt: skip
-
-    @staticmethod
-    def from_json(data: object) -> WorkerGroup | None:
-        """The group ``to_json`` wrote (in ``launch.json`` and ``meta.json``); None if not one."""
-        if not isinstance(data, dict):
-            return None
-        version, folders, controllers = (data.get(k) for k in ("version", "folders",
-                                                                "controllers"))  # fmt: skip
-        if version not in (1, 2) or not isinstance(folders, list) or not folders:
-            return None
-        if not isinstance(controllers, list):
-            return None
-        return WorkerGroup(int(str(version)), tuple(Path(str(f)) for f in folders),
-                           tuple(str(c) for c in controllers))  # fmt: skip
-
-    def leave_to(self) -> list[Path]:
-        """The ``cgroup.procs`` files of the caller's own groups in the hierarchies this
-        group is in: where a process that joined it to fork returns."""
-        own: dict[str, str] = {}
-        for line in (_read(Path("/proc/self/cgroup")) or "").splitlines():
-            _, names, path = line.split(":", 2)
-            for name in names.split(",") if names else [""]:
-                own[name] = path
-        back = []
-        for folder, controller in zip(self.folders, self.controllers or ("",), strict=False):
-            mount = folder.parents[2]  # <mount>/<parent>/<instance>/<worker>
-            mine = own.get(controller if self.version == 1 else "")
-            if mine is not None:
-                back.append(mount / mine.lstrip("/") / "cgroup.procs")
-        return back
-
-    def join(self, pid: int = 0) -> None:
-        """Move ``pid`` (0: the caller) into the group, in every hierarchy."""
-        for folder in self.folders:
-            write_cgroup(folder / "cgroup.procs", str(pid or os.getpid()))
-
-    def pids(self) -> list[int]:
-        """Every process in it (on v1, as the memory hierarchy counts them)."""
-        folder = self._in("memory") or self.folders[0]
-        text = _read(folder / "cgroup.procs") or ""
-        return [int(p) for p in text.split() if p.isdigit()]
-
-    def signal(self, signum: int, spare: int | None = None) -> list[str]:
-        """Send ``signum`` to every process in it (but ``spare``); what refused, a line each."""
-        refused = []
-        for pid in self.pids():
-            if pid == spare:
-                continue
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                continue
-            except PermissionError as exc:
-                refused.append(f"process {pid}: {exc.strerror}")
-        return refused
-
-    def kill(self) -> list[str]:
-        """SIGKILL to every process in it, none able to fork away meanwhile."""
-        if self.version == 2 and (self.folders[0] / "cgroup.kill").exists():
-            write_cgroup(self.folders[0] / "cgroup.kill", "1")
-            return []
-        freezer = self._freezer()
-        if freezer is not None:
-            with contextlib.suppress(OSError):
-                write_cgroup(freezer, "1" if self.version == 2 else "FROZEN")
-        refused: list[str] = []
-        try:
-            for _ in range(KILL_ROUNDS):  # a process forked before the freeze is in the list
-                left = self.pids()
-                if not left:
-                    break
-                refused = self.signal(signal.SIGKILL)
-                if refused:
-                    break
-        finally:
-            if freezer is not None:  # killed processes die only once thawed
-                with contextlib.suppress(OSError):
-                    write_cgroup(freezer, "0" if self.version == 2 else "THAWED")
-        return refused
-
-    def _freezer(self) -> Path | None:
-        if self.version == 2:
-            path = self.folders[0] / "cgroup.freeze"
-        else:
-            folder = self._in("freezer")
-            path = folder / "freezer.state" if folder is not None else Path("/nonexistent")
-        return path if path.exists() else None
-
-    def oom_kills(self) -> int:
-        """How many of its processes the OOM killer ended."""
-        if self.version == 2:
-            return _keyed(self.folders[0] / "memory.events", "oom_kill") or 0
-        folder = self._in("memory")
-        if folder is None:
-            return 0
-        kills = _keyed(folder / "memory.oom_control", "oom_kill")
-        if kills is not None:
-            return kills
-        return 1 if (_number(folder / "memory.failcnt") or 0) > 0 and self._at_limit() else 0
-
-    def _at_limit(self) -> bool:
-        folder = self._in("memory")
-        if folder is None:
-            return False
-        peak, limit = (_number(folder / n) for n in ("memory.max_usage_in_bytes",
-                                                      "memory.limit_in_bytes"))  # fmt: skip
-        return peak is not None and limit is not None and peak >= limit
-
-    def memory_now(self) -> int | None:
-        """The memory it holds now, as its limit counts it (page cache included)."""
-        if self.version == 2:
-            return _number(self.folders[0] / "memory.current")
-        folder = self._in("memory")
-        return None if folder is None else _number(folder / "memory.usage_in_bytes")
-
-    def cpu_seconds(self) -> float | None:
-        """The CPU time all its processes have used, in seconds."""
-        if self.version == 2:
-            used = _keyed(self.folders[0] / "cpu.stat", "usage_usec")
-            return None if used is None else used / 1e6
-        folder = self._in("cpuacct") or self._in("cpu")
-        used = None if folder is None else _number(folder / "cpuacct.usage")
-        return None if used is None else used / 1e9
-
-    def memory_peak(self) -> int | None:
-        """The most memory it held at once, in bytes."""
-        if self.version == 2:
-            return _number(self.folders[0] / "memory.peak")
-        folder = self._in("memory")
-        return None if folder is None else _number(folder / "memory.max_usage_in_bytes")
-
-    def remove(self) -> None:
-        """Remove its folders (once empty; what is left in it is killed first)."""
-        if self.pids():
-            self.kill()
-        for folder in self.folders:
-            for _ in range(50):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        break
-                    time.sleep(0.02)  # its last processes are still being reaped
 
 
 class Cgroups:

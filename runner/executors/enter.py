@@ -2,10 +2,11 @@
 
 The worker's folder keeps ``enter.json``, the launch the supervisor was given (the
 environment, working directory, uid:gid and whether it is sandboxed), written by
-the executor at start, root's only. The command's keeper joins the worker's cgroup
-(runner/executors/cgroups.py), so what it runs counts against the worker's memory and CPU
-and ends with its stops. The command is forked by the daemon and, in the child before it
-runs anything the member chose:
+the executor at start, root's only. The command is forked by the daemon and, in the
+child before it runs anything the member chose:
+
+0. joins the worker's cgroup (runner/executors/cgroupfs.py), so what it runs counts
+   against the worker's memory and CPU and ends with its stops (its keeper stays out);
 
 1. joins the mount namespace of the worker's command when the worker is sandboxed
    (bubblewrap): it sees the drives at their mount paths as the worker does. The
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.executors.base import ExecutorError
+from runner.executors.cgroupfs import WorkerGroup
 from runner.executors.sessions import STDERR, STDOUT, EnterRequest
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json, write_json_atomic
@@ -193,12 +195,21 @@ def _keeper(job: dict[str, object], streams: dict[str, int]) -> subprocess.Popen
 
 
 def child_setup(
-    namespace: int | None, uid: object, gid: object, cwd: str, tty: bool, groups: object = ()
+    namespace: int | None,
+    uid: object,
+    gid: object,
+    cwd: str,
+    tty: bool,
+    groups: object = (),
+    group: WorkerGroup | None = None,
 ) -> Callable[[], None]:
-    """What the forked child does before it runs the member's program (module doc)."""
+    """What the forked child does before it runs the member's program (module doc); first
+    of all, as root, it joins the worker's cgroup (``group``)."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     def setup() -> None:
+        if group is not None:
+            group.join()
         if namespace is not None and libc.setns(namespace, CLONE_NEWNS) != 0:
             raise OSError(ctypes.get_errno(), "cannot join the worker's mount namespace")
         if tty:

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from runner.executors.cgroups import WorkerGroup
+from runner.executors.cgroupfs import WorkerGroup
 from runner.executors.enter import child_setup
 from runner.executors.tree import kill_descendants
 
@@ -46,15 +46,14 @@ def main(argv: list[str]) -> int:
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         print("cannot keep the command's processes together", file=sys.stderr)
         return 126
-    group = WorkerGroup.from_json(job.get("cgroup"))
-    if group is not None:  # held to the worker's limits, and ended by its stops, with it
-        try:
-            group.join()
-        except OSError as e:
-            print(f"cannot join the worker's cgroup: {e.strerror}", file=sys.stderr)
-            return 126
     setup = child_setup(
-        job["namespace"], job["uid"], job["gid"], job["cwd"], job["tty"], job.get("groups", [])
+        job["namespace"],
+        job["uid"],
+        job["gid"],
+        job["cwd"],
+        job["tty"],
+        job.get("groups", []),
+        WorkerGroup.from_json(job.get("cgroup")),
     )
     try:
         proc = subprocess.Popen(

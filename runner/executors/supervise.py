@@ -56,13 +56,12 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from runner import plainjson
-from runner.executors.base import OUT_OF_MEMORY
-from runner.executors.cgroups import WorkerGroup, write_cgroup
+from runner.executors.cgroupfs import OUT_OF_MEMORY, WorkerGroup
 from runner.executors.logcap import CappedLog
 from runner.executors.tree import descendants, kill_descendants, proc_stat
 from runner.executors.workerfiles import (
@@ -299,8 +298,7 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
         placing = [a for a in job.sandbox[1:] if not (job.interactive and a == "--new-session")]
         argv = [job.sandbox[0], "--info-fd", str(info_write), *placing, "--", *argv]
     try:
-        with _joined(job):  # forked inside the worker's cgroup: in it from its first instruction
-            proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
+        proc = _popen(job, argv, output, () if info_write < 0 else (info_write,))
     except OSError as exc:
         return _not_started(job, exc)
     except subprocess.SubprocessError:  # the child could not enter its folder (it moved)
@@ -315,25 +313,6 @@ def _spawn(job: Job, output: int) -> _Running | _NotRunning:
         code, _ = _wait(proc)
         return _NotRunning(code, "bubblewrap could not place the run's drives (see the log)")
     return _Running(proc, pid, _own_group(pid))
-
-
-@contextlib.contextmanager
-def _joined(job: Job) -> Iterator[None]:
-    """The supervisor in the worker's cgroup while it forks the command, which so starts
-    in it (and every process it makes after); then back in its own groups: the
-    supervisor is never held to the worker's limits, nor ended by its stop."""
-    group = WorkerGroup.from_json(job.cgroup)
-    if group is None:
-        yield
-        return
-    back = group.leave_to()
-    group.join()
-    try:
-        yield
-    finally:
-        for procs in back:
-            with contextlib.suppress(OSError):
-                write_cgroup(procs, str(os.getpid()))
 
 
 def _out_of_memory(job: Job, code: int) -> str | None:
@@ -356,9 +335,11 @@ def _out_of_memory(job: Job, code: int) -> str | None:
 def _popen(
     job: Job, argv: list[str], output: int, pass_fds: tuple[int, ...]
 ) -> subprocess.Popen[bytes]:
+    group = WorkerGroup.from_json(job.cgroup)
     identity: dict[str, Any] = {}
-    if job.uid is not None:
+    if job.uid is not None and group is None:
         identity = {"user": job.uid, "group": job.gid, "extra_groups": job.groups}
+    drop = None if job.uid is None or group is None else (job.uid, job.gid, list(job.groups))
     return subprocess.Popen(
         argv,
         stdin=output if job.interactive else subprocess.DEVNULL,
@@ -368,18 +349,32 @@ def _popen(
         start_new_session=True,
         pass_fds=pass_fds,
         preexec_fn=_child_setup(
-            os.getpid(), no_new_privs=not job.sandbox, tty=job.interactive, cwd=job.cwd
+            os.getpid(),
+            no_new_privs=not job.sandbox,
+            tty=job.interactive,
+            cwd=job.cwd,
+            group=group,
+            drop=drop,
         ),
         **identity,
     )
 
 
 def _child_setup(
-    parent: int, *, no_new_privs: bool, tty: bool = False, cwd: str = "/"
+    parent: int,
+    *,
+    no_new_privs: bool,
+    tty: bool = False,
+    cwd: str = "/",
+    group: WorkerGroup | None = None,
+    drop: tuple[int, int | None, list[int]] | None = None,
 ) -> Callable[[], None]:
-    """Runs in the child after the uid switch: die with the supervisor; gain no privileges;
-    an interactive command's terminal (its standard input) becomes its controlling one;
-    enter ``cwd``, as the member (subprocess's own ``cwd`` is entered before the switch).
+    """Runs in the child before it runs the command: die with the supervisor; join the
+    worker's cgroup and only then drop to the member (``drop``: uid, gid, groups; without
+    a cgroup subprocess switched before this runs), so the command is in its cgroup from
+    its first instruction and the supervisor never is; gain no privileges; an interactive
+    command's terminal (its standard input) becomes its controlling one; enter ``cwd``,
+    as the member (subprocess's own ``cwd`` is entered before the switch).
 
     Under bubblewrap no-new-privileges is left to bubblewrap (a setuid bwrap needs it off).
     """
@@ -388,6 +383,14 @@ def _child_setup(
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the supervisor died before the line above
             os._exit(1)
+        if group is not None:
+            group.join()
+        if drop is not None:
+            uid, gid, groups = drop
+            os.setgroups(groups)
+            if gid is not None:
+                os.setgid(gid)
+            os.setuid(uid)
         if no_new_privs:
             _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         if tty:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from runner.executors.cgroups import WorkerGroup
+from runner.executors.cgroupfs import WorkerGroup
 from runner.executors.tree import read_stat
 
 MAX_TREE = 4096  # processes measured in one worker's tree, at most

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from runner.executors.base import Executor
-from runner.executors.cgroups import WorkerGroup
+from runner.executors.cgroupfs import WorkerGroup
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json
 from runner.spec.parse import SpecError, parse_spec

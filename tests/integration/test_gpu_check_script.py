@@ -47,13 +47,14 @@ def test_without_a_gpu_it_fails_in_lines_and_leaves_nothing() -> None:
         assert lines[2].startswith("FAIL nvml inventory: the daemon's GPUs are not NVML's: ")
         assert "simulated: NVML not available" in lines[2]
         skipped = "no NVML GPU (see nvml inventory)"
-        assert lines[3:6] == [
+        assert lines[3:7] == [
             f"skip process run sees its GPU: {skipped}",
+            f"skip process run sees no other GPU: {skipped}",
             f"skip shared runs: {skipped}",
             f"skip telemetry per process: {skipped}",
         ]
-        assert lines[6].startswith("FAIL doctor --system: nvml warn: NVML not readable: ")
-        assert lines[7:] == [f"skip docker gpu: {skipped}"]
+        assert lines[7].startswith("FAIL doctor --system: nvml warn: NVML not readable: ")
+        assert lines[8:] == [f"skip docker gpu: {skipped}"]
         assert list(tmp.iterdir()) == []  # the temporary home is gone
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid)  # the daemon too
     finally:

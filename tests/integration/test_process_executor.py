@@ -239,7 +239,12 @@ def test_a_running_worker_cannot_be_cleaned_up(executor: ProcessExecutor, tmp_pa
         executor.start(lw)
 
 
-def test_limits_are_accepted_not_enforced(executor: ProcessExecutor, tmp_path: Path) -> None:
+def test_small_limits_hold_the_command_not_its_supervisor(
+    executor: ProcessExecutor, tmp_path: Path
+) -> None:
+    """1 MiB is room for ``true``, not for the supervisor's interpreter: the command joins
+    its cgroup, the supervisor never does (tests/hostile/test_enforced_asks.py: the limits
+    themselves)."""
     lw = launch(tmp_path, ["true"], cpu_milli=500, memory=1 << 20)
     assert ended(executor, executor.start(lw)).exit_code == 0
 
