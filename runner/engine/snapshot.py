@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -20,8 +21,17 @@ from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 FINISHED_KEPT = 64  # parsed specs of finished runs kept (the last asked for)
 
 
+def _lean(spec: RunSpec) -> RunSpec:
+    """``spec`` without the environment its submit carried: kilobytes a run that no plan
+    reads (a start reads it from the store: runner/engine/starts.py)."""
+    if not spec.task.submit_env:
+        return spec
+    return dataclasses.replace(spec, task=dataclasses.replace(spec.task, submit_env=()))
+
+
 class SpecCache:
     """Parsed run specs by run name: a spec changes only when edited (astra update).
+    They keep no submit environment (``_lean``).
 
     A name may be used again once its run is forgotten: the submit time tells them apart;
     an edit changes the stored text. Only unfinished runs' specs are kept for good (the
@@ -63,7 +73,7 @@ class SpecCache:
             return kept[1]
         spec = self._specs.get(run.name)
         if spec is None or self._submitted[run.name] != (run.submitted_at, run.spec_text):
-            spec = self._specs[run.name] = parse_spec(run.spec(), stored=True)
+            spec = self._specs[run.name] = _lean(parse_spec(run.spec(), stored=True))
             self._submitted[run.name] = (run.submitted_at, run.spec_text)
         self._rows[run.name] = (run, spec)
         return spec
@@ -84,7 +94,7 @@ class SpecCache:
         kept = self._finished.pop(run.name, None)
         spec = kept[1] if kept is not None and kept[0] == key else None
         if spec is None:
-            spec = parse_spec(run.spec(), stored=True)
+            spec = _lean(parse_spec(run.spec(), stored=True))
         self._finished[run.name] = (key, spec)  # the newest last
         while len(self._finished) > FINISHED_KEPT:
             del self._finished[next(iter(self._finished))]

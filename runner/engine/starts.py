@@ -17,6 +17,7 @@ from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
 from runner.reasons import Reason
+from runner.spec.parse import parse_spec
 from runner.store.db import RunRow, Store
 
 log = logging.getLogger("astraeus.loop")
@@ -51,6 +52,11 @@ def mps_limit(share: int, gpus: int) -> str:
     return ",".join(f"{i}={limit}" for i in range(gpus))
 
 
+def submit_env(run: RunRow) -> dict[str, str]:
+    """The caller's environment its submit carried (``spec.task_template.submit_env``)."""
+    return dict(parse_spec(run.spec(), stored=True).task.submit_env)
+
+
 def worker_env(
     run: RunRow,
     spec: RunSpec,
@@ -59,16 +65,16 @@ def worker_env(
     remap: bool,
     devices: Mapping[int, str] | None = None,
     mps_share: int = 0,
-    carried: bool = False,
+    carried: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment every worker gets, over the spec's own (docs/scheduling.md).
     ``mps_share``: a shared run's memory on each GPU, passed to CUDA MPS ([machine] mps).
-    ``carried``: the caller's environment from the submit goes first (the process
+    ``carried``: the caller's environment from the submit, which goes first (the process
     executor's; a container starts from its image's): the spec's ``env`` over it, and
     the daemon's own variables over both."""
     names = gpu_names(gpus, devices or {})
     visible = ",".join(str(i) for i in range(len(gpus))) if remap else ",".join(names)
-    env = dict(spec.task.submit_env) if carried else {}
+    env = dict(carried or {})
     env.update(spec.task.env)
     env.update(
         ASTRAEUS_RUN_NAME=run.name,
@@ -212,6 +218,9 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
     prune_attempt_logs(ctx.settings.logs_dir, run.run_uid, attempt, start.workers)
     settings = ctx.settings
     mps = spec.task.share_bytes(settings.machine.shard_bytes) if settings.mps else 0
+    # the submit's environment is read from the stored spec here, at the start: the
+    # planner's cache of specs keeps none (runner/engine/snapshot.py)
+    carried = submit_env(run) if ctx.executor.name == "process" else None
     for index, gpus in zip(start.workers, start.gpus, strict=True):
         try:
             launch = WorkerLaunch(
@@ -219,7 +228,7 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
                 argv=_argv(spec),
                 env=worker_env(run, spec, index, gpus, ctx.settings.executor_remaps_gpus,
                                ctx.settings.gpu_devices, mps,
-                               carried=ctx.executor.name == "process"),
+                               carried=carried),
                 gpus=gpus, gpu_devices=gpu_names(gpus, ctx.settings.gpu_devices),
                 gpu_minors=tuple(ctx.settings.gpu_minors.get(g, g) for g in gpus),
                 gpu_numa=tuple(sorted({n for g in gpus

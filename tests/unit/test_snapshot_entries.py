@@ -72,3 +72,15 @@ def test_a_spec_is_the_one_parsed_for_its_row_until_the_run_is_edited() -> None:
     assert specs.get(reused) is not first and specs.get(reused).workers == 1
     specs.forget(["a"])
     assert "a" not in specs and specs.get(reused).workers == 1
+
+
+def test_the_planner_s_specs_keep_no_submit_environment() -> None:
+    """Kilobytes a run no plan reads: a start reads the environment from the store."""
+    from runner.engine.starts import submit_env
+
+    row = _row("venv", 1.0)
+    doc = json.loads(row.spec_text)
+    doc["spec"]["task_template"]["submit_env"] = {"VIRTUAL_ENV": "/home/a/.venv", "X": "y" * 900}
+    row = dataclasses.replace(row, spec_text=json.dumps(doc))
+    assert SpecCache().get(row).task.submit_env == ()
+    assert submit_env(row) == {"VIRTUAL_ENV": "/home/a/.venv", "X": "y" * 900}
