@@ -51,6 +51,7 @@ beyond ``CUDA_VISIBLE_DEVICES``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pwd
 import shutil
@@ -144,7 +145,10 @@ class ProcessExecutor:
     def cgroups(self) -> Detected:
         """The cgroups workers are held in, or why there are none (found once)."""
         if self._cgroups is None:
-            self._cgroups = detect(self.instance, cpuset=self.pinning)
+            # named by the daemon's instance; an executor without one, by its folder
+            folder = str(self.state_dir.resolve()).encode()
+            name = self.instance or hashlib.sha256(folder).hexdigest()[:8]
+            self._cgroups = detect(name, cpuset=self.pinning)
         return self._cgroups
 
     def not_enforced(self) -> str | None:

@@ -129,11 +129,10 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         _become_subreaper()
         reserve_exit(folder)
         log = _open_log(job)
-        job, refused = _entered(job, log)  # forks, as _placed does
+        job, refused, missing = _prepared(job, log)  # forks: before any thread starts
         if refused is not None:  # a --chdir folder it cannot enter: the start fails
             _tell(ready, refused.error or "cannot enter the working directory")
             return 1
-        job, missing = _placed(job)  # forks: before any thread of the supervisor starts
         output, into = os.openpty() if job.interactive else os.pipe()
         try:
             outcome = missing or _spawn(job, into)
@@ -207,61 +206,77 @@ def _open_log(job: Job) -> CappedLog | None:
     return CappedLog(path, job.log_limit, job.log_reserve, owner)
 
 
-def _entered(job: Job, log: CappedLog | None) -> tuple[Job, _NotRunning | None]:
-    """The job with the folder it starts in: ``job.folder`` if the member can enter it
-    (tried as the member, never as root), else its home (``job.cwd``), its log's first line
-    saying so; a folder named by --chdir that cannot be entered fails the start."""
-    if not job.folder:
-        return job, None
+def _prepared(
+    job: Job, log: CappedLog | None
+) -> tuple[Job, _NotRunning | None, _NotRunning | None]:
+    """What is done as the member before the command starts, in one child that dropped to
+    it (never as root): enter the folder it starts in, then place its drives and look its
+    program up from there under bubblewrap. Returns the job with its folder and its
+    bubblewrap command line; a --chdir folder it cannot enter (the start fails); and a
+    program that is not there (it exits 127, as bubblewrap's own exit would not say).
+
+    ``job.folder`` if the member can enter it, else its home (``job.cwd``), its log's
+    first line saying so; a folder named by --chdir that cannot be entered fails the start.
+    """
+    if not job.folder and not job.sandbox:
+        return job, None, None
     from runner.executors.member import as_member
 
-    try:
-        if job.uid is None:
-            os.chdir(job.folder)
-            os.chdir("/")
-        else:
-            as_member(job, lambda: _enter(job.folder))
-    except Exception as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
+    if job.sandbox:
+        # imported only for drives and hidden GPUs, and here, as root: the child that
+        # drops to the member reads no file of this package
+        from runner.executors.sandbox import load_rules
+
+        load_rules()
+    if job.uid is None:  # the supervisor is the member already
+        answer = _as_the_member(job)
+    else:
+        try:
+            answer = as_member(job, lambda: _as_the_member(job))
+        except Exception as exc:  # a placement refused: one line, the start fails
+            if not job.sandbox:
+                answer = {"entered": " ".join(str(exc).split()) or type(exc).__name__}
+            else:
+                raise
+    why = answer.get("entered")
+    if isinstance(why, str):
         if job.folder_asked:
-            return job, _NotRunning(126, f"cannot enter the working directory {job.folder}: {why}")
+            error = f"cannot enter the working directory {job.folder}: {why}"
+            return job, _NotRunning(126, error), None
         if log is not None:
             log.write(f"[astraeus: cannot enter the submit folder {job.folder} ({why}):"
                       f" started in {job.cwd}]\n".encode())  # fmt: skip
-        return job, None
-    return job._replace(cwd=job.folder), None
-
-
-def _enter(folder: str) -> dict[str, object]:
-    try:
-        os.chdir(folder)
-    except OSError as exc:
-        raise RuntimeError(exc.strerror) from None  # "Permission denied": the line says where
-    return {}
-
-
-def _placed(job: Job) -> tuple[Job, _NotRunning | None]:
-    """The job with its drives' bubblewrap command line, worked out as the member.
-
-    Also whether the program exists in the sandbox (bubblewrap's own exit would not say):
-    as the member too, so a path only root can look into answers the same either way.
-    """
+    elif job.folder:
+        job = job._replace(cwd=job.folder)
     if not job.sandbox:
-        return job, None
-    # imported only for drives, and here, as root: the child that drops to the member
-    # reads no file of this package
-    from runner.executors.member import as_member
-    from runner.executors.sandbox import load_rules
+        return job, None, None
+    sandbox = answer["sandbox"]
+    job = job._replace(sandbox=[str(a) for a in sandbox] if isinstance(sandbox, list) else [])
+    found = answer["found"]
+    return job, None, None if found else _NotRunning(127, f"command not found: {job.argv[0]}")
 
-    load_rules()
-    placed = as_member(job, lambda: _place(job))
-    sandbox, found = placed["sandbox"], placed["found"]
-    job = job._replace(sandbox=[str(a) for a in sandbox])
-    return job, None if found else _NotRunning(127, f"command not found: {job.argv[0]}")
+
+def _as_the_member(job: Job) -> dict[str, object]:
+    """As the member: enter its folder (``entered``: True, or why not), then, from the
+    folder it will start in, place its drives and look its program up."""
+    entered: bool | str = True
+    if job.folder:
+        try:
+            os.chdir(job.folder)
+        except OSError as exc:
+            entered = exc.strerror or type(exc).__name__  # "Permission denied"
+        finally:
+            with contextlib.suppress(OSError):
+                os.chdir("/")
+    if entered is True and job.folder:
+        job = job._replace(cwd=job.folder)
+    if entered is not True and job.folder_asked:
+        return {"entered": entered}
+    return {"entered": entered, **(_place(job) if job.sandbox else {})}
 
 
 def _place(job: Job) -> dict[str, object]:
-    from runner.executors.sandbox import program_exists, sandbox_args  # imported: _placed
+    from runner.executors.sandbox import program_exists, sandbox_args  # imported: _prepared
 
     args, mapping = sandbox_args(job.sandbox[0], job.drives, job.hidden)
     path = job.env.get("PATH", "")
