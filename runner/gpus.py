@@ -10,6 +10,10 @@ Simulated GPUs stand in twice:
   (``simulated: NVML not available (Driver Not Loaded)``) so nobody mistakes them
   for hardware. Set ``ASTRAEUS_SIM_GPUS=0`` for a CPU-only machine.
 
+With simulated GPUs, ``$ASTRAEUS_SIM_DEVICES`` may name a folder of device nodes that
+stands for ``/dev`` (``nvidia0`` …, ``nvidiactl``): local runs see only their own GPUs'
+nodes of it, as they see only their own of ``/dev`` on a machine with GPUs.
+
 A GPU NVML reports in MIG mode is not scheduled whole: each of its MIG instances
 is a GPU of its own size, numbered on from the GPUs before it and labelled as
 nvidia-smi numbers it (``0:1``: GPU 0's instance 1). On such a machine every GPU is
@@ -37,6 +41,9 @@ from typing import Any
 from runner.model import GIB
 
 SIM_GPUS_ENV = "ASTRAEUS_SIM_GPUS"
+# simulated GPUs only: a folder of device nodes standing for /dev (nvidia<n>, nvidiactl…),
+# hidden from runs as real ones are (tests make them as tests/slurm/setup.sh does)
+SIM_DEVICES_ENV = "ASTRAEUS_SIM_DEVICES"
 DEFAULT_SIM_GPUS = 2
 MAX_SIM_GPUS = 1024
 SIM_MEMORY = 80 * GIB

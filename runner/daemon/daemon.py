@@ -27,7 +27,7 @@ from runner.engine.idle import IdleSettings
 from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
-from runner.gpus import Inventory, read_inventory
+from runner.gpus import SIM_DEVICES_ENV, Inventory, read_inventory
 from runner.model import RunSpec, RunState
 from runner.notify.sender import Sender
 from runner.planner.plan import Machine
@@ -57,7 +57,7 @@ def instance_id(home: Path) -> str:
     return hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
 
 
-def pick_executor(config: Config, home: Path) -> ExecutorChoice:
+def pick_executor(config: Config, home: Path, devices: Path = Path("/dev")) -> ExecutorChoice:
     """``auto``: docker when the engine answers, else the local process executor."""
     wanted = config.machine.executor
     if wanted in ("auto", "docker"):
@@ -75,8 +75,9 @@ def pick_executor(config: Config, home: Path) -> ExecutorChoice:
     from runner.executors.process import ProcessExecutor  # lazy: optional stack
 
     workers = ProcessExecutor(
-        home / "workers", instance=instance_id(home), pinning=config.machine.cpu_pinning
-    )
+        home / "workers", instance=instance_id(home), pinning=config.machine.cpu_pinning,
+        devices=devices,
+    )  # fmt: skip
     workers.warm_up()
     return ExecutorChoice(workers, why)
 
@@ -185,7 +186,9 @@ class Daemon:
             self.inventory = replace(self.inventory, source=source, simulated=False)
             self.executor_why = 'slurm: a front for the Slurm cluster (executor = "slurm")'
         elif executor is None:
-            choice = pick_executor(self.config, home)
+            simulated = self.inventory.simulated and os.environ.get(SIM_DEVICES_ENV)
+            devices = Path(simulated) if simulated else Path("/dev")
+            choice = pick_executor(self.config, home, devices)
             if choice.executor.name == "process":
                 _refuse_to_orphan_containers(self.store, choice.why)
             self.executor, self.executor_why = choice.executor, choice.why

@@ -13,13 +13,16 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from runner.executors.base import WorkerLaunch, WorkerState
 from runner.executors.process import ProcessExecutor
+from tests.hostile.helpers import astra_as
+from tests.integration.harness import wait_for
+from tests.integration.served import Served
 from tests.users import unix_users
 
 pytestmark = [
@@ -91,3 +94,29 @@ def test_a_run_asking_no_gpu_sees_none(
 ) -> None:
     seen = _seen(tmp_path, member, devices, ())
     assert seen == ["null", "nvidia-uvm", "nvidiactl"]
+
+
+def test_through_the_daemon_a_members_run_sees_only_the_gpu_it_was_given(
+    served: Callable[..., Served], member: pwd.struct_passwd, devices: Path
+) -> None:
+    lab = served(f'[api]\nsocket_group = "{GROUP}"\n[workspaces.gi]\nmembers = ["{MEMBER}"]\n',
+                 gpus=4)  # fmt: skip
+    lab.stop()  # again, with the simulated GPUs' device nodes in a folder of the test's
+    lab.env = {**lab.env, "ASTRAEUS_SIM_DEVICES": str(devices)}
+    lab.restart()
+    folder = Path(tempfile.mkdtemp(prefix="astra-gi-"))
+    folder.chmod(0o777)
+    listing = f"ls {devices} | tr '\\n' ' '"
+    for name, gpus in (("two", "2"), ("none", "0")):
+        said = astra_as(lab, member, ["run", "--name", name, "--gpus", gpus, "--", "sh", "-c",
+                                      listing], cwd=folder)  # fmt: skip
+        assert said.startswith(b"Submitted run "), said
+    for name in ("two", "none"):
+        wait_for(lambda n=name: lab.json("show", n)["state"] == "Succeeded", 30, name)  # type: ignore[misc]
+    given = lab.json("show", "two")["workers_history"][0]["gpus"]
+    assert len(given) == 2
+    seen = lab.astra("logs", "two").stdout.split()
+    assert [n for n in seen if n.startswith("nvidia") and n[6:].isdigit()] == [
+        f"nvidia{g}" for g in sorted(given)]  # fmt: skip
+    assert lab.astra("logs", "none").stdout.split() == ["null", "nvidia-uvm", "nvidiactl"]
+    shutil.rmtree(folder, ignore_errors=True)
