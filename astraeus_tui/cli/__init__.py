@@ -1,0 +1,1 @@
+"""The ``astra`` command: typer commands, and ``cli/fast`` for those people run often."""
