@@ -260,11 +260,6 @@ class Service(Reads):
         spec, workspace = self.check(document, caller)
         return self._insert(self.resolved(spec, workspace), workspace, caller, now)
 
-    def submit_spec(self, spec: RunSpec, caller: Caller, now: float | None = None) -> RunRow:
-        self.check_state_room(caller)
-        workspace = self._check_spec(spec, caller)
-        return self._insert(self.resolved(spec, workspace), workspace, caller, now)
-
     def check_state_room(self, caller: Caller) -> None:
         """A member's new run or group needs ``[machine] state_reserve`` free on the state
         database's disk: below it, what admins do (delete, drain, quota) and the daemon's
