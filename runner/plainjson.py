@@ -16,7 +16,7 @@ from __future__ import annotations
 try:
     import _json
 except ImportError:  # pragma: no cover - CPython has it
-    _json = None  # type: ignore[assignment]
+    _json = None  # type: ignore[assignment]  # no C accelerator: the json module's path
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
@@ -43,7 +43,7 @@ def _refuse(value: object) -> object:
 
 
 if _json is not None:
-    _scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]
+    _scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]  # a decoder's fields only
     _encode = _json.make_encoder(
         {}, _refuse, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
     )

@@ -51,6 +51,7 @@ def completions() -> list[tuple[str, str, str, str]]:
     shells = [kind(command, {}, "astra", "_ASTRA_COMPLETE") for kind in
               (BashComplete, ZshComplete, FishComplete)]  # fmt: skip
     items = shells[0].get_completions([], "")
+    # click's completion classes give format_completion no precise type
     return [(str(i.value), *(shell.format_completion(i) for shell in shells)) for i in items]  # type: ignore[misc]
 
 

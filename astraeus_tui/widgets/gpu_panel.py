@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.color import Color
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -188,9 +188,10 @@ class GpuPanel(Widget):
     @staticmethod
     def _grid(rows: list[list[RenderableType]], widths: list[int] | None = None) -> Table:
         grid = Table.grid(expand=True, padding=(0, 1))
-        for c, justify in enumerate(("right", "left", "left", "right")):
+        sides: tuple[JustifyMethod, ...] = ("right", "left", "left", "right")
+        for c, justify in enumerate(sides):
             width = None if widths is None else widths[c]
-            grid.add_column(justify=justify, no_wrap=True, width=width)  # type: ignore[arg-type]
+            grid.add_column(justify=justify, no_wrap=True, width=width)
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         for cells in rows:
             grid.add_row(*cells)

@@ -161,7 +161,7 @@ class QueueTable(ScrollView, can_focus=True):
             return self.table
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]  # ScrollView's own keywords
         self.rows: dict[str, Row] = {}  # by run id
         self._order: list[str] = []  # the rows in order
         self._index: dict[str, int] = {}  # run id -> its place in _order

@@ -4,7 +4,7 @@ by outcome, preemptions and the wait to a first start (p50/p95), from ``GET /v1/
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
@@ -65,15 +65,15 @@ def usage_rows(usage: Usage) -> Table:
     per_day = len(daily) == len(usage.rows) and bool(daily)
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(no_wrap=True, overflow="ellipsis", min_width=9, max_width=16)
-    justify = ["left", "right", "left", "right", "right", "right", "right", "right", "right",
-               "right"]  # fmt: skip
+    right: JustifyMethod = "right"
+    justify: list[JustifyMethod] = ["left", right, "left", *[right] * 7]
     heads = ["workspace", "GPU-hours", "", "core-h", "", "runs",
              *(word for _, word, _ in OUTCOMES), "preempted", "wait p50/p95"]  # fmt: skip
     if per_day:
         justify.insert(2, "left")
         heads.insert(3, "GPU-h a day")
     for j in justify:
-        grid.add_column(no_wrap=True, justify=j)  # type: ignore[arg-type]
+        grid.add_column(no_wrap=True, justify=j)
     grid.add_row(*(Text(h, style="dim") for h in heads))
     for row in usage.rows:
         name = row.workspace if row.visible and row.workspace else OTHERS

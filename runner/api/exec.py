@@ -130,21 +130,22 @@ def _in_own_thread(call: Callable[[], T]) -> asyncio.Future[T]:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def settle(value: T | None, error: BaseException | None) -> None:
+    def settle(outcome: tuple[T] | BaseException) -> None:
         if future.done():
             return
-        if error is not None:
-            future.set_exception(error)
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
         else:
-            future.set_result(value)  # type: ignore[arg-type]
+            future.set_result(outcome[0])
 
     def run() -> None:
+        outcome: tuple[T] | BaseException
         try:
-            value, error = call(), None
+            outcome = (call(),)
         except BaseException as e:  # handed to the awaiting coroutine
-            value, error = None, e
+            outcome = e
         with contextlib.suppress(RuntimeError):  # the loop is closing: the daemon stops
-            loop.call_soon_threadsafe(settle, value, error)
+            loop.call_soon_threadsafe(settle, outcome)
 
     threading.Thread(target=run, name="exec-session", daemon=True).start()
     return future

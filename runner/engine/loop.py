@@ -222,7 +222,7 @@ class Loop:
         due = last is None or mono - last >= PLAN_EVERY
         due |= self._next_begin is not None and now >= self._next_begin  # a calendar time
         due |= self._wake_mono is not None and mono >= self._wake_mono  # a back-off ended
-        if due or (self._dirty and mono - last >= self.gap()):  # type: ignore[operator]
+        if due or (self._dirty and last is not None and mono - last >= self.gap()):
             self._dirty = False
             self._planned_mono = mono
             self.plan_and_apply(now)

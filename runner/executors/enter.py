@@ -142,7 +142,8 @@ def enter(folder: Path, request: EnterRequest) -> ProcessSession:
 def _spawn(
     request: EnterRequest, launch: dict[str, object], namespace: int | None
 ) -> ProcessSession:
-    env = {str(k): str(v) for k, v in dict(launch.get("env") or {}).items()}  # type: ignore[call-overload]
+    listed = launch.get("env")
+    env = {str(k): str(v) for k, v in listed.items()} if isinstance(listed, dict) else {}
     uid, gid = launch.get("uid"), launch.get("gid")
     job = {"argv": list(request.argv), "env": env, "cwd": str(launch.get("cwd") or "/tmp"),
            "uid": uid, "gid": gid, "groups": launch.get("groups") or [], "tty": request.tty,

@@ -415,7 +415,7 @@ class Store(
             args.append(run)  # type: ignore[arg-type]  # mixed int/str parameters
         if grp is not None:
             sql += " AND grp = ? AND run = grp"
-            args.append(grp)  # type: ignore[arg-type]
+            args.append(grp)  # type: ignore[arg-type]  # mixed int/str parameters
         rows = self._connect().execute(sql + " ORDER BY id", args)
         return [
             EventRow(r["id"], r["run"], r["workspace"], r["time"], r["kind"],

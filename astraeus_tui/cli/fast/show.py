@@ -7,7 +7,7 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at st
 if TYPE_CHECKING:
     from typing import Any
 
-    from runner.schema import RunDetail, UsageFigures, Worker
+    from runner.schema import RunDetail, RunUsage, UsageFigures, Worker
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
           "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
@@ -105,15 +105,15 @@ def _figures(label: str, f: UsageFigures) -> str:
 
 def usage_lines(run: RunDetail) -> list[str]:
     """What the run used (its telemetry): now while it runs, mean and peak over its life."""
-    usage = run.usage
-    if usage is None or _unset(usage):
+    if run.usage is None or _unset(run.usage):
         return []
-    assert not _unset(usage)
-    rows = [(k, f) for k, f in (("now", usage.now), ("mean", usage.mean), ("peak", usage.peak))  # type: ignore[union-attr]
+    # UNSET is told apart by its type's name (msgspec is not imported here): not narrowed
+    usage: RunUsage = run.usage  # type: ignore[assignment]
+    rows = [(k, f) for k, f in (("now", usage.now), ("mean", usage.mean), ("peak", usage.peak))
             if f is not None]  # fmt: skip
     lines = [f"{'usage:' if i == 0 else '':<20}{_figures(k, f)}" for i, (k, f) in enumerate(rows)]
-    if usage.samples:  # type: ignore[union-attr]
-        lines.append(f"{'':<20}{usage.samples} samples, {usage.since} to {usage.until}")  # type: ignore[union-attr]
+    if usage.samples:
+        lines.append(f"{'':<20}{usage.samples} samples, {usage.since} to {usage.until}")
     return lines
 
 
