@@ -49,7 +49,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-checks=("nvml inventory" "process run sees its GPU" "shared runs" "telemetry per process"
+checks=("nvml inventory" "process run sees its GPU" "process run sees no other GPU"
+        "shared runs" "telemetry per process"
         "doctor --system" "docker gpu")  # as tests/gpu/checks.py names them, in its order
 skip_rest() {  # every check, skipped: what they needed is missing
     for name in "${checks[@]}"; do line skip "$name: $1"; done

@@ -59,7 +59,7 @@ def test_dry_run_without_wheels_fails_and_names_every_check(tmp_path: Path) -> N
     )
     listed = subprocess.run([sys.executable, str(CHECKS), "--list"], capture_output=True,
                             text=True, timeout=60, check=True).stdout.split("\n")[:-1]  # fmt: skip
-    assert listed[0] == "nvml inventory" and len(listed) == 6
+    assert listed[0] == "nvml inventory" and len(listed) == 7
     assert lines[2:] == [f"skip {name}: --dry-run" for name in listed]
     assert names_of(lines[2:]) == listed  # check.sh's own list is checks.py's
 
@@ -78,4 +78,4 @@ def test_a_python_that_cannot_run_stops_before_anything_starts(tmp_path: Path) -
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"FAIL python: {tmp_path / 'no-python'} does not run")
     assert lines[2:] == [f"skip {name}: nothing to run them with" for name in names_of(lines[2:])]
-    assert len(lines[2:]) == 6
+    assert len(lines[2:]) == 7
