@@ -100,22 +100,6 @@ class WorkerGroup:
         return WorkerGroup(int(str(version)), tuple(Path(str(f)) for f in folders),
                            tuple(str(c) for c in controllers))  # fmt: skip
 
-    def leave_to(self) -> list[Path]:
-        """The ``cgroup.procs`` files of the caller's own groups in the hierarchies this
-        group is in: where a process that joined it to fork returns."""
-        own: dict[str, str] = {}
-        for line in (_read(Path("/proc/self/cgroup")) or "").splitlines():
-            _, names, path = line.split(":", 2)
-            for name in names.split(",") if names else [""]:
-                own[name] = path
-        back = []
-        for folder, controller in zip(self.folders, self.controllers or ("",), strict=False):
-            mount = folder.parents[2]  # <mount>/<parent>/<instance>/<worker>
-            mine = own.get(controller if self.version == 1 else "")
-            if mine is not None:
-                back.append(mount / mine.lstrip("/") / "cgroup.procs")
-        return back
-
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (0: the caller) into the group, in every hierarchy."""
         for folder in self.folders:

@@ -20,7 +20,7 @@ Two layouts: cgroup v2 (``/sys/fs/cgroup/cgroup.controllers`` exists: the unifie
 hierarchy), with the workers under ``astraeus.slice/<instance>/``; and cgroup v1 (one
 hierarchy per controller, ``/sys/fs/cgroup/memory`` …), with the workers under
 ``astraeus/<instance>/`` in each. Where neither can be written (not root, a read-only
-cgroupfs, a container without delegation) nothing is enforced and ``Cgroups.detect`` says
+cgroupfs, a container without delegation) nothing is enforced and ``detect`` says
 why: the executor then stops workers by walking ``/proc`` (runner/executors/tree.py) and
 ``astra doctor`` says what is not enforced. The root folder is a parameter, so the v2 and
 v1 code runs in tests over a folder laid out as cgroupfs.
