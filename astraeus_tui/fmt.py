@@ -10,6 +10,7 @@ from typing import Any
 from rich.text import Text
 
 from astraeus_tui.when import epoch, utc_clock
+from runner.durations import spoken
 from runner.model import RunState
 from runner.schema import Run as Run  # a run object as the API returns it (docs/api.md)
 
@@ -17,40 +18,9 @@ QUOTA_CODES = ("QUOTA_WAIT", "QUOTA_OVER")  # a run's reason_code while over its
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
-def span(seconds: float) -> str:
-    """A duration as people say it: ``45 s``, ``12 min``, ``1 h 12 min``, ``2 d 3 h``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    minutes = -(-s // 60) if s < 3600 else s // 60  # under an hour: round up
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
-
-
 def countdown(seconds: float) -> str:
     """``in 1 h 12 min``, or ``now`` once it is due."""
-    return f"in {span(seconds)}" if seconds >= 1 else "now"
-
-
-def compact(seconds: float | None) -> str:
-    """A short duration for table cells: ``45s``, ``12m``, ``1h12``, ``2d3h``."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        h, m = divmod(s // 60, 60)
-        return f"{h}h{m:02d}" if m else f"{h}h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d}d{h}h" if h else f"{d}d"
+    return f"in {spoken(seconds, up=True)}" if seconds >= 1 else "now"
 
 
 def gib(n: float | None) -> str:

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from runner.spec.build import FieldError, drive_list, folder_given, time_limit
+from runner.runspec.build import FieldError, drive_list, folder_given, time_limit
 
 Document = dict[str, Any]
 FIELDS = ("name", "workspace", "image", "command", "gpus", "drives", "folder", "priority",

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import msgspec
 from rich.text import Text
 
-from astraeus_tui.fmt import Run, compact, over_quota
+from astraeus_tui.fmt import Run, over_quota
 from astraeus_tui.when import DAY, epoch, idle_label, start_label
+from runner.durations import compact
 from runner.model import RunState
 
 SORTS = ("order", "priority", "age", "name", "workspace", "state")
@@ -302,7 +303,7 @@ class QueueModel:
             Text(str(run.priority), justify="right"),
             Text(run.state or "", style=STATE_STYLE.get(run.state or "", "")),
             Text(f"{asked}/{held}", justify="right"),
-            Text(compact(limit) if limit else "none", justify="right"),
+            Text(compact(limit, cell=True) if limit else "none", justify="right"),
             self.age_cell(rid, now),
             self._start(run, now),
             self._reason(run, now),
@@ -388,4 +389,4 @@ def age(run: Run, now: float) -> str:
     submitted = epoch(run.submitted_at)
     if submitted is None:
         return "-"
-    return "<1m" if now - submitted < 60 else compact(now - submitted)
+    return "<1m" if now - submitted < 60 else compact(now - submitted, cell=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 
+from runner.durations import compact
 from runner.states import RunState
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
@@ -100,22 +101,8 @@ def start_label(run: Run, now: float) -> str:
     return time.strftime("%m-%d ", utc_struct(at)) + clock
 
 
-def short_span(seconds: float) -> str:
-    """``45s``, ``25m``, ``1h05m``, ``2d3h``: as the daemon's idle events say it."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < DAY:
-        h, m = divmod(s // 60, 60)
-        return f"{h}h{m:02d}m" if m else f"{h}h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d}d{h}h" if h else f"{d}d"
-
-
 def idle_label(run: Run, now: float) -> str:
     """``idle 25m`` for a run whose GPUs are marked idle (its ``idle_since``), else ``""``."""
     since = run.idle_since
     t = epoch(since) if isinstance(since, str) else None
-    return "" if t is None else f"idle {short_span(now - t)}"
+    return "" if t is None else f"idle {compact(now - t)}"

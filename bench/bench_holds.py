@@ -16,8 +16,8 @@ import time
 
 from runner.engine.holds import kept_out
 from runner.model import RunSpec, RunState
-from runner.spec.build import run_document
-from runner.spec.parse import parse_spec
+from runner.runspec.build import run_document
+from runner.runspec.parse import parse_spec
 from runner.store.db import RunRow
 
 NOW = 1_790_856_000.0

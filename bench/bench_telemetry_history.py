@@ -20,14 +20,14 @@ from pathlib import Path
 
 from runner.store import telemetry as th
 from runner.store.db import Store
-from runner.store.telemetry import GpuRow, RunRow
+from runner.store.telemetry import GpuSample, RunSample
 
 GPUS = 8
 
 
-def _round(at: float, runs: int) -> tuple[list[GpuRow], list[RunRow]]:
-    gpus = [GpuRow(at, g, 93.0, 60 << 30, 71.0, 330.0) for g in range(GPUS)]
-    work = [RunRow(at, f"uid-{i:04d}", "vision", (i % GPUS,), 101.2, 1 << 30, 60 << 30, 93.0)
+def _round(at: float, runs: int) -> tuple[list[GpuSample], list[RunSample]]:
+    gpus = [GpuSample(at, g, 93.0, 60 << 30, 71.0, 330.0) for g in range(GPUS)]
+    work = [RunSample(at, f"uid-{i:04d}", "vision", (i % GPUS,), 101.2, 1 << 30, 60 << 30, 93.0)
             for i in range(runs)]  # fmt: skip
     return gpus, work
 

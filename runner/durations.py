@@ -1,10 +1,12 @@
 """Durations as people write them, in seconds: ``2h``, ``90m``, ``1h30m``, ``3600``,
-and Slurm's ``D-HH:MM:SS``.
+and Slurm's ``D-HH:MM:SS``; and as the daemon and the faces say them back
+(:func:`spoken`, :func:`compact`).
 
 One parser for every face that takes a time limit (``astra run --time-limit``, the
 dashboard's form), for ``#SBATCH --time`` and Slurm's own answers
-(:func:`runner.spec.sbatch.slurm_time` words its errors), and the unit sums of the
-config's ``retention``. Only ``re`` at import: the CLI imports this on every start.
+(:func:`runner.runspec.sbatch.slurm_time` words its errors), and the unit sums of the
+config's ``retention``. One formatter for every message, table cell and countdown.
+Only ``re`` at import: the CLI imports this on every start.
 """
 
 from __future__ import annotations
@@ -62,3 +64,55 @@ def parse_duration(text: str) -> int:
     if not seconds:
         raise ValueError(f"{text!r} is not a duration ({EXAMPLES})")
     return seconds
+
+
+_SPOKEN = {"s": "s", "m": "min", "h": "h", "d": "d"}
+
+
+def _parts(seconds: int, up: bool, exact: bool) -> tuple[tuple[int, str], ...]:
+    """The two largest units of ``seconds``: minutes and hours, hours and days; under a
+    minute seconds alone, under an hour minutes alone (with their seconds if ``exact``)."""
+    if seconds < 60:
+        return ((seconds, "s"),)
+    if exact and seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        return ((minutes, "m"), (rest, "s"))
+    minutes = -(-seconds // 60) if up and seconds < 3600 else seconds // 60
+    if minutes < 60:
+        return ((minutes, "m"),)
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return ((hours, "h"), (minutes, "m"))
+    days, hours = divmod(hours, 24)
+    return ((days, "d"), (hours, "h"))
+
+
+def spoken(seconds: float, *, up: bool = False, exact: bool = False) -> str:
+    """A duration in a sentence: ``45 s``, ``12 min``, ``1 h 12 min``, ``2 d 3 h``.
+
+    Two units at most, the second left out when it is zero. Minutes round down (a
+    limit "of at most" is never more than it says); ``up`` rounds them up under an
+    hour (a countdown never says less than is left); ``exact`` keeps the seconds beside
+    the minutes (``2 min 40 s``), rounded to the nearest.
+    """
+    whole = max(0, round(seconds) if exact else int(seconds))
+    first, *rest = _parts(whole, up, exact)
+    words = [f"{first[0]} {_SPOKEN[first[1]]}"]
+    words += [f"{n} {_SPOKEN[unit]}" for n, unit in rest if n]
+    return " ".join(words)
+
+
+def compact(seconds: float | None, *, cell: bool = False, units: int = 2) -> str:
+    """A short duration: ``45s``, ``12m``, ``1h05m``, ``2d3h``; ``-`` for none.
+
+    ``cell``: as a table's column has room for it (``1h05``); ``units=1``: the largest
+    unit alone (``1h``, ``2d``), as an age.
+    """
+    if seconds is None:
+        return "-"
+    (n, unit), *rest = _parts(max(0, int(seconds)), False, False)[:units]
+    text = f"{n}{unit}"
+    for n, unit in rest:
+        if n:
+            text += f"{n:02d}" + ("" if cell else "m") if unit == "m" else f"{n}{unit}"
+    return text

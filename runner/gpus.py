@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -155,27 +154,24 @@ def read_inventory(
             module = importlib.import_module("pynvml")
         except ImportError as error:
             return _fallback(f"pynvml cannot be imported: {error}", env)
-    errors = (getattr(module, "NVMLError", OSError), OSError)
+    wrapped = Nvml(module)
     try:
         module.nvmlInit()
-    except errors as error:
+    except wrapped.errors as error:
         return _fallback(_describe(error), env)
     try:
-        devices = list(nvml_devices(module, errors))
-        gpus = tuple(_read_gpu(module, d, errors) for d in devices)
+        devices = list(wrapped.devices())
+        gpus = tuple(_read_gpu(wrapped, d) for d in devices)
         if any(d.mig is not None or d.index != d.position for d in devices):
             gpus = tuple(replace(g, device=g.uuid) for g in gpus)  # indexes are not CUDA's
-        version = _optional(module.nvmlSystemGetDriverVersion, errors)
-    except errors as error:
+        version = wrapped.optional(module.nvmlSystemGetDriverVersion)
+    except wrapped.errors as error:
         return _fallback(_describe(error), env)
     finally:
         with suppress(Exception):  # nothing useful to do when shutdown fails
             module.nvmlShutdown()
-    driver = None if version is None else _text(version)
+    driver = None if version is None else text(version)
     return Inventory(gpus=gpus, simulated=False, source=NVML_SOURCE, driver_version=driver)
-
-
-_Errors = tuple[type[BaseException], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,82 +186,128 @@ class NvmlDevice:
     mig: str | None = None
     parent: Any = None
 
-
-def nvml_devices(nvml: Any, errors: _Errors, *, skip_lost: bool = False) -> Iterator[NvmlDevice]:
-    """The devices to schedule, numbered from 0: each GPU, or each MIG instance of a GPU
-    in MIG mode; NVML must be initialised. Without MIG, index ``i`` is NVML's GPU ``i``.
-
-    A handle that cannot be read raises NVML's error, or with ``skip_lost`` is yielded
-    as None (a whole GPU: its number is kept, so the others keep theirs)."""
-    index = 0
-    for position in range(int(nvml.nvmlDeviceGetCount())):
-        if skip_lost:
-            handle = _optional(partial(nvml.nvmlDeviceGetHandleByIndex, position), errors)
-        else:
-            handle = nvml.nvmlDeviceGetHandleByIndex(position)
-        instances = [] if handle is None else _mig_instances(nvml, handle, position, errors)
-        if instances is None:
-            yield NvmlDevice(index, handle, position)
-            index += 1
-            continue
-        for label, instance in instances:
-            yield NvmlDevice(index, instance, position, label, handle)
-            index += 1
+    @property
+    def whole(self) -> Any:
+        """The whole GPU's handle: its own, or a MIG instance's parent's."""
+        return self.handle if self.parent is None else self.parent
 
 
-def _mig_instances(
-    nvml: Any, handle: object, position: int, errors: _Errors
-) -> list[tuple[str, Any]] | None:
-    """A GPU in MIG mode: its instances' labels and handles (maybe none); else None.
+class Nvml:
+    """The one wrapper of NVML (a ``pynvml`` module, or the tests' stub) that the
+    inventory and the telemetry read through: its errors, a query that may not be
+    answered, the devices to schedule. NVML must be initialised."""
 
-    A GPU or a pynvml that knows no MIG (NVMLError_NotSupported, a missing call) is
-    a whole GPU."""
-    mode_of = getattr(nvml, "nvmlDeviceGetMigMode", None)
-    mode = None if mode_of is None else _optional(partial(mode_of, handle), errors)
-    if not mode or int(mode[0]) != NVML_MIG_ENABLED:
-        return None
-    count_of = getattr(nvml, "nvmlDeviceGetMaxMigDeviceCount", None)
-    by_index = getattr(nvml, "nvmlDeviceGetMigDeviceHandleByIndex", None)
-    count = None if count_of is None else _optional(partial(count_of, handle), errors)
-    if by_index is None or not count:
-        return []
-    found = []
-    for slot in range(min(int(count), MAX_MIG_INSTANCES)):
-        instance = _optional(partial(by_index, handle, slot), errors)  # NotFound: a gap
-        if instance is not None:
-            found.append((f"{position}:{slot}", instance))
-    return found
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.errors: tuple[type[BaseException], ...] = (
+            getattr(module, "NVMLError", OSError),
+            OSError,
+        )
+        self.temperature_sensor = getattr(module, "NVML_TEMPERATURE_GPU", 0)
+
+    def optional(self, call: Callable[..., Any], *args: object) -> Any:
+        """``call(*args)``, or None when NVML says it cannot answer."""
+        try:
+            return call(*args)
+        except self.errors:
+            return None
+
+    def ask(self, name: str, handle: object, *args: object) -> Any:
+        """NVML's ``name(handle, *args)``; None when it cannot answer or this pynvml has
+        no such query (an older one)."""
+        call = getattr(self.module, name, None)
+        return None if call is None else self.optional(call, handle, *args)
+
+    def temperature(self, device: NvmlDevice) -> Any:
+        """A device's temperature; a MIG instance reads none, so its GPU's."""
+        sensor = self.temperature_sensor
+        temperature = self.ask("nvmlDeviceGetTemperature", device.handle, sensor)
+        if temperature is None and device.parent is not None:
+            temperature = self.ask("nvmlDeviceGetTemperature", device.parent, sensor)
+        return temperature
+
+    def devices(self, *, skip_lost: bool = False) -> Iterator[NvmlDevice]:
+        """The devices to schedule, numbered from 0: each GPU, or each MIG instance of a
+        GPU in MIG mode. Without MIG, index ``i`` is NVML's GPU ``i``.
+
+        A handle that cannot be read raises NVML's error, or with ``skip_lost`` is
+        yielded as None (a whole GPU: its number is kept, so the others keep theirs)."""
+        nvml = self.module
+        index = 0
+        for position in range(int(nvml.nvmlDeviceGetCount())):
+            if skip_lost:
+                handle = self.optional(nvml.nvmlDeviceGetHandleByIndex, position)
+            else:
+                handle = nvml.nvmlDeviceGetHandleByIndex(position)
+            instances = [] if handle is None else self._mig_instances(handle, position)
+            if instances is None:
+                yield NvmlDevice(index, handle, position)
+                index += 1
+                continue
+            for label, instance in instances:
+                yield NvmlDevice(index, instance, position, label, handle)
+                index += 1
+
+    def _mig_instances(self, handle: object, position: int) -> list[tuple[str, Any]] | None:
+        """A GPU in MIG mode: its instances' labels and handles (maybe none); else None.
+
+        A GPU or a pynvml that knows no MIG (NVMLError_NotSupported, a missing call) is
+        a whole GPU."""
+        mode = self.ask("nvmlDeviceGetMigMode", handle)
+        if not mode or int(mode[0]) != NVML_MIG_ENABLED:
+            return None
+        count = self.ask("nvmlDeviceGetMaxMigDeviceCount", handle)
+        if getattr(self.module, "nvmlDeviceGetMigDeviceHandleByIndex", None) is None or not count:
+            return []
+        found = []
+        for slot in range(min(int(count), MAX_MIG_INSTANCES)):
+            instance = self.ask("nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+            if instance is not None:  # NotFound: a gap
+                found.append((f"{position}:{slot}", instance))
+        return found
+
+    def pids(self, handle: object) -> tuple[int, ...]:
+        """PIDs of the device's compute and graphics processes."""
+        pids: set[int] = set()
+        for query in (
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetGraphicsRunningProcesses",
+        ):
+            processes = self.ask(query, handle)
+            pids.update(int(p.pid) for p in processes or () if getattr(p, "pid", None))
+        return tuple(sorted(pids))
 
 
-def _read_gpu(nvml: Any, device: NvmlDevice, errors: _Errors) -> GpuInfo:
+def text(value: object) -> str:
+    """pynvml returns bytes in older versions, str in newer ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _read_gpu(nvml: Nvml, device: NvmlDevice) -> GpuInfo:
     """One device; utilization, temperature and processes may be unsupported (a MIG
     instance reads no utilization; its temperature is its GPU's)."""
-    handle = device.handle
-    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-    sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
-    utilization = _optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu, errors)
-    temperature = _optional(lambda: nvml.nvmlDeviceGetTemperature(handle, sensor), errors)
-    if temperature is None and device.parent is not None:
-        parent = device.parent
-        temperature = _optional(lambda: nvml.nvmlDeviceGetTemperature(parent, sensor), errors)
-    minor_of = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
-    whole = device.parent if device.parent is not None else handle
-    minor = None if minor_of is None else _optional(lambda: minor_of(whole), errors)
-    pci_of = getattr(nvml, "nvmlDeviceGetPciInfo", None)
-    pci = None if pci_of is None else _optional(lambda: pci_of(whole), errors)
+    module, handle = nvml.module, device.handle
+    memory = module.nvmlDeviceGetMemoryInfo(handle)
+    rates = nvml.ask("nvmlDeviceGetUtilizationRates", handle)
+    utilization = None if rates is None else rates.gpu
+    temperature = nvml.temperature(device)
+    minor = nvml.ask("nvmlDeviceGetMinorNumber", device.whole)
+    pci = nvml.ask("nvmlDeviceGetPciInfo", device.whole)
     return GpuInfo(
         index=device.index,
-        uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-        name=_text(nvml.nvmlDeviceGetName(handle)),
+        uuid=text(module.nvmlDeviceGetUUID(handle)),
+        name=text(module.nvmlDeviceGetName(handle)),
         memory_total=int(memory.total),
         memory_used=int(memory.used),
         utilization=None if utilization is None else int(utilization),
         temperature=None if temperature is None else int(temperature),
-        pids=_pids(nvml, handle, errors),
+        pids=nvml.pids(handle),
         simulated=False,
         mig=device.mig,
         minor=None if minor is None else int(minor),
-        numa=None if pci is None else numa_node(_text(getattr(pci, "busId", ""))),
+        numa=None if pci is None else numa_node(text(getattr(pci, "busId", ""))),
     )
 
 
@@ -280,34 +322,6 @@ def numa_node(bus_id: str, sysfs: str = "/sys/bus/pci/devices") -> int | None:
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None
-
-
-def _pids(nvml: Any, handle: object, errors: _Errors) -> tuple[int, ...]:
-    """PIDs of the device's compute and graphics processes."""
-    pids: set[int] = set()
-    for function in (
-        "nvmlDeviceGetComputeRunningProcesses",
-        "nvmlDeviceGetGraphicsRunningProcesses",
-    ):
-        call = getattr(nvml, function, None)
-        processes = None if call is None else _optional(partial(call, handle), errors)
-        pids.update(int(p.pid) for p in processes or () if getattr(p, "pid", None))
-    return tuple(sorted(pids))
-
-
-def _optional(call: Callable[[], Any], errors: _Errors) -> Any:
-    """``call()``, or None when NVML says it cannot answer."""
-    try:
-        return call()
-    except errors:
-        return None
-
-
-def _text(value: object) -> str:
-    """pynvml returns bytes in older versions, str in newer ones."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
 
 
 def _describe(error: BaseException) -> str:

@@ -36,16 +36,16 @@ def call(fn: Callable[[Client], T]) -> T:
 def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
     """The run spec in ``file`` (``text``: stdin already read) as the daemon's document,
     checked here first with the daemon's own messages (JSON, TOML or #SBATCH)."""
-    from runner.spec.documents import load_spec_file, load_spec_text
-    from runner.spec.parse import SpecError, spec_to_dict
-    from runner.spec.printable import check_spec
+    from runner.runspec.documents import load_spec_file, load_spec_text
+    from runner.runspec.parse import SpecError, spec_to_dict
+    from runner.runspec.printable import check_spec
 
     try:
         spec = load_spec_text(text) if text is not None else load_spec_file(file)
         check_spec(spec)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
-    from runner.spec.build import with_submit_dir
+    from runner.runspec.build import with_submit_dir
 
     document = spec_to_dict(spec)
     with_submit_dir(document)  # the process executor starts it here

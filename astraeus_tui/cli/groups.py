@@ -33,8 +33,8 @@ def template(file: str) -> dict[str, Any]:
 
 
 def create_group(document: dict[str, Any], as_json: bool) -> None:
-    from runner.spec.groups import parse_group
-    from runner.spec.parse import SpecError
+    from runner.runspec.groups import parse_group
+    from runner.runspec.parse import SpecError
 
     try:
         parse_group(document)
@@ -101,9 +101,9 @@ def sweep_submit(
     as_json: bool = JsonOption,
 ) -> None:
     """Submit a sweep: the spec's `spec.sweep` (grid or list), or --grid options."""
-    from runner.spec.documents import decode_document
-    from runner.spec.groups import sweep_document
-    from runner.spec.parse import SpecError
+    from runner.runspec.documents import decode_document
+    from runner.runspec.groups import sweep_document
+    from runner.runspec.parse import SpecError
 
     document: dict[str, Any] | None = None
     if not grid:

@@ -16,6 +16,7 @@ import time
 
 from astraeus_tui.text import shown
 from astraeus_tui.when import epoch, idle_label, start_label
+from runner.durations import compact
 from runner.states import RunState
 
 QUEUED = RunState.QUEUED
@@ -38,11 +39,7 @@ def age(iso: str | None, now: float | None = None) -> str:
     then = epoch(iso)
     if then is None:
         return "-"
-    seconds = int((time.time() if now is None else now) - then)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
+    return compact((time.time() if now is None else now) - then, units=1)
 
 
 def run_cells(r: Run, now: float) -> list[str]:

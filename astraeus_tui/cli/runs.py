@@ -86,9 +86,9 @@ def submit(
 
 def _sweep(file: str, text: str | None) -> dict[str, Any] | None:
     """The sweep a JSON or TOML spec with a ``spec.sweep`` section asks for, else None."""
-    from runner.spec.documents import spec_file_document
-    from runner.spec.groups import sweep_document
-    from runner.spec.parse import SpecError
+    from runner.runspec.documents import spec_file_document
+    from runner.runspec.groups import sweep_document
+    from runner.runspec.parse import SpecError
 
     try:
         document = spec_file_document(file, text)
@@ -191,7 +191,7 @@ def run(
 
     `astra run -it --gpus 1 -- bash` waits in the queue like any run, then gives this
     terminal to it; closing the terminal cancels it."""
-    from runner.spec.build import (
+    from runner.runspec.build import (
         FieldError,
         begin_time,
         default_name,

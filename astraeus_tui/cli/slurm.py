@@ -19,8 +19,8 @@ def sbatch(
     nice: Annotated[int | None, typer.Option(help="Priority -N (as Slurm's --nice).")] = None,
 ) -> None:
     """Submit a batch script; prints `Submitted batch job <name>`."""
-    from runner.spec.parse import SpecError, spec_to_dict
-    from runner.spec.sbatch import parse_sbatch
+    from runner.runspec.parse import SpecError, spec_to_dict
+    from runner.runspec.sbatch import parse_sbatch
 
     try:
         text = file.read_bytes().decode("utf-8")  # as written: a CR must reach the parser
@@ -30,7 +30,7 @@ def sbatch(
         spec = parse_sbatch(text, name_hint=file.stem, nice=nice, environ=os.environ)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
-    from runner.spec.build import with_submit_dir
+    from runner.runspec.build import with_submit_dir
 
     document = with_submit_dir(spec_to_dict(spec))  # sbatch: the job starts where it was sent
     run = call(lambda c: c.submit(document))

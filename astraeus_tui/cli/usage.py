@@ -11,6 +11,7 @@ from astraeus_tui.cli.common import JsonOption, call, console, fail
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch
+from runner.durations import compact
 from runner.schema import HistoryEntry, UsageRow
 
 SinceOption = typer.Option(
@@ -21,12 +22,6 @@ OUTCOMES = ("succeeded", "failed", "cancelled")
 
 def _hours(value: float) -> str:
     return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.4f}"
-
-
-def _span(seconds: float | None) -> str:
-    from astraeus_tui.fmt import compact
-
-    return compact(seconds)
 
 
 def _when(iso: str | None, short: bool = False) -> str:
@@ -40,7 +35,7 @@ def _when(iso: str | None, short: bool = False) -> str:
 def _usage_cells(row: UsageRow, label: list[str]) -> list[str]:
     counts = [str(row.outcomes.get(k, 0)) for k in OUTCOMES]
     wait = "-" if row.wait_p50_seconds is None else (
-        f"{_span(row.wait_p50_seconds)}/{_span(row.wait_p95_seconds)}"
+        f"{compact(row.wait_p50_seconds, cell=True)}/{compact(row.wait_p95_seconds, cell=True)}"
     )  # fmt: skip
     return [
         *label, str(row.runs), *counts, _hours(row.gpu_hours), _hours(row.core_hours),
@@ -88,7 +83,8 @@ def _history_cells(r: HistoryEntry) -> list[str]:
     code = "-" if r.exit_code is None else str(r.exit_code)
     return [
         _when(r.finished_at, short=True), r.name, r.workspace, r.owner, r.outcome, code,
-        _span(r.elapsed_seconds), _span(r.wait_seconds), str(r.gpus), _hours(r.gpu_hours),
+        compact(r.elapsed_seconds, cell=True), compact(r.wait_seconds, cell=True), str(r.gpus),
+        _hours(r.gpu_hours),
         str(r.preemptions),
     ]  # fmt: skip
 

@@ -30,10 +30,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
-from astraeus_tui.fmt import Run, compact, countdown, gib, when
+from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import epoch, idle_label, utc_clock
 from astraeus_tui.widgets.levels import LevelSparkline
+from runner.durations import compact
 from runner.model import RunState, StopReason
 from runner.schema import (
     Checkpoint,
@@ -87,7 +88,7 @@ def facts(run: RunDetail) -> Table:
         ("CPU · memory", f"{run.cpu_cores_requested:g} cores · "
                          f"{gib(run.memory_requested or 0)}"),
         ("workers", f"{run.workers}{' (gang)' if run.gang else ''}"),
-        ("time limit", compact(limit) if limit else "none"),
+        ("time limit", compact(limit, cell=True) if limit else "none"),
         ("restarts", _restarts(run, time.time())),
         ("preemptions", str(run.preemptions)),
         ("submitted", _time(run.submitted_at)),

@@ -9,7 +9,7 @@ workspace's quota, its use and its Max priority.
 
 Errors are shown at the field they are about: first what the form itself can
 tell (a number that is not one, a duration that is not one), then the spec
-rules of ``runner.spec.parse`` (the same the daemon applies), then the daemon's own
+rules of ``runner.runspec.parse`` (the same the daemon applies), then the daemon's own
 answer, word for word (``403 PRIORITY_NOT_ALLOWED: …``).
 
 Preview (ctrl+r) asks ``POST /v1/preview`` what a submit of the form would do
@@ -38,7 +38,7 @@ from astraeus_tui.fmt import when
 from astraeus_tui.form_fields import values_of, with_values
 from astraeus_tui.screens.dialogs import priority_hint
 from astraeus_tui.widgets.workspaces_panel import UNITS, amount_text
-from runner.spec.build import FieldError, drive_list, here, run_document, time_limit
+from runner.runspec.build import FieldError, drive_list, here, run_document, time_limit
 
 InputType = Literal["integer", "number", "text"]
 Field = tuple[str, str, str, InputType]  # (field id, label, placeholder, input type)
@@ -59,7 +59,7 @@ RESTARTS: Field = ("restarts", "Restarts", "at most, after a failure (empty: the
                    "integer")  # fmt: skip
 FOLDER: Field = ("folder", "Folder", "where it starts (empty: your home; a container: its image's)",
                  "text")  # fmt: skip
-SPEC_FIELDS = (  # where runner.spec.parse and the daemon point, and the form field that is about it
+SPEC_FIELDS = (  # where runner.runspec.parse and the daemon point, and the form field about it
     ("metadata.name", "name"), ("metadata.workspace", "workspace"), ("spec.priority", "priority"),
     ("spec.restart_limit", "restarts"),
     ("spec.task_template.image", "image"), ("spec.task_template.command", "command"),
@@ -110,7 +110,7 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
 
 def check_document(document: dict[str, Any]) -> None:
     """The spec rules the daemon applies, at the field: FieldError if one is broken."""
-    from runner.spec.parse import SpecError, parse_spec
+    from runner.runspec.parse import SpecError, parse_spec
 
     try:
         parse_spec(document)
@@ -448,8 +448,8 @@ class SubmitScreen(ModalScreen[str | None]):
         if not path:
             self.show_error("file", "give the path of a spec file")
             return
-        from runner.spec.documents import load_spec_file
-        from runner.spec.parse import SpecError, spec_to_dict
+        from runner.runspec.documents import load_spec_file
+        from runner.runspec.parse import SpecError, spec_to_dict
 
         try:
             document = spec_to_dict(load_spec_file(Path(path).expanduser()))

@@ -13,25 +13,28 @@ from textual.app import ComposeResult
 from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 LEAST_NEEDED = ("sort", "workspace", "state", "head", "hold")  # actions, first left out first
 PALETTE = "-command-palette"
 
 
-def key_width(key: FooterKey) -> int:
-    """Columns a compact key takes: ``key description`` and the space after it."""
-    return len(key.key_display) + (1 + len(key.description) if key.description else 0) + 1
+def key_width(key: Widget) -> int:
+    """Columns a compact key takes: ``key description`` and the space after it; 0 for a
+    widget of the footer's that is not a key. (Textual's key widget is not public: a key
+    is known by its ``key_display`` and ``action``.)"""
+    display, description = getattr(key, "key_display", None), getattr(key, "description", "")
+    if not isinstance(display, str):
+        return 0
+    return len(display) + (1 + len(description) if description else 0) + 1
 
 
 def fitted(keys: list[Widget], width: int) -> list[Widget]:
     """``keys`` (the footer's widgets) without the least needed ones, until they fit."""
     shown = list(keys)
     for action in LEAST_NEEDED:
-        used = sum(key_width(k) for k in shown if isinstance(k, FooterKey))
-        if used <= width:
+        if sum(key_width(k) for k in shown) <= width:
             break
-        shown = [k for k in shown if not (isinstance(k, FooterKey) and k.action == action
+        shown = [k for k in shown if not (getattr(k, "action", None) == action
                                           and not k.has_class(PALETTE))]  # fmt: skip
     return shown
 

@@ -10,17 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
-from rich.color import Color
+from rich.color import Color, blend_rgb
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import RenderResult as WidgetRender
 from textual.reactive import reactive
-from textual.renderables._blend_colors import blend_colors
 from textual.widgets import Sparkline
 
 BARS = "▁▂▃▄▅▆▇█"
 Summary = Callable[[Sequence[float]], float]
+
+
+def blend(low: Color, high: Color, ratio: float) -> Color:
+    """The colour ``ratio`` of the way from ``low`` to ``high`` in RGB (``high`` when
+    either has no RGB value), as Textual's own Sparkline blends them."""
+    if low.triplet is None or high.triplet is None:
+        return high
+    return Color.from_triplet(blend_rgb(low.triplet, high.triplet, ratio))
 
 
 def _buckets(data: Sequence[float], count: int) -> Iterator[Sequence[float]]:
@@ -67,7 +74,7 @@ class Levels:
                     yield Segment(" ")
                     continue
                 bar = "█" if index >= high_part else BARS[index % len(BARS)]
-                yield Segment(bar, Style.from_color(blend_colors(self.low, self.high, ratio)))
+                yield Segment(bar, Style.from_color(blend(self.low, self.high, ratio)))
             if row > 0:
                 yield Segment.line()
 

@@ -19,9 +19,10 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from astraeus_tui.fmt import Run, compact
+from astraeus_tui.fmt import Run
 from astraeus_tui.when import epoch, start_label, utc_clock
 from astraeus_tui.widgets import css_beside
+from runner.durations import compact
 from runner.model import RunState
 
 NICE = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
@@ -117,7 +118,7 @@ class Timeline(Widget):
         cells: list[Cell] = [(" ", "dim")] * chart_w
         for q in range(5):
             x = min(chart_w - 1, round(q / 4 * (chart_w - 1)))
-            label = "now" if q == 0 else f"+{compact(total * q / 4)}"
+            label = "now" if q == 0 else f"+{compact(total * q / 4, cell=True)}"
             start = max(0, min(x - (0 if q == 0 else len(label) - 1), chart_w - len(label)))
             if all(c == " " for c, _ in cells[max(0, start - 1) : start + len(label) + 1]):
                 for i, ch in enumerate(label):

@@ -10,8 +10,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from astraeus_tui.fmt import bar, compact
+from astraeus_tui.fmt import bar
 from astraeus_tui.widgets import css_beside
+from runner.durations import compact
 from runner.schema import Usage, UsageRow
 
 BAR = 16
@@ -53,7 +54,9 @@ def _count(row: UsageRow, key: str, style: str) -> Text:
 def _wait(row: UsageRow) -> Text:
     if not row.runs or row.wait_p50_seconds is None:
         return Text("-", style="dim")
-    return Text(f"{compact(row.wait_p50_seconds)} / {compact(row.wait_p95_seconds)}")
+    return Text(
+        f"{compact(row.wait_p50_seconds, cell=True)} / {compact(row.wait_p95_seconds, cell=True)}"
+    )
 
 
 def usage_rows(usage: Usage) -> Table:

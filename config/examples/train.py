@@ -1,4 +1,4 @@
-"""A checkpoint-friendly run, as the seed describes, without a framework.
+"""A checkpoint-friendly run without a framework (docs/scheduling.md: checkpoints).
 
 It counts steps, saves a checkpoint atomically to a drive on SIGTERM and every
 few steps, and resumes from the latest checkpoint when it starts again:

@@ -18,9 +18,9 @@ from runner.api.context import BODY_TIME, MAX_BODY, daemon_of, peer_caller
 from runner.api.guard import too_late
 from runner.api.served import Daemon
 from runner.api.views import run_view
+from runner.runspec.documents import decode_document
+from runner.runspec.parse import SpecError, one_line
 from runner.service.runs import Caller, ServiceError, Submitted
-from runner.spec.documents import decode_document
-from runner.spec.parse import SpecError, one_line
 
 MAX_BATCH = 10_000  # documents in one request
 MAX_BATCH_BODY = 8 * 1024 * 1024  # bytes in one request: its documents decoded stay bounded

@@ -19,15 +19,15 @@ from aiohttp import web
 from runner.api.guard import guard_of, too_late
 from runner.api.served import Daemon
 from runner.api.streams import Changes
+from runner.runspec.documents import decode_document
+from runner.runspec.parse import SpecError, one_line
 from runner.service.runs import Caller, ServiceError, caller_for
-from runner.spec.documents import decode_document
-from runner.spec.parse import SpecError, one_line
 from runner.store.db import DiskFull
 
 log = logging.getLogger("astraeus.api")
-# A run spec's command, args and env are at most 64 KiB (runner/spec/parse.py), a sweep's
-# values at most 1 MiB (runner/spec/groups.py): 4 MiB holds either with JSON's quoting, and
-# the template is stored once (runner/spec/templates.py), so no body costs more than itself.
+# A run spec's command, args and env are at most 64 KiB (runner/runspec/parse.py), a sweep's
+# values at most 1 MiB (runner/runspec/groups.py): 4 MiB holds either with JSON's quoting, and
+# the template is stored once (runner/runspec/templates.py), so no body costs more than itself.
 MAX_BODY = 4 * 1024 * 1024
 JSON_TYPES = ("application/json",)
 TOML_TYPES = ("application/toml", "text/x-toml")
@@ -106,7 +106,7 @@ async def read_document(
 ) -> object:
     """The body as a document: JSON, or TOML with a TOML content type. Read once.
 
-    Strict (runner.spec.documents.decode_document): UTF-8, at most MAX_BODY bytes, JSON without
+    Strict (runner.runspec.documents.decode_document): UTF-8, at most MAX_BODY bytes, JSON without
     duplicate keys, NaN or deep nesting. Another content type is 415.
     """
     if DOCUMENT in request:

@@ -1,4 +1,4 @@
-"""The API's groups: sweeps, replica groups and schedules (runner/spec/groups.py).
+"""The API's groups: sweeps, replica groups and schedules (runner/runspec/groups.py).
 
 GET    /v1/groups[?kind=sweep|replicas|schedule]
 POST   /v1/groups                 a group document (JSON or TOML)
@@ -16,8 +16,8 @@ from aiohttp import web
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.streams import run_objects
 from runner.api.views import event_object, group_object
+from runner.runspec.groups import KINDS
 from runner.service.runs import ServiceError
-from runner.spec.groups import KINDS
 
 
 async def list_groups(request: web.Request) -> web.Response:

@@ -21,8 +21,7 @@ from runner.durations import parse_duration
 from runner.reasons import ANONYMOUS_RUN
 from runner.service.caller import ServiceError
 from runner.store.db import RunRow
-from runner.store.telemetry import COARSE_KEPT, GpuRow, RunSummary
-from runner.store.telemetry import RunRow as RunSample
+from runner.store.telemetry import COARSE_KEPT, GpuSample, RunSample, RunSummary
 from runner.telemetry.gpus import GpuReading
 from runner.telemetry.sampler import HISTORY_SECONDS, RunReading, Sampler
 
@@ -84,7 +83,7 @@ def _ring_runs(sampler: Sampler, since: float) -> _RunSamples:
 def _stored(sampler: Sampler, since: float, uids: list[str]) -> tuple[_GpuSamples, _RunSamples]:
     """The store's series (for spans past the rings' hour), read once for every GPU and run."""
     recorder = sampler.recorder
-    gpus: dict[int, list[GpuRow]] = {} if recorder is None else recorder.gpu_series(since)
+    gpus: dict[int, list[GpuSample]] = {} if recorder is None else recorder.gpu_series(since)
     runs = {} if recorder is None else recorder.run_series(uids, since)
     gpu_samples = {
         i: [_gpu_sample(g.at, g.utilization, g.memory_used, g.temperature, g.power_watts)

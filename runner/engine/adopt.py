@@ -7,7 +7,7 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.executors.base import Executor, ExecutorError, WorkerState
+from runner.executors.base import Executor, ExecutorError, Observed
 
 log = logging.getLogger("astraeus.loop")
 
@@ -23,7 +23,7 @@ def adopt(executor: Executor, known: Mapping[str, Path]) -> None:
                 executor.follow_logs(listed.handle, known[listed.handle])
             continue
         status = executor.status(listed.handle)
-        if status.state is WorkerState.RUNNING:
+        if status.state is Observed.RUNNING:
             log.warning("stopping %s: not in the state database", listed.handle)
             try:
                 executor.signal(listed.handle, signal.SIGKILL)

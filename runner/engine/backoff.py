@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.clock import Now
+from runner.durations import spoken
 from runner.reasons import Reason, ReasonCode
 
 __all__ = ["AT_ONCE", "AT_ONCE_TIMES", "NO_BACKOFF", "RESET_AFTER", "Backoff", "Failure"]
@@ -72,7 +73,7 @@ class Failure:
 
     def restarting(self, what: str, restarts: int, limit: int) -> Reason:
         """``Restarting in 40 s (restart 3 of 10): worker 0 exited with code 2``."""
-        wait = f" in {_seconds(self.delay)}" if self.delay > 0 else ""
+        wait = f" in {spoken(self.delay, exact=True)}" if self.delay > 0 else ""
         text = f"Restarting{wait} (restart {restarts} of {limit}): {what}"
         if self.at_once:
             text += f"; {AT_ONCE_HINT}"
@@ -83,15 +84,6 @@ class Failure:
         """``Failed: worker 0 exited with code 2; the restart budget (10) is spent``."""
         text = f"Failed: {what}; the restart budget ({limit}) is spent"
         return f"{text}; {AT_ONCE_HINT}" if self.at_once else text
-
-
-def _seconds(seconds: float) -> str:
-    """``40 s``, ``2 min 40 s``, ``5 min``: a back-off's length, as the reason says it."""
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
 def resting_for(now: Now, at: float | None, mono: float | None, boot: str | None) -> float:

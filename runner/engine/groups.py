@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode, RunRef
-from runner.spec.fields import MAX_NAME
-from runner.spec.groups import (
+from runner.runspec.fields import MAX_NAME
+from runner.runspec.groups import (
     QUICK_EXIT,
     GroupSpec,
     next_fire,
@@ -27,7 +27,7 @@ from runner.spec.groups import (
     replica_slot,
     schedule_run_name,
 )
-from runner.spec.templates import run_part
+from runner.runspec.templates import run_part
 from runner.store.db import NameInUse, RunRow, Store
 from runner.store.groups import GroupRow
 from runner.store.tx import Tx

@@ -23,7 +23,7 @@ from runner.clock import Now
 from runner.engine.backoff import resting_for
 from runner.model import RunSpec, RunState
 from runner.reasons import Reason, ReasonCode
-from runner.spec.begin import shown_begin
+from runner.runspec.begin import shown_begin
 from runner.store.db import RunRow
 
 HELD_ANONYMOUS = "Held"  # what another workspace reads of a held run's reason

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 from runner.clock import Now
 from runner.config.idle import IdlePolicy
-from runner.model import RunState, StopReason
-from runner.model import WorkerState as Recorded
+from runner.durations import compact
+from runner.model import RunState, StopReason, WorkerState
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import Store, WorkerRow
 from runner.telemetry.idle import IdleTracker
 
-__all__ = ["IdleSettings", "IdleWatch", "idle_stopped", "short"]
+__all__ = ["IdleSettings", "IdleWatch", "idle_stopped"]
 
 StopWorkers = Callable[[str, list[WorkerRow], StopReason, RunRef | None, float], None]
 
@@ -42,24 +42,10 @@ class IdleSettings:
     policy: IdlePolicy = IdlePolicy.WARN
 
 
-def short(seconds: float) -> str:
-    """``45s``, ``25m``, ``1h05m``, ``2d3h``: a duration in a sentence."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86_400:
-        h, m = divmod(s // 60, 60)
-        return f"{h}h{m:02d}m" if m else f"{h}h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d}d{h}h" if h else f"{d}d"
-
-
 def idle_stopped(after: float | None) -> Reason:
     """A run's reason once the stop policy has ended it."""
     text = (
-        f"Stopped: its GPUs were idle for {short(after)} (idle_gpu_policy)"
+        f"Stopped: its GPUs were idle for {compact(after)} (idle_gpu_policy)"
         if after
         else "Stopped: its GPUs were idle (idle_gpu_policy)"  # the rule was turned off since
     )
@@ -98,18 +84,18 @@ class IdleWatch:
             if uid in self.marks:
                 continue
             workers = live.get(uid, [])
-            running = [w for w in workers if w.state != Recorded.STOPPING]
+            running = [w for w in workers if w.state != WorkerState.STOPPING]
             run = self.store.get_run(workers[0].run) if workers else None
             if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
                 continue  # starting, stopping or going: not for this step
             self.marks[uid] = t.wall - (t.mono - stretch.since)
             under = f"under {settings.threshold:g} % utilisation"
-            text = f"GPUs idle for {short(stretch.seconds)} ({under})"
+            text = f"GPUs idle for {compact(stretch.seconds)} ({under})"
             with self.store.transaction() as tx:
                 if settings.policy is IdlePolicy.STOP:
                     self.store.request_stop(
                         tx, run.name, StopReason.IDLE,
-                        Reason(f"Stopping: its GPUs were idle for {short(stretch.seconds)} "
+                        Reason(f"Stopping: its GPUs were idle for {compact(stretch.seconds)} "
                                "(idle_gpu_policy)", code=ReasonCode.IDLE_STOPPED),
                         stopping=True,
                     )  # fmt: skip
@@ -127,6 +113,6 @@ class IdleWatch:
         if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
             return False
         with self.store.transaction() as tx:
-            message = Reason(f"GPUs in use again after {short(idle)} idle")
+            message = Reason(f"GPUs in use again after {compact(idle)} idle")
             self.store.add_event(tx, run.name, run.workspace, "GpuBusy", message, t.wall)
         return True

@@ -37,11 +37,10 @@ from runner.engine.sharing import shared_refusal
 from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
 from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
-from runner.executors.base import Executor, ExecutorError, WorkerState, worker_key
+from runner.executors.base import Executor, ExecutorError, Observed, worker_key
 from runner.executors.logcap import worker_logs
 from runner.executors.sessions import EnterRequest, Session
-from runner.model import RunSpec, RunState, StopReason
-from runner.model import WorkerState as Recorded  # a worker row's; WorkerState: observed
+from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import WaitingRun, plan
 from runner.reasons import Reason, ReasonCode, RunRef
@@ -259,8 +258,8 @@ class Loop:
         changed = False
         for w in self.store.live_workers():
             status = self.executor.status(self.key(w))
-            if status.state is WorkerState.RUNNING:
-                if w.state == Recorded.STARTING:  # started before a crash: adopt it
+            if status.state is Observed.RUNNING:
+                if w.state == WorkerState.STARTING:  # started before a crash: adopt it
                     self._mark_running(w)
                     changed = True
                 continue
@@ -275,13 +274,13 @@ class Loop:
             self.store.run_started(tx, w.run)
 
     def _record_end(
-        self, w: WorkerRow, state: WorkerState, code: int | None, error: str | None, now: float
+        self, w: WorkerRow, state: Observed, code: int | None, error: str | None, now: float
     ) -> None:
         stop_reason = w.stop_reason
-        if state is WorkerState.MISSING and w.state == Recorded.STARTING and w.handle is None:
+        if state is Observed.MISSING and w.state == WorkerState.STARTING and w.handle is None:
             error = "never started (the daemon stopped before starting it)"
             stop_reason = StopReason.NEVER_STARTED  # not the program's failure: no restart spent
-        elif state is WorkerState.MISSING:
+        elif state is Observed.MISSING:
             error = error or "the worker is gone (lost)"
         elif stop_reason == StopReason.WITHDRAWN:
             # SIGTERM was sent: an end within its grace is the stop's
@@ -289,7 +288,7 @@ class Loop:
             stop_reason = StopReason.PREEMPT if left > 0 else None
         run = self.store.get_run(w.run)
         with self.store.transaction() as tx:
-            ended = Recorded.EXITED if state is WorkerState.EXITED else Recorded.LOST
+            ended = WorkerState.EXITED if state is Observed.EXITED else WorkerState.LOST
             self.store.end_worker(
                 tx, w.id, ended, now, exit_code=code, error=error, stop_reason=stop_reason
             )
@@ -315,7 +314,7 @@ class Loop:
             if run is None:
                 continue
             limit = self.specs.shown(run).task.time_limit_seconds
-            running = [w for w in workers if w.state != Recorded.STOPPING]
+            running = [w for w in workers if w.state != WorkerState.STOPPING]
             request = run.stop_request
             if request in _STOPS_ASKED and running:
                 if request == StopReason.DELETE:
@@ -332,7 +331,7 @@ class Loop:
             else:
                 changed |= self._gang_preempted_again(run, running, now)
         for w in live:
-            if w.state != Recorded.STOPPING or w.stop_deadline is None:
+            if w.state != WorkerState.STOPPING or w.stop_deadline is None:
                 continue
             left = t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id)
             if not w.killed and left <= 0:
@@ -352,7 +351,7 @@ class Loop:
         attempt = max(w.attempt for w in running)
         ended = [
             w for w in self.store.workers_of(run.name)
-            if w.attempt == attempt and w.state == Recorded.CANCELLED
+            if w.attempt == attempt and w.state == WorkerState.CANCELLED
             and w.stop_reason == StopReason.PREEMPT
         ]  # fmt: skip
         if not ended:
@@ -518,7 +517,7 @@ class Loop:
         done = False
         for w in found:
             states = [self.executor.status(self.key(x)).state for x in w.workers]
-            if any(s is not WorkerState.RUNNING for s in states):
+            if any(s is not Observed.RUNNING for s in states):
                 continue  # one has ended: its end counts as preempted (observe, next tick)
             record_withdrawal(self.store, w, live, now)
             done = True
@@ -536,7 +535,7 @@ class Loop:
         live = self.store.live_workers()
         known = {self.key(w): w for w in live}
         for w in live:
-            if w.state == Recorded.STOPPING and not w.killed:
+            if w.state == WorkerState.STOPPING and not w.killed:
                 self._signal(w, signal.SIGTERM)
         adopt(self.executor, {h: self.log_path(w) for h, w in known.items()})
 

@@ -15,7 +15,7 @@ from runner.engine.settings import LoopSettings
 from runner.model import Resources, RunSpec, RunState, TaskTemplate, WorkerState
 from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun
 from runner.reasons import Reason
-from runner.spec.parse import parse_spec
+from runner.runspec.parse import parse_spec
 from runner.store.db import RunRow, Store, WorkerRow, latest_workers
 
 FINISHED_KEPT = 64  # parsed specs of finished runs kept (the last asked for)

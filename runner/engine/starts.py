@@ -17,7 +17,7 @@ from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
 from runner.reasons import Reason
-from runner.spec.parse import parse_spec
+from runner.runspec.parse import parse_spec
 from runner.store.db import RunRow, Store
 
 log = logging.getLogger("astraeus.loop")

@@ -88,7 +88,10 @@ def worker_key(run_uid: str, attempt: int, worker: int, instance: str = "") -> s
     return f"{prefix}{run_uid}-{attempt}-{worker}"
 
 
-class WorkerState(StrEnum):
+class Observed(StrEnum):
+    """What the executor sees of a worker now (a worker row's recorded state is
+    :class:`runner.model.WorkerState`)."""
+
     RUNNING = "running"
     EXITED = "exited"
     MISSING = "missing"  # the executor has no trace of it: a lost worker
@@ -96,7 +99,7 @@ class WorkerState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class WorkerStatus:
-    state: WorkerState
+    state: Observed
     exit_code: int | None = None
     error: str | None = None  # why it exited, when the executor knows (OOM, image missing)
 

@@ -66,8 +66,8 @@ from runner.executors.base import (
     ExecutorError,
     ListedWorker,
     Mount,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.cgroups import (
@@ -183,7 +183,7 @@ class ProcessExecutor:
         handle = launch.key
         folder = self._folder(handle)
         if folder.exists():
-            if self.status(handle).state is WorkerState.RUNNING:
+            if self.status(handle).state is Observed.RUNNING:
                 raise ExecutorError(f"worker {handle} is already running")
             shutil.rmtree(folder)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -311,22 +311,22 @@ class ProcessExecutor:
     def status(self, handle: str) -> WorkerStatus:
         folder = self._folder(handle)
         if not folder.is_dir():
-            return WorkerStatus(WorkerState.MISSING, error="the worker's folder is gone")
+            return WorkerStatus(Observed.MISSING, error="the worker's folder is gone")
         meta = read_json(folder / META)
         alive = meta is not None and is_alive(
             meta.get("supervisor_pid"), meta.get("supervisor_start")
         )
         if alive and not (folder / EXIT).exists():
-            return WorkerStatus(WorkerState.RUNNING)
+            return WorkerStatus(Observed.RUNNING)
         result = read_json(folder / EXIT)  # read after the liveness check: no race
         if result is None:
             if meta is None and self._starting_elsewhere(folder):
-                return WorkerStatus(WorkerState.RUNNING)  # a daemon died inside start()
-            return WorkerStatus(WorkerState.MISSING, error=SUPERVISOR_GONE)
+                return WorkerStatus(Observed.RUNNING)  # a daemon died inside start()
+            return WorkerStatus(Observed.MISSING, error=SUPERVISOR_GONE)
         code = result.get("exit_code")
         error = result.get("error")
         return WorkerStatus(
-            WorkerState.EXITED,
+            Observed.EXITED,
             exit_code=code if isinstance(code, int) else None,
             error=error if isinstance(error, str) else None,
         )
@@ -351,9 +351,9 @@ class ProcessExecutor:
         if not folder.exists():
             return
         state = self.status(handle).state
-        if state is WorkerState.RUNNING:
+        if state is Observed.RUNNING:
             raise ExecutorError(f"worker {handle} is still running: stop it before cleanup")
-        if state is WorkerState.MISSING:
+        if state is Observed.MISSING:
             self.signal(handle, SIGKILL)  # a lost supervisor may leave the command's children
         cgroup = WorkerGroup.from_json((read_json(folder / META) or {}).get("cgroup"))
         if cgroup is not None:
@@ -362,13 +362,13 @@ class ProcessExecutor:
 
     def enter(self, handle: str, request: EnterRequest) -> ProcessSession:
         """Run a command inside the live worker (see :mod:`runner.executors.enter`)."""
-        if self.status(handle).state is not WorkerState.RUNNING:
+        if self.status(handle).state is not Observed.RUNNING:
             raise ExecutorError("the worker is not running")
         return enter(self._folder(handle), request)
 
     def terminal(self, handle: str) -> TerminalSession:
         """Attach to the interactive worker's terminal (see :mod:`runner.executors.terminal`)."""
-        if self.status(handle).state is not WorkerState.RUNNING:
+        if self.status(handle).state is not Observed.RUNNING:
             raise ExecutorError("the worker is not running")
         try:
             return TerminalSession(self._folder(handle), lambda: self._exit_code(handle))
@@ -377,7 +377,7 @@ class ProcessExecutor:
 
     def _exit_code(self, handle: str) -> int | None:
         status = self.status(handle)
-        if status.state is WorkerState.RUNNING:
+        if status.state is Observed.RUNNING:
             return None
         return status.exit_code if status.exit_code is not None else 1
 

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 
 
 def load_rules() -> None:
-    """Import the spec's system-folder rule (``runner.spec.parse``), which only placing
+    """Import the spec's system-folder rule (``runner.runspec.parse``), which only placing
     drives needs: off the start of every worker without drives. Called by the supervisor
     before its child drops to the member, who may not be able to read this package."""
-    import runner.spec.parse  # noqa: F401
+    import runner.runspec.parse  # noqa: F401
 
 
 class PlacementError(Exception):
@@ -59,7 +59,7 @@ def sandbox_args(
 def _checked_targets(asked: list[str]) -> list[str]:
     """Each target with symlinks resolved; refuse what bubblewrap cannot or may not place."""
     # imported already (load_rules): in the member's child no file of this package is read
-    from runner.spec.parse import SYSTEM_DIRS_SHOWN, is_system_dir
+    from runner.runspec.parse import SYSTEM_DIRS_SHOWN, is_system_dir
 
     targets: list[str] = []
     for target in asked:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from runner.durations import spoken
 from runner.model import Resources, amounts
 from runner.planner.plan import (
     Plan,
@@ -43,15 +44,6 @@ class Why:
     chain: tuple[str, ...]
     levers: tuple[str, ...]
     preemption: Verdict | None = None
-
-
-def duration(seconds: float) -> str:
-    """``4800`` -> ``1 h 20 min``."""
-    minutes = int(seconds // 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours and minutes:
-        return f"{hours} h {minutes} min"
-    return f"{hours} h" if hours else f"{minutes} min"
 
 
 class _Namer:
@@ -279,7 +271,7 @@ def _time_limit_lever(snapshot: Snapshot, result: Plan, run: WaitingRun, now: fl
         return None
     if not _started(plan(_with(snapshot, replace(run, time_limit=limit)), now), run.name):
         return None
-    return f"A time limit of at most {duration(limit)} lets it start now by backfill."
+    return f"A time limit of at most {spoken(limit)} lets it start now by backfill."
 
 
 def _gpu_lever(snapshot: Snapshot, run: WaitingRun, now: float) -> str | None:

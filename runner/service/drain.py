@@ -13,9 +13,9 @@ import time
 from collections.abc import Collection
 
 from runner.reasons import Reason, ReasonCode
+from runner.runspec.parse import SpecError
+from runner.runspec.printable import check_line
 from runner.service.caller import Caller, ServiceError
-from runner.spec.parse import SpecError
-from runner.spec.printable import check_line
 from runner.store.db import Store
 from runner.store.drains import MACHINE, DrainRow
 

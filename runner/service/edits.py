@@ -29,10 +29,10 @@ from runner.model import (
     quota_amounts,
 )
 from runner.reasons import Reason, ReasonCode
+from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.printable import check_spec
 from runner.service.caller import Caller, ServiceError
 from runner.service.runs import Service
-from runner.spec.parse import SpecError, parse_spec, spec_to_dict
-from runner.spec.printable import check_spec
 from runner.store.db import RunRow
 
 FIELDS = ("time_limit_seconds", "gpus", "cpu_cores", "memory", "priority")

@@ -15,8 +15,7 @@ from typing import Any
 
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, RunRef
-from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
-from runner.spec.groups import (
+from runner.runspec.groups import (
     MAX_REPLICAS,
     GroupSpec,
     group_to_dict,
@@ -26,8 +25,9 @@ from runner.spec.groups import (
     sweep_part,
     sweep_runs,
 )
-from runner.spec.parse import SpecError, spec_to_dict
-from runner.spec.templates import run_part
+from runner.runspec.parse import SpecError, spec_to_dict
+from runner.runspec.templates import run_part
+from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.store.db import NameInUse, RunRow, Store
 from runner.store.groups import GroupRow
 from runner.store.tx import Tx

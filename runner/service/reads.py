@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 from runner.model import Resources
 from runner.reasons import Viewer
+from runner.runspec.parse import parse_spec
 from runner.service.caller import Caller, ServiceError
-from runner.spec.parse import parse_spec
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 
 DETAILS_PRIVATE = "a job in another namespace: details are private"

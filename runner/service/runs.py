@@ -18,11 +18,11 @@ from runner.config.load import Config
 from runner.engine.holds import begin_reason, held_reason
 from runner.model import RunSpec, RunState, StopReason, format_size
 from runner.reasons import Reason, ReasonCode
+from runner.runspec.groups import schedule_of_firing
+from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.printable import check_spec
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
 from runner.service.reads import Reads
-from runner.spec.groups import schedule_of_firing
-from runner.spec.parse import SpecError, parse_spec, spec_to_dict
-from runner.spec.printable import check_spec
 from runner.store.db import (
     NameInUse,
     RunRow,

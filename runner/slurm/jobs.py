@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from runner.runspec.parse import SpecError
+from runner.runspec.sbatch import slurm_time
 from runner.slurm.errors import SlurmError
-from runner.spec.parse import SpecError
-from runner.spec.sbatch import slurm_time
 
 SEPARATOR = "\x1f"
 YEAR = 365 * 86400

@@ -1,4 +1,4 @@
-"""The groups table: sweeps, replica groups and schedules (see runner/spec/groups.py).
+"""The groups table: sweeps, replica groups and schedules (see runner/runspec/groups.py).
 
 A group's runs are ordinary rows of ``runs`` with ``grp`` set to the group's name;
 a group's own events are rows of ``events`` with ``grp`` set (and ``run`` = its name).
@@ -29,7 +29,7 @@ class GroupRow:
     paused: bool = False  # schedules
     next_at: float | None = None  # schedules: the next firing
     last_fired_at: float | None = None
-    template: int | None = None  # its run template's row (runner/spec/templates.py)
+    template: int | None = None  # its run template's row (runner/runspec/templates.py)
 
     def document(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.spec_text)

@@ -130,7 +130,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE workers ADD COLUMN boot_id TEXT;
     """,
     # 6: a group's run template stored once; its runs keep only their own part
-    # (runner/spec/templates.py). AUTOINCREMENT: an id is never used twice (it is cached).
+    # (runner/runspec/templates.py). AUTOINCREMENT: an id is never used twice (it is cached).
     """
     CREATE TABLE templates (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

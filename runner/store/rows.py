@@ -11,7 +11,7 @@ from typing import Any
 
 from runner.model import RunState, StopReason, WorkerState
 from runner.reasons import Reason, ReasonCode, RunRef
-from runner.spec.templates import run_document
+from runner.runspec.templates import run_document
 
 
 def new_run_uid(now: float | None = None) -> str:

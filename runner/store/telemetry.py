@@ -31,8 +31,8 @@ __all__ = [
     "MAX_COARSE_ROWS",
     "MAX_FULL_ROWS",
     "MAX_POINTS",
-    "GpuRow",
-    "RunRow",
+    "GpuSample",
+    "RunSample",
     "RunSummary",
     "gpu_series",
     "maintain",
@@ -55,7 +55,7 @@ _RUN_PEAKS = ("cpu_peak", "memory_peak", "gpu_memory_peak", "gpu_util_peak")
 
 
 @dataclass(frozen=True, slots=True)
-class GpuRow:
+class GpuSample:
     """One GPU at ``at`` (Unix seconds): a sample, or the mean of several."""
 
     at: float
@@ -67,7 +67,7 @@ class GpuRow:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRow:
+class RunSample:
     """One run (by uid) at ``at``: a sample, or the mean of several."""
 
     at: float
@@ -98,7 +98,7 @@ def _int(value: float | None) -> int | None:
 # ------------------------------------------------------------------ writes
 
 
-def write_samples(store: Store, gpus: Iterable[GpuRow], runs: Iterable[RunRow]) -> None:
+def write_samples(store: Store, gpus: Iterable[GpuSample], runs: Iterable[RunSample]) -> None:
     """Every row given, in one transaction."""
     gpu_rows = [
         (g.at, g.gpu, g.utilization, g.utilization, g.memory_used, g.memory_used,
@@ -235,7 +235,7 @@ def _group(since: float, now: float, points: int | None) -> tuple[str, tuple[flo
 
 def gpu_series(
     store: Store, since: float, now: float, points: int | None = MAX_POINTS
-) -> dict[int, list[GpuRow]]:
+) -> dict[int, list[GpuSample]]:
     """Each GPU's samples from ``since`` to ``now``, oldest first, at most ``points`` each
     (None: every row, for the last hour's rings)."""
     where, args = _source(store, "telemetry_gpus", since)
@@ -246,9 +246,9 @@ def gpu_series(
         f" GROUP BY gpu, {group} ORDER BY gpu, MIN(at)",
         (*args, now, *width),
     )
-    found: dict[int, list[GpuRow]] = {}
+    found: dict[int, list[GpuSample]] = {}
     for r in rows:
-        found.setdefault(r[1], []).append(GpuRow(r[0], r[1], r[2], _int(r[3]), r[4], r[5]))
+        found.setdefault(r[1], []).append(GpuSample(r[0], r[1], r[2], _int(r[3]), r[4], r[5]))
     return found
 
 
@@ -258,7 +258,7 @@ def run_series(
     since: float,
     now: float,
     points: int | None = MAX_POINTS,
-) -> dict[str, list[RunRow]]:
+) -> dict[str, list[RunSample]]:
     """Each run's samples (of ``run_uids``, None: every run) from ``since`` to ``now``,
     oldest first, at most ``points`` each (None: every row)."""
     where, args = _source(store, "telemetry_runs", since)
@@ -274,11 +274,11 @@ def run_series(
         f" GROUP BY run_uid, {group} ORDER BY run_uid, MIN(at)",
         (*args, now, *extra, *width),
     )
-    found: dict[str, list[RunRow]] = {}
+    found: dict[str, list[RunSample]] = {}
     for r in rows:
         gpus = tuple(json.loads(r[3])) if r[3] else ()
         found.setdefault(r[1], []).append(
-            RunRow(r[0], r[1], r[2], gpus, r[4], _int(r[5]), _int(r[6]), r[7])
+            RunSample(r[0], r[1], r[2], gpus, r[4], _int(r[5]), _int(r[6]), r[7])
         )
     return found
 

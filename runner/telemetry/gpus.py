@@ -8,12 +8,11 @@ field NVML cannot answer (unsupported, or an error) is None; the others stay.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from runner.gpus import SIM_MEMORY, nvml_devices
+from runner.gpus import SIM_MEMORY, Nvml, text
 
 SIM_IDLE_TEMPERATURE = 34
 SIM_IDLE_POWER = 62.0  # watts
@@ -49,54 +48,31 @@ class GpuProcess:
     utilization: int | None = None
 
 
-def _errors(nvml: Any) -> tuple[type[BaseException], ...]:
-    return (getattr(nvml, "NVMLError", OSError), OSError)
-
-
-def _optional(call: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> Any:
-    try:
-        return call()
-    except errors:
-        return None
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
+def read_nvml(module: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
     """Every device's readings and its compute processes; NVML must be initialised.
-    Numbered as the inventory numbers them (runner.gpus.nvml_devices): a MIG
+    Numbered as the inventory numbers them (runner.gpus.Nvml.devices): a MIG
     instance is a device of its own.
 
     Raises NVML's error when the device count cannot be read."""
-    errors = _errors(nvml)
-    sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+    nvml = Nvml(module)
     readings: list[GpuReading] = []
     processes: list[GpuProcess] = []
-    for device in nvml_devices(nvml, errors, skip_lost=True):
+    for device in nvml.devices(skip_lost=True):
         index, handle = device.index, device.handle
         if handle is None:
             continue
-
-        def ask(name: str, *args: object, h: object = handle) -> Any:
-            call = getattr(nvml, name, None)  # older pynvml: some queries are missing
-            return None if call is None else _optional(partial(call, h, *args), errors)
-
-        memory = ask("nvmlDeviceGetMemoryInfo")
-        rates = ask("nvmlDeviceGetUtilizationRates")
+        memory = nvml.ask("nvmlDeviceGetMemoryInfo", handle)
+        rates = nvml.ask("nvmlDeviceGetUtilizationRates", handle)
         util = None if rates is None else getattr(rates, "gpu", None)
-        temp = ask("nvmlDeviceGetTemperature", sensor)
-        if temp is None and device.parent is not None:  # a MIG instance: its GPU's
-            temp = ask("nvmlDeviceGetTemperature", sensor, h=device.parent)
-        power = ask("nvmlDeviceGetPowerUsage")  # milliwatts
-        uuid = ask("nvmlDeviceGetUUID")
-        name = ask("nvmlDeviceGetName")
+        temp = nvml.temperature(device)
+        power = nvml.ask("nvmlDeviceGetPowerUsage", handle)  # milliwatts
+        uuid = nvml.ask("nvmlDeviceGetUUID", handle)
+        name = nvml.ask("nvmlDeviceGetName", handle)
         readings.append(
             GpuReading(
                 index=index,
-                uuid="" if uuid is None else _text(uuid),
-                name="" if name is None else _text(name),
+                uuid="" if uuid is None else text(uuid),
+                name="" if name is None else text(name),
                 utilization=None if util is None else int(util),
                 memory_used=None if memory is None else int(memory.used),
                 memory_total=None if memory is None else int(memory.total),
@@ -105,8 +81,8 @@ def read_nvml(nvml: Any) -> tuple[list[GpuReading], list[GpuProcess]]:
                 simulated=False,
             )
         )
-        running = ask("nvmlDeviceGetComputeRunningProcesses")
-        shares = _process_utilization(ask("nvmlDeviceGetProcessUtilization", 0))
+        running = nvml.ask("nvmlDeviceGetComputeRunningProcesses", handle)
+        shares = _process_utilization(nvml.ask("nvmlDeviceGetProcessUtilization", handle, 0))
         for p in running or ():
             pid = getattr(p, "pid", None)
             if isinstance(pid, int) and pid > 0:

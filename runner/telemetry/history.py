@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from runner.store import telemetry as history
 from runner.store.db import Store, StoreError
-from runner.store.telemetry import GpuRow, RunRow, RunSummary
+from runner.store.telemetry import GpuSample, RunSample, RunSummary
 
 log = logging.getLogger("astraeus.telemetry")
 
@@ -44,8 +44,8 @@ class Recorder:
         self.store = store
         self.flush_seconds, self.maintain_seconds = flush_seconds, maintain_seconds
         self._wall = wall
-        self._gpus: list[GpuRow] = []
-        self._runs: list[RunRow] = []
+        self._gpus: list[GpuSample] = []
+        self._runs: list[RunSample] = []
         self._first: float | None = None  # the oldest waiting sample's time
         self._written_until = 0.0  # every sample before it is in the store
         self._maintained: float | None = None
@@ -53,7 +53,7 @@ class Recorder:
         self._writing = threading.Lock()  # one flush at a time, in order
         self.last_write_ms = 0.0  # the last flush's transaction, for bench/ and the logs
 
-    def add(self, at: float, gpus: Sequence[GpuRow], runs: Sequence[RunRow]) -> None:
+    def add(self, at: float, gpus: Sequence[GpuSample], runs: Sequence[RunSample]) -> None:
         """Keep one sample (taken at ``at``); write what waits once it has waited
         ``flush_seconds``."""
         with self._lock:
@@ -104,13 +104,13 @@ class Recorder:
     # ------------------------------------------------------------------ reads
     # The store's rows, and the samples still waiting (never a write: reads do not flush).
 
-    def _waiting(self) -> tuple[list[GpuRow], list[RunRow]]:
+    def _waiting(self) -> tuple[list[GpuSample], list[RunSample]]:
         with self._lock:
             return list(self._gpus), list(self._runs)
 
     def gpu_series(
         self, since: float, points: int | None = history.MAX_POINTS
-    ) -> dict[int, list[GpuRow]]:
+    ) -> dict[int, list[GpuSample]]:
         now = self._wall()
         with self._writing:  # no flush between the two reads: each sample seen once
             found = history.gpu_series(self.store, since, now, points)
@@ -119,7 +119,7 @@ class Recorder:
 
     def run_series(
         self, run_uids: Sequence[str] | None, since: float, points: int | None = history.MAX_POINTS
-    ) -> dict[str, list[RunRow]]:
+    ) -> dict[str, list[RunSample]]:
         now = self._wall()
         chosen = None if run_uids is None else set(run_uids)
         with self._writing:
@@ -138,7 +138,7 @@ class Recorder:
 
 
 K = TypeVar("K")
-R = TypeVar("R", GpuRow, RunRow)
+R = TypeVar("R", GpuSample, RunSample)
 
 
 def _merged(
@@ -181,7 +181,7 @@ def _mean(values: list[float | None]) -> tuple[float, int]:
     return sum(known), len(known)
 
 
-def _summed(stored: RunSummary | None, waiting: list[RunRow]) -> RunSummary | None:
+def _summed(stored: RunSummary | None, waiting: list[RunSample]) -> RunSummary | None:
     """A run's summary over the store's samples and those still waiting."""
     if not waiting:
         return stored

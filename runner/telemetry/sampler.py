@@ -19,7 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from runner.store.telemetry import GpuRow, RunRow
+from runner.store.telemetry import GpuSample, RunSample
 from runner.telemetry.gpus import GpuProcess, GpuReading, read_nvml, share_used, simulate
 from runner.telemetry.history import Recorder
 from runner.telemetry.idle import IdleTracker, gpu_use
@@ -108,16 +108,16 @@ def run_readings(
     return found
 
 
-def rows_of(sample: Sample) -> tuple[list[GpuRow], list[RunRow]]:
+def rows_of(sample: Sample) -> tuple[list[GpuSample], list[RunSample]]:
     """A sample as the store's history keeps it."""
     gpus = [
-        GpuRow(sample.time, g.index, None if g.utilization is None else float(g.utilization),
+        GpuSample(sample.time, g.index, None if g.utilization is None else float(g.utilization),
                g.memory_used, None if g.temperature is None else float(g.temperature),
                g.power_watts)
         for g in sample.gpus
     ]  # fmt: skip
     runs = [
-        RunRow(sample.time, r.run_uid, r.workspace, r.gpus, r.cpu_percent, r.memory_bytes,
+        RunSample(sample.time, r.run_uid, r.workspace, r.gpus, r.cpu_percent, r.memory_bytes,
                r.gpu_memory_bytes, r.gpu_util)
         for r in sample.runs
     ]  # fmt: skip

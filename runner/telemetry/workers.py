@@ -16,7 +16,7 @@ from runner.executors.base import Executor
 from runner.executors.cgroupfs import WorkerGroup
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json
-from runner.spec.parse import SpecError, parse_spec
+from runner.runspec.parse import SpecError, parse_spec
 from runner.store.db import Store
 
 

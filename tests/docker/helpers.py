@@ -10,7 +10,7 @@ from typing import Any
 
 import docker
 
-from runner.executors.base import WorkerLaunch, WorkerState, WorkerStatus
+from runner.executors.base import Observed, WorkerLaunch, WorkerStatus
 from runner.executors.docker.executor import DockerExecutor
 
 IMAGE = os.environ.get("ASTRAEUS_TEST_IMAGE", "astraeus-test:busybox")
@@ -40,7 +40,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
 
 def wait_exited(ex: DockerExecutor, handle: str, timeout: float = 15.0) -> WorkerStatus:
     """Poll until the worker is no longer running; its log follower has finished too."""
-    assert wait_until(lambda: ex.status(handle).state is not WorkerState.RUNNING, timeout), (
+    assert wait_until(lambda: ex.status(handle).state is not Observed.RUNNING, timeout), (
         f"{handle} still running after {timeout}s"
     )
     # the follower copies what the container wrote: megabytes take a while on a busy machine

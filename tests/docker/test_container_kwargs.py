@@ -19,8 +19,8 @@ from runner.executors.base import (
     ExecutorError,
     ListedWorker,
     Mount,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.docker.containers import (
@@ -258,24 +258,24 @@ def test_log_path_devnull_starts_no_follower() -> None:
 @pytest.mark.parametrize(
     ("state", "expected"),
     [
-        ({"Status": "running", "Running": True}, WorkerStatus(WorkerState.RUNNING)),
-        ({"Status": "paused", "Running": True, "Paused": True}, WorkerStatus(WorkerState.RUNNING)),
-        ({"Status": "exited", "ExitCode": 3}, WorkerStatus(WorkerState.EXITED, 3)),
+        ({"Status": "running", "Running": True}, WorkerStatus(Observed.RUNNING)),
+        ({"Status": "paused", "Running": True, "Paused": True}, WorkerStatus(Observed.RUNNING)),
+        ({"Status": "exited", "ExitCode": 3}, WorkerStatus(Observed.EXITED, 3)),
         (
             {"Status": "exited", "ExitCode": 137, "OOMKilled": True},
-            WorkerStatus(WorkerState.EXITED, 137, "out of memory"),
+            WorkerStatus(Observed.EXITED, 137, "out of memory"),
         ),
         (
             {"Status": "exited", "ExitCode": 127, "Error": 'exec: "python": not found\n'},
-            WorkerStatus(WorkerState.EXITED, 127, 'exec: "python": not found'),
+            WorkerStatus(Observed.EXITED, 127, 'exec: "python": not found'),
         ),
         (
             {"Status": "dead", "ExitCode": 0},
-            WorkerStatus(WorkerState.EXITED, 0, "container is dead"),
+            WorkerStatus(Observed.EXITED, 0, "container is dead"),
         ),
         (
             {"Status": "created", "ExitCode": 0},
-            WorkerStatus(WorkerState.EXITED, None, "container was created but never started"),
+            WorkerStatus(Observed.EXITED, None, "container was created but never started"),
         ),
     ],
 )
@@ -315,7 +315,7 @@ def test_a_shared_run_gets_exactly_its_gpu_and_its_mps_limit() -> None:
     import json
 
     from runner.engine.starts import worker_env
-    from runner.spec.parse import parse_spec
+    from runner.runspec.parse import parse_spec
     from tests.unit.test_wire_schema import _run
 
     doc = {"metadata": {"name": "ft"}, "spec": {"task_template": {

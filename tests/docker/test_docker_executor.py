@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runner.executors.base import Capabilities, ExecutorError, ListedWorker, Mount, WorkerState
+from runner.executors.base import Capabilities, ExecutorError, ListedWorker, Mount, Observed
 from runner.executors.docker.executor import DockerExecutor
 from tests.docker.helpers import (
     SKIP_REASON,
@@ -72,7 +72,7 @@ def test_exit_code_is_reported(
 ) -> None:
     handle = executor.start(make_launch(f"exit {code}"))
     status = wait_exited(executor, handle)
-    assert status.state is WorkerState.EXITED
+    assert status.state is Observed.EXITED
     assert status.exit_code == code
     assert status.error is None
 
@@ -81,7 +81,7 @@ def test_image_default_command_when_argv_is_empty(
     executor: DockerExecutor, make_launch: LaunchFactory
 ) -> None:
     status = wait_exited(executor, executor.start(make_launch(None)))  # /bin/sh, no stdin
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0)
 
 
 def test_env_and_gpu_variables_without_nvidia_runtime(
@@ -117,7 +117,7 @@ def test_missing_image_is_a_prompt_clear_error(
     message = str(caught.value)
     assert "image astraeus-test:not-on-this-machine is not on this machine" in message
     assert "docker pull" in message
-    assert executor.status(launch.key).state is WorkerState.MISSING
+    assert executor.status(launch.key).state is Observed.MISSING
 
 
 # ---------------------------------------------------------------- drives
@@ -144,7 +144,7 @@ def test_drive_write_has_the_callers_uid_and_read_only_refuses(
         mounts=(Mount(str(rw), "/data/out"), Mount(str(ro), "/data/in", read_only=True)),
     )
     status = wait_exited(executor, executor.start(launch))
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0), read_log(launch.log_path)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0), read_log(launch.log_path)
     assert (rw / "copy.txt").read_text() == "from the host\n"
     stat = (rw / "new.txt").stat()
     assert (stat.st_uid, stat.st_gid) == (1000, 1000)
@@ -172,13 +172,13 @@ def test_labels_listing_and_adoption_by_a_restarted_daemon(
     restarted = DockerExecutor(engine_client(), nvidia=False)
     try:
         assert ListedWorker(handle, run_name, 2, 1) in restarted.list_workers()
-        assert restarted.status(handle).state is WorkerState.RUNNING
+        assert restarted.status(handle).state is Observed.RUNNING
         assert restarted.follow_logs(handle)
         restarted.signal(handle, signal.SIGTERM)
         status = wait_exited(restarted, handle)
     finally:
         restarted.close()
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0)
     assert read_log(launch.log_path).splitlines() == ["started", "term"]
 
 
@@ -229,7 +229,7 @@ def test_sigterm_reaches_the_program_which_exits_0(
     assert started(launch.log_path)
     executor.signal(handle, signal.SIGTERM)
     status = wait_exited(executor, handle, timeout=5)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0)
     assert read_log(launch.log_path).splitlines() == ["started", "term"]
     executor.signal(handle, signal.SIGTERM)  # an exited worker is fine
     executor.signal("astraeus-test-no-such-container", signal.SIGKILL)  # so is a gone one
@@ -243,10 +243,10 @@ def test_sigkill_ends_a_program_that_ignores_sigterm(
     assert started(launch.log_path)
     executor.signal(handle, signal.SIGTERM)
     time.sleep(1.0)
-    assert executor.status(handle).state is WorkerState.RUNNING
+    assert executor.status(handle).state is Observed.RUNNING
     executor.signal(handle, signal.SIGKILL)
     status = wait_exited(executor, handle, timeout=5)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 137)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 137)
 
 
 def test_out_of_memory_is_reported(executor: DockerExecutor, make_launch: LaunchFactory) -> None:
@@ -254,7 +254,7 @@ def test_out_of_memory_is_reported(executor: DockerExecutor, make_launch: Launch
     script = 'x=0123456789abcdef; while true; do x="$x$x"; done'
     launch = make_launch(script, memory=16 << 20)
     status = wait_exited(executor, executor.start(launch), timeout=30)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 137)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 137)
     assert status.error == "out of memory", read_log(launch.log_path)
 
 
@@ -280,7 +280,7 @@ def test_cleanup_removes_the_container_and_tolerates_a_gone_one(
     handle = executor.start(make_launch("echo bye"))
     wait_exited(executor, handle)
     executor.cleanup(handle)
-    assert executor.status(handle).state is WorkerState.MISSING
+    assert executor.status(handle).state is Observed.MISSING
     assert handle not in {w.handle for w in executor.list_workers()}
     executor.cleanup(handle)
 
@@ -293,11 +293,11 @@ def test_cleanup_of_a_running_worker_is_an_error(
     assert started(launch.log_path)
     with pytest.raises(ExecutorError, match=handle):
         executor.cleanup(handle)
-    assert executor.status(handle).state is WorkerState.RUNNING
+    assert executor.status(handle).state is Observed.RUNNING
 
 
 def test_unknown_handle_is_missing(executor: DockerExecutor) -> None:
-    assert executor.status("astraeus-test-never-existed").state is WorkerState.MISSING
+    assert executor.status("astraeus-test-never-existed").state is Observed.MISSING
     assert not executor.follow_logs("astraeus-test-never-existed")
 
 

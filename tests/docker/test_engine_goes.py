@@ -19,7 +19,7 @@ from typing import Any
 import docker
 import pytest
 
-from runner.executors.base import ExecutorError, WorkerState
+from runner.executors.base import ExecutorError, Observed
 from runner.executors.docker.executor import STOPPED_OUTSIDE, DockerExecutor
 from tests.docker.helpers import LaunchFactory, wait_until
 
@@ -106,7 +106,7 @@ def test_an_end_whose_events_the_engine_cannot_tell_waits_and_counts_as_lost(
     gate.cut, gate.away = (), False  # it answers again: a new engine, the events are gone
     assert wait_until(gated.reachable, 10)
     status = gated.status(handle)
-    assert status.state is WorkerState.MISSING
+    assert status.state is Observed.MISSING
     assert status.error is not None and status.error.startswith(STOPPED_OUTSIDE)
 
 
@@ -116,14 +116,14 @@ def test_an_end_not_yet_asked_of_an_engine_that_then_restarts_counts_as_lost(
     handle = gated.start(make_launch("echo done"))
     other = gated.start(make_launch("sleep 60", worker=1))
     assert wait_until(lambda: exited(docker_client, handle))
-    assert gated.status(other).state is WorkerState.RUNNING  # answered after that end
+    assert gated.status(other).state is Observed.RUNNING  # answered after that end
     gate.away = True  # the engine goes before this daemon looked at the end
     with pytest.raises(ExecutorError):
         gated.status(handle)
     gate.away = False
     assert wait_until(gated.reachable, 10)
     status = gated.status(handle)
-    assert status.state is WorkerState.MISSING, status
+    assert status.state is Observed.MISSING, status
     gated.signal(other, signal.SIGKILL)
 
 
@@ -132,14 +132,14 @@ def test_an_end_told_before_the_engine_went_stays_the_programs_own(
 ) -> None:
     handle = gated.start(make_launch("echo done"))
     assert wait_until(lambda: exited(docker_client, handle))
-    assert gated.status(handle).state is WorkerState.EXITED  # its events say: its own end
+    assert gated.status(handle).state is Observed.EXITED  # its events say: its own end
     gate.away = True
     with pytest.raises(ExecutorError):
         gated.status(handle)
     gate.away = False
     assert wait_until(gated.reachable, 10)
     status = gated.status(handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0)
 
 
 def test_an_end_told_by_an_engine_that_answers_throughout_is_the_programs_own(
@@ -148,4 +148,4 @@ def test_an_end_told_by_an_engine_that_answers_throughout_is_the_programs_own(
     handle = gated.start(make_launch("exit 3"))
     assert wait_until(lambda: exited(docker_client, handle))
     status = gated.status(handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 3)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 3)

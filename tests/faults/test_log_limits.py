@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.executors.base import WorkerLaunch, WorkerState
+from runner.executors.base import Observed, WorkerLaunch
 from runner.executors.process import ProcessExecutor
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import DaemonProcess, document, wait_for
@@ -154,9 +154,9 @@ def test_an_exit_on_a_full_disk_is_recorded_with_its_code(tmp_path: Path) -> Non
         handle = executor.start(launch)
         fill(workers / "filler")
         gate.touch()
-        wait_for(lambda: executor.status(handle).state is not WorkerState.RUNNING, 30, "the exit")
+        wait_for(lambda: executor.status(handle).state is not Observed.RUNNING, 30, "the exit")
         status = executor.status(handle)
-        assert (status.state, status.exit_code) == (WorkerState.EXITED, 5), status
+        assert (status.state, status.exit_code) == (Observed.EXITED, 5), status
         executor.cleanup(handle)
     finally:
         _umount(workers)

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.model import RunSpec
-from runner.spec.documents import load_spec_text
-from runner.spec.parse import (
+from runner.runspec.documents import load_spec_text
+from runner.runspec.parse import (
     MAX_CPU_CORES,
     MAX_GPUS,
     MAX_MEMORY,
@@ -28,7 +28,7 @@ from runner.spec.parse import (
     parse_spec,
     spec_to_dict,
 )
-from runner.spec.sbatch import parse_sbatch
+from runner.runspec.sbatch import parse_sbatch
 from tests.hostile.cases import CORPUS
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

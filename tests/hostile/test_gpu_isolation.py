@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.executors.base import WorkerLaunch, WorkerState
+from runner.executors.base import Observed, WorkerLaunch
 from runner.executors.process import ProcessExecutor
 from tests.hostile.helpers import astra_as
 from tests.integration.harness import wait_for
@@ -63,7 +63,7 @@ def _seen(tmp_path: Path, member: pwd.struct_passwd, devices: Path, gpus: tuple[
                           uid=member.pw_uid, gid=member.pw_gid, log_path=log)  # fmt: skip
     handle = executor.start(launch)
     deadline = time.monotonic() + 20
-    while executor.status(handle).state is WorkerState.RUNNING:
+    while executor.status(handle).state is Observed.RUNNING:
         assert time.monotonic() < deadline, "the worker did not end"
         time.sleep(0.05)
     assert executor.status(handle).exit_code == 0, log.read_text()

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from runner.spec.parse import spec_to_dict
-from runner.spec.sbatch import parse_sbatch
+from runner.runspec.parse import spec_to_dict
+from runner.runspec.sbatch import parse_sbatch
 from tests.hostile.helpers import db_state
 from tests.integration.served import Served
 from tests.integration.test_identity import ALICE, BOB, CAROL, GROUP, as_user

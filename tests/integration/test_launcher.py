@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.executors.base import ExecutorError, WorkerLaunch, WorkerState
+from runner.executors.base import ExecutorError, Observed, WorkerLaunch
 from runner.executors.launcher import Launcher, LauncherGone, foreign_launchers
 from runner.executors.process import ProcessExecutor
 from runner.executors.tree import proc_stat
@@ -66,11 +66,11 @@ def test_a_worker_s_supervisor_is_a_fork_of_the_warm_launcher_in_a_session_of_it
         assert cmdline(pid)[-3:] == [b"runner.executors.supervise", b"--launcher",
                                      os.fsencode(state_dir)]  # fmt: skip
         assert os.getsid(pid) not in (os.getsid(launcher.pid), os.getsid(0))
-        assert ex.status(handle).state is WorkerState.RUNNING
+        assert ex.status(handle).state is Observed.RUNNING
     assert ex._launcher is launcher  # one launcher for every start
     for handle in handles:
         ex.signal(handle, signal.SIGKILL)
-        wait_for(lambda h=handle: ex.status(h).state is WorkerState.EXITED)
+        wait_for(lambda h=handle: ex.status(h).state is Observed.EXITED)
     assert (tmp_path / "r0.log").read_text() == "hi\n"
     launcher.kill()
     assert gone(launcher.pid)
@@ -84,7 +84,7 @@ def test_a_launcher_killed_between_starts_is_replaced(state_dir: Path, tmp_path:
     os.kill(old.pid, signal.SIGKILL)
     wait_for(lambda: gone(old.pid))
     handle, log = start(ex, tmp_path, "b", "echo second")
-    wait_for(lambda: ex.status(handle).state is WorkerState.EXITED)
+    wait_for(lambda: ex.status(handle).state is Observed.EXITED)
     assert ex.status(handle).exit_code == 0 and log.read_text() == "second\n"
     assert ex._launcher is not None and ex._launcher is not old
     assert ex.status(first).exit_code == 3
@@ -131,7 +131,7 @@ def test_a_hung_launcher_times_out_and_the_next_start_has_a_new_one(
     assert not (tmp_path / "d.log").exists()
     ex.start_timeout = 20.0  # a new launcher's start-up, on a loaded machine
     handle, log = start(ex, tmp_path, "e", "echo after")
-    wait_for(lambda: ex.status(handle).state is WorkerState.EXITED)
+    wait_for(lambda: ex.status(handle).state is Observed.EXITED)
     assert log.read_text() == "after\n" and ex._launcher is not hung
 
 
@@ -160,10 +160,10 @@ def test_an_earlier_daemons_launcher_counts_as_a_start_under_way(
     # a folder whose supervisor has not written meta.json yet runs while one may come
     folder = state_dir / "astraeus-g-1-0"
     folder.mkdir()
-    assert later.status("astraeus-g-1-0").state is WorkerState.RUNNING
+    assert later.status("astraeus-g-1-0").state is Observed.RUNNING
     earlier._launcher.kill()
     wait_for(lambda: not foreign_launchers(state_dir, later._launcher.pid))  # type: ignore[union-attr]
-    assert later.status("astraeus-g-1-0").state is WorkerState.MISSING
+    assert later.status("astraeus-g-1-0").state is Observed.MISSING
     later._launcher.kill()
 
 
@@ -192,6 +192,6 @@ def test_a_running_workers_supervisor_is_no_start_under_way(
     assert not foreign_launchers(state_dir, ex._launcher.pid)
     never = state_dir / "astraeus-never-1-0"
     never.mkdir()
-    assert ex.status("astraeus-never-1-0").state is WorkerState.MISSING
+    assert ex.status("astraeus-never-1-0").state is Observed.MISSING
     ex.signal(handle, signal.SIGKILL)
     ex.close()

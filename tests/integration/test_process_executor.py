@@ -19,8 +19,8 @@ from runner.executors.base import (
     Executor,
     ExecutorError,
     Mount,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.process import NO_BWRAP, SUPERVISOR_GONE, ProcessExecutor
@@ -101,7 +101,7 @@ def launch(
 
 
 def ended(ex: ProcessExecutor, handle: str) -> WorkerStatus:
-    wait_for(lambda: ex.status(handle).state is not WorkerState.RUNNING)
+    wait_for(lambda: ex.status(handle).state is not Observed.RUNNING)
     return ex.status(handle)
 
 
@@ -122,7 +122,7 @@ def test_output_lands_in_the_log_and_exit_code_is_reported(
     handle = executor.start(lw)
     assert handle == lw.key
     status = ended(executor, handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, code)
+    assert (status.state, status.exit_code) == (Observed.EXITED, code)
     assert log_of(lw).splitlines() == ["to-out", "to-err"]
 
 
@@ -147,11 +147,11 @@ def test_log_appends_across_starts(executor: ProcessExecutor, tmp_path: Path) ->
 def test_sigterm_reaches_the_program(executor: ProcessExecutor, tmp_path: Path) -> None:
     lw = launch(tmp_path, [PY, "-c", POLITE])
     handle = executor.start(lw)
-    assert executor.status(handle).state is WorkerState.RUNNING
+    assert executor.status(handle).state is Observed.RUNNING
     wait_for(lambda: "ready" in log_of(lw))
     executor.signal(handle, signal.SIGTERM)
     status = ended(executor, handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 0)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 0)
     assert "got-term" in log_of(lw)
 
 
@@ -165,11 +165,11 @@ def test_sigkill_ends_a_program_and_its_child_that_ignore_sigterm(
     child = int(log_of(lw).split("child=")[1].split()[0])
     executor.signal(handle, signal.SIGTERM)
     time.sleep(0.3)  # give SIGTERM a chance to (wrongly) work
-    assert executor.status(handle).state is WorkerState.RUNNING
+    assert executor.status(handle).state is Observed.RUNNING
     assert not gone(child)
     executor.signal(handle, signal.SIGKILL)
     status = ended(executor, handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 128 + signal.SIGKILL)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 128 + signal.SIGKILL)
     assert read_json(executor.state_dir / handle / "exit.json") is not None
     wait_for(lambda: gone(child))
 
@@ -181,7 +181,7 @@ def test_a_restarted_daemon_adopts_a_running_worker(state_dir: Path, tmp_path: P
     again = ProcessExecutor(state_dir)  # the daemon was restarted
     [listed] = again.list_workers()
     assert (listed.handle, listed.run, listed.attempt, listed.worker) == (handle, "train", 1, 0)
-    assert again.status(handle).state is WorkerState.RUNNING
+    assert again.status(handle).state is Observed.RUNNING
     again.signal(handle, signal.SIGTERM)
     assert ended(again, handle).exit_code == 0
     again.cleanup(handle)
@@ -198,7 +198,7 @@ def test_a_worker_that_ended_while_the_daemon_was_down_is_listed(
     again = ProcessExecutor(state_dir)
     assert [w.handle for w in again.list_workers()] == [handle]
     status = again.status(handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 5)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 5)
 
 
 def test_a_killed_supervisor_is_a_missing_worker(executor: ProcessExecutor, tmp_path: Path) -> None:
@@ -208,14 +208,14 @@ def test_a_killed_supervisor_is_a_missing_worker(executor: ProcessExecutor, tmp_
     assert meta is not None
     os.kill(meta["supervisor_pid"], signal.SIGKILL)
     status = ended(executor, handle)
-    assert (status.state, status.error) == (WorkerState.MISSING, SUPERVISOR_GONE)
+    assert (status.state, status.error) == (Observed.MISSING, SUPERVISOR_GONE)
     wait_for(lambda: gone(meta["child_pid"]))  # the command does not outlive it
     executor.cleanup(handle)
     assert executor.list_workers() == []
 
 
 def test_an_unknown_handle_is_missing(executor: ProcessExecutor) -> None:
-    assert executor.status("astraeus-nothing-1-0").state is WorkerState.MISSING
+    assert executor.status("astraeus-nothing-1-0").state is Observed.MISSING
     executor.signal("astraeus-nothing-1-0", signal.SIGTERM)  # fine: nothing to signal
     with pytest.raises(ExecutorError):
         executor.status("../escape")
@@ -226,7 +226,7 @@ def test_a_missing_command_exits_127_with_a_reason(
 ) -> None:
     lw = launch(tmp_path, ["astraeus-no-such-program", "--flag"])
     status = ended(executor, executor.start(lw))
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 127)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 127)
     assert status.error == "command not found: astraeus-no-such-program"
 
 
@@ -320,7 +320,7 @@ def test_a_stop_reaches_processes_that_left_the_group(
     again.signal(handle, signal.SIGTERM)
     wait_for(lambda: sorted(said(lw, "term")) == sorted(family))  # each once
     time.sleep(0.3)  # give SIGTERM a chance to (wrongly) end bubblewrap
-    assert again.status(handle).state is WorkerState.RUNNING
+    assert again.status(handle).state is Observed.RUNNING
     meta = read_json(state_dir / handle / "meta.json")
     assert meta is not None
     os.kill(meta["supervisor_pid"], signal.SIGSTOP)  # the SIGKILL needs no help from it
@@ -330,7 +330,7 @@ def test_a_stop_reaches_processes_that_left_the_group(
     finally:
         os.kill(meta["supervisor_pid"], signal.SIGCONT)
     status = ended(again, handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 128 + signal.SIGKILL)
+    assert (status.state, status.exit_code) == (Observed.EXITED, 128 + signal.SIGKILL)
 
 
 @SANDBOXED
@@ -340,7 +340,7 @@ def test_what_a_command_leaves_behind_ends_before_its_exit_is_reported(
     lw = escapes(tmp_path, "exit", sandboxed)
     handle = executor.start(lw)
     status = ended(executor, handle)
-    assert (status.state, status.exit_code) == (WorkerState.EXITED, 3)  # the command's own
+    assert (status.state, status.exit_code) == (Observed.EXITED, 3)  # the command's own
     left = said(lw, "setsid") + said(lw, "orphan")
     strays += left
     assert len(left) == 2

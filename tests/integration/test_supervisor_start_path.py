@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[2])
-LATER = ("runner.executors.member", "runner.spec.parse", "runner.model", "traceback")
+LATER = ("runner.executors.member", "runner.runspec.parse", "runner.model", "traceback")
 # what the start path does without, each a few ms of every worker's start: dataclasses
 # (inspect, ast, copy), json (runner/plainjson.py), tempfile (random, shutil, bz2)
 HEAVY = ("dataclasses", "inspect", "ast", "json", "tempfile", "random", "shutil")
@@ -35,7 +35,7 @@ def test_the_supervisor_needs_no_site_and_leaves_drive_placement_for_drives() ->
 def test_placing_drives_imports_the_rule_before_the_drop_to_the_member() -> None:
     code = (
         "import sys, runner.executors.sandbox as s; s.load_rules(); "
-        "print('runner.spec.parse' in sys.modules)"
+        "print('runner.runspec.parse' in sys.modules)"
     )
     env = {**os.environ, "PYTHONPATH": ROOT}
     out = subprocess.run(
@@ -45,7 +45,7 @@ def test_placing_drives_imports_the_rule_before_the_drop_to_the_member() -> None
 
 
 def test_a_worker_s_supervisor_runs_without_site(tmp_path: Path) -> None:
-    from runner.executors.base import WorkerLaunch, WorkerState
+    from runner.executors.base import Observed, WorkerLaunch
     from runner.executors.process import ProcessExecutor
     from runner.executors.workerfiles import read_json
 
@@ -56,10 +56,10 @@ def test_a_worker_s_supervisor_runs_without_site(tmp_path: Path) -> None:
         assert meta is not None
         cmdline = Path(f"/proc/{meta['supervisor_pid']}/cmdline").read_bytes().split(b"\0")
         assert cmdline[1:5] == [b"-S", b"-P", b"-m", b"runner.executors.supervise"]
-        assert executor.status(handle).state is WorkerState.RUNNING
+        assert executor.status(handle).state is Observed.RUNNING
     finally:
         executor.signal(handle, 9)
         deadline = time.monotonic() + 15
-        while executor.status(handle).state is WorkerState.RUNNING:
+        while executor.status(handle).state is Observed.RUNNING:
             assert time.monotonic() < deadline, "the worker did not end on SIGKILL"
             time.sleep(0.02)

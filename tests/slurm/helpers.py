@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runner.model import RunSpec
+from runner.runspec.parse import parse_spec
 from runner.slurm import SlurmClient, SlurmJob, SlurmSettings, SlurmTarget
-from runner.spec.parse import parse_spec
 from tests.integration.harness import wait_for
 
 PREFIX = "slurmtest-"

@@ -30,7 +30,7 @@ import msgspec
 
 from astraeus_tui.client import Client
 from runner.api.views import iso as iso_utc
-from runner.spec.groups import next_fire
+from runner.runspec.groups import next_fire
 from tests.integration.harness import spec, wait_for
 from tests.integration.served import Served
 

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 from tests.tui.test_snapshots import app_for, settled
 
+KEY = "FooterKey"  # Textual's key widget, by its type's name (it is not public)
 
-async def _keys(width: int, height: int) -> tuple[list[FooterKey], FooterKey, int]:
+
+async def _keys(width: int, height: int) -> tuple[list[Any], Any, int]:
     app = app_for("head")
     async with app.run_test(size=(width, height)) as pilot:
         await settled(pilot)
         await pilot.pause()
         footer = app.screen.query_one(Footer)
-        keys = list(footer.query(FooterKey))
+        keys = list(footer.query(KEY))
         palette = next(k for k in keys if k.has_class("-command-palette"))
         shown = [k for k in keys if k is not palette]
         for key in shown:
@@ -26,7 +28,7 @@ async def _keys(width: int, height: int) -> tuple[list[FooterKey], FooterKey, in
         await pilot.resize_terminal(120, 36)
         await pilot.pause()
         await pilot.pause()
-        wide = len(app.screen.query_one(Footer).query(FooterKey))
+        wide = len(app.screen.query_one(Footer).query(KEY))
         return shown, palette, wide
 
 

@@ -25,8 +25,8 @@ from runner.executors.base import (
     Capabilities,
     ExecutorError,
     ListedWorker,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.sessions import EnterRequest, Session
@@ -118,7 +118,7 @@ class FakeExecutor:
             self.calls.append(Call("refused", launch.run, launch.worker, launch.attempt))
             raise ExecutorError(self.refuse_start)
         self.launches[handle] = launch
-        self.states[handle] = WorkerStatus(WorkerState.RUNNING)
+        self.states[handle] = WorkerStatus(Observed.RUNNING)
         self._call("launch", handle)
         if self.crash_after_start:
             raise Crash(handle)
@@ -128,7 +128,7 @@ class FakeExecutor:
         self._call(SIGNALS.get(signum, f"signal {signum}"), handle)
 
     def status(self, handle: str) -> WorkerStatus:
-        return self.states.get(handle, WorkerStatus(WorkerState.MISSING))
+        return self.states.get(handle, WorkerStatus(Observed.MISSING))
 
     def enter(self, handle: str, request: EnterRequest) -> Session:
         raise ExecutorError("the fake executor runs nothing inside its workers")
@@ -163,7 +163,7 @@ class FakeExecutor:
         return max(found, key=lambda h: self.launches[h].attempt)
 
     def exit(self, run: str, code: int, worker: int = 0) -> None:
-        self.states[self.handle(run, worker)] = WorkerStatus(WorkerState.EXITED, code)
+        self.states[self.handle(run, worker)] = WorkerStatus(Observed.EXITED, code)
 
     def vanish(self, run: str, worker: int = 0) -> None:
         del self.states[self.handle(run, worker)]

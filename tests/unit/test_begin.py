@@ -1,4 +1,4 @@
-"""Begin times as people and #SBATCH files write them (runner/spec/begin.py), in specs,
+"""Begin times as people and #SBATCH files write them (runner/runspec/begin.py), in specs,
 and the runs they keep out of the order (runner/engine/holds.py)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from runner.clock import Now
 from runner.engine.holds import kept_out
 from runner.model import RunState, StopReason
 from runner.reasons import Reason, ReasonCode
-from runner.spec.begin import begin_from_slurm, begin_from_text, iso_begin, shown_begin
-from runner.spec.build import FieldError, begin_time, run_document
-from runner.spec.parse import SpecError, parse_spec, spec_to_dict
-from runner.spec.sbatch import parse_sbatch
+from runner.runspec.begin import begin_from_slurm, begin_from_text, iso_begin, shown_begin
+from runner.runspec.build import FieldError, begin_time, run_document
+from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.sbatch import parse_sbatch
 from runner.store.db import RunRow
 
 NOW = datetime(2026, 12, 1, 16, 30, 15, tzinfo=UTC).timestamp()

@@ -1,5 +1,5 @@
 """One parser of durations for the CLI, the dashboard's form and #SBATCH (the config's
-retention is in test_config)."""
+retention is in test_config), and one formatter for what the daemon and the faces say."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 import typer
 
 from astraeus_tui.cli.common import parse_duration as cli_parse_duration
-from runner.durations import parse_duration, slurm_seconds, unit_seconds
+from runner.durations import compact, parse_duration, slurm_seconds, spoken, unit_seconds
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,41 @@ def test_the_parser_loads_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['runner.durations']"
+
+
+SECONDS = (0, 45, 59, 60, 61, 25 * 60, 3599, 3600, 3900, 4800, 5400, 86_400, 90_000)
+
+
+def test_spoken_in_sentences() -> None:
+    """Minutes round down ("a time limit of at most"), so an hour less a second is 59 min."""
+    assert [spoken(s) for s in SECONDS] == [
+        "0 s", "45 s", "59 s", "1 min", "1 min", "25 min", "59 min", "1 h", "1 h 5 min",
+        "1 h 20 min", "1 h 30 min", "1 d", "1 d 1 h",
+    ]  # fmt: skip
+
+
+def test_a_countdown_never_says_less_than_is_left() -> None:
+    assert [spoken(s, up=True) for s in SECONDS] == [
+        "0 s", "45 s", "59 s", "1 min", "2 min", "25 min", "1 h", "1 h", "1 h 5 min",
+        "1 h 20 min", "1 h 30 min", "1 d", "1 d 1 h",
+    ]  # fmt: skip
+
+
+def test_a_back_off_keeps_its_seconds() -> None:
+    assert [spoken(s, exact=True) for s in (10, 39.6, 80, 160, 300)] == [
+        "10 s", "40 s", "1 min 20 s", "2 min 40 s", "5 min",
+    ]  # fmt: skip
+
+
+def test_compact_in_messages_cells_and_ages() -> None:
+    assert [compact(s) for s in SECONDS] == [
+        "0s", "45s", "59s", "1m", "1m", "25m", "59m", "1h", "1h05m", "1h20m", "1h30m", "1d",
+        "1d1h",
+    ]  # fmt: skip
+    cells = [compact(s, cell=True) for s in SECONDS]
+    assert cells[8:11] == ["1h05", "1h20", "1h30"]
+    assert [compact(s, units=1) for s in SECONDS] == [
+        "0s", "45s", "59s", "1m", "1m", "25m", "59m", "1h", "1h", "1h", "1h", "1d", "1d",
+    ]  # fmt: skip
+    assert compact(None) == "-"
+    assert compact(-5) == spoken(-5).replace(" ", "") == "0s"

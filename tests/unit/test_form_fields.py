@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from astraeus_tui.form_fields import values_of, with_values
-from runner.spec.build import FieldError, run_document
+from runner.runspec.build import FieldError, run_document
 
 GUIDE = {  # the scheduling guide's ft-lowprio, as its JSON tab gives it
     "metadata": {"name": "ft-lowprio"},

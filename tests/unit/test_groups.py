@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner.spec.groups import (
+from runner.runspec.groups import (
     GroupSpec,
     group_to_dict,
     next_fire,
@@ -19,7 +19,7 @@ from runner.spec.groups import (
     sweep_document,
     sweep_runs,
 )
-from runner.spec.parse import SpecError
+from runner.runspec.parse import SpecError
 
 
 def template(**spec: Any) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from runner.notify.outbox import Notice, Pending
 from runner.notify.sender import Sender, backoff
 from runner.notify.targets import SCHEMES, NotifyEvent, Target, check_url, label, scheme_of
 from runner.reasons import Reason, ReasonCode
-from runner.spec.build import event_names, run_document
-from runner.spec.parse import SpecError, parse_spec, spec_to_dict
-from runner.spec.sbatch import parse_sbatch
+from runner.runspec.build import event_names, run_document
+from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.sbatch import parse_sbatch
 from runner.store.db import RunRow, Store, new_run_uid
 from runner.store.outbox import MAX_PENDING_PER_RUN
 

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.model import DriveRef, MountMode, RunSpec
-from runner.spec.documents import load_spec_file, load_spec_text
-from runner.spec.parse import SpecError
-from runner.spec.sbatch import parse_sbatch
+from runner.runspec.documents import load_spec_file, load_spec_text
+from runner.runspec.parse import SpecError
+from runner.runspec.sbatch import parse_sbatch
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"

@@ -6,7 +6,7 @@ from runner.engine.sharing import shared_refusal
 from runner.engine.starts import mps_limit
 from runner.model import GIB, RunSpec
 from runner.planner.plan import Machine
-from runner.spec.parse import parse_spec
+from runner.runspec.parse import parse_spec
 
 FIELD = "spec.task_template.requested_resources.gpu_requests"
 

@@ -11,8 +11,8 @@ from typing import Any
 from runner.config.slurm import SlurmConfig, SlurmSettings
 from runner.model import RunState
 from runner.reasons import ReasonCode
+from runner.runspec.build import run_document
 from runner.slurm.front import SlurmFront
-from runner.spec.build import run_document
 from runner.store.db import RunRow, Store
 
 NOW = 1_790_856_000.0  # 2026-10-01 12:00 UTC

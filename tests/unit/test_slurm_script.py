@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB
+from runner.runspec.parse import parse_spec
+from runner.runspec.sbatch import parse_sbatch
 from runner.slurm import (
     SlurmError,
     SlurmSettings,
@@ -21,8 +23,6 @@ from runner.slurm import (
     time_minutes,
     workspace_of_comment,
 )
-from runner.spec.parse import parse_spec
-from runner.spec.sbatch import parse_sbatch
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 ROOT = SlurmSettings(privileged=True)
@@ -245,7 +245,7 @@ def test_the_comment_carries_the_workspace() -> None:
 def test_the_batch_header_reads_back_as_the_same_run(
     gpus: int, cores: int, memory_mib: int, limit: int | None, priority: int
 ) -> None:
-    """What runner.spec.sbatch reads from the #SBATCH header is the run (times in minutes)."""
+    """What runner.runspec.sbatch reads from the #SBATCH header is the run (times in minutes)."""
     task: dict[str, Any] = resources(
         gpu_requests={"count": gpus}, cpu_cores=cores, memory_bytes=memory_mib << 20
     )

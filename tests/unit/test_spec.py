@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.model import DEFAULT_RESTART_LIMIT, DriveRef, MountMode, RunSpec, TaskTemplate
-from runner.spec.documents import load_spec_file, load_spec_text
-from runner.spec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.documents import load_spec_file, load_spec_text
+from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 TASK = "spec.task_template"

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from astraeus_tui.screens.submit import build_document
-from runner.spec.build import (
+from runner.runspec.build import (
     FieldError,
     default_name,
     drive_list,
@@ -15,7 +15,7 @@ from runner.spec.build import (
     env_vars,
     run_document,
 )
-from runner.spec.parse import parse_spec
+from runner.runspec.parse import parse_spec
 
 
 def test_the_smallest_document() -> None:

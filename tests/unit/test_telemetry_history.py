@@ -10,7 +10,7 @@ import pytest
 
 from runner.store import telemetry as th
 from runner.store.db import Store
-from runner.store.telemetry import BUCKET, FULL_KEPT, GpuRow, RunRow
+from runner.store.telemetry import BUCKET, FULL_KEPT, GpuSample, RunSample
 from runner.telemetry.history import Recorder
 from runner.telemetry.sampler import Sampler
 from runner.telemetry.workers import LiveWorker
@@ -18,12 +18,12 @@ from runner.telemetry.workers import LiveWorker
 T0 = 1_800_000_000.0  # a bucket's start (divisible by 300)
 
 
-def _gpu(at: float, util: float, gpu: int = 0) -> GpuRow:
-    return GpuRow(at, gpu, util, int(util) << 20, 40.0, 100.0 + util)
+def _gpu(at: float, util: float, gpu: int = 0) -> GpuSample:
+    return GpuSample(at, gpu, util, int(util) << 20, 40.0, 100.0 + util)
 
 
-def _run(at: float, cpu: float, uid: str = "uid-a", memory: int = 1 << 30) -> RunRow:
-    return RunRow(at, uid, "vision", (0,), cpu, memory, 2 << 30, cpu / 2)
+def _run(at: float, cpu: float, uid: str = "uid-a", memory: int = 1 << 30) -> RunSample:
+    return RunSample(at, uid, "vision", (0,), cpu, memory, 2 << 30, cpu / 2)
 
 
 def _count(store: Store, table: str, coarse: int) -> int:

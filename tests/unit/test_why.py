@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from runner.engine.drain import Drain, drained_snapshot
 from runner.planner.plan import Snapshot, WaitingRun, plan
-from runner.planner.why import Verdict, as_json, duration, explain
+from runner.planner.why import Verdict, as_json, explain
 from runner.reasons import ReasonCode, Viewer
 from runner.store.drains import DrainRow
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
@@ -22,10 +22,6 @@ def starts_with(snapshot: Snapshot, run: WaitingRun) -> bool:
 
 def by_name(snapshot: Snapshot, name: str) -> WaitingRun:
     return next(w for w in snapshot.waiting if w.name == name)
-
-
-def test_duration() -> None:
-    assert [duration(s) for s in (60, 3600, 4800, 59)] == ["1 min", "1 h", "1 h 20 min", "0 min"]
 
 
 def test_time_limit_lever_and_the_chain() -> None:

@@ -17,7 +17,7 @@ from runner.model import Resources
 from runner.planner.estimates import Estimate
 from runner.planner.types import Head, Plan
 from runner.reasons import Reason, ReasonCode, RunRef, Viewer
-from runner.spec.parse import parse_spec
+from runner.runspec.parse import parse_spec
 from runner.store.db import EventRow, RunRow, WorkerRow
 from runner.store.groups import GroupRow
 

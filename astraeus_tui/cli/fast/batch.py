@@ -99,7 +99,7 @@ def _accepted(source: Source, run: Run, as_json: bool) -> None:
 def file_source(file: str, stdin: str | None, after: list[str] | None) -> Source:
     """One spec file (JSON, TOML or #SBATCH) as `astra submit FILE` reads and checks it."""
     from astraeus_tui.cli.fast.document import checked_document
-    from runner.spec.parse import SpecError
+    from runner.runspec.parse import SpecError
 
     text = stdin if file == "-" else None
     label = STDIN if file == "-" else file
@@ -116,8 +116,8 @@ def file_source(file: str, stdin: str | None, after: list[str] | None) -> Source
 
 
 def _is_sweep(file: str, text: str | None) -> bool:
-    from runner.spec.documents import spec_file_document
-    from runner.spec.parse import SpecError
+    from runner.runspec.documents import spec_file_document
+    from runner.runspec.parse import SpecError
 
     try:
         document = spec_file_document(file, text)

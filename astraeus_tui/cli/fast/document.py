@@ -40,8 +40,8 @@ def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
 
 
 def run_document(p: Parsed) -> dict[str, Any] | None:
-    """The document cli/runs.py's ``run`` sends, from the one builder (runner.spec.build)."""
-    from runner.spec.build import (
+    """The document cli/runs.py's ``run`` sends, from the one builder (runner.runspec.build)."""
+    from runner.runspec.build import (
         FieldError,
         begin_time,
         default_name,
@@ -52,7 +52,7 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
         folder_given,
         here,
     )
-    from runner.spec.build import run_document as build
+    from runner.runspec.build import run_document as build
 
     command = p.rest or []
     if (numbers := _numbers(p)) is None:
@@ -89,8 +89,8 @@ def _seconds(limit: str) -> int:
 
 def is_plain_spec(file: str, text: str | None) -> bool:
     """True when the file surely has no ``spec.sweep`` (typer's submit makes sweeps)."""
-    from runner.spec.documents import spec_file_document
-    from runner.spec.parse import SpecError
+    from runner.runspec.documents import spec_file_document
+    from runner.runspec.parse import SpecError
 
     try:
         document = spec_file_document(file, text)
@@ -103,7 +103,7 @@ def is_plain_spec(file: str, text: str | None) -> bool:
 def spec_document(file: str, text: str | None) -> dict[str, Any]:
     """cli/common.py's ``spec_document``: the daemon's own checks, its own messages."""
     from astraeus_tui.cli.fast.out import Failed
-    from runner.spec.parse import SpecError
+    from runner.runspec.parse import SpecError
 
     try:
         return checked_document(file, text)
@@ -113,10 +113,10 @@ def spec_document(file: str, text: str | None) -> dict[str, Any]:
 
 def checked_document(file: str, text: str | None) -> dict[str, Any]:
     """The spec in ``file`` (or ``text``) as its run document; SpecError as the daemon says it."""
-    from runner.spec.build import with_submit_dir
-    from runner.spec.documents import load_spec_file, load_spec_text
-    from runner.spec.parse import spec_to_dict
-    from runner.spec.printable import check_spec
+    from runner.runspec.build import with_submit_dir
+    from runner.runspec.documents import load_spec_file, load_spec_text
+    from runner.runspec.parse import spec_to_dict
+    from runner.runspec.printable import check_spec
 
     spec = load_spec_text(text) if text is not None else load_spec_file(file)
     check_spec(spec)

@@ -20,8 +20,8 @@ from runner.executors.base import (
     SCHEMA_VERSION,
     ExecutorError,
     ListedWorker,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.docker.errors import one_line
@@ -158,9 +158,9 @@ def status_from_state(state: dict[str, Any]) -> WorkerStatus:
     """Map Docker's ``State`` object (from inspect) to a WorkerStatus."""
     status = str(state.get("Status") or "")
     if state.get("Running") or status in _RUNNING_STATES:
-        return WorkerStatus(WorkerState.RUNNING)
+        return WorkerStatus(Observed.RUNNING)
     if status == "created":
-        return WorkerStatus(WorkerState.EXITED, None, "container was created but never started")
+        return WorkerStatus(Observed.EXITED, None, "container was created but never started")
     exit_code = state.get("ExitCode")
     error: str | None = None
     if state.get("OOMKilled"):
@@ -169,9 +169,7 @@ def status_from_state(state: dict[str, Any]) -> WorkerStatus:
         error = one_line(str(state["Error"]))
     elif status == "dead":
         error = "container is dead"
-    return WorkerStatus(
-        WorkerState.EXITED, int(exit_code) if exit_code is not None else None, error
-    )
+    return WorkerStatus(Observed.EXITED, int(exit_code) if exit_code is not None else None, error)
 
 
 def listed_worker(summary: dict[str, Any]) -> ListedWorker | None:

@@ -34,8 +34,8 @@ from runner.executors.base import (
     Capabilities,
     ExecutorError,
     ListedWorker,
+    Observed,
     WorkerLaunch,
-    WorkerState,
     WorkerStatus,
 )
 from runner.executors.docker.containers import (
@@ -181,11 +181,11 @@ class DockerExecutor:
         """The container's state; one ended by something else is MISSING (a lost worker)."""
         state = self._state(handle)
         if state is None:
-            return WorkerStatus(WorkerState.MISSING)
+            return WorkerStatus(Observed.MISSING)
         status = status_from_state(state)
-        if status.state is WorkerState.EXITED and self._ended_outside(handle, state):
+        if status.state is Observed.EXITED and self._ended_outside(handle, state):
             return WorkerStatus(
-                WorkerState.MISSING, error=f"{STOPPED_OUTSIDE}; exit code {status.exit_code}"
+                Observed.MISSING, error=f"{STOPPED_OUTSIDE}; exit code {status.exit_code}"
             )
         return status
 
@@ -244,7 +244,7 @@ class DockerExecutor:
         state = self._state(handle)
         if state is None:
             return
-        if status_from_state(state).state is WorkerState.RUNNING:
+        if status_from_state(state).state is Observed.RUNNING:
             raise ExecutorError(f"container {handle} is still running: stop it before cleanup")
         self._signalled.discard(handle)
         self._ends.pop(handle, None)
@@ -443,7 +443,7 @@ class DockerExecutor:
             return
         except DOCKER_ERRORS as err:
             raise_error(f"cannot inspect container {key}", err)
-        if status_from_state(attrs.get("State") or {}).state is WorkerState.RUNNING:
+        if status_from_state(attrs.get("State") or {}).state is Observed.RUNNING:
             raise ExecutorError(f"a container named {key} is already running")
         self.drain_logs(key, LOG_DRAIN_SECONDS)
         with docker_errors(f"cannot remove the leftover container {key}"):

@@ -19,7 +19,7 @@ spec is read back: a run acknowledged before this rule keeps running.
 from __future__ import annotations
 
 from runner.model import RunSpec
-from runner.spec.parse import SpecError
+from runner.runspec.parse import SpecError
 
 TASK = "spec.task_template"
 _SCRIPT_OK = frozenset("\t\n\r")

@@ -20,8 +20,8 @@ from runner.model import (
     RunSpec,
     TaskTemplate,
 )
-from runner.spec.begin import check_begin, iso_begin, iso_seconds
-from runner.spec.fields import (
+from runner.runspec.begin import check_begin, iso_begin, iso_seconds
+from runner.runspec.fields import (
     _ENV_KEY_RE,
     DOCUMENT,
     MAX_ARGS,
@@ -55,9 +55,9 @@ from runner.spec.fields import (
     one_line,
     show_value,
 )
-from runner.spec.notify import notify_field, stored_notify_field
+from runner.runspec.notify import notify_field, stored_notify_field
 
-__all__ = [  # names importers take from here; the field checks live in runner.spec.fields
+__all__ = [  # names importers take from here; the field checks live in runner.runspec.fields
     "DOCUMENT",
     "MAX_CPU_CORES",
     "MAX_DEPTH",
@@ -157,7 +157,7 @@ def _after(value: object, path: str) -> tuple[str, ...]:
 
 
 def _begin_at(value: object, path: str) -> float:
-    """ISO 8601, UTC unless it has an offset (runner/spec/begin.py)."""
+    """ISO 8601, UTC unless it has an offset (runner/runspec/begin.py)."""
     text = _string(value, path, limit=64)
     try:
         return float(math.ceil(check_begin(iso_seconds(text))))  # whole seconds, never sooner

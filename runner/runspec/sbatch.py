@@ -1,7 +1,7 @@
 """Slurm batch files: the #SBATCH options Astraeus understands, turned into a run spec.
 
 The script becomes the command (``bash -c <script>``); the options become the
-same document :mod:`runner.spec.parse` validates, so errors read the same, named by
+same document :mod:`runner.runspec.parse` validates, so errors read the same, named by
 the #SBATCH option.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from runner.durations import slurm_seconds
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, MountMode, RunSpec
 from runner.notify.targets import mail_events, mail_url
-from runner.spec.begin import begin_from_slurm, iso_begin
-from runner.spec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_value
+from runner.runspec.begin import begin_from_slurm, iso_begin
+from runner.runspec.parse import SCRIPT, JsonObject, SpecError, parse_spec, show_value
 
 # ------------------------------------------------------------------ #SBATCH files
 
@@ -237,7 +237,7 @@ def _dependency(batch: _Batch, value: str | None, option: str) -> None:
 
 
 def _begin(batch: _Batch, value: str | None, option: str) -> None:
-    """Slurm's clear forms (runner/spec/begin.py); any other is refused, in one line."""
+    """Slurm's clear forms (runner/runspec/begin.py); any other is refused, in one line."""
     try:
         seconds = begin_from_slurm(value or "", batch.now)
     except ValueError as e:
@@ -253,7 +253,7 @@ def _chdir(batch: _Batch, value: str | None, option: str) -> None:
     """``--chdir DIR`` (``-D``): where the job starts; relative to the submit folder."""
     if not value:
         raise SpecError(option, "needs a folder")
-    from runner.spec.build import folder_given
+    from runner.runspec.build import folder_given
 
     batch.set(f"{_TEMPLATE}.working_dir", folder_given(value), option)
 
@@ -266,7 +266,7 @@ def _export(batch: _Batch, value: str | None, option: str) -> None:
 
 
 def _carry(batch: _Batch, environ: Mapping[str, str]) -> None:
-    from runner.spec.build import exported
+    from runner.runspec.build import exported
 
     carried, named = exported(batch.export, environ)
     if carried:

@@ -9,7 +9,7 @@ again (Apprise's view of a URL may change with its version; the sender says so t
 from __future__ import annotations
 
 from runner.notify.targets import DEFAULT_EVENTS, MAX_RUN_TARGETS, check_events, check_url
-from runner.spec.fields import SpecError, _list, _object, _required, _string
+from runner.runspec.fields import SpecError, _list, _object, _required, _string
 
 Targets = tuple[tuple[str, tuple[str, ...]], ...]
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from runner.model import RunSpec
-from runner.spec.fields import (
+from runner.runspec.fields import (
     _ENV_KEY_RE,
     _NAME_RE,
     _NAME_RULE,
@@ -41,15 +41,15 @@ from runner.spec.fields import (
     _required,
     _string,
 )
-from runner.spec.parse import (
+from runner.runspec.parse import (
     DOCUMENT,
     SpecError,
     parse_spec,
     show_value,
     spec_to_dict,
 )
-from runner.spec.printable import check_script
-from runner.spec.templates import Params, run_document, run_part
+from runner.runspec.printable import check_script
+from runner.runspec.templates import Params, run_document, run_part
 
 KINDS = ("sweep", "replicas", "schedule")
 POLICIES = ("skip", "queue", "replace")
@@ -265,7 +265,7 @@ def sweep_runs(group: GroupSpec) -> list[RunSpec]:
 
 
 def sweep_part(group: GroupSpec, index: int) -> dict[str, object]:
-    """What the sweep's run ``index`` keeps of its own (runner/spec/templates.py)."""
+    """What the sweep's run ``index`` keeps of its own (runner/runspec/templates.py)."""
     return run_part(f"{group.name}-{index}", index, group.points[index])
 
 

@@ -1,7 +1,7 @@
 """The checks of single fields of a run spec, and the bounds they hold values to.
 
 Each check looks at the type before using a value and raises :class:`SpecError`, whose
-one-line message names the field; :mod:`runner.spec.parse` builds a spec from them.
+one-line message names the field; :mod:`runner.runspec.parse` builds a spec from them.
 """
 
 from __future__ import annotations

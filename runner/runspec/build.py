@@ -1,7 +1,7 @@
 """The run-spec document from what a person gives: ``astra run``'s options, the form.
 
 Pure (but for the random digits of a default name): values in, the document
-``POST /v1/runs`` takes out (``runner.spec.parse`` checks it, the same as the daemon
+``POST /v1/runs`` takes out (``runner.runspec.parse`` checks it, the same as the daemon
 does). Both faces build their document here, so
 a run submitted from the CLI and the same run from the dashboard's form are the
 same document. The text helpers read what only a person types (``NAME:/path:ro``,
@@ -72,7 +72,7 @@ def time_limit(text: str) -> int:
 def begin_time(text: str, now: float | None = None) -> str:
     """A begin time as typed (``2026-12-02T03:00``, UTC unless it has an offset, or
     ``+2h`` from now) in the spec's form, ``2026-12-02T03:00:00Z``."""
-    from runner.spec.begin import begin_from_text, iso_begin
+    from runner.runspec.begin import begin_from_text, iso_begin
 
     try:
         return iso_begin(begin_from_text(text, time.time() if now is None else now))
@@ -233,8 +233,8 @@ _NAME_REST = _NAME_START | frozenset("0123456789")
 
 def carry_all(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of ``environ`` a run may be given: a name as the spec's ``env``
-    takes (runner.spec.fields), a value without a control character but tab, newline
-    and carriage return (runner.spec.printable); told here without ``re`` (astra run
+    takes (runner.runspec.fields), a value without a control character but tab, newline
+    and carriage return (runner.runspec.printable); told here without ``re`` (astra run
     starts on the interpreter's core)."""
     return {
         key: value for key, value in environ.items()

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from runner.model import RunSpec
-from runner.spec.parse import (
+from runner.runspec.parse import (
     DOCUMENT,
     MAX_DEPTH,
     MAX_DOCUMENT,
@@ -32,7 +32,7 @@ def load_spec_text(text: str, fmt: str | None = None) -> RunSpec:
     if fmt is None:
         fmt = "json" if text.lstrip().startswith("{") else "toml"
     if fmt == "sbatch":
-        from runner.spec.sbatch import parse_sbatch
+        from runner.runspec.sbatch import parse_sbatch
 
         return parse_sbatch(text)
     if fmt not in ("json", "toml"):
@@ -137,7 +137,7 @@ def load_spec_file(path: str | os.PathLike[str]) -> RunSpec:
         raise SpecError(str(file), f"cannot read: {error.strerror or error}") from None
     suffix = file.suffix.lower()
     if suffix in (".sbatch", ".sh") or (suffix not in (".json", ".toml") and _is_sbatch(text)):
-        from runner.spec.sbatch import parse_sbatch
+        from runner.runspec.sbatch import parse_sbatch
 
         return parse_sbatch(text, name_hint=file.stem)
     return load_spec_text(text, {".json": "json", ".toml": "toml"}.get(suffix))
