@@ -28,7 +28,7 @@ from runner.config.load import parse_config
 from runner.engine.backend import LoopStatus
 from runner.gpus import simulated_inventory
 from runner.model import RunState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.store.db import RunRow, Store, new_run_uid
 
 WORKSPACES = ("nlp", "speech", "vision")
@@ -45,7 +45,7 @@ def fill(store: Store, total: int) -> None:
                 run = RunRow(name, WORKSPACES[i % 3], f"user{i % 7}", 1000, 1000, "{}", 0,
                              RunState.QUEUED, None, now, None, None, None, 0, 0, 0, None, None,
                              False, run_uid=new_run_uid(now))  # fmt: skip
-                store.insert_run_in(tx, run, Reason("Submitted"))
+                store.insert_run_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
                 if i % (total // 64 or 1) == 0:
                     store.insert_worker(tx, name, 1, 0, (i % 8,), 1000, 0, now)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from runner.daemon.daemon import Daemon
 from runner.model import RunState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.service.runs import caller_for
 from runner.store.db import RunRow, Store, new_run_uid
 
@@ -48,7 +48,13 @@ def commits(n: int, notify: bool, where: str | None = None) -> float:
             start = time.perf_counter()
             with store.transaction() as tx:
                 store.finish_run(tx, f"r{i}", RunState.SUCCEEDED, time.time(), exit_code=0)
-                store.add_event(tx, f"r{i}", "default", "Succeeded", Reason("Succeeded"))
+                store.add_event(
+                    tx,
+                    f"r{i}",
+                    "default",
+                    ReasonCode.SUCCEEDED,
+                    Reason("Succeeded", code=ReasonCode.MESSAGE),
+                )
             times.append(time.perf_counter() - start)
         assert len(store.pending_notices(n + 1)) == (n if notify else 0)
         store.close()

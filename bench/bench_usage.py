@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from runner.model import RunState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller
 from runner.service.usage import history, usage_report
 from runner.store.db import RunRow, Store, new_run_uid
@@ -39,7 +39,7 @@ def fill(store: Store, total: int) -> float:
                 run = RunRow(name, ws, f"user{i % 7}", 1000, 1000, "{}", 0, RunState.QUEUED,
                              None, at, None, None, None, 0, 0, 0, None, None, False,
                              run_uid=new_run_uid(at))  # fmt: skip
-                store.insert_run_in(tx, run, Reason("Submitted"))
+                store.insert_run_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
                 if i % 4:  # three in four started once (a wait to count), then were queued
                     store.insert_worker(tx, name, 1, 0, (i % 8,), 1000, 0, at + i % 600)
         t0 = time.perf_counter()

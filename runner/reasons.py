@@ -7,7 +7,7 @@ Every reason and event carries a :class:`ReasonCode` (docs/api.md lists them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 ANONYMOUS_RUN = "a job in another namespace"
@@ -84,21 +84,14 @@ class ReasonCode(StrEnum):
     IDLE_STOPPED = "IDLE_STOPPED"  # stopped for idle GPUs (idle_gpu_policy = "stop")
 
 
-# an event's code by its kind; a start's code is its rule's (BACKFILLED or STARTED)
-_EVENT_CODES = {code.title().replace("_", ""): code for code in ReasonCode} | {
-    "Priority": ReasonCode.PRIORITY_CHANGED, "TimeLimit": ReasonCode.TIME_LIMIT,
-    "QuotaReached": ReasonCode.QUOTA_REACHED, "StartFailed": ReasonCode.START_FAILED,
-    "PreemptionWithdrawn": ReasonCode.PREEMPTION_WITHDRAWN,
-}  # fmt: skip
+# an event's kind, as people read it, where it is not its code's name in CamelCase
+_KINDS = {ReasonCode.PRIORITY_CHANGED: "Priority", ReasonCode.BACKFILLED: "Started"}
 
 
-def event_code(kind: str, message: Reason) -> ReasonCode:
-    """The code an event of ``kind`` carrying ``message`` is stored with."""
-    if kind == "Started":
-        return (
-            ReasonCode.BACKFILLED if message.code is ReasonCode.BACKFILLED else ReasonCode.STARTED
-        )
-    return _EVENT_CODES.get(kind, ReasonCode.MESSAGE)
+def event_kind(code: ReasonCode) -> str:
+    """The kind an event with ``code`` is shown as (``TIME_LIMIT``: ``TimeLimit``; a run
+    started by backfill is ``Started``, its code ``BACKFILLED``)."""
+    return _KINDS.get(code) or code.title().replace("_", "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +129,12 @@ class Reason:
     # says what only the run's own workspace may read (an error naming a path, a program):
     # another workspace reads PRIVATE_REASON instead (runner/api/views.py)
     private: bool = False
-    code: ReasonCode = ReasonCode.MESSAGE  # what it says, for code to decide on
+    # what it says, for code to decide on: always given (MESSAGE for free text no decision
+    # reads), so that a message's code is chosen where it is written, never by default
+    code: ReasonCode = field(kw_only=True)
 
     @staticmethod
-    def of(
-        template: str, *groups: RunRef | tuple[RunRef, ...], code: ReasonCode = ReasonCode.MESSAGE
-    ) -> Reason:
+    def of(template: str, *groups: RunRef | tuple[RunRef, ...], code: ReasonCode) -> Reason:
         refs = tuple(g if isinstance(g, tuple) else (g,) for g in groups)
         return Reason(template, refs, code=code)
 
@@ -160,7 +153,7 @@ class Reason:
         private = self.private or other.private
         code = self.code if other.code is ReasonCode.MESSAGE else other.code
         if not self.refs and not other.refs:
-            return Reason(f"{self.template} {other.template}", (), private, code)
+            return Reason(f"{self.template} {other.template}", (), private, code=code)
         left = self.template if self.refs else _escape(self.template)
         shift = len(self.refs)
         moved = (
@@ -168,7 +161,7 @@ class Reason:
             if other.refs
             else _escape(other.template)
         )
-        return Reason(f"{left} {moved}", self.refs + other.refs, private, code)
+        return Reason(f"{left} {moved}", self.refs + other.refs, private, code=code)
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -188,7 +181,7 @@ class Reason:
             raise ValueError("reason refs must be a list")
         groups = tuple(tuple(RunRef(str(n), str(w)) for n, w in group) for group in refs)
         code = ReasonCode(str(data.get("code", ReasonCode.MESSAGE)))
-        return Reason(str(data["template"]), groups, bool(data.get("private", False)), code)
+        return Reason(str(data["template"]), groups, bool(data.get("private", False)), code=code)
 
 
 def _escape(text: str) -> str:

@@ -187,7 +187,9 @@ async def preview(request: web.Request) -> web.Response:
     if spec.hold:
         kept = held_reason(caller.user)
     if kept is not None or unmet:  # it would wait out of the order: nothing to place
-        why = kept or Reason.of(WAITS_FOR, RunRef(unmet[0], states[unmet[0]][1]))
+        why = kept or Reason.of(
+            WAITS_FOR, RunRef(unmet[0], states[unmet[0]][1]), code=ReasonCode.MESSAGE
+        )
         return web.json_response({
             "name": spec.name, "workspace": workspace, "priority": spec.priority,
             "position": None, "queue_length": len(snapshot_now(daemon).waiting),

@@ -31,7 +31,7 @@ def settle_dependencies(store: Store, deps: Dependencies, runs: list[RunRow], no
             store.mark_deps_met(tx, name)
         for name, reason in deps.failing.items():
             store.finish_run(tx, name, RunState.FAILED, now, reason)
-            store.add_event(tx, name, by_name[name].workspace, "Failed", reason, now)
+            store.add_event(tx, name, by_name[name].workspace, ReasonCode.FAILED, reason, now)
 
 
 def apply_reasons(
@@ -54,7 +54,7 @@ def apply_reasons(
         for name in quota_first:  # from the check itself: its reason may name a preemptor
             reached = result.quota_reached[name]
             run = by_name[name]
-            store.add_event(tx, name, run.workspace, "QuotaReached", reached, now)
+            store.add_event(tx, name, run.workspace, ReasonCode.QUOTA_REACHED, reached, now)
             store.note_quota(tx, name)
 
 
@@ -67,7 +67,7 @@ def apply_preemptions(
     for head in preemptors:  # the head, and runs preempting their own workspace's work
         with store.transaction() as tx:
             message = result.reasons[head.name]
-            store.add_event(tx, head.name, head.workspace, "Preempting", message, now)
+            store.add_event(tx, head.name, head.workspace, ReasonCode.PREEMPTING, message, now)
     stopped: set[int] = set()  # workers stopped by this plan so far (``live`` is older)
     for p in result.preemptions:
         head = p.for_run
@@ -90,6 +90,7 @@ def apply_preemptions(
                 f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
                 f"SIGKILL after {grace:g} s",
                 head,
+                code=ReasonCode.MESSAGE,
             )
-            store.add_event(tx, p.run, p.workspace, "Preempted", text, now)
+            store.add_event(tx, p.run, p.workspace, ReasonCode.PREEMPTED, text, now)
         stop(p.run, unit, StopReason.PREEMPT, head, now)

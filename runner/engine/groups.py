@@ -96,7 +96,9 @@ class GroupControl:
             code=ReasonCode.SET_ASIDE,
         )
         with contextlib.suppress(Exception), self.store.transaction() as tx:
-            self.store.add_event(tx, group.name, group.workspace, "SetAside", text, now, group.name)
+            self.store.add_event(
+                tx, group.name, group.workspace, ReasonCode.SET_ASIDE, text, now, group.name
+            )
 
     def _spec(self, group: GroupRow) -> GroupSpec:
         cached = self._specs.get(group.name)
@@ -156,14 +158,14 @@ class GroupControl:
                     elif row is not None:
                         refusal = self._room(tx, group)
                         row = row if refusal is None else None
-                    kind, text, cause = _firing(spec, ref, row, refusal, previous)
+                    code, text, cause = _firing(spec, ref, row, refusal, previous)
                     if row is not None:
                         self._submit_fired(tx, group, spec, row, previous)
                         if name != base:
                             text = Reason(f"{text.template} ({_literal(base)} was taken)",
-                                          text.refs)  # fmt: skip
+                                          text.refs, code=text.code)  # fmt: skip
                     if cause is None or self._last_cause.get(group.name) != cause:
-                        self.store.add_event(tx, group.name, ws, kind, text, now, group.name)
+                        self.store.add_event(tx, group.name, ws, code, text, now, group.name)
                 break
             except NameInUse:
                 continue
@@ -174,8 +176,9 @@ class GroupControl:
                 text = Reason.of(
                     "Not submitted ({0}): 409 NAME_IN_USE: a run named {0} exists",
                     RunRef(base, ws),
+                    code=ReasonCode.MESSAGE,
                 )
-                self.store.add_event(tx, group.name, ws, "Refused", text, now, group.name)
+                self.store.add_event(tx, group.name, ws, ReasonCode.REFUSED, text, now, group.name)
         self._last_cause[group.name] = cause
 
     def _fired(self, tx: Tx, group: GroupRow, spec: GroupSpec, now: float) -> None:
@@ -186,7 +189,9 @@ class GroupControl:
             text = Reason(
                 f"Ended: {spec.cron} fires no more (its dates are past)", code=ReasonCode.ENDED
             )
-            self.store.add_event(tx, group.name, group.workspace, "Ended", text, now, group.name)
+            self.store.add_event(
+                tx, group.name, group.workspace, ReasonCode.ENDED, text, now, group.name
+            )
 
     def _submit_fired(
         self, tx: Tx, group: GroupRow, spec: GroupSpec, row: RunRow,
@@ -195,9 +200,11 @@ class GroupControl:
         ref, by_schedule = RunRef(row.name, group.workspace), RunRef(group.name, group.workspace)
         if spec.policy == "replace":
             for r in previous:
-                by = Reason.of("Replaced by {0} (schedule {1})", ref, by_schedule)
+                by = Reason.of(
+                    "Replaced by {0} (schedule {1})", ref, by_schedule, code=ReasonCode.MESSAGE
+                )
                 self.rules.delete_in(tx, r.name, r.workspace, by)
-        made = Reason.of("Submitted by schedule {0}", by_schedule)
+        made = Reason.of("Submitted by schedule {0}", by_schedule, code=ReasonCode.MESSAGE)
         self.store.insert_run_in(tx, row, made)
 
     # ------------------------------------------------------------- replicas
@@ -222,7 +229,8 @@ class GroupControl:
                 if self._still_there(tx, group):
                     for r in extra:
                         by = Reason.of(f"Scaled down ({{0}} to {group.replicas})",
-                                       RunRef(group.name, group.workspace))  # fmt: skip
+                                       RunRef(group.name, group.workspace),
+                                       code=ReasonCode.MESSAGE)  # fmt: skip
                         self.rules.delete_in(tx, r.name, r.workspace, by)
             changed = True
         return changed
@@ -233,14 +241,18 @@ class GroupControl:
             return  # once, not on every tick
         self._refused[key] = text
         with self.store.transaction() as tx:
-            self.store.add_event(tx, group.name, group.workspace, "Refused", text, now, group.name)
+            self.store.add_event(
+                tx, group.name, group.workspace, ReasonCode.REFUSED, text, now, group.name
+            )
 
     def _new_replica(self, group: GroupRow, slot: int, now: float) -> bool:
         name = replica_name(group.name, slot)
         ref = RunRef(name, group.workspace)
         row, refusal = self._checked(group, name, now)
         if row is None:
-            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
+            text = Reason.of(
+                f"Replica {{0}} not started: {_literal(refusal)}", ref, code=ReasonCode.MESSAGE
+            )
             self._refuse(group, name, text, now)
             return False
         try:
@@ -250,17 +262,23 @@ class GroupControl:
                 refusal = self._room(tx, group)
                 if refusal is None:
                     made = Reason.of(
-                        "Submitted by replica group {0}", RunRef(group.name, group.workspace)
+                        "Submitted by replica group {0}",
+                        RunRef(group.name, group.workspace),
+                        code=ReasonCode.MESSAGE,
                     )
                     self.store.insert_run_in(tx, row, made)
         except NameInUse:
             text = Reason.of(
-                "Replica {0} not started: a run named {0} exists outside the group", ref
+                "Replica {0} not started: a run named {0} exists outside the group",
+                ref,
+                code=ReasonCode.MESSAGE,
             )
             self._refuse(group, name, text, now)
             return False
         if refusal is not None:
-            text = Reason.of(f"Replica {{0}} not started: {_literal(refusal)}", ref)
+            text = Reason.of(
+                f"Replica {{0}} not started: {_literal(refusal)}", ref, code=ReasonCode.MESSAGE
+            )
             self._refuse(group, name, text, now)
             return False
         self._refused.pop((group.name, name), None)
@@ -275,7 +293,9 @@ class GroupControl:
         ref = RunRef(run.name, run.workspace)
         fresh, refusal = self._checked(group, run.name, now)
         if fresh is None:
-            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            text = Reason.of(
+                f"Replica {{0}} not restarted: {_literal(refusal)}", ref, code=ReasonCode.MESSAGE
+            )
             self._refuse(group, run.name, text, now)
             return False
         text = _restarted(run, streak)
@@ -285,12 +305,14 @@ class GroupControl:
             refusal = self._room(tx, group)
             if refusal is None:
                 self.store.restart_replica(
-                    tx, run.name, Reason("Waiting for the scheduler"), streak,
-                    fresh.priority,  # the template's, checked against the cap now
+                    tx, run.name, Reason("Waiting for the scheduler", code=ReasonCode.WAITING),
+                    streak, fresh.priority,  # the template's, checked against the cap now
                 )  # fmt: skip
-                self.store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+                self.store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
         if refusal is not None:
-            text = Reason.of(f"Replica {{0}} not restarted: {_literal(refusal)}", ref)
+            text = Reason.of(
+                f"Replica {{0}} not restarted: {_literal(refusal)}", ref, code=ReasonCode.MESSAGE
+            )
             self._refuse(group, run.name, text, now)
             return False
         self._refused.pop((group.name, run.name), None)
@@ -299,31 +321,39 @@ class GroupControl:
 
 def _restarted(run: RunRow, streak: int) -> Reason:
     """The event of a replica queued again after it ended."""
-    why = run.reason if run.reason is not None else Reason(run.state)
-    text = Reason(f"Replica restarted: it ended ({run.state}:").then(why)
-    text = Reason(text.template + ")", text.refs)
+    why = run.reason if run.reason is not None else Reason(run.state, code=ReasonCode.MESSAGE)
+    text = Reason(f"Replica restarted: it ended ({run.state}:", code=ReasonCode.MESSAGE).then(why)
+    text = Reason(text.template + ")", text.refs, code=text.code)
     if streak:
         wait = f"; quick exit {streak} in a row, waited {replica_backoff(streak):g} s"
-        text = Reason(text.template + wait, text.refs)
+        text = Reason(text.template + wait, text.refs, code=text.code)
     return text
 
 
 def _firing(
     spec: GroupSpec, ref: RunRef, row: RunRow | None, refusal: str | None,
     previous: list[RunRow],
-) -> tuple[str, Reason, str | None]:  # fmt: skip
-    """A firing's event kind and text, and its cause when it made no run (else None)."""
+) -> tuple[ReasonCode, Reason, str | None]:  # fmt: skip
+    """A firing's event code and text, and its cause when it made no run (else None)."""
     if row is None and refusal is not None:
-        return "Refused", Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref), refusal
+        return (
+            ReasonCode.REFUSED,
+            Reason.of(f"Not submitted ({{0}}): {_literal(refusal)}", ref, code=ReasonCode.MESSAGE),
+            refusal,
+        )
     if previous and spec.policy == "skip":
         last = previous[-1]
         text = Reason.of(f"Skipped {{0}}: {{1}} is still {last.state}", ref,
-                         RunRef(last.name, last.workspace))  # fmt: skip
-        return "Skipped", text, f"skipped for {last.name} {last.state}"
+                         RunRef(last.name, last.workspace), code=ReasonCode.MESSAGE)  # fmt: skip
+        return ReasonCode.SKIPPED, text, f"skipped for {last.name} {last.state}"
     if previous and spec.policy == "replace":
         olds = tuple(RunRef(r.name, r.workspace) for r in previous)
-        return "Fired", Reason.of("Submitted {0} in place of {1}", ref, olds), None
-    return "Fired", Reason.of("Submitted {0}", ref), None
+        return (
+            ReasonCode.FIRED,
+            Reason.of("Submitted {0} in place of {1}", ref, olds, code=ReasonCode.MESSAGE),
+            None,
+        )
+    return ReasonCode.FIRED, Reason.of("Submitted {0}", ref, code=ReasonCode.MESSAGE), None
 
 
 def firing_names(base: str) -> list[str]:

@@ -65,7 +65,7 @@ def kept_out(runs: Iterable[RunRow], spec_of: Callable[[RunRow], RunSpec], now: 
                 if run.state != RunState.QUEUED:
                     resting.add(run.name)
                 elif run.held_by is None:
-                    reasons[run.name] = run.reason or Reason("Restarting")
+                    reasons[run.name] = run.reason or Reason("Restarting", code=ReasonCode.MESSAGE)
                     continue
         if run.state != RunState.QUEUED or run.stop_request is not None:
             continue

@@ -100,7 +100,14 @@ class IdleWatch:
                         stopping=True,
                     )  # fmt: skip
                     text += "; stopping it (idle_gpu_policy)"
-                self.store.add_event(tx, run.name, run.workspace, "GpuIdle", Reason(text), t.wall)
+                self.store.add_event(
+                    tx,
+                    run.name,
+                    run.workspace,
+                    ReasonCode.GPU_IDLE,
+                    Reason(text, code=ReasonCode.MESSAGE),
+                    t.wall,
+                )
             if settings.policy is IdlePolicy.STOP:
                 stop(run.name, running, StopReason.IDLE, None, t.wall)
             changed = True
@@ -113,6 +120,8 @@ class IdleWatch:
         if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
             return False
         with self.store.transaction() as tx:
-            message = Reason(f"GPUs in use again after {compact(idle)} idle")
-            self.store.add_event(tx, run.name, run.workspace, "GpuBusy", message, t.wall)
+            message = Reason(
+                f"GPUs in use again after {compact(idle)} idle", code=ReasonCode.MESSAGE
+            )
+            self.store.add_event(tx, run.name, run.workspace, ReasonCode.GPU_BUSY, message, t.wall)
         return True

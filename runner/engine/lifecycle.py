@@ -88,10 +88,17 @@ def _on_failures(
     restarts = run.restarts + 1
     if restarts > spec.restart_limit:
         text = failure.failed(what, spec.restart_limit)
-        store.request_stop(tx, run.name, StopReason.FAILED, Reason(text, private=True),
-                           exit_code=first.exit_code)  # fmt: skip
+        failed = Reason(text, private=True, code=ReasonCode.MESSAGE)
+        store.request_stop(tx, run.name, StopReason.FAILED, failed, exit_code=first.exit_code)
         store.back_off(tx, run.name, failure.fails, failure.quick, None)
-        store.add_event(tx, run.name, run.workspace, "Failed", Reason(text), now.wall)
+        store.add_event(
+            tx,
+            run.name,
+            run.workspace,
+            ReasonCode.FAILED,
+            Reason(text, code=ReasonCode.MESSAGE),
+            now.wall,
+        )
         return StopReason.FAILED
     reason = failure.restarting(what, restarts, spec.restart_limit)
     gang = spec.gang and spec.workers > 1
@@ -101,7 +108,14 @@ def _on_failures(
     if failure.delay > 0:
         until = Now(now.wall + failure.delay, now.mono + failure.delay, now.boot)
     store.back_off(tx, run.name, failure.fails, failure.quick, until)
-    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(reason.template), now.wall)
+    store.add_event(
+        tx,
+        run.name,
+        run.workspace,
+        ReasonCode.RESTARTING,
+        Reason(reason.template, code=ReasonCode.MESSAGE),
+        now.wall,
+    )
     return request
 
 
@@ -115,8 +129,15 @@ def _restart_partial_gang(
         f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
         " the gang starts again whole, no restart spent"
     )
-    store.request_stop(tx, run.name, StopReason.RESTART, Reason(text))
-    store.add_event(tx, run.name, run.workspace, "Restarting", Reason(text), now)
+    store.request_stop(tx, run.name, StopReason.RESTART, Reason(text, code=ReasonCode.MESSAGE))
+    store.add_event(
+        tx,
+        run.name,
+        run.workspace,
+        ReasonCode.RESTARTING,
+        Reason(text, code=ReasonCode.MESSAGE),
+        now,
+    )
     return StopReason.RESTART
 
 
@@ -128,23 +149,50 @@ def _finish(
     """Nothing of the run lives any more: decide its state."""
     name, ws = run.name, run.workspace
     if request == StopReason.DELETE:
-        store.finish_run(tx, name, RunState.CANCELLED, now, Reason("Deleted"))
-        store.add_event(tx, name, ws, "Cancelled", Reason("Deleted: stopped and cancelled"), now)
+        store.finish_run(
+            tx, name, RunState.CANCELLED, now, Reason("Deleted", code=ReasonCode.MESSAGE)
+        )
+        store.add_event(
+            tx,
+            name,
+            ws,
+            ReasonCode.CANCELLED,
+            Reason("Deleted: stopped and cancelled", code=ReasonCode.MESSAGE),
+            now,
+        )
     elif request == StopReason.TIMELIMIT:
-        store.finish_run(tx, name, RunState.FAILED, now, Reason("Time limit reached"))
-        store.add_event(tx, name, ws, "Failed", Reason("Time limit reached: stopped"), now)
+        store.finish_run(
+            tx, name, RunState.FAILED, now, Reason("Time limit reached", code=ReasonCode.MESSAGE)
+        )
+        store.add_event(
+            tx,
+            name,
+            ws,
+            ReasonCode.FAILED,
+            Reason("Time limit reached: stopped", code=ReasonCode.MESSAGE),
+            now,
+        )
     elif request == StopReason.FAILED:
         store.finish_run(tx, name, RunState.FAILED, now)
     elif request == StopReason.IDLE:  # idle_gpu_policy = "stop": not queued again
         store.finish_run(tx, name, RunState.FAILED, now, idle_stopped(idle_after))
-        store.add_event(tx, name, ws, "Failed", idle_stopped(idle_after), now)  # FAILED
+        store.add_event(tx, name, ws, ReasonCode.FAILED, idle_stopped(idle_after), now)  # FAILED
     elif request == StopReason.REQUEUE:  # its submission time and restarts as they were
         reason = Reason("Requeued: waiting to run again", code=ReasonCode.REQUEUED)
         store.requeue(tx, name, clear_request=True, reason=reason)
-        store.add_event(tx, name, ws, "Requeued", Reason("Requeued: stopped, queued again"), now)
+        store.add_event(
+            tx,
+            name,
+            ws,
+            ReasonCode.REQUEUED,
+            Reason("Requeued: stopped, queued again", code=ReasonCode.MESSAGE),
+            now,
+        )
     elif len(latest) == spec.workers and all(w.state == WorkerState.DONE for w in latest.values()):
         store.finish_run(tx, name, RunState.SUCCEEDED, now, None, exit_code=0)
-        store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"), now)
+        store.add_event(
+            tx, name, ws, ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE), now
+        )
     elif preempted_for is not None:
         _requeue_preempted(store, tx, run, preempted_for, now)
         store.requeue(tx, name)
@@ -153,10 +201,10 @@ def _finish(
 
 
 def _requeue_preempted(store: Store, tx: Tx, run: RunRow, head: RunRef, now: float) -> None:
-    reason = Reason.of(PREEMPTED_WAITING, head)
+    reason = Reason.of(PREEMPTED_WAITING, head, code=ReasonCode.MESSAGE)
     store.note_preempted(tx, run.name, head, run.preemptions + 1, reason)
-    message = Reason.of("Preempted by {0}; queued again", head)
-    store.add_event(tx, run.name, run.workspace, "Requeued", message, now)
+    message = Reason.of("Preempted by {0}; queued again", head, code=ReasonCode.MESSAGE)
+    store.add_event(tx, run.name, run.workspace, ReasonCode.REQUEUED, message, now)
 
 
 def settle_run(

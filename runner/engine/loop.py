@@ -249,7 +249,7 @@ class Loop:
             code=ReasonCode.SET_ASIDE,
         )
         with contextlib.suppress(Exception), self.store.transaction() as tx:
-            self.store.add_event(tx, name, workspace, "SetAside", text, now)
+            self.store.add_event(tx, name, workspace, ReasonCode.SET_ASIDE, text, now)
 
     # ------------------------------------------------------ 1. observe
 
@@ -371,7 +371,7 @@ class Loop:
             row = self.store.get_run(run)
             ws = row.workspace if row else ""
             self.store.add_event(
-                tx, run, ws, "TimeLimit", Reason("Time limit reached", code=_LIMIT), now
+                tx, run, ws, ReasonCode.TIME_LIMIT, Reason("Time limit reached", code=_LIMIT), now
             )
         self.stop_workers(run, workers, StopReason.TIMELIMIT, None, now)
 
@@ -406,8 +406,10 @@ class Loop:
             self.store.mark_killed(tx, w.id)
             run = self.store.get_run(w.run)
             shell = None if run is None else _shell(self.specs.shown(run).task.command)
-            message = Reason(killed_message(w.worker, grace, left, shell))
-            self.store.add_event(tx, w.run, run.workspace if run else "", "Killed", message, now)
+            message = Reason(killed_message(w.worker, grace, left, shell), code=ReasonCode.MESSAGE)
+            self.store.add_event(
+                tx, w.run, run.workspace if run else "", ReasonCode.KILLED, message, now
+            )
         crash_point("after-kill-recorded")
         self._signal(w, signal.SIGKILL)
 

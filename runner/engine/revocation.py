@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from runner.model import RunState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.store.db import RunRow
 
 # Never names the owner: the reason is shown to every caller (another workspace reads
@@ -47,7 +47,7 @@ def revoked(runs: Iterable[RunRow], authorise: Authorise | None) -> dict[str, Re
             asked[key] = authorise(*key)
         refusal = asked[key]
         if refusal is not None:
-            held[run.name] = Reason(refusal)
+            held[run.name] = Reason(refusal, code=ReasonCode.MESSAGE)
     return held
 
 

@@ -16,7 +16,7 @@ from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
 from runner.planner.plan import Start
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.runspec.parse import parse_spec
 from runner.store.db import RunRow, Store
 
@@ -198,8 +198,11 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
         how = "Backfilled" if start.backfill else "Started"
         text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}:"
-        why = Reason(text).then(start.why)  # the decision log: the rule that let it start
-        store.add_event(tx, run.name, run.workspace, "Started", why, now)
+        why = Reason(text, code=ReasonCode.MESSAGE).then(
+            start.why
+        )  # the decision log: the rule that let it start
+        code = ReasonCode.BACKFILLED if start.backfill else ReasonCode.STARTED
+        store.add_event(tx, run.name, run.workspace, code, why, now)
     return run, attempt
 
 
@@ -259,8 +262,8 @@ def _start_failed(
     ctx: StartContext, run: RunRow, attempt: int, index: int, error: str, now: float
 ) -> None:
     log.warning("could not start %s worker %d: %s", run.name, index, error)
-    text = Reason(f"Could not start worker {index}: {error}", private=True)
+    text = Reason(f"Could not start worker {index}: {error}", private=True, code=ReasonCode.MESSAGE)
     with ctx.store.transaction() as tx:
         ctx.store.worker_start_failed(tx, run.name, attempt, index, error, now)
         ctx.store.request_stop(tx, run.name, StopReason.FAILED, text)
-        ctx.store.add_event(tx, run.name, run.workspace, "StartFailed", text, now)
+        ctx.store.add_event(tx, run.name, run.workspace, ReasonCode.START_FAILED, text, now)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from runner.engine.snapshot import SpecCache, unit_id
 from runner.model import RunState, StopReason, WorkerState
 from runner.planner.plan import WaitingRun
-from runner.reasons import Reason, RunRef
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow
 
 GONE = "Preemption withdrawn: {0} no longer needs the room; the run keeps running"
@@ -37,9 +37,9 @@ class Withdrawal:
 def _why(preemptor: RunRef, waiting: dict[str, WaitingRun], victim: RunRow) -> Reason | None:
     wanted = waiting.get(preemptor.name)
     if wanted is None or wanted.workspace != preemptor.workspace:
-        return Reason.of(GONE, preemptor)
+        return Reason.of(GONE, preemptor, code=ReasonCode.MESSAGE)
     if wanted.priority <= victim.priority:
-        return Reason.of(OUTRANKED, preemptor)
+        return Reason.of(OUTRANKED, preemptor, code=ReasonCode.MESSAGE)
     return None
 
 
@@ -87,4 +87,6 @@ def record_withdrawal(store: Store, w: Withdrawal, live: list[WorkerRow], now: f
             store.set_worker_running(tx, x.id, stop_reason=StopReason.WITHDRAWN)
         if not others:
             store.set_run_state(tx, w.run.name, RunState.RUNNING, None)
-        store.add_event(tx, w.run.name, w.run.workspace, "PreemptionWithdrawn", w.why, now)
+        store.add_event(
+            tx, w.run.name, w.run.workspace, ReasonCode.PREEMPTION_WITHDRAWN, w.why, now
+        )

@@ -170,7 +170,7 @@ class _Walk(InQuota):
         # the walk's room last changed
         self.refused: set[tuple[str, int, tuple[int, ...], float | None]] = set()
         self.spare = _NOTHING
-        self.behind = Reason("")
+        self.behind = Reason("", code=ReasonCode.MESSAGE)
         # the running work the head's shadow counts on, by unit (set by make_head)
         self.head_ends: dict[str, tuple[float, Resources]] = {}
         # Shared GPUs (runner/planner/pool.py): while any run shares a GPU, each GPU's
@@ -274,7 +274,11 @@ class _Walk(InQuota):
             self.wait(run, too_large_shared(run, pool.size), follows_prefix=True)
             return
         if not ask.fits_in(self.capacity):
-            self.wait(run, too_large(ask, self.capacity) or Reason(""), follows_prefix=True)
+            self.wait(
+                run,
+                too_large(ask, self.capacity) or Reason("", code=ReasonCode.MESSAGE),
+                follows_prefix=True,
+            )
             return
         fits = ask.fits_in(self.free) and (pool is None or pool.fits(run))
         # 3. No head yet: start whatever fits; the first that does not is the head.

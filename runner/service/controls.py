@@ -62,7 +62,7 @@ def hold(service: Service, name: str, caller: Caller) -> str:
             )  # fmt: skip
         store.set_held(tx, name, caller.user, held_reason(caller.user))
         event = Reason(f"Held by {caller.user}", code=ReasonCode.HELD)
-        store.add_event(tx, name, run.workspace, "Held", event)
+        store.add_event(tx, name, run.workspace, ReasonCode.HELD, event)
     service.poke()
     return "held"
 
@@ -80,7 +80,7 @@ def release(service: Service, name: str, caller: Caller) -> str:
         waiting = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)
         store.set_held(tx, name, None, waiting if run.state == RunState.QUEUED else run.reason)
         event = Reason(f"Released by {caller.user}", code=ReasonCode.RELEASED)
-        store.add_event(tx, name, run.workspace, "Released", event)
+        store.add_event(tx, name, run.workspace, ReasonCode.RELEASED, event)
     service.poke()
     return "released"
 
@@ -113,6 +113,6 @@ def requeue(service: Service, name: str, caller: Caller) -> str:
         reason = Reason("Requeued: stopping", code=ReasonCode.REQUEUING)
         store.request_stop(tx, name, StopReason.REQUEUE, reason, stopping=True)
         event = Reason(f"Requeued by {caller.user}: stopping", code=ReasonCode.REQUEUING)
-        store.add_event(tx, name, run.workspace, "Requeuing", event)
+        store.add_event(tx, name, run.workspace, ReasonCode.REQUEUING, event)
     service.poke()
     return "requeuing"

@@ -75,7 +75,7 @@ def drain(
             store.set_drain(tx, target, reason, caller.user, now)
         text = f"Drained {_what(targets)} ({reason}) by {caller.user}"
         message = Reason(text, code=ReasonCode.DRAINED)
-        store.add_event(tx, "", "", "Drained", message, now)
+        store.add_event(tx, "", "", ReasonCode.DRAINED, message, now)
     return store.drains()
 
 
@@ -94,5 +94,5 @@ def resume(
         if cleared:
             shown = "the machine" if gpus is None else _what(cleared)
             message = Reason(f"Resumed {shown} by {caller.user}", code=ReasonCode.UNDRAINED)
-            store.add_event(tx, "", "", "Undrained", message)
+            store.add_event(tx, "", "", ReasonCode.UNDRAINED, message)
     return store.drains()

@@ -180,7 +180,7 @@ def update_run(
         service.store.set_spec(tx, name, json.dumps(spec_to_dict(spec)), spec.priority)
         text = f"Changed by {caller.user}: " + ", ".join(changes)
         service.store.add_event(
-            tx, name, run.workspace, "Updated", Reason(text, code=ReasonCode.UPDATED)
+            tx, name, run.workspace, ReasonCode.UPDATED, Reason(text, code=ReasonCode.UPDATED)
         )
     service.poke()
     updated = service.store.get_run(name)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from runner.model import RunSpec, RunState, StopReason
-from runner.reasons import Reason, RunRef
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.runspec.groups import (
     MAX_REPLICAS,
     GroupSpec,
@@ -125,10 +125,17 @@ class GroupService:
                     raise ServiceError(409, "NAME_IN_USE", f"a group named {group.name} exists")
                 text = f"{group.kind.capitalize()} created by {caller.user}"
                 self.store.add_event(
-                    tx, group.name, workspace, "Created", Reason(text), now, group.name
+                    tx,
+                    group.name,
+                    workspace,
+                    ReasonCode.CREATED,
+                    Reason(text, code=ReasonCode.MESSAGE),
+                    now,
+                    group.name,
                 )
                 made = Reason.of(f"Submitted by {caller.user} ({group.kind} {{0}})",
-                                 RunRef(group.name, workspace))  # fmt: skip
+                                 RunRef(group.name, workspace),
+                                 code=ReasonCode.MESSAGE)  # fmt: skip
                 for i, (spec, part) in enumerate(first):
                     stored = (template, doc, part)
                     run = self.service.new_row(
@@ -166,7 +173,15 @@ class GroupService:
         with self.store.transaction() as tx:
             self.store.set_replicas(tx, name, replicas)
             text = f"Scaled from {group.replicas} to {replicas} by {caller.user}"
-            self.store.add_event(tx, name, group.workspace, "Scaled", Reason(text), None, name)
+            self.store.add_event(
+                tx,
+                name,
+                group.workspace,
+                ReasonCode.SCALED,
+                Reason(text, code=ReasonCode.MESSAGE),
+                None,
+                name,
+            )
         self.service.poke()
         return self.get(name, caller)
 
@@ -179,9 +194,17 @@ class GroupService:
         cron = str(group.document()["cron"])
         with self.store.transaction() as tx:
             self.store.set_paused(tx, name, paused, next_fire(cron, now))
-            kind, text = ("Paused", "Paused") if paused else ("Resumed", "Resumed")
+            code, text = (
+                (ReasonCode.PAUSED, "Paused") if paused else (ReasonCode.RESUMED, "Resumed")
+            )
             self.store.add_event(
-                tx, name, group.workspace, kind, Reason(f"{text} by {caller.user}"), now, name
+                tx,
+                name,
+                group.workspace,
+                code,
+                Reason(f"{text} by {caller.user}", code=ReasonCode.MESSAGE),
+                now,
+                name,
             )
         self.service.poke()
         return self.get(name, caller)
@@ -199,7 +222,8 @@ class GroupService:
                     outcome = "stopping"
                 else:
                     by = Reason.of(f"Deleted with {group.kind} {{0}} by {caller.user}",
-                                   RunRef(name, group.workspace))  # fmt: skip
+                                   RunRef(name, group.workspace),
+                                   code=ReasonCode.MESSAGE)  # fmt: skip
                     outcome = self.service.delete_in(tx, run.name, run.workspace, by)
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
             self.store.release_group_runs(tx, name)  # the name is free

@@ -335,7 +335,9 @@ class Service(Reads):
                     refused.add(o.row.name)
                     continue
                 rows.append(o.row)
-            self.store.insert_runs_in(tx, rows, Reason(f"Submitted by {caller.user}"))
+            self.store.insert_runs_in(
+                tx, rows, Reason(f"Submitted by {caller.user}", code=ReasonCode.MESSAGE)
+            )
 
     def _insert(self, spec: RunSpec, workspace: str, caller: Caller, now: float | None) -> RunRow:
         row = self.new_row(spec, workspace, caller, time.time() if now is None else now)
@@ -345,7 +347,9 @@ class Service(Reads):
                 self.store.insert_run_in(tx, row, f"Submitted by {row.owner}")
                 if row.held_by is not None:
                     held = Reason(f"Held by {row.held_by} at submit", code=ReasonCode.HELD)
-                    self.store.add_event(tx, row.name, workspace, "Held", held, row.submitted_at)
+                    self.store.add_event(
+                        tx, row.name, workspace, ReasonCode.HELD, held, row.submitted_at
+                    )
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists") from e
         self.poke()
@@ -358,8 +362,11 @@ class Service(Reads):
         self.check_priority(run.workspace, priority)
         with self.store.transaction() as tx:
             self.store.set_priority(tx, name, priority)
-            message = Reason(f"Priority changed from {run.priority} to {priority} by {caller.user}")
-            self.store.add_event(tx, name, run.workspace, "Priority", message)
+            message = Reason(
+                f"Priority changed from {run.priority} to {priority} by {caller.user}",
+                code=ReasonCode.MESSAGE,
+            )
+            self.store.add_event(tx, name, run.workspace, ReasonCode.PRIORITY_CHANGED, message)
         self.poke()
         updated = self.store.get_run(name)
         assert updated is not None
@@ -376,7 +383,12 @@ class Service(Reads):
         if run.uid != caller.uid:
             run = self._own_run(name, caller)
         with self.store.transaction() as tx:
-            outcome = self.delete_in(tx, name, run.workspace, Reason(f"Deleted by {caller.user}"))
+            outcome = self.delete_in(
+                tx,
+                name,
+                run.workspace,
+                Reason(f"Deleted by {caller.user}", code=ReasonCode.MESSAGE),
+            )
         self.poke()
         return outcome
 
@@ -393,10 +405,10 @@ class Service(Reads):
             return "forgotten"
         if state == RunState.QUEUED and not live:
             self.store.cancel_queued(tx, name, time.time())
-            message = Reason(by.template + " while queued", by.refs)
-            self.store.add_event(tx, name, workspace, "Cancelled", message)
+            message = Reason(by.template + " while queued", by.refs, code=by.code)
+            self.store.add_event(tx, name, workspace, ReasonCode.CANCELLED, message)
             return "cancelled"
         self.store.request_stop(tx, name, StopReason.DELETE)
-        message = Reason(by.template + ": stopping", by.refs)
-        self.store.add_event(tx, name, workspace, "Deleting", message)
+        message = Reason(by.template + ": stopping", by.refs, code=by.code)
+        self.store.add_event(tx, name, workspace, ReasonCode.DELETING, message)
         return "stopping"

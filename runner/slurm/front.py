@@ -39,7 +39,7 @@ from runner.executors.base import ExecutorError
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob
@@ -246,25 +246,25 @@ class SlurmFront:
             self._fail_submit(run, attempt, error, now)
             return
         if tries == 1:
-            text = Reason(f"sbatch failed ({error}); trying again")
+            text = Reason(f"sbatch failed ({error}); trying again", code=ReasonCode.MESSAGE)
             with self.store.transaction() as tx:
                 self.store.set_reason(tx, run.name, text)
-                self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
+                self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
 
     def _record_job(self, run: RunRow, attempt: int, number: int, now: float) -> None:
         with self.store.transaction() as tx:
             self.store.set_job_handle(tx, run.name, attempt, f"{HANDLE}{number}")
-            text = Reason(f"Submitted to Slurm as job {number}")
+            text = Reason(f"Submitted to Slurm as job {number}", code=ReasonCode.MESSAGE)
             self.store.set_reason(tx, run.name, text)
-            self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
+            self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
 
     def _fail_submit(self, run: RunRow, attempt: int | None, error: str, now: float) -> None:
-        text = Reason(f"Failed: Slurm refused it: {error}")
+        text = Reason(f"Failed: Slurm refused it: {error}", code=ReasonCode.MESSAGE)
         with self.store.transaction() as tx:
             if attempt is not None:  # the worker written for this sbatch
                 self.store.fail_job_worker(tx, run.name, attempt, error, now)
             self.store.finish_run(tx, run.name, RunState.FAILED, now, text)
-            self.store.add_event(tx, run.name, run.workspace, "Failed", text, now)
+            self.store.add_event(tx, run.name, run.workspace, ReasonCode.FAILED, text, now)
 
     def _adopt_or_forget(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
         """A worker written before sbatch whose job id was never recorded (a crash)."""
@@ -314,9 +314,10 @@ class SlurmFront:
                 if target == RunState.RUNNING:
                     shown = ",".join(map(str, gpus)) or "none"
                     text = Reason(
-                        f"Started by Slurm: job {job.job_id} on {job.nodes or '?'}, GPUs {shown}"
+                        f"Started by Slurm: job {job.job_id} on {job.nodes or '?'}, GPUs {shown}",
+                        code=ReasonCode.MESSAGE,
                     )
-                    self.store.add_event(tx, run.name, run.workspace, "Started", text, now)
+                    self.store.add_event(tx, run.name, run.workspace, ReasonCode.STARTED, text, now)
         return True
 
     def _preempting(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
@@ -327,13 +328,14 @@ class SlurmFront:
         deadline = job.preempt_time + self._grace(job.partition)
         text = Reason(
             f"Preempted by higher-priority work (Slurm: job {job.job_id} is requeued when the "
-            f"{job.partition} partition's grace ends)"
+            f"{job.partition} partition's grace ends)",
+            code=ReasonCode.MESSAGE,
         )
         with self.store.transaction() as tx:
             self.store.stop_worker(tx, worker.id, StopReason.PREEMPT, deadline)
             if run.state not in RunState.FINISHED:
                 self.store.set_run_state(tx, run.name, RunState.STOPPING, text)
-                self.store.add_event(tx, run.name, run.workspace, "Preempted", text, now)
+                self.store.add_event(tx, run.name, run.workspace, ReasonCode.PREEMPTED, text, now)
         return True
 
     def _grace(self, partition: str) -> float:
@@ -357,8 +359,10 @@ class SlurmFront:
             if queue:
                 self.store.requeue(tx, run.name)
             if job.restarts > run.restarts:
-                text = Reason(f"Requeued by Slurm (restart {job.restarts})")
-                self.store.add_event(tx, run.name, run.workspace, "Requeued", text, now)
+                text = Reason(
+                    f"Requeued by Slurm (restart {job.restarts})", code=ReasonCode.MESSAGE
+                )
+                self.store.add_event(tx, run.name, run.workspace, ReasonCode.REQUEUED, text, now)
 
     # ------------------------------------------------------------ requests
 

@@ -6,7 +6,7 @@ is queued again (a restart, while its budget lasts). Called by the front
 from __future__ import annotations
 
 from runner.model import RunState, StopReason, WorkerState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.slurm.jobs import SlurmJob
 from runner.slurm.reasons import describe
 from runner.store.db import RunRow, Store, WorkerRow
@@ -25,24 +25,43 @@ def ended(
             return True
         if job.state == "COMPLETED":
             store.finish_run(tx, run.name, RunState.SUCCEEDED, job.end or now, None, exit_code=0)
-            store.add_event(tx, run.name, run.workspace, "Succeeded", Reason("Succeeded"), now)
+            store.add_event(
+                tx,
+                run.name,
+                run.workspace,
+                ReasonCode.SUCCEEDED,
+                Reason("Succeeded", code=ReasonCode.MESSAGE),
+                now,
+            )
         elif job.state == "CANCELLED" or run.stop_request == StopReason.DELETE:
             why = "Deleted" if run.stop_request == StopReason.DELETE else "Cancelled in Slurm"
-            store.finish_run(tx, run.name, RunState.CANCELLED, now, Reason(why))
-            store.add_event(tx, run.name, run.workspace, "Cancelled", Reason(why), now)
+            store.finish_run(
+                tx, run.name, RunState.CANCELLED, now, Reason(why, code=ReasonCode.MESSAGE)
+            )
+            store.add_event(
+                tx,
+                run.name,
+                run.workspace,
+                ReasonCode.CANCELLED,
+                Reason(why, code=ReasonCode.MESSAGE),
+                now,
+            )
         elif job.state != "TIMEOUT" and run.restarts < restart_limit:
             restarts = run.restarts + 1
             text = Reason(
                 f"Restarting: job {job.job_id} ended {job.state} (exit code {code}) "
-                f"(restart {restarts} of {restart_limit})"
+                f"(restart {restarts} of {restart_limit})",
+                code=ReasonCode.MESSAGE,
             )
             store.requeue(tx, run.name, restarts=restarts, reason=text)
-            store.add_event(tx, run.name, run.workspace, "Restarting", text, now)
+            store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
         else:
-            reason = describe(job, queue, now) or Reason(f"Slurm: {job.state}")
+            reason = describe(job, queue, now) or Reason(
+                f"Slurm: {job.state}", code=ReasonCode.MESSAGE
+            )
             store.finish_run(tx, run.name, RunState.FAILED, job.end or now, reason,
                                   exit_code=code)  # fmt: skip
-            store.add_event(tx, run.name, run.workspace, "Failed", reason, now)
+            store.add_event(tx, run.name, run.workspace, ReasonCode.FAILED, reason, now)
     return True
 
 
@@ -53,8 +72,11 @@ def lost(store: Store, run: RunRow, worker: WorkerRow, now: float) -> bool:
         store.end_worker(tx, worker.id, WorkerState.LOST, now,
                               error="Slurm no longer knows the job")  # fmt: skip
         if run.state not in RunState.FINISHED:
-            why = Reason("Deleted" if deleted else "Failed: Slurm no longer knows its job")
+            why = Reason(
+                "Deleted" if deleted else "Failed: Slurm no longer knows its job",
+                code=ReasonCode.MESSAGE,
+            )
             state = RunState.CANCELLED if deleted else RunState.FAILED
             store.finish_run(tx, run.name, state, now, why)
-            store.add_event(tx, run.name, run.workspace, state, why, now)
+            store.add_event(tx, run.name, run.workspace, ReasonCode[state.name], why, now)
     return True

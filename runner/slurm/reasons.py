@@ -80,7 +80,7 @@ def describe(
     if state is RunState.QUEUED:
         return _waiting(job, queue, now, quota_message)
     if state in (RunState.FAILED, RunState.CANCELLED):
-        return Reason(_finished(job))
+        return Reason(_finished(job), code=ReasonCode.MESSAGE)
     if state is RunState.STOPPING:
         return Reason("Stopping: Slurm is ending its processes", code=ReasonCode.STOPPING)
     return None
@@ -109,16 +109,23 @@ def _waiting(
     if reason == "Priority":
         head = head_of(job, queue)
         if head is None:
-            return Reason("Queued behind higher-priority jobs (Slurm: Priority)")
+            return Reason(
+                "Queued behind higher-priority jobs (Slurm: Priority)", code=ReasonCode.MESSAGE
+            )
         return behind_message(job_ref(head), start_estimate(head, now))
     if reason.startswith(_QUOTA_PREFIXES):
         code = ReasonCode.QUOTA_OVER if "PerJob" in reason else ReasonCode.QUOTA_WAIT
         return Reason(quota_message or _quota_words(reason), code=code)
     if reason in ("BeginTime", "None") and job.restarts:
-        return Reason(f"Requeued by Slurm (restart {job.restarts}); waiting to run again.")
+        return Reason(
+            f"Requeued by Slurm (restart {job.restarts}); waiting to run again.",
+            code=ReasonCode.MESSAGE,
+        )
     if reason == "None":
-        return Reason("Submitted to Slurm; waiting for its scheduler to look at it")
-    return Reason(_slurm_words(job))
+        return Reason(
+            "Submitted to Slurm; waiting for its scheduler to look at it", code=ReasonCode.MESSAGE
+        )
+    return Reason(_slurm_words(job), code=ReasonCode.MESSAGE)
 
 
 def head_message(priority: int, starts: float | None) -> Reason:

@@ -11,7 +11,7 @@ import logging
 
 from runner.config.slurm import SlurmSettings
 from runner.model import StopReason
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob
@@ -59,9 +59,9 @@ class Requests:
             nice = nice_for(run.priority, privileged=self.settings.privileged)
         except SlurmError as e:  # not allowed here: said once
             self._nice_refused[run.name] = run.priority
-            text = Reason(f"Slurm kept its priority: {e}")
+            text = Reason(f"Slurm kept its priority: {e}", code=ReasonCode.MESSAGE)
             with self.store.transaction() as tx:
-                self.store.add_event(tx, run.name, run.workspace, "Slurm", text, now)
+                self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
             return False
         try:
             self.client.set_nice(job.job_id, nice)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.model import RunState, WorkerState, sql_list
-from runner.reasons import Reason, ReasonCode, event_code
+from runner.reasons import Reason, ReasonCode, event_kind
 from runner.store.drains import DrainTables
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
@@ -283,8 +283,8 @@ class Store(
             )  # fmt: skip
         except sqlite3.IntegrityError as e:
             raise NameInUse(run.name) from e
-        why = message if isinstance(message, Reason) else Reason(message)
-        self.add_event(tx, run.name, run.workspace, "Submitted", why, run.submitted_at)
+        why = message if isinstance(message, Reason) else Reason(message, code=ReasonCode.MESSAGE)
+        self.add_event(tx, run.name, run.workspace, ReasonCode.SUBMITTED, why, run.submitted_at)
 
     def get_run(self, name: str) -> RunRow | None:
         found = self._read_runs("WHERE name = ?", (name,))
@@ -390,20 +390,19 @@ class Store(
     # ---------------------------------------------------- events and usage
 
     def add_event(
-        self, tx: Tx, run: str, workspace: str, kind: str, message: Reason,
-        now: float | None = None, grp: str | None = None, code: ReasonCode | None = None,
+        self, tx: Tx, run: str, workspace: str, code: ReasonCode, message: Reason,
+        now: float | None = None, grp: str | None = None,
     ) -> None:  # fmt: skip
         """An event of a run; of a group when ``grp`` is given (``run`` then names the group).
 
-        ``code``: what it says, by default the one of its kind (``event_code``)."""
-        code = event_code(kind, message) if code is None else code
+        ``code`` says what happened; the kind people read is its name (``event_kind``)."""
         if grp is None:
             self._note_event(tx, run, code, message, time.time() if now is None else now)
         tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,?,?,?,?)",
-            (run, workspace, time.time() if now is None else now, kind, reason_json(message), grp,
-             code.value),
+            (run, workspace, time.time() if now is None else now, event_kind(code),
+             reason_json(message), grp, code.value),
         )  # fmt: skip
 
     def events(

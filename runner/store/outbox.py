@@ -57,8 +57,8 @@ class OutboxTables:
         raise NotImplementedError
 
     def add_event(
-        self, tx: Tx, run: str, workspace: str, kind: str, message: Reason,
-        now: float | None = None, grp: str | None = None, code: ReasonCode | None = None,
+        self, tx: Tx, run: str, workspace: str, code: ReasonCode, message: Reason,
+        now: float | None = None, grp: str | None = None,
     ) -> None:  # fmt: skip
         raise NotImplementedError
 
@@ -81,7 +81,14 @@ class OutboxTables:
                 with contextlib.suppress(Exception):
                     found = tx._sql("SELECT workspace FROM runs WHERE name = ?", (name,)).fetchone()
                     if found is not None:
-                        self.add_event(tx, name, found[0], "NotifyFailed", Reason(text), now)
+                        self.add_event(
+                            tx,
+                            name,
+                            found[0],
+                            ReasonCode.NOTIFY_FAILED,
+                            Reason(text, code=ReasonCode.MESSAGE),
+                            now,
+                        )
         return queued
 
     def _queue_notice(
@@ -115,7 +122,14 @@ class OutboxTables:
             urls.add(target.url)
             if self._outbox_full(tx, run.run_uid, run.workspace):
                 text = f"Notification ({event.value}) not queued: too many waiting to be sent"
-                self.add_event(tx, run.name, run.workspace, "NotifyFailed", Reason(text), now)
+                self.add_event(
+                    tx,
+                    run.name,
+                    run.workspace,
+                    ReasonCode.NOTIFY_FAILED,
+                    Reason(text, code=ReasonCode.MESSAGE),
+                    now,
+                )
                 break
             tx._sql(
                 "INSERT INTO outbox (run_uid, workspace, event, url, label, notice,"
@@ -167,7 +181,7 @@ class OutboxTables:
         with self.transaction() as tx:
             tx._sql("DELETE FROM outbox WHERE id = ?", (row.id,))
             text = f"Notification ({row.notice.event.value}) delivered to {row.label}"
-            self._run_event(tx, row, "Notified", Reason(text))
+            self._run_event(tx, row, ReasonCode.NOTIFIED, Reason(text, code=ReasonCode.MESSAGE))
 
     def notice_retry(self, row: Pending, error: str) -> None:
         with self.transaction() as tx:
@@ -191,14 +205,19 @@ class OutboxTables:
                 f"Notification ({row.notice.event.value}) to {row.label} not delivered after"
                 f" {tries} attempt{'s' if tries != 1 else ''}: {error}"
             )
-            self._run_event(tx, row, "NotifyFailed", Reason(text, private=True))
+            self._run_event(
+                tx,
+                row,
+                ReasonCode.NOTIFY_FAILED,
+                Reason(text, private=True, code=ReasonCode.MESSAGE),
+            )
 
-    def _run_event(self, tx: Tx, row: Pending, kind: str, message: Reason) -> None:
+    def _run_event(self, tx: Tx, row: Pending, code: ReasonCode, message: Reason) -> None:
         """An event on the run the notification is of, if it is still kept (by its id)."""
         sql = "SELECT name, workspace FROM runs WHERE run_uid = ?"
         found = tx._sql(sql, (row.notice.run_uid,)).fetchone()
         if found is not None:
-            self.add_event(tx, found[0], found[1], kind, message)
+            self.add_event(tx, found[0], found[1], code, message)
 
 
 def _run_targets(run: RunRow) -> tuple[Target, ...]:

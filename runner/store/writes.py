@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from runner.clock import Now
 from runner.model import RunState, StopReason, WorkerState, sql_list
-from runner.reasons import Reason, RunRef, event_code
+from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.rows import RunRow, _ref_json, new_run_uid, reason_json
 from runner.store.tx import KEEP, Keep, Tx
 from runner.store.usage import record_finish
@@ -68,7 +68,7 @@ class RunWrites:
               reason_json(r.reason), r.submitted_at, r.grp,
               r.run_uid or new_run_uid(r.submitted_at), r.template) for r in runs),
         )  # fmt: skip
-        why, code = reason_json(message), event_code("Submitted", message).value
+        why, code = reason_json(message), ReasonCode.SUBMITTED.value
         tx._many(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,'Submitted',?,NULL,?)",
@@ -159,7 +159,8 @@ class RunWrites:
         """A queued run deleted: Cancelled at once (its usage record written with it)."""
         was = _state(tx, name)
         _run(tx, name, state=RunState.CANCELLED, finished_at=now,
-             reason=reason_json(Reason("Deleted")), stop_request=StopReason.DELETE)  # fmt: skip
+             reason=reason_json(Reason("Deleted", code=ReasonCode.MESSAGE)),
+             stop_request=StopReason.DELETE)  # fmt: skip
         record_finish(tx, name, was)
 
     def requeue(

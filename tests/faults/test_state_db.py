@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.store.db import RunRow, Store
 from tests.faults.daemon import PY, write_config
 
@@ -20,8 +20,9 @@ def astraeus_db(path: Path) -> bytes:
     store = Store(path)
     for i in range(200):
         row = RunRow(
-            f"run-{i}", "default", "root", 0, 0, "{}", 0, "Queued", Reason("Waiting"),
-            1.0 + i, None, None, None, 0, 0, 0, None, None, False,
+            f"run-{i}", "default", "root", 0, 0, "{}", 0, "Queued",
+            Reason("Waiting", code=ReasonCode.MESSAGE), 1.0 + i, None, None, None, 0, 0, 0, None,
+            None, False,
         )  # fmt: skip
         store.insert_run(row)
     store.close()  # the last connection: the WAL goes into the file

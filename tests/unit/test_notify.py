@@ -348,11 +348,19 @@ def test_the_outbox_hands_out_each_workspaces_rows_in_turn(tmp_path: Path) -> No
     store.outbox_listener = lambda: woken.append(1)
     for name, ws in (("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b")):
         with store.transaction() as tx:
-            store.add_event(tx, name, ws, "Succeeded", Reason("Succeeded"))
+            store.add_event(
+                tx, name, ws, ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
+            )
     assert [p.notice.run for p in store.pending_notices(10)] == ["a1", "b1", "a2", "a3"]
     assert len(woken) == 4
     with store.transaction() as tx:  # an event no notification follows
-        store.add_event(tx, "a1", "a", "Priority", Reason("Priority 0 -> 1"))
+        store.add_event(
+            tx,
+            "a1",
+            "a",
+            ReasonCode.PRIORITY_CHANGED,
+            Reason("Priority 0 -> 1", code=ReasonCode.MESSAGE),
+        )
     assert len(woken) == 4 and len(store.pending_notices(10)) == 4
 
 
@@ -360,7 +368,9 @@ def test_a_run_queues_at_most_32_then_an_event_says_so(tmp_path: Path) -> None:
     store = _store_with_runs(tmp_path, [("loop", "a")])
     with store.transaction() as tx:
         for _ in range(MAX_PENDING_PER_RUN + 1):
-            store.add_event(tx, "loop", "a", "Started", Reason("Started"))
+            store.add_event(
+                tx, "loop", "a", ReasonCode.STARTED, Reason("Started", code=ReasonCode.MESSAGE)
+            )
     assert len(store.pending_notices(100)) == MAX_PENDING_PER_RUN
     [refused] = [e for e in store.events("loop") if e.code is ReasonCode.NOTIFY_FAILED]
     assert refused.message.render() == (
@@ -371,11 +381,15 @@ def test_a_run_queues_at_most_32_then_an_event_says_so(tmp_path: Path) -> None:
 def test_a_rolled_back_event_queues_nothing(tmp_path: Path) -> None:
     store = _store_with_runs(tmp_path, [("r", "a")])
     with pytest.raises(RuntimeError), store.transaction() as tx:
-        store.add_event(tx, "r", "a", "Succeeded", Reason("Succeeded"))
+        store.add_event(
+            tx, "r", "a", ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
+        )
         raise RuntimeError("the decision was not made")
     assert store.pending_notices(10) == []
     with store.transaction() as tx:
-        store.add_event(tx, "r", "a", "Succeeded", Reason("Succeeded"))
+        store.add_event(
+            tx, "r", "a", ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
+        )
     [row] = store.pending_notices(10)
     store.notice_delivered(row)
     assert store.pending_notices(10) == []

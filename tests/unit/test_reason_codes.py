@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 
 from runner.planner.plan import Plan, Snapshot, plan
-from runner.reasons import Reason, ReasonCode, RunRef
+from runner.reasons import Reason, ReasonCode, RunRef, event_kind
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID, Store
 from tests.unit.planner_builders import HOUR, NOW, running, snap, waiting, workspace
 from tests.unit.test_planner_properties import PROPERTY, snapshots
@@ -133,10 +134,13 @@ def test_a_joined_reason_has_the_code_of_what_follows_and_it_survives_json() -> 
     prefix = Reason.of("Preempted ({0})", RunRef("a", "w"), code=C.PREEMPTED_WAITING)
     joined = prefix.then(Reason("Next to run", code=C.HEAD_WAITS))
     assert joined.code is C.HEAD_WAITS  # what follows the prefix; ``paused`` tells the prefix
-    assert prefix.then(Reason("plain")).code is C.PREEMPTED_WAITING
-    assert Reason("Started:").then(Reason("x", code=C.BACKFILLED)).code is C.BACKFILLED
+    assert prefix.then(Reason("plain", code=ReasonCode.MESSAGE)).code is C.PREEMPTED_WAITING
+    assert (
+        Reason("Started:", code=ReasonCode.MESSAGE).then(Reason("x", code=C.BACKFILLED)).code
+        is C.BACKFILLED
+    )
     assert Reason.from_json(joined.to_json()) == joined
-    assert Reason.from_json(Reason("plain").to_json()).code is C.MESSAGE
+    assert Reason.from_json(Reason("plain", code=ReasonCode.MESSAGE).to_json()).code is C.MESSAGE
 
 
 def test_old_events_get_a_code_from_their_kind_once(tmp_path: Path) -> None:
@@ -165,6 +169,35 @@ def test_old_events_get_a_code_from_their_kind_once(tmp_path: Path) -> None:
         C.BACKFILLED, C.STARTED, C.QUOTA_REACHED, C.LEGACY,
     ]  # fmt: skip
     with store.transaction() as tx:
-        store.add_event(tx, "r", "w", "TimeLimit", Reason("Time limit reached"), 2.0)
-        store.add_event(tx, "r", "w", "Slurm", Reason("x"), 3.0, code=C.REQUEUED)
-    assert [e.code for e in store.events("r")][4:] == [C.TIME_LIMIT, C.REQUEUED]
+        store.add_event(
+            tx,
+            "r",
+            "w",
+            ReasonCode.TIME_LIMIT,
+            Reason("Time limit reached", code=ReasonCode.MESSAGE),
+            2.0,
+        )
+        store.add_event(tx, "r", "w", C.REQUEUED, Reason("x", code=ReasonCode.MESSAGE), 3.0)
+        store.add_event(
+            tx, "r", "w", C.BACKFILLED, Reason("Backfilled", code=ReasonCode.MESSAGE), 4.0
+        )
+        store.add_event(
+            tx, "r", "w", C.PRIORITY_CHANGED, Reason("Priority 5", code=ReasonCode.MESSAGE), 5.0
+        )
+    new = store.events("r")[4:]
+    assert [(e.kind, e.code) for e in new] == [
+        ("TimeLimit", C.TIME_LIMIT), ("Requeued", C.REQUEUED), ("Started", C.BACKFILLED),
+        ("Priority", C.PRIORITY_CHANGED),
+    ]  # fmt: skip
+
+
+def test_an_events_kind_is_its_codes_as_stored_before() -> None:
+    """The kind people read is made from the code: every kind that older events were
+    stored with (migration 8 gives each its code) comes back from that code."""
+    script = MIGRATIONS[7]
+    pairs = re.findall(r"WHEN '(\w+)' THEN '([A-Z_]+)'", script)
+    assert len(pairs) >= 20
+    for kind, code in pairs:
+        assert event_kind(C(code)) == kind
+    assert event_kind(C.BACKFILLED) == "Started"
+    assert event_kind(C.GPU_IDLE) == "GpuIdle" and event_kind(C.NOTIFY_FAILED) == "NotifyFailed"

@@ -96,7 +96,13 @@ def test_a_queue_read_after_any_mix_of_writes_is_the_queue_read_whole(tmp_path: 
                 elif roll < 0.95:
                     store.release_group_runs(tx, "no-such-group")  # may write any row
                 else:
-                    store.add_event(tx, name, "default", "Note", Reason("a note"))  # no run row
+                    store.add_event(
+                        tx,
+                        name,
+                        "default",
+                        ReasonCode.MESSAGE,
+                        Reason("a note", code=ReasonCode.MESSAGE),
+                    )  # no run row
         if rng.random() < 0.5:  # reads now and then: several writes between two reads too
             fresh._active = None
             assert store.runs(active_only=True) == fresh.runs(active_only=True), step

@@ -11,7 +11,7 @@ import pytest
 
 from runner.api.usage import history_entry, usage_row
 from runner.model import RunState, WorkerState
-from runner.reasons import Reason
+from runner.reasons import Reason, ReasonCode
 from runner.schema import History, Usage
 from runner.service.caller import ServiceError
 from runner.service.usage import UsageTotals, percentile, since_time
@@ -55,7 +55,7 @@ def test_a_finish_writes_one_record_and_a_replicas_next_life_only_its_own(
     assert (first.outcome, first.exit_code, first.gpus) == (RunState.SUCCEEDED, 0, 2)
     assert (first.started_at, first.wait_seconds, first.gpu_seconds) == (NOW + 10, 10.0, 100.0)
     with store.transaction() as tx:  # a replica queued again as new
-        store.restart_replica(tx, "train", Reason("again"), 0, 0)
+        store.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 0)
     _life(store, 2, NOW + 100, 30.0, NOW + 130)
     second = store.usage_records(0)[1]
     assert second.gpu_seconds == 30.0 and second.cpu_seconds == 30.0  # this life's alone

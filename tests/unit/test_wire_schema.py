@@ -96,7 +96,7 @@ def _runs() -> list[tuple[RunRow, list[WorkerRow], Estimate | None]]:
         (_run("parked", "nlp", "Queued", held_by="bob", begin_at="2026-12-02T03:00:00Z",
               reason=Reason("Held by bob", code=ReasonCode.HELD)), [], None),
         (_run("broke", "nlp", "Failed", exit_code=2, finished_at=T0 + 50, reason=Reason(
-            "cannot open /secret/path", (), True, ReasonCode.MESSAGE)), [], None),
+            "cannot open /secret/path", (), True, code=ReasonCode.MESSAGE)), [], None),
     ]  # fmt: skip
 
 
@@ -116,13 +116,16 @@ def _groups() -> list[tuple[GroupRow, list[RunRow]]]:
     ]  # fmt: skip
 
 
+M = ReasonCode.MESSAGE
+
+
 def _events() -> list[EventRow]:
     return [
-        EventRow(1, "behind", "vision", T0, "Submitted", Reason.of("Submitted by alice"),
+        EventRow(1, "behind", "vision", T0, "Submitted", Reason.of("Submitted by alice", code=M),
                  code=ReasonCode.SUBMITTED),
-        EventRow(2, "victim", "nlp", T0 + 5, "Preempted", Reason.of("Preempted for {0}", URGENT),
-                 code=ReasonCode.PREEMPTED),
-        EventRow(3, "nightly", "vision", T0 + 6, "Fired", Reason.of("Fired"), grp="nightly",
+        EventRow(2, "victim", "nlp", T0 + 5, "Preempted",
+                 Reason.of("Preempted for {0}", URGENT, code=M), code=ReasonCode.PREEMPTED),
+        EventRow(3, "nightly", "vision", T0 + 6, "Fired", Reason.of("Fired", code=M), grp="nightly",
                  code=ReasonCode.FIRED),
     ]  # fmt: skip
 
