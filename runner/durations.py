@@ -6,23 +6,24 @@ One parser for every face that takes a time limit (``astra run --time-limit``, t
 dashboard's form), for ``#SBATCH --time`` and Slurm's own answers
 (:func:`runner.runspec.sbatch.slurm_time` words its errors), and the unit sums of the
 config's ``retention``. One formatter for every message, table cell and countdown.
-Only ``re`` at import: the CLI imports this on every start.
+Nothing at import (``re`` when a duration is parsed): the CLI's plain commands import
+this on every start.
 """
 
 from __future__ import annotations
 
-import re
-
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 EXAMPLES = "e.g. 2h, 90m, 1d, 1-12:00:00"
-_WITH_UNITS = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_SLURM = re.compile(r"(?:([0-9]{1,5})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?")
+_WITH_UNITS = r"(?:\d+(?:\.\d+)?[smhdw])+"  # patterns: compiled once, by re's own cache
+_PART = r"(\d+(?:\.\d+)?)([smhdw])"
+_SLURM = r"(?:([0-9]{1,5})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?"
 
 
 def unit_seconds(text: str) -> float:
     """The sum of ``text``'s amounts with units (``1h30m`` is 5400.0); 0 if it has none."""
-    return sum(float(n) * UNITS[u] for n, u in _PART.findall(text.strip().lower()))
+    import re
+
+    return sum(float(n) * UNITS[u] for n, u in re.findall(_PART, text.strip().lower()))
 
 
 def slurm_seconds(value: str) -> int | None:
@@ -30,7 +31,9 @@ def slurm_seconds(value: str) -> int | None:
     (``UNLIMITED``, or zero, as Slurm reads it); ValueError if it is not one."""
     if value.lower() in ("unlimited", "infinite"):
         return None
-    match = _SLURM.fullmatch(value)
+    import re
+
+    match = re.fullmatch(_SLURM, value)
     if not match:
         raise ValueError(value)
     days, *rest = match.groups()
@@ -55,7 +58,9 @@ def parse_duration(text: str) -> int:
     value = text.strip().lower()
     if value.isdigit() and int(value) > 0:
         return int(value)
-    if _WITH_UNITS.fullmatch(value) and (total := unit_seconds(value)) >= 1:
+    import re
+
+    if re.fullmatch(_WITH_UNITS, value) and (total := unit_seconds(value)) >= 1:
         return int(total)
     try:
         seconds = slurm_seconds(value)
