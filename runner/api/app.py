@@ -37,7 +37,7 @@ from runner.api.stopping import add_stopping
 from runner.api.streams import Changes
 from runner.api.telemetry import add_telemetry_routes
 from runner.api.usage import add_usage_routes
-from runner.api.why import ESTIMATES, add_why_routes
+from runner.api.why import add_why_routes
 
 SHUTDOWN_TIMEOUT = 3.0  # seconds an answer may still take once the daemon stops
 
@@ -59,9 +59,6 @@ def build_app(daemon: Daemon) -> web.Application:
     add_usage_routes(app)
     add_metrics_routes(app, daemon)  # GET /metrics: any caller of the socket
     add_telemetry_routes(app)
-    app[CHANGES].estimates = lambda: app[ESTIMATES].get(daemon)  # the stream's starts_by
-    app[CHANGES].last_estimates = lambda: app[ESTIMATES].last(daemon)
-    app[ESTIMATES].on_change = app[CHANGES].notify_threadsafe  # new estimates: a diff
     return app
 
 

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from runner import schema
 from runner.api.views import run_views
+from runner.engine.published import Published
 from runner.model import RunState
 from runner.planner.estimates import Estimate
 from runner.reasons import Viewer
@@ -86,11 +87,12 @@ LISTS: web.AppKey[ListCache] = web.AppKey("lists", ListCache)
 
 def list_body(
     daemon: Daemon, caller: Caller, query: Mapping[str, str],
-    estimates: Mapping[str, Estimate], cache: ListCache,
+    shown: Published, cache: ListCache,
 ) -> bytes:  # fmt: skip
-    """The body of ``GET /v1/runs?{query}`` for ``caller``."""
+    """The body of ``GET /v1/runs?{query}`` for ``caller``, with the plan and estimates
+    ``shown``."""
     fields = fields_of(query)
-    backend, plan = daemon.backend, daemon.backend.status.plan
+    backend, plan, estimates = daemon.backend, shown.plan, shown.estimates
     made = _Made(daemon.service.runs_generation(), plan, estimates)  # before the reads
     key = (caller.viewer, tuple(sorted(query.items())))
     body = cache.get(key, made)

@@ -16,29 +16,24 @@ from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, sse
 from runner.api.telemetry import run_usage
 from runner.api.views import event_object, iso, run_object, worker_object
-from runner.api.why import ESTIMATES
+from runner.api.why import published
 from runner.drives import Member, latest_checkpoint
+from runner.engine.published import Published
 from runner.model import RunState
 from runner.service.edits import edit_fields, update_run
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
 
 
-def _run_json(
-    request: web.Request, daemon: Daemon, name: str, caller: Caller, last: bool = False
-) -> dict[str, Any]:
-    """One run's object; ``last``: with the estimates as last computed, none before the
-    first (never a replay of the queue: what every dashboard polls, ``/v1/status``'s head,
-    whose start is its shadow time whenever one is known)."""
+def _run_json(daemon: Daemon, name: str, caller: Caller, shown: Published) -> dict[str, Any]:
+    """One run's object, with the plan and estimates ``shown``."""
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.shown(run)
     live = daemon.service.workers_of(name)
-    estimates = request.app[ESTIMATES]
-    found = estimates.known(daemon) if last else estimates.get(daemon)
-    estimate = found.get(name) if run.state == RunState.QUEUED else None
-    plan, now = daemon.backend.status.plan, daemon.backend.clock()
+    estimate = shown.estimates.get(name) if run.state == RunState.QUEUED else None
+    now = daemon.backend.clock()
     idle = daemon.backend.status.idle.get(run.run_uid)
-    return run_object(run, spec, caller.viewer, plan, live, now, estimate, idle)
+    return run_object(run, spec, caller.viewer, shown.plan, live, now, estimate, idle)
 
 
 # ------------------------------------------------------------------ runs
@@ -46,8 +41,7 @@ def _run_json(
 
 async def list_runs(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
-    estimates = request.app[ESTIMATES].get(daemon)
-    body = list_body(daemon, caller, request.query, estimates, request.app[LISTS])
+    body = list_body(daemon, caller, request.query, await published(daemon), request.app[LISTS])
     return web.Response(body=body, content_type="application/json", charset="utf-8")
 
 
@@ -64,7 +58,7 @@ async def show_run(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     name = request.match_info["name"]
     run = daemon.service.get_run(caller, name)
-    obj = _run_json(request, daemon, name, caller)
+    obj = _run_json(daemon, name, caller, await published(daemon))
     obj["spec"] = _spec_for(run.spec(), caller, run.uid)
     history = daemon.service.workers_history(caller, name)
     obj["workers_history"] = [worker_object(w, caller.viewer) for w in history]
@@ -88,12 +82,12 @@ async def patch_run(request: web.Request) -> web.Response:
     }:  # astra update: runner/service/edits.py
         fields, capacity = edit_fields(body), daemon.settings.machine.capacity()
         await asyncio.to_thread(update_run, daemon.service, name, fields, caller, capacity)
-        return web.json_response(_run_json(request, daemon, name, caller))
+        return web.json_response(_run_json(daemon, name, caller, await published(daemon)))
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
-    return web.json_response(_run_json(request, daemon, name, caller))
+    return web.json_response(_run_json(daemon, name, caller, await published(daemon)))
 
 
 async def delete_run(request: web.Request) -> web.Response:
@@ -123,11 +117,15 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def status(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
-    s, plan = daemon.backend.status, daemon.backend.status.plan
+    # as published, not waited for: every dashboard polls it, and the head's start is its
+    # shadow time whenever one is known
+    s = daemon.backend.status
+    shown = s.published
+    plan = shown.plan
     head = None
     if plan is not None and plan.head is not None:
         head = (
-            _run_json(request, daemon, plan.head.run, caller, last=True)
+            _run_json(daemon, plan.head.run, caller, shown)
             if daemon.service.run_now(plan.head.run)
             else None
         )

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,6 @@ QUEUE_MAX = 32  # diffs a stream may be behind; past it a fresh snapshot replace
 # the queue changed); None: the stream ends
 Item = tuple[int, list[str], list[RunRef], list[str]] | None
 RESYNC: Item = (0, [], [], [])  # instead of the diffs a stream fell behind on: a new snapshot
-ESTIMATE_LAG = 1.0  # seconds: a change is looked at again, for estimates computed after it
 
 
 def run_objects(
@@ -118,9 +117,6 @@ class Changes:
         self._fresh = False  # the frame is the store's state: no change arrived since
         self._encoded: dict[tuple[str, int, Viewer], bytes] = {}  # SSE messages, this version
         self._inputs: dict[str, tuple[object, ...]] = {}  # what each admin object came from
-        self.estimates: Callable[[], Mapping[str, Estimate]] = dict  # set by build_app
-        self.last_estimates: Callable[[], Mapping[str, Estimate]] = dict  # without a replay
-        self._followed = False
 
     @property
     def last(self) -> dict[str, dict[str, Any]]:
@@ -147,17 +143,6 @@ class Changes:
             wait = self._diffed_at + DIFF_GAP - time.monotonic()
             asyncio.get_running_loop().call_later(max(0.0, wait), self._compute)
 
-    def _follow_up(self) -> None:
-        self._followed = False
-        if self._pending:  # a diff is on its way anyway
-            return
-        frame = self.frame
-        estimates = self.estimates()  # computed again for the plan the diff followed
-        if frame is not None and (estimates is frame.estimates or estimates == frame.estimates):
-            return  # the estimates did not move since: nothing of the objects can have
-        self._pending = True
-        self._compute(follow=False)
-
     def current(self, caller: Caller) -> dict[str, dict[str, Any]]:
         """Every active run's object for ``caller``, by the run's real name."""
         frame = self.current_frame()
@@ -174,27 +159,22 @@ class Changes:
             assert frame is not None
         return frame
 
-    def _compute(self, follow: bool = True) -> None:
+    def _compute(self) -> None:
         self._pending = False
         self._diffed_at = time.monotonic()
         if not self.subscribers:  # no one listens: nothing to diff (a subscriber starts
             self._fresh = False  # from a frame read for it; a stale diff is idempotent)
             return
-        if (
-            follow and not self._followed
-        ):  # estimates may lag the plan by their cache's gap: look again
-            self._followed = True
-            asyncio.get_running_loop().call_later(ESTIMATE_LAG, self._follow_up)
         self._diff()
 
     def _read(self) -> Frame:
         daemon = self.daemon
         rows = {r.name: r for r in daemon.service.list_runs(ADMIN_CALLER)}
         live = daemon.service.live_by_run()
-        plan, now = daemon.backend.status.plan, daemon.backend.clock()
-        # the estimates as they are: replaying the queue for them (a store read) would hold
-        # this diff back; the follow-up a second later brings the plan's new ones
-        estimates, specs = self.last_estimates(), daemon.backend.specs
+        # the plan and the estimates as published: new estimates, made after a plan by the
+        # back end's helper, are published with it and tell this stream (another diff)
+        shown, now = daemon.backend.status.published, daemon.backend.clock()
+        plan, estimates, specs = shown.plan, shown.estimates, daemon.backend.specs
         idle = dict(daemon.backend.status.idle)  # the marks as this frame saw them
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -26,9 +26,9 @@ from runner.service.runs import Caller, ServiceError
 if TYPE_CHECKING:
     from runner.api.served import Daemon
     from runner.engine.backend import Backend
+    from runner.engine.published import Published
 
-ESTIMATE_EVERY = 5.0  # seconds an estimate is reused
-ESTIMATE_GAP = 0.5  # seconds: not recomputed more often than this
+ESTIMATES_WAIT = 2.0  # seconds a request waits for the estimates of the plan it shows
 
 
 def snapshot_now(daemon: Daemon) -> Snapshot:
@@ -38,59 +38,21 @@ def snapshot_now(daemon: Daemon) -> Snapshot:
     )
 
 
-class Estimates:
-    """Estimates for every waiting run: reused for ESTIMATE_EVERY seconds, or until
-    the loop has planned again (but not more than every ESTIMATE_GAP seconds)."""
-
-    def __init__(self) -> None:
-        self._at = -1e9
-        self._plan_at: float | None = None
-        self._values: dict[str, Estimate] = {}
-        # told when a recomputation moved an estimate: the change stream (set by build_app),
-        # whose diffs render the estimates as last computed and would else show the old
-        # ones until something else changed
-        self.on_change: Callable[[], None] | None = None
-
-    def get(self, daemon: Daemon, require: str | None = None) -> dict[str, Estimate]:
-        """The estimates; ``require`` names a run that must be in them (just submitted).
-
-        A back end that does not plan here gives its own (Slurm's ``squeue --start``)."""
-        backend = daemon.backend
-        if not backend.capabilities.plans_locally:
-            return backend.estimates()
-        age = time.monotonic() - self._at
-        replanned = backend.status.last_plan_at != self._plan_at
-        missing = require is not None and require not in self._values
-        if missing or age >= ESTIMATE_EVERY or (replanned and age >= ESTIMATE_GAP):
-            self._plan_at = backend.status.last_plan_at
-            before, values = self._values, backend.estimates()
-            self._at = time.monotonic()
-            if values != before:  # else the same object: what was made from it stays valid
-                self._values = values
-                if self.on_change is not None:
-                    self.on_change()
-        return self._values
-
-    def last(self, daemon: Daemon) -> dict[str, Estimate]:
-        """The estimates as last computed (now only if never): what the change stream's
-        first diff after a change renders, the plan's new estimates following it, and the
-        head ``/v1/status`` gives every dashboard's poll (at 100,000 waiting a replay of
-        the queue takes seconds; the stream's follow-up computes them after each change)."""
-        if not daemon.backend.capabilities.plans_locally or self._at < 0:
-            return self.get(daemon)
-        return self._values
-
-    def known(self, daemon: Daemon) -> dict[str, Estimate]:
-        """The estimates as last computed, none before the first: ``/v1/status``'s head,
-        whose start is its shadow time whenever one is known. The first status after a
-        fill of 10,000 runs no longer waits ~0.3 s for a replay of the queue (every
-        dashboard asks it as it opens)."""
-        if not daemon.backend.capabilities.plans_locally:
-            return self.get(daemon)
-        return self._values
-
-
-ESTIMATES: web.AppKey[Estimates] = web.AppKey("estimates", Estimates)
+async def published(daemon: Daemon, run: str | None = None) -> Published:
+    """The plan and start estimates as the back end published them, once the estimates
+    are the plan's own (runner/engine/published.py: a helper makes them after each plan);
+    with ``run``, once that run is in the plan too (just submitted). At most
+    ESTIMATES_WAIT seconds: then as they are."""
+    status = daemon.backend.status
+    deadline = time.monotonic() + ESTIMATES_WAIT
+    while time.monotonic() < deadline:
+        now = status.published
+        if not status.estimating or (
+            now.current and (run is None or (now.plan is not None and run in now.plan.positions))
+        ):
+            return now
+        await asyncio.sleep(0.005)
+    return status.published
 
 
 def estimate_json(estimate: Estimate | None, snapshot_ws: dict[str, str], caller: Caller) -> Any:
@@ -142,7 +104,7 @@ async def why(request: web.Request) -> web.Response:
     ws = {w.name: w.workspace for w in snapshot.waiting} | {
         u.run: u.workspace for u in snapshot.running
     }
-    estimates = request.app[ESTIMATES].get(daemon, require=name)
+    estimates = (await published(daemon, name)).estimates
     body["estimate"] = estimate_json(estimates.get(name), ws, caller)
     return web.json_response(body)
 
@@ -157,7 +119,7 @@ def _slurm_why(front: Backend, name: str, state: str, caller: Caller) -> dict[st
     chain = [f"Position {position} of {len(plan.order)} in Slurm's order (its priority)."]
     if position is None:
         chain = ["Not in Slurm's queue yet."]
-    estimate = front.estimates().get(name)
+    estimate = front.status.published.estimates.get(name)  # squeue --start's
     return {
         "run": name, "reason": reason, "chain": chain,
         "levers": ["Slurm plans this queue: levers are computed by the built-in planner only."],
@@ -234,6 +196,5 @@ async def preview(request: web.Request) -> web.Response:
 
 
 def add_why_routes(app: web.Application) -> None:
-    app[ESTIMATES] = Estimates()
     app.router.add_get("/v1/runs/{name}/why", why)
     app.router.add_post("/v1/preview", preview)

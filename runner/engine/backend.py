@@ -18,10 +18,10 @@ from typing import Literal, Protocol
 
 from runner.clock import Clock
 from runner.engine.plantimes import PlanTimes
+from runner.engine.published import NOTHING, Published
 from runner.engine.snapshot import SpecCache
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec
-from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.store.db import RunRow
 
@@ -47,11 +47,18 @@ class LoopStatus:
     ticks: int = 0
     last_plan_at: float | None = None
     last_plan_ms: float = 0.0
-    plan: Plan | None = None
+    # the last plan and its start estimates, as the API and the stream read them
+    published: Published = NOTHING
+    estimating: bool = False  # a helper makes the estimates (runner/engine/published.py)
     plan_times: PlanTimes = field(default_factory=PlanTimes)  # every plan's, for GET /metrics
     errors: list[str] = field(default_factory=list)
     # runs marked idle (runner/engine/idle.py): run uid -> idle since, on the wall clock
     idle: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The last plan (its order, head and reasons): the published one."""
+        return self.published.plan
 
 
 class Backend(Protocol):
@@ -73,9 +80,6 @@ class Backend(Protocol):
 
     def watch(self, notify: Callable[[], None]) -> None:
         """Call ``notify`` (from the back end's thread) after a tick that changed something."""
-
-    def estimates(self) -> dict[str, Estimate]:
-        """When each waiting run is expected to start."""
 
     def check_spec(self, spec: RunSpec, workspace: str) -> str | None:
         """Why this back end cannot run ``spec`` (refused at submit), or None."""

@@ -25,6 +25,7 @@ from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
 from runner.engine.idle import IdleWatch
 from runner.engine.lifecycle import settle_run
+from runner.engine.published import Publisher
 from runner.engine.retention import (
     RETAIN_EVERY,
     forget_expired,
@@ -91,6 +92,8 @@ class Loop:
         self._next_retention = 0.0
         self._collector = Collector()  # a long queue kept out of the GC's full passes
         self._on_change: Callable[[], None] = lambda: None
+        # the plan published at once, its estimates by a helper thread (run_forever's)
+        self.publisher = Publisher(self.status, self.estimates, lambda: self._on_change())
         self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
         self.idle: IdleWatch | None = None  # idle GPUs: marks, events, the stop policy
         if settings.idle is not None and settings.idle_tracker is not None:
@@ -108,6 +111,7 @@ class Loop:
     # ------------------------------------------------------------ running
 
     def run_forever(self, stop: threading.Event) -> None:
+        self.publisher.start(stop)
         reconciled = False
         last_error = ""
         while not stop.is_set():
@@ -158,7 +162,8 @@ class Loop:
         return shared_refusal(spec, self.settings.machine)  # GPUs shared by memory
 
     def estimates(self) -> dict[str, Estimate]:
-        """The planner replayed forward, within the time budget at the last plan's cost."""
+        """The planner replayed forward, within the time budget at the last plan's cost
+        (the publisher's helper thread calls it after a plan)."""
         snapshot = snapshot_now(self.store, self.settings, self.specs, self.clock.now())
         return estimate_starts(snapshot, self.clock(), estimate_steps(self.status.last_plan_ms))
 
@@ -485,7 +490,7 @@ class Loop:
         last = self.status.plan
         if last is not None and result == last:  # the same plan: kept, so what the API
             result = last  # made from it (a list, a stream's rendering) stays valid
-        self.status.plan = result
+        self.publisher.planned(result)
         self.status.last_plan_at = now
         self._collector.seen(len(found.active))
         self.status.last_plan_ms = (time.perf_counter() - t0) * 1000

@@ -34,11 +34,11 @@ from runner.engine.apply_plan import settle_dependencies
 from runner.engine.backend import BackendCapabilities, LoopStatus
 from runner.engine.dependencies import Dependencies, check_dependencies
 from runner.engine.holds import Kept, kept_out
+from runner.engine.published import Published
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import ExecutorError
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
-from runner.planner.estimates import Estimate
 from runner.reasons import Reason, ReasonCode
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
@@ -95,7 +95,6 @@ class SlurmFront:
         self.requests = Requests(store, self.client, config.settings)
         self._wake = threading.Event()
         self._on_change: Callable[[], None] = lambda: None
-        self._estimates: dict[str, Estimate] = {}
         self._deps = Dependencies()
         self._kept = Kept({}, None)  # held, or before their begin time: not submitted yet
         self._graces: dict[str, float] = {}
@@ -134,10 +133,6 @@ class SlurmFront:
         except SlurmError as e:
             return f"Slurm cannot run it: {e}"
         return None
-
-    def estimates(self) -> dict[str, Estimate]:
-        """Slurm's start estimates (``squeue --start``) for the runs it has pending."""
-        return dict(self._estimates)
 
     def log_files(self, run: RunRow) -> list[Path]:
         """Slurm writes each job's output to the shared log folder, named as _submit names it."""
@@ -377,9 +372,11 @@ class SlurmFront:
     def _plan(self, now: float) -> None:
         """Slurm's order and head, in the shape the API shows the built-in planner's."""
         runs = {r.name: r for r in self.store.runs(active_only=True)}
-        plan, self._estimates = slurm_plan(self.jobs, runs, now)
+        plan, estimates = slurm_plan(self.jobs, runs, now)  # squeue --start's estimates
         self._write_reasons(plan.reasons, runs)
-        self.status.plan = plan
+        was = self.status.published
+        if plan != was.plan or estimates != was.estimates:  # both at once: always current
+            self.status.published = Published(was.version + 1, plan, estimates, True)
 
     def _write_reasons(self, reasons: Mapping[str, Reason], runs: dict[str, RunRow]) -> None:
         changes = {

@@ -16,7 +16,7 @@ import pytest
 from astraeus_tui.client import ApiError, Client
 from runner import schema
 from runner.api.app import start_api
-from runner.api.why import ESTIMATE_GAP, Estimates
+from runner.engine import published
 from tests.integration.harness import Harness, sleeper, spec, wait_for
 from tests.integration.served import Served
 from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
@@ -106,40 +106,42 @@ def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
         return plan is not None and plan.order == ("a", "b")
 
     wait_for(planned, message="a and b planned behind the blocker")
-    first, at = backend.status.plan, backend.status.last_plan_at
+    wait_for(lambda: backend.status.published.current, message="a and b estimated")
+    shown, at = backend.status.published, backend.status.last_plan_at
+    first = shown.plan
     backend.poke()  # plans again at once, nothing moved
     wait_for(lambda: backend.status.last_plan_at != at, message="planned again")
-    assert backend.status.plan is first
-    estimates = Estimates()
-    values = estimates.get(h.daemon)  # type: ignore[arg-type]
-    assert set(values) == {"a", "b"}
-    estimates._at = -1e9  # aged out: computed again, to the same values
-    assert estimates.get(h.daemon) is values  # type: ignore[arg-type]
+    assert backend.status.plan is first and backend.status.published is shown
+    assert set(shown.estimates) == {"a", "b"}
+    backend.publisher.made(shown, backend.estimates())  # estimated again, to the same values
+    assert backend.status.published is shown
     h.submit(spec("c", ["true"], gpus=1, priority=-1))  # the plan moves: a new object
     wait_for(lambda: (p := backend.status.plan) is not None and "c" in p.order, message="c")
     assert backend.status.plan is not first
-    estimates._at = -1e9
-    assert set(estimates.get(h.daemon)) == {"a", "b", "c"}  # type: ignore[arg-type]
+    wait_for(lambda: "c" in backend.status.published.estimates, message="c estimated")
+    assert set(backend.status.published.estimates) == {"a", "b", "c"}
+    assert backend.status.published.estimates is not shown.estimates
 
 
-def test_the_status_head_never_replays_the_queue(
-    make_daemon: Callable[..., Harness], tmp_path: Path
+def test_no_request_replays_the_queue(
+    make_daemon: Callable[..., Harness], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every dashboard polls ``GET /v1/status`` every few seconds: its head takes the
-    estimates as last computed (none before the first: its start is its shadow time),
-    never a replay of the queue (seconds at 100,000 runs),
-    however often the loop has planned since. The API runs in this process on a real
-    socket, so the replays (``Loop.estimates``) can be counted."""
+    """Start estimates replay the queue (seconds at 100,000 runs): the back end's helper
+    makes them after a plan and publishes them with it (runner/engine/published.py); a
+    list, a run's details, ``why`` and every dashboard's ``GET /v1/status`` only read
+    them. The API runs in this process on a real socket, so the replays can be counted."""
+    monkeypatch.setattr(published, "ESTIMATE_EVERY", 3600.0)  # none for the clock's sake
     h = make_daemon(gpus=1)
     backend = h.daemon.backend
     replays: list[float] = []
-    replay = backend.estimates
-    backend.estimates = lambda: (replays.append(time.monotonic()), replay())[1]  # type: ignore[method-assign]
-    h.submit(spec("blocker", sleeper(), gpus=1))
+    replay = backend.publisher._estimate
+    backend.publisher._estimate = lambda: (replays.append(time.monotonic()), replay())[1]
+    h.submit(spec("blocker", sleeper(), gpus=1, limit=3600))  # so the others have starts
     h.wait_state("blocker", "Running")
     for name in ("a", "b"):
-        h.submit(spec(name, ["true"], gpus=1))
+        h.submit(spec(name, ["true"], gpus=1, limit=600))
     wait_for(lambda: (p := backend.status.plan) is not None and p.order == ("a", "b"), 30, "a, b")
+    wait_for(lambda: backend.status.published.current, 30, "a and b estimated")
     sock = tmp_path / "api.sock"
     loop = asyncio.new_event_loop()
     site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
@@ -148,18 +150,17 @@ def test_the_status_head_never_replays_the_queue(
     try:
         client = Client(sock, timeout=30)
         before = len(replays)
-        assert client.status()["head"]["name"] == "a"  # the first too: none computed yet
-        assert len(replays) == before
+        assert before >= 1  # the helper's, after the plans
         for _ in range(3):
-            time.sleep(ESTIMATE_GAP)  # what a replay after a plan would wait for
-            at = backend.status.last_plan_at
-            backend.poke()
-            wait_for(lambda at=at: backend.status.last_plan_at != at, 30, "planned again")
             assert client.status()["head"]["name"] == "a"
-        assert len(replays) == before
-        time.sleep(ESTIMATE_GAP)
-        client.runs()  # a list takes fresh ones (the loop planned since): one replay
-        assert len(replays) == before + 1
+            listed = {r.name: r for r in client.runs()}
+            assert listed["b"].starts_by is not None
+            assert client.why("b")["estimate"]["starts_by"] is not None
+            assert client.show("b").starts_by is not None
+        assert len(replays) == before  # the requests read what was published
+        h.submit(spec("c", ["true"], gpus=1, priority=-1, limit=600))
+        assert client.why("c")["estimate"]["starts_by"] is not None  # waits for its plan's
+        assert len(replays) > before
     finally:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)

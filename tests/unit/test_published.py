@@ -1,0 +1,107 @@
+"""One published state: a plan at once, its estimates by the helper thread, each a new
+immutable ``Published`` (runner/engine/published.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from runner.engine.backend import LoopStatus
+from runner.engine.published import NOTHING, Publisher
+from runner.planner.estimates import Estimate
+from runner.planner.plan import Plan, plan
+from tests.unit.planner_builders import NOW, machine, running, snap, waiting
+
+
+def _plan(*names: str) -> Plan:
+    """A real plan with ``names`` waiting behind a run holding the only GPU."""
+    blocker = running("blocker", gpus=(0,), limit=3600)
+    return plan(snap(blocker, *(waiting(n, gpus=1) for n in names), m=machine(gpus=1)), NOW)
+
+
+class Estimator:
+    """Estimates as the loop's replay gives them, counted, slow on demand."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls = 0
+        self.delay = delay
+        self.values: dict[str, Estimate] = {"a": Estimate(NOW + 3600)}
+
+    def __call__(self) -> dict[str, Estimate]:
+        self.calls += 1
+        time.sleep(self.delay)
+        return dict(self.values)
+
+
+def test_a_plan_is_published_at_once_and_its_estimates_with_it_later() -> None:
+    status, estimator, told = LoopStatus(), Estimator(), []
+    publisher = Publisher(status, estimator, lambda: told.append(1))
+    assert status.published is NOTHING and status.plan is None
+    first = _plan("a")
+    publisher.planned(first)
+    shown = status.published
+    assert (shown.plan, shown.current, dict(shown.estimates)) == (first, False, {})
+    publisher.planned(first)  # the same plan object: nothing new
+    assert status.published is shown
+    publisher.made(shown, estimator())
+    made = status.published
+    assert made.plan is first and made.current and made.version == shown.version + 1
+    assert set(made.estimates) == {"a"} and told == [1]  # the stream is told
+    publisher.made(made, estimator())  # the same values: nothing new, nobody told
+    assert status.published is made and told == [1]
+    second = _plan("a", "b")
+    publisher.planned(second)  # the plan moves while estimates for the first are made
+    late = status.published
+    publisher.made(made, {"a": Estimate(NOW + 7200)})
+    now = status.published
+    assert now.plan is second and not now.current  # an earlier plan's: not current
+    assert now.estimates["a"].starts_by == NOW + 7200 and now.version == late.version + 1
+
+
+def test_the_helper_estimates_a_burst_of_plans_once_for_the_latest() -> None:
+    status, estimator = LoopStatus(), Estimator(delay=0.2)
+    publisher, stop = Publisher(status, estimator, lambda: None), threading.Event()
+    publisher.start(stop)
+    try:
+        assert status.estimating
+        plans = [_plan("a", *(f"r{i}" for i in range(n))) for n in range(10)]
+        for p in plans:  # ten plans while the first estimates take 0.2 s
+            publisher.planned(p)
+            time.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while not (status.published.current and status.published.plan is plans[-1]):
+            assert time.monotonic() < deadline, status.published
+            time.sleep(0.01)
+        assert 1 <= estimator.calls <= 3  # not one a plan
+    finally:
+        stop.set()
+    deadline = time.monotonic() + 10
+    while status.estimating:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_failing_estimate_leaves_the_plan_published_and_the_helper_alive() -> None:
+    status, stop = LoopStatus(), threading.Event()
+    failures = [RuntimeError("the store is gone")]
+
+    def estimate() -> dict[str, Estimate]:
+        if failures:
+            raise failures.pop()
+        return {"a": Estimate(None)}
+
+    publisher = Publisher(status, estimate, lambda: None)
+    publisher.start(stop)
+    try:
+        first = _plan("a")
+        publisher.planned(first)
+        time.sleep(0.1)
+        assert status.published.plan is first and not status.published.current
+        publisher.planned(_plan("a", "b"))  # the next plan tries again
+        deadline = time.monotonic() + 10
+        while not status.published.current:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert set(status.published.estimates) == {"a"}
+    finally:
+        stop.set()
