@@ -17,9 +17,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def iso(t: float | None) -> str | None:
+    """A wall time as the wire gives it: ``2026-12-02T03:00:00Z``; None stays None."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def read_boot_id(path: Path = BOOT_ID) -> str:

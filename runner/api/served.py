@@ -13,6 +13,7 @@ from runner.config.load import Config
 from runner.engine.backend import Backend
 from runner.engine.settings import LoopSettings
 from runner.gpus import Inventory
+from runner.service.explain import Explainer
 from runner.service.groups import GroupService
 from runner.service.runs import Service
 from runner.store.db import Store
@@ -26,6 +27,7 @@ class Daemon(Protocol):
     store: Store
     service: Service  # runs: every read with its visibility rule, every change
     groups: GroupService
+    explainer: Explainer  # why a run waits, what a submit would do
     backend: Backend  # what runs the work, and what it can do (its capabilities)
     settings: LoopSettings  # the machine, drives and authorisation the back end uses
     inventory: Inventory  # the GPUs as found at the start

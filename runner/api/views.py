@@ -10,12 +10,12 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
 from runner import schema
+from runner.clock import iso as iso  # the wire's times (other API modules take it from here)
 from runner.engine.holds import HELD_ANONYMOUS
 from runner.model import RunSpec, RunState, WorkerState
 from runner.planner.estimates import Estimate
@@ -35,12 +35,6 @@ def run_id(name: str, workspace: str, viewer: Viewer) -> str:
         return name
     digest = hmac.new(_SECRET, f"{workspace}/{name}".encode(), hashlib.sha256).hexdigest()
     return "hidden-" + digest[:16]
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def run_object(

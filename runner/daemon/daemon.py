@@ -31,6 +31,7 @@ from runner.gpus import SIM_DEVICES_ENV, Inventory, read_inventory
 from runner.model import RunSpec, RunState
 from runner.notify.sender import Sender
 from runner.planner.plan import Machine
+from runner.service.explain import Explainer
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.store.db import RunRow, Store
@@ -208,6 +209,7 @@ class Daemon:
         self.groups = GroupService(self.service)
         groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
         self.backend: Backend = self._backend(slurm, groups, clock)
+        self.explainer = Explainer(self.service, self.backend, self.settings)
         # notifications: the store queues them with their events, this thread sends them
         self.store.notify_targets = self.config.notify
         self.notifier = Sender(self.store)

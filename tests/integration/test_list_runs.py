@@ -74,6 +74,8 @@ def test_a_kept_list_is_never_shown_to_another_viewer(
     admin = Client(lab.socket, timeout=30)
     names = {r.name for r in admin.runs()}
     assert names == {"v-run", "n-run"}
+    # both started (a state moving between two lists would rightly make a new one)
+    wait_for(lambda: {r.state for r in admin.runs()} == {"Running"}, 30, "both running")
     assert admin.runs() == admin.runs()  # kept for root's view
     for user, own, other in ((ALICE, "v-run", "n-run"), (BOB, "n-run", "v-run")):
         for _ in range(2):  # the second answer is the kept one
