@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_list import rss_mb  # the daemon's RSS, as the list bench reads it
 
 from astraeus_tui.client import Client
-from tests.integration.served import Served
+from tests.support.served import Served
 
 
 def db_mib(home: Path) -> float:

@@ -1,6 +1,6 @@
 """A real ``astra serve`` process for the fault tests: start, kill -9, ask, read its state.
 
-Lighter than tests/integration/served.py: the API is asked through the client library
+Lighter than tests/support/served.py: the API is asked through the client library
 (no ``astra`` process per question), the daemon's output goes to a file of the test's
 choosing (outside ASTRAEUS_HOME, which may be a tiny tmpfs), and its state database can
 be read directly, read-only, while it is dead.
@@ -22,7 +22,7 @@ from typing import Any
 from astraeus_tui.client import ApiError, Client
 from runner.executors.base import ExecutorError
 from runner.executors.process import ProcessExecutor
-from tests.integration.harness import wait_for
+from tests.support.harness import wait_for
 
 PY = sys.executable
 CONNECTION_ERRORS = (ApiError, OSError, http.client.HTTPException)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.daemon import CONNECTION_ERRORS, PY, DaemonProcess, document, write_config
-from tests.integration.harness import NO_BACKOFF
+from tests.support.harness import NO_BACKOFF
 
 PROGRAM = r"""
 import fcntl, os, signal, sys, time

@@ -14,7 +14,7 @@ import pytest
 
 from runner.clock import Clock
 from runner.daemon.daemon import Daemon
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for, write_config
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for, write_config
 
 HOURS = 3600.0
 

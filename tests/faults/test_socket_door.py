@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import PY, DaemonProcess, write_config
-from tests.integration.harness import wait_for
+from tests.support.harness import wait_for
 
 FILES = 48  # the daemon's RLIMIT_NOFILE: some 15 in use at rest, the rest for connections
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import served  # noqa: F401  (a fresh daemon per test)
-from tests.integration.served import Served
+from tests.support.served import Served
 
 LAB = """
 [workspaces.vision]

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from astraeus_tui.cli.main import app
-from tests.integration.served import Served
-from tests.users import fork_as
+from tests.support.served import Served
+from tests.support.users import fork_as
 
 TABLES = ("runs", "workers", "events", "usage", "groups", "templates")
 

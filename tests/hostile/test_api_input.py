@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from runner.api.app import errors
 from tests.hostile.helpers import db_state, error_of, raw, request_bytes, status_of
-from tests.integration.served import Served
+from tests.support.served import Served
 
 SPEC = b'{"metadata": {"name": "ok", "workspace": "vision"}, "spec": {"task_template": {"image": "local", "command": "true", "requested_resources": {"gpu_requests": {"count": 5}}}}}'  # noqa: E501  (5 GPUs of 2: never starts)
 DEEP = b"[" * 100_000 + b"]" * 100_000

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user
-from tests.users import unix_users
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-cs-g", "astra-cs-a", "astra-cs-b"

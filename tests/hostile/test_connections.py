@@ -20,10 +20,10 @@ import pytest
 
 from astraeus_tui.client import Client
 from tests.hostile.helpers import error_of, request_bytes
-from tests.integration.harness import spec
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
-from tests.users import fork_as
+from tests.support.harness import spec
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import fork_as, unix_users
 
 QUICK = """
 [api]

@@ -17,7 +17,7 @@ import pytest
 from tests.hostile.cases import API, CORPUS, EXPECTED, content, expected, names
 from tests.hostile.conftest import LAB
 from tests.hostile.helpers import db_state, error_of, raw, request_bytes, status_of
-from tests.integration.served import Served
+from tests.support.served import Served
 
 CASES = names()
 # `astra slurm sbatch` reads the file with universal newlines (astraeus_tui/cli/slurm.py),

@@ -21,8 +21,8 @@ import pytest
 
 from runner.engine.starts import drive_source
 from runner.executors.base import ExecutorError
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 ROOT = os.geteuid() == 0
 

@@ -15,9 +15,9 @@ import pytest
 
 from runner.executors.cgroups import WorkerGroup, detect
 from tests.hostile.helpers import astra_as
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.users import unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.users import unix_users
 
 PY = "/usr/bin/python3"  # a member cannot run root's own interpreter
 FOUND = detect("probe-enforced")

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 
 from astraeus_tui.cli.main import app
 from astraeus_tui.client import Client
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
-from tests.users import fork_as
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, currently_in_test_context, event, given, set
 from hypothesis import strategies as st
 
 from tests.hostile.helpers import db_state, raw, request_bytes, status_of
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 CONFIG = """

@@ -21,9 +21,9 @@ import pytest
 from runner.executors.base import Observed, WorkerLaunch
 from runner.executors.process import ProcessExecutor
 from tests.hostile.helpers import astra_as
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.users import unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.users import unix_users
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="device nodes and Unix users need root"),

@@ -19,9 +19,9 @@ import pytest
 from runner.runspec.parse import spec_to_dict
 from runner.runspec.sbatch import parse_sbatch
 from tests.hostile.helpers import db_state
-from tests.integration.served import Served
-from tests.integration.test_identity import ALICE, BOB, CAROL, GROUP, as_user
-from tests.integration.test_identity import users as users  # the fixture
+from tests.support.served import Served
+from tests.support.tenants import ALICE, BOB, CAROL, GROUP, as_user
+from tests.support.tenants import users as users  # the fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runner.daemon.doctor import SYSTEM_CONFIG, SYSTEM_HOME, SYSTEM_SOCKET
-from tests.integration.harness import wait_for
+from tests.support.harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "config" / "astraeus.service"

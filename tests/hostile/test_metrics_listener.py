@@ -21,8 +21,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from runner.api.metrics_site import MAX_CONNECTIONS, MAX_REQUEST_BYTES
-from tests.integration.served import Served
 from tests.integration.test_metrics import free_port
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 WAIT = 30  # seconds a test waits for the daemon to close a connection before failing

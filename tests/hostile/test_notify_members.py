@@ -16,10 +16,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
 from tests.integration.test_notify import Receiver
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-nt", "astra-nt-a", "astra-nt-b"

@@ -23,10 +23,10 @@ import pytest
 
 from astraeus_tui.cli.main import app
 from astraeus_tui.client import AsyncClient
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user
-from tests.users import fork_as, unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-rx-g", "astra-rx-a", "astra-rx-b"

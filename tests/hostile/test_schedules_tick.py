@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 

@@ -18,9 +18,10 @@ import pytest
 
 from runner.reasons import ANONYMOUS_RUN
 from tests.hostile.test_event_privacy import astra_as
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-hs", "astra-hs-a", "astra-hs-b"

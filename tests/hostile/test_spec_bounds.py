@@ -10,7 +10,7 @@ import pytest
 
 from astraeus_tui.client import ApiError, Client
 from tests.hostile.helpers import db_state
-from tests.integration.served import Served
+from tests.support.served import Served
 
 BOUND = "spec.task_template: command, args and env must be at most 65536 characters together"
 TAIL = ": put larger inputs in a file on a drive"

@@ -17,8 +17,8 @@ from typing import Any
 
 from astraeus_tui.client import Client
 from runner.api.streams import QUEUE_MAX
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 RUNS, BATCHES = 5000, 100
 

@@ -22,10 +22,10 @@ import pytest
 
 from astraeus_tui.client import AsyncClient
 from runner.schema import Change, Snapshot
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
-from tests.users import fork_as
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h9", "astra-h9-a", "astra-h9-b"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.helpers import astra_as
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.users import unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-se-g", "astra-se-a", "astra-se-b"

@@ -20,7 +20,7 @@ from astraeus_tui.cli.tables import print_runs
 from astraeus_tui.client import ApiError, Client
 from runner.schema import Run
 from tests.hostile.helpers import db_state
-from tests.integration.served import Served
+from tests.support.served import Served
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J"
 TASK = "spec.task_template"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runner.daemon.daemon import Daemon
-from tests.integration.harness import Harness, write_config
-from tests.integration.served import Served
+from tests.support.harness import Harness, write_config
+from tests.support.served import Served
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ import pytest
 from astraeus_tui.cli.fast.batch import PART
 from astraeus_tui.client import ApiError, Client
 from runner.api.batch import MAX_BATCH, MAX_BATCH_BODY
-from tests.integration.served import Served
-from tests.integration.test_identity import spec as identity_spec
-from tests.users import fork_as, unix_users
+from tests.support.served import Served
+from tests.support.tenants import spec as identity_spec
+from tests.support.users import fork_as, unix_users
 
 Start = Callable[..., Served]
 HEAVY = ("typer", "rich", "click")

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import NO_BACKOFF, wait_for
-from tests.integration.served import Served
+from tests.support.harness import NO_BACKOFF, wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"

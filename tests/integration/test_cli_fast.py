@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.harness import interruptible, wait_for
-from tests.integration.served import Served
+from tests.support.harness import interruptible, wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 HEAVY = ("typer", "rich", "click")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.served import Served
+from tests.support.served import Served
 
 ASTRA = str(Path(sys.executable).parent / "astra")
 HEAVY = {"typer", "rich", "click"}

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 
 from astraeus_tui.client import Client
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 

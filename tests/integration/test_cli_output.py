@@ -7,8 +7,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 HEADER = ["#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON"]

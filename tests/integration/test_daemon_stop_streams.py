@@ -11,8 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 STOPPED = "the daemon stopped: following ends"

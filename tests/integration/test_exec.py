@@ -28,10 +28,10 @@ import aiohttp  # noqa: F401  (imported here: a child that became a user cannot 
 import pytest
 
 from astraeus_tui.cli.main import app
-from tests.integration.harness import interruptible, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user
-from tests.users import fork_as, unix_users
+from tests.support.harness import interruptible, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import fork_as, unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

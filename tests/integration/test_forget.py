@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from astraeus_tui.client import Client
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-h1", "astra-h1-a", "astra-h1-b"

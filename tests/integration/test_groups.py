@@ -10,7 +10,7 @@ import pytest
 
 from runner.config.load import load_config
 from runner.service.runs import ServiceError
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for
 
 WORKSPACE = """
 [workspaces.vision]

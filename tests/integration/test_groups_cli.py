@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.harness import PY, sleeper, spec, wait_for
-from tests.integration.served import Served
 from tests.integration.test_groups import WORKSPACE
+from tests.support.harness import PY, sleeper, spec, wait_for
+from tests.support.served import Served
 
 SWEEP_TOML = f"""
 [metadata]

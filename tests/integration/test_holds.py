@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, spec, unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user, spec
+from tests.support.users import unix_users
 
 Start = Callable[..., Served]
 GROUP, ANN, BEN = "astra-h", "astra-hold-ann", "astra-hold-ben"

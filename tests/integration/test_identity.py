@@ -7,79 +7,19 @@ and groups, so SO_PEERCRED reports that user to the daemon.
 from __future__ import annotations
 
 import grp
-import json
 import os
 import pwd
 import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-import msgspec
 import pytest
 
-from astraeus_tui.client import ApiError, Client
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.users import fork_as, unix_users
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import ALICE, BOB, CAROL, CONFIG, GROUP, as_user, spec, users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
-GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
-
-
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, CAROL) as made:
-        yield made
-
-
-def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:
-    """Run ``call`` in a child that is really ``entry`` (uid, gid, groups)."""
-    read, write = os.pipe()
-    pid = fork_as(entry)
-    if pid == 0:  # the child: the user, talks to the daemon and reports back
-        os.close(read)
-        try:
-            result: Any = {"ok": call(Client(socket))}
-        except ApiError as e:
-            result = {"error": str(e)}
-        except BaseException as e:
-            result = {"error": f"{type(e).__name__}: {e}"}
-        os.write(write, json.dumps(msgspec.to_builtins(result), default=str).encode())
-        os._exit(0)
-    os.close(write)
-    chunks = []
-    while chunk := os.read(read, 65536):
-        chunks.append(chunk)
-    os.close(read)
-    os.waitpid(pid, 0)
-    return json.loads(b"".join(chunks))
-
-
-def spec(name: str, workspace: str, priority: int = 0) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "workspace": workspace},
-        "spec": {
-            "priority": priority,
-            "task_template": {
-                "image": "local", "command": "sleep", "args": ["120"],
-                "requested_resources": {"gpu_requests": {"count": 1}},
-            },
-        },
-    }  # fmt: skip
-
-
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ALICE}"]
-max_priority = 10
-
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+__all__ = ["users"]  # the module's fixture
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import msgspec
 
 from astraeus_tui.client import Client
 from runner.reasons import ANONYMOUS_RUN
-from tests.integration.harness import PY, sleeper, spec, spinner, wait_for
-from tests.integration.served import Served
 from tests.integration.test_cli_json_bytes import _indented
-from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
+from tests.support.harness import PY, sleeper, spec, spinner, wait_for
+from tests.support.served import Served
+from tests.support.tenants import ALICE, BOB, CONFIG, as_user, users
 
 __all__ = ["users"]  # the module fixture: real Unix users
 

@@ -16,7 +16,7 @@ from runner.executors.launcher import Launcher, LauncherGone, foreign_launchers
 from runner.executors.process import ProcessExecutor
 from runner.executors.tree import proc_stat
 from runner.executors.workerfiles import read_json
-from tests.integration.harness import Harness, wait_for
+from tests.support.harness import Harness, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import NO_BACKOFF, PY, TRAIN, Harness, sleeper, spec, wait_for
+from tests.support.harness import NO_BACKOFF, PY, TRAIN, Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]
 

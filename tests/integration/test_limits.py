@@ -20,10 +20,10 @@ import pytest
 from astraeus_tui.client import Client
 from runner.daemon.daemon import Daemon
 from tests.hostile.helpers import db_state
-from tests.integration.harness import Harness, spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user
-from tests.users import unix_users
+from tests.support.harness import Harness, spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 USER = "astra-h2-a"
 LIMIT = 5

@@ -17,9 +17,9 @@ from astraeus_tui.client import ApiError, Client
 from runner import schema
 from runner.api.app import start_api
 from runner.engine import published
-from tests.integration.harness import Harness, sleeper, spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import ALICE, BOB, CONFIG, as_user, users
+from tests.support.harness import Harness, sleeper, spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import ALICE, BOB, CONFIG, as_user, users
 
 __all__ = ["users"]  # the module fixture: real Unix users
 

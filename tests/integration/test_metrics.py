@@ -22,10 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from astraeus_tui.client import Client
 from runner.api.metrics import KEPT_SECONDS, Metrics
 from runner.clock import Clock
-from tests.integration.harness import Harness, sleeper, spec, wait_for, worker
-from tests.integration.served import Served
 from tests.integration.test_bulk_submit import lab_users
-from tests.users import fork_as
+from tests.support.harness import Harness, sleeper, spec, wait_for, worker
+from tests.support.served import Served
+from tests.support.users import fork_as
 
 Start = Callable[..., Served]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

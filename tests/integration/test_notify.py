@@ -21,8 +21,8 @@ import pytest
 from runner.daemon.daemon import Daemon, DaemonError
 from runner.reasons import ReasonCode
 from runner.service.caller import ServiceError
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for, write_config
-from tests.integration.served import Served
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for, write_config
+from tests.support.served import Served
 
 Make = Callable[..., Harness]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from astraeus_tui.client import Client
-from tests.integration.harness import spec as run_spec
-from tests.integration.served import Served
+from tests.support.harness import spec as run_spec
+from tests.support.served import Served
 
 QUEUE = """
 [machine]

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import sleeper, spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import sleeper, spec, wait_for
+from tests.support.served import Served
 
 Serve = Callable[..., Served]
 

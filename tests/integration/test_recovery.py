@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
 
 HINT = "it exits at once: check its command, folder and environment"
 TYPO = ["python3", "-c", "import sys; sys.exit(2)"]  # as a mistyped script fails: exit 2

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from astraeus_tui.client import Client
-from tests.integration.harness import wait_for, write_config
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, spec, unix_users
+from tests.support.harness import wait_for, write_config
+from tests.support.served import Served
+from tests.support.tenants import as_user, spec
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ANN, BEN = "astra-h5-g", "astra-h5-a", "astra-h5-b"

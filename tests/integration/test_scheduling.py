@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.integration.harness import Harness, sleeper, spec, wait_for
+from tests.support.harness import Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]
 

@@ -9,7 +9,7 @@ import pytest
 
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
-from tests.integration.harness import Harness, sleeper, spec
+from tests.support.harness import Harness, sleeper, spec
 
 CONFIG = """
 [workspaces.vision]

@@ -13,8 +13,8 @@ import pytest
 from runner.model import WorkerState
 from runner.reasons import ReasonCode
 from runner.service.runs import ServiceError
-from tests.integration.harness import Harness, spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import Harness, spec, wait_for
+from tests.support.served import Served
 
 Make = Callable[..., Harness]
 Start = Callable[..., Served]

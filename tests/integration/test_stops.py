@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable
 
 from runner.reasons import Viewer
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for
+from tests.support.served import Served
 
 Make = Callable[..., Harness]
 Start = Callable[..., Served]

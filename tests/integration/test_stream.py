@@ -20,8 +20,8 @@ import msgspec
 from astraeus_tui.cli.daemon import _ask_snapshot
 from astraeus_tui.client import AsyncClient, Client
 from runner.schema import Change, Run, Snapshot
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
 
 QUEUED = 750  # past 512 KiB of run objects: more than aiohttp's readline takes at once
 LINE_LIMIT = 1 << 19

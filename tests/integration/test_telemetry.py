@@ -20,9 +20,10 @@ import pytest
 from astraeus_tui.cli.top import render
 from astraeus_tui.client import Client
 from runner.schema import Telemetry
-from tests.integration.harness import Harness, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.support.harness import Harness, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 GROUP, ALICE, BOB = "astra-tel", "astra-tel-alice", "astra-tel-bob"
 HOLD = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(300)"

@@ -16,10 +16,11 @@ import pytest
 
 from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.client import Client
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
 from tests.integration.test_telemetry import ANON, WORK, spec
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 GROUP, ALICE, BOB = "astra-th", "astra-th-alice", "astra-th-bob"
 CONFIG = f"""

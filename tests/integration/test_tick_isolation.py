@@ -13,7 +13,7 @@ from runner.engine import loop as loop_module
 from runner.engine.snapshot import SpecCache
 from runner.reasons import ReasonCode
 from runner.store import outbox as outbox_module
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for
 
 
 @pytest.fixture

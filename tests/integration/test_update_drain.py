@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from astraeus_tui.client import ApiError, Client
-from tests.integration.harness import spec as run_spec
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user
-from tests.users import unix_users
+from tests.support.harness import spec as run_spec
+from tests.support.harness import wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-tf", "astra-fa", "astra-fb"

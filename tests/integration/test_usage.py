@@ -22,9 +22,10 @@ from astraeus_tui.client import ApiError, Client
 from runner.api.usage import history_entry, usage_row
 from runner.service.caller import ServiceError
 from runner.service.usage import history, usage_report
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
-from tests.integration.served import Served
-from tests.integration.test_identity import as_user, unix_users
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for
+from tests.support.served import Served
+from tests.support.tenants import as_user
+from tests.support.users import unix_users
 
 Make = Callable[..., Harness]
 PRIO = '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'

@@ -6,8 +6,8 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from tests.integration.harness import wait_for
-from tests.integration.served import Served
+from tests.support.harness import wait_for
+from tests.support.served import Served
 
 Start = Callable[..., Served]
 

@@ -11,7 +11,7 @@ import pytest
 from runner.engine.loop import KILL_AGAIN
 from runner.reasons import Viewer
 from runner.store.db import WorkerRow
-from tests.integration.harness import PY, Harness, sleeper, spec, wait_for
+from tests.support.harness import PY, Harness, sleeper, spec, wait_for
 
 Make = Callable[..., Harness]
 

@@ -16,7 +16,7 @@ import pytest
 from runner.model import RunSpec
 from runner.runspec.parse import parse_spec
 from runner.slurm import SlurmClient, SlurmJob, SlurmSettings, SlurmTarget
-from tests.integration.harness import wait_for
+from tests.support.harness import wait_for
 
 PREFIX = "slurmtest-"
 GPUS = 8  # the fake GPUs setup.sh gives the node

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.slurm import BatchJob, SlurmClient, build_batch, squeue_format
-from tests.integration.harness import wait_for
 from tests.slurm.helpers import RECORDED, cancel_test_jobs, settings, spec, wait_job
+from tests.support.harness import wait_for
 
 PREFIX = "slurmrec-"
 ENV = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}

@@ -19,9 +19,9 @@ import pytest
 
 from runner.slurm import SlurmClient
 from tests.integration.conftest import served  # noqa: F401 (the fixture)
-from tests.integration.harness import PY, sleeper, wait_for
-from tests.integration.served import Served
 from tests.slurm.helpers import job_named, require_slurm, unique
+from tests.support.harness import PY, sleeper, wait_for
+from tests.support.served import Served
 
 require_slurm()
 

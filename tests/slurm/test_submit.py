@@ -12,8 +12,8 @@ import pytest
 
 from runner.model import RunState
 from runner.slurm import SlurmClient, SlurmError, SlurmTarget, build_batch, describe, run_state
-from tests.integration.harness import wait_for
 from tests.slurm.helpers import GPUS, require_slurm, settings, spec, unique, wait_job
+from tests.support.harness import wait_for
 
 require_slurm()
 

@@ -1,18 +1,28 @@
-"""Waiting on the dashboard: conditions, never sleeps that stand in for asserts."""
+"""What the dashboard's tests share: waiting on conditions (never sleeps that stand in for
+asserts), the app against a real daemon (``drive``), against recorded answers
+(``app_for``), and the New run form filled as a person fills it."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Static
 
+from astraeus_tui.app import AstraeusApp
+from astraeus_tui.client import AsyncClient, Client
 from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.widgets.queue_table import QueueTable
+from tests.support.served import Served
+from tests.tui.fake_client import FakeClient
 
 S = TypeVar("S", bound=Screen[Any])
 WORKSPACES = """
@@ -60,3 +70,74 @@ async def screen_of(pilot: Pilot[Any], kind: type[S]) -> S:
                          message=kind.__name__)  # fmt: skip
     assert isinstance(screen, kind)
     return screen
+
+
+STATES = ("idle", "head", "backfill", "preemption")
+
+
+def app_for(state: str) -> AstraeusApp:
+    fake = FakeClient(state)
+    return AstraeusApp(fake, clock=fake.clock)
+
+
+async def settled(pilot: Pilot[Any]) -> None:
+    await main_screen(pilot)
+    await pilot.pause()
+
+
+PROJECT = Path("/tmp/ft-lowprio")  # where the New run form is opened: the same everywhere
+
+
+async def new_run_filled(pilot: Pilot[Any]) -> None:
+    """The New run form as the guide fills it: the JSON shown, More options open."""
+    await settled(pilot)
+    await pilot.press("n", *"ft-lowprio", "tab", *"trainer:1", "tab", *"bash", "tab", *"8")
+    await pilot.press("tab", *"checkpoints:/ckpt")
+    await pilot.click("#edit-json")
+    await pilot.press("escape", "enter")  # out of the JSON to More options, opened
+    await pilot.press("tab", *"-100", "tab", *"48h")
+    await pilot.pause()
+
+
+Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
+
+
+def drive(
+    served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any],
+    config: str = WORKSPACES, machine: str = "", grace: float = 1, gpus: int = 4,
+) -> None:  # fmt: skip
+    daemon = served(config, gpus=gpus, grace=grace, machine=machine)
+    client = Client(daemon.socket)
+    for document in runs:
+        client.submit(document)
+
+    async def main() -> None:
+        app = AstraeusApp(AsyncClient(daemon.socket))
+        async with app.run_test(size=(120, 36)) as pilot:
+            await scenario(pilot, await main_screen(pilot), client)
+
+    try:
+        asyncio.run(main())
+    finally:
+        stop_now(daemon)
+
+
+def stop_now(daemon: Served) -> None:
+    """SIGKILL: the daemon's SIGTERM waits on a change stream whose client has gone.
+
+    (``runner/api_streams.sse`` notices a closed connection only when it next
+    writes, up to 15 s later; ``Served.stop`` gives up after 10 s.)
+    """
+    if daemon.proc is not None and daemon.proc.poll() is None:
+        daemon.proc.kill()
+        daemon.proc.wait()
+
+
+def text(widget: Static) -> str:
+    return str(widget.render())
+
+
+async def highlight(pilot: Pilot[Any], screen: MainScreen, name: str) -> None:
+    table = screen.query_one(QueueTable)
+    await until(pilot, lambda: table.select(name), message=f"{name} in the table")
+    await until(pilot, lambda: table.selected_key == name)

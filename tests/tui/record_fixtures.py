@@ -31,8 +31,8 @@ import msgspec
 from astraeus_tui.client import Client
 from runner.api.views import iso as iso_utc
 from runner.runspec.groups import next_fire
-from tests.integration.harness import spec, wait_for
-from tests.integration.served import Served
+from tests.support.harness import spec, wait_for
+from tests.support.served import Served
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BASE = datetime(2026, 10, 1, 12, 0, tzinfo=UTC).timestamp()

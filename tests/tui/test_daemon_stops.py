@@ -18,10 +18,9 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import RunDetailScreen
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.header_bar import HeaderBar
-from tests.integration.harness import sleeper, spec
-from tests.integration.served import Served
-from tests.tui.helpers import screen_of, until
-from tests.tui.test_pilot import drive
+from tests.support.harness import sleeper, spec
+from tests.support.served import Served
+from tests.tui.helpers import drive, screen_of, until
 
 
 def test_the_run_page_sees_the_daemon_stop(served: Callable[..., Served]) -> None:

@@ -7,7 +7,7 @@ import os
 import time
 
 from astraeus_tui.cli.demo import Demo
-from tests.integration.harness import wait_for
+from tests.support.harness import wait_for
 
 
 def alive(pgid: int) -> bool:

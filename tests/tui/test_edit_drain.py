@@ -22,12 +22,10 @@ from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.gpu_panel import GpuPanel
 from astraeus_tui.widgets.header_bar import HeaderBar, drain_text
 from runner.schema import Run
-from tests.integration.harness import sleeper, spec
-from tests.integration.served import Served
+from tests.support.harness import sleeper, spec
+from tests.support.served import Served
 from tests.tui.fake_client import FakeClient, load_fixture
-from tests.tui.helpers import screen_of, until
-from tests.tui.test_pilot import drive, highlight, text
-from tests.tui.test_snapshots import settled
+from tests.tui.helpers import drive, highlight, screen_of, settled, text, until
 
 
 def test_the_edit_dialog_shows_a_refusal_then_the_change_starts_the_run(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from textual.widgets import Footer
 
-from tests.tui.test_snapshots import app_for, settled
+from tests.tui.helpers import app_for, settled
 
 KEY = "FooterKey"  # Textual's key widget, by its type's name (it is not public)
 

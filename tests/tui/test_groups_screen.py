@@ -12,10 +12,9 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.dialogs import ConfirmScreen
 from astraeus_tui.screens.groups import GroupsScreen
 from astraeus_tui.screens.main import MainScreen
-from tests.integration.harness import PY, sleeper, spec
-from tests.integration.served import Served
-from tests.tui.helpers import screen_of, until
-from tests.tui.test_pilot import drive, text
+from tests.support.harness import PY, sleeper, spec
+from tests.support.served import Served
+from tests.tui.helpers import drive, screen_of, text, until
 
 
 def test_groups_are_shown_scaled_paused_and_deleted(served: Callable[..., Served]) -> None:

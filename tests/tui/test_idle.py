@@ -16,12 +16,10 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import RunDetailScreen, facts
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.queue_table import COLUMN_AT, QueueTable
-from tests.integration.harness import sleeper, spec, spinner
-from tests.integration.served import Served
+from tests.support.harness import sleeper, spec, spinner
+from tests.support.served import Served
 from tests.tui.fake_client import FakeClient, load_fixture
-from tests.tui.helpers import screen_of, until
-from tests.tui.test_pilot import drive, highlight
-from tests.tui.test_snapshots import settled
+from tests.tui.helpers import drive, highlight, screen_of, settled, until
 
 FAST = 'telemetry_seconds = 0.2\nidle_gpu_after = "1s"'
 

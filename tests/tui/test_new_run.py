@@ -20,10 +20,8 @@ from astraeus_tui.screens.submit import SubmitScreen
 from astraeus_tui.widgets.filter_bar import FilterBar
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
-from tests.integration.served import Served
-from tests.tui.helpers import WORKSPACES, plain, screen_of, until
-from tests.tui.test_pilot import drive, text
-from tests.tui.test_snapshots import app_for, settled
+from tests.support.served import Served
+from tests.tui.helpers import WORKSPACES, app_for, drive, plain, screen_of, settled, text, until
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 ARGS = ["-c", "exec torchrun --nproc-per-node=$ASTRAEUS_GPU_COUNT /ckpt/code/train.py"]

@@ -6,72 +6,27 @@ what the screen shows and what the daemon now holds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
-from astraeus_tui.app import AstraeusApp
-from astraeus_tui.client import AsyncClient, Client
+from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import RunDetailScreen
 from astraeus_tui.screens.dialogs import ConfirmScreen, PriorityScreen
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.screens.submit import SubmitScreen
 from astraeus_tui.when import start_label
 from astraeus_tui.widgets.queue_table import QueueTable
-from tests.integration.harness import sleeper, spec
-from tests.integration.served import Served
-from tests.tui.helpers import WORKSPACES, main_screen, screen_of, until
+from tests.support.harness import sleeper, spec
+from tests.support.served import Served
+from tests.tui.helpers import WORKSPACES, drive, highlight, screen_of, text, until
 from tests.tui.record_fixtures import slow_stop
-
-Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
-
-
-def drive(
-    served: Callable[..., Served], scenario: Scenario, *runs: dict[str, Any],
-    config: str = WORKSPACES, machine: str = "", grace: float = 1, gpus: int = 4,
-) -> None:  # fmt: skip
-    daemon = served(config, gpus=gpus, grace=grace, machine=machine)
-    client = Client(daemon.socket)
-    for document in runs:
-        client.submit(document)
-
-    async def main() -> None:
-        app = AstraeusApp(AsyncClient(daemon.socket))
-        async with app.run_test(size=(120, 36)) as pilot:
-            await scenario(pilot, await main_screen(pilot), client)
-
-    try:
-        asyncio.run(main())
-    finally:
-        stop_now(daemon)
-
-
-def stop_now(daemon: Served) -> None:
-    """SIGKILL: the daemon's SIGTERM waits on a change stream whose client has gone.
-
-    (``runner/api_streams.sse`` notices a closed connection only when it next
-    writes, up to 15 s later; ``Served.stop`` gives up after 10 s.)
-    """
-    if daemon.proc is not None and daemon.proc.poll() is None:
-        daemon.proc.kill()
-        daemon.proc.wait()
-
-
-def text(widget: Static) -> str:
-    return str(widget.render())
-
-
-async def highlight(pilot: Pilot[Any], screen: MainScreen, name: str) -> None:
-    table = screen.query_one(QueueTable)
-    await until(pilot, lambda: table.select(name), message=f"{name} in the table")
-    await until(pilot, lambda: table.selected_key == name)
 
 
 def test_submit_from_the_form(served: Callable[..., Served]) -> None:

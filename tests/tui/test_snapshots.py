@@ -7,27 +7,11 @@ Fed by ``FakeClient`` replaying a real daemon's recorded answers
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
-from astraeus_tui.app import AstraeusApp
-from tests.tui.fake_client import FakeClient
-from tests.tui.helpers import main_screen
-
-STATES = ("idle", "head", "backfill", "preemption")
-
-
-def app_for(state: str) -> AstraeusApp:
-    fake = FakeClient(state)
-    return AstraeusApp(fake, clock=fake.clock)
-
-
-async def settled(pilot: Pilot[Any]) -> None:
-    await main_screen(pilot)
-    await pilot.pause()
+from tests.tui.helpers import PROJECT, STATES, app_for, new_run_filled, settled
 
 
 @pytest.mark.parametrize("state", STATES)
@@ -60,20 +44,6 @@ def test_main_screen_with_shared_gpus(snap_compare: Any) -> None:
     """Runs sharing GPUs by memory: the GPU panel gives each GPU's shares by run and
     what is free; a shared head waits for memory on one GPU."""
     assert snap_compare(app_for("shared"), terminal_size=(120, 36), run_before=settled)
-
-
-PROJECT = Path("/tmp/ft-lowprio")  # where the New run form is opened: the same everywhere
-
-
-async def new_run_filled(pilot: Pilot[Any]) -> None:
-    """The New run form as the guide fills it: the JSON shown, More options open."""
-    await settled(pilot)
-    await pilot.press("n", *"ft-lowprio", "tab", *"trainer:1", "tab", *"bash", "tab", *"8")
-    await pilot.press("tab", *"checkpoints:/ckpt")
-    await pilot.click("#edit-json")
-    await pilot.press("escape", "enter")  # out of the JSON to More options, opened
-    await pilot.press("tab", *"-100", "tab", *"48h")
-    await pilot.pause()
 
 
 def test_the_new_run_form(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,11 +17,10 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import PLOT_POINTS, PLOTS, RunDetailScreen, reduced
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.gpu_panel import SPARK_POINTS, GpuPanel
-from tests.integration.harness import spec, worker
-from tests.integration.served import Served
+from tests.support.harness import spec, worker
+from tests.support.served import Served
 from tests.tui.fake_client import FakeClient, load_fixture
-from tests.tui.helpers import main_screen, plain, screen_of, until
-from tests.tui.test_pilot import drive, highlight
+from tests.tui.helpers import drive, highlight, main_screen, plain, screen_of, until
 
 GIB = 1 << 30
 SPARK_BARS = set("▁▂▃▄▅▆▇█")

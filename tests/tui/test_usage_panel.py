@@ -13,11 +13,10 @@ from astraeus_tui.client import Client
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.screens.usage import UsageScreen
 from astraeus_tui.widgets.usage_panel import UsagePanel
-from tests.integration.harness import PY, spec
-from tests.integration.served import Served
+from tests.support.harness import PY, spec
+from tests.support.served import Served
 from tests.tui.fake_client import FIXTURES, FakeClient, load_fixture
-from tests.tui.helpers import main_screen, plain, screen_of, until
-from tests.tui.test_pilot import drive
+from tests.tui.helpers import drive, main_screen, plain, screen_of, until
 
 
 def test_u_shows_each_workspaces_finished_runs_and_escape_goes_back(

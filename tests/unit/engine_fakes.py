@@ -33,7 +33,7 @@ from runner.executors.sessions import EnterRequest, Session
 from runner.gpus import read_inventory
 from runner.service.runs import Service, caller_for, start_refusal
 from runner.store.db import RunRow, Store, WorkerRow
-from tests.integration.harness import spec, write_config
+from tests.support.harness import spec, write_config
 
 WORKSPACES = """
 [workspaces.team]

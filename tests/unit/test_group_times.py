@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner.engine.groups import GroupControl
 from runner.service.groups import GroupService
-from tests.integration.harness import spec
+from tests.support.harness import spec
 from tests.unit.engine_fakes import PROGRAM, Engine
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import wait_for, write_config
+from tests.support.harness import wait_for, write_config
 
 
 class Served:
@@ -49,7 +49,7 @@ class Served:
 
     def astra(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """``astra ARGS`` as root, in a new interpreter. As another user, fork instead
-        (tests/users.py ``fork_as``): a member may not read this interpreter's files."""
+        (tests/support/users.py ``fork_as``): a member may not read this interpreter's files."""
         return subprocess.run(
             [sys.executable, "-m", "astraeus_tui.cli.main", *args],
             env=self.env, input=input, capture_output=True, text=True, timeout=60,
