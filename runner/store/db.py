@@ -180,7 +180,7 @@ class Store(
         for number in range(version, len(MIGRATIONS)):
             with self.transaction() as tx:
                 for statement in _statements(MIGRATIONS[number]):
-                    tx._sql(statement)
+                    tx._sql(statement, runs=True)  # a migration may change any table
                 tx._sql(f"PRAGMA user_version = {number + 1}")
                 tx._sql(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
 

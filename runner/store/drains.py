@@ -59,6 +59,7 @@ class DrainTables:
         tx._sql(
             "UPDATE runs SET spec = ?, priority = ?, template = NULL WHERE name = ?",
             (spec_text, priority, name),
+            run=name,
         )
         if row is not None and row[0] is not None:
             self.drop_template_if_unused(tx, row[0])

@@ -100,7 +100,7 @@ class GroupTables:
 
     def release_group_runs(self, tx: Tx, name: str) -> None:
         """The group's runs belong to it no more (its name is free to be used again)."""
-        tx._sql("UPDATE runs SET grp = NULL WHERE grp = ?", (name,))
+        tx._sql("UPDATE runs SET grp = NULL WHERE grp = ?", (name,), runs=True)
 
     def delete_group_row(self, tx: Tx, name: str) -> None:
         row = tx._sql("SELECT template FROM groups WHERE name = ?", (name,)).fetchone()

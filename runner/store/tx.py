@@ -8,7 +8,6 @@ statement lives in runner/store/.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterable
 from enum import Enum
@@ -26,19 +25,14 @@ class Keep(Enum):
 KEEP = Keep.KEEP
 
 
-# a statement that may change rows of ``runs`` (or the table itself)
-_RUNS_WRITE = re.compile(
-    r"\s*(UPDATE|INSERT\b.*?\bINTO|DELETE\s+FROM|REPLACE\s+INTO|ALTER\s+TABLE|DROP\s+TABLE)"
-    r"\s+runs\b",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
 class Tx:
     """One BEGIN IMMEDIATE … COMMIT, open while the ``with`` block of transaction() runs.
 
     ``_runs_written``: the names of the runs whose rows it wrote, or None when a statement
-    may have written any (the store reads the queue again whole after it)."""
+    may have written any (the store reads the queue again whole after it). A statement
+    that writes ``runs`` says so where it is run (``run=`` the one run, or ``runs=True``):
+    the store's cache of the queue goes by it (tests/unit/test_store_boundary.py finds
+    every such statement saying it)."""
 
     __slots__ = ("_conn", "_notes", "_runs_written")
 
@@ -49,22 +43,26 @@ class Tx:
         self._runs_written: set[str] | None = set()
 
     def _sql(
-        self, statement: str, args: Iterable[Any] = (), *, run: str | None = None
-    ) -> sqlite3.Cursor:
-        """For runner/store/ only: run one statement within this transaction. ``run``: the
-        one run whose row a write of ``runs`` touches (else it may have touched any)."""
-        if self._runs_written is not None and _RUNS_WRITE.match(statement):
-            if run is None:
-                self._runs_written = None
-            else:
-                self._runs_written.add(run)
+        self, statement: str, args: Iterable[Any] = (), *, run: str | None = None,
+        runs: bool = False,
+    ) -> sqlite3.Cursor:  # fmt: skip
+        """For runner/store/ only: run one statement within this transaction. A write of
+        ``runs`` names ``run``, the one run whose row it writes, or says ``runs`` (it may
+        write any of them, or the table itself)."""
+        self._wrote(run, runs)
         return self._conn.execute(statement, tuple(args))
 
-    def _many(self, statement: str, rows: Iterable[Iterable[Any]]) -> None:
-        """For runner/store/ only: one statement for each of ``rows`` (executemany)."""
-        if _RUNS_WRITE.match(statement):
-            self._runs_written = None  # many runs at once: the queue is read again whole
+    def _many(self, statement: str, rows: Iterable[Iterable[Any]], *, runs: bool = False) -> None:
+        """For runner/store/ only: one statement for each of ``rows`` (executemany);
+        ``runs``: it writes rows of ``runs`` (the queue is then read again whole)."""
+        self._wrote(None, runs)
         self._conn.executemany(statement, (tuple(r) for r in rows))
+
+    def _wrote(self, run: str | None, runs: bool) -> None:
+        if runs:
+            self._runs_written = None
+        elif run is not None and self._runs_written is not None:
+            self._runs_written.add(run)
 
     def _update(self, table: str, where: str, key: tuple[Any, ...], fields: dict[str, Any]) -> None:
         """For runner/store/ only: ``UPDATE table SET …`` of the fields not left as KEEP."""

@@ -67,6 +67,7 @@ class RunWrites:
             ((r.name, r.workspace, r.owner, r.uid, r.gid, r.spec_text, r.priority, r.state,
               reason_json(r.reason), r.submitted_at, r.grp,
               r.run_uid or new_run_uid(r.submitted_at), r.template) for r in runs),
+            runs=True,  # many at once: the queue is read again whole
         )  # fmt: skip
         why, code = reason_json(message), ReasonCode.SUBMITTED.value
         tx._many(
