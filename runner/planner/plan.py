@@ -110,6 +110,7 @@ __all__ = [
     "dominant_share",
     "format_utc",
     "plan",
+    "plan_generally",
     "take_gpus",
     "unit_end",
 ]
@@ -125,7 +126,7 @@ class _Walk(InQuota):
 
     ordering: Order  # the walk's order (set by ``walk``): told when a share moves
 
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, pooled: bool = False) -> None:
         machine = snapshot.machine
         self.now = now
         self.grace = machine.stop_grace
@@ -184,7 +185,7 @@ class _Walk(InQuota):
         # may keep past the shadow time
         self.head_quota: Resources | None = None
         shares = attrgetter("gpu_share")
-        if any(map(shares, snapshot.running)) or any(map(shares, snapshot.waiting)):
+        if pooled or any(map(shares, snapshot.running)) or any(map(shares, snapshot.waiting)):
             pool = self.pool = GpuPool(machine.sizes())
             for unit in snapshot.running:
                 pool.take(unit_hold(unit))
@@ -200,7 +201,7 @@ class _Walk(InQuota):
         share = dominant_share(self.usage.get(workspace, _NOTHING), ws.quota)
         return share / max(ws.weight, 1e-9)
 
-    def walk(self, waiting: Iterable[WaitingRun]) -> None:
+    def walk(self, waiting: Iterable[WaitingRun], fast: bool = True) -> None:
         """Visit each run in order. The visits most of a long queue gets are made here,
         as ``visit`` would make them: over its quota and refused by ``preempt_own``
         before it looks at running work, a run waits for its quota (step 1); behind the
@@ -226,7 +227,7 @@ class _Walk(InQuota):
             for run in piece:
                 name = run.name
                 record(name)
-                if run.preempted_by is None:
+                if fast and run.preempted_by is None:
                     ask, room = run.total, headroom.get(run.workspace)
                     if room is not None and not ask.fits_in(room):
                         ws, priority = run.workspace, run.priority
@@ -518,7 +519,15 @@ class _Walk(InQuota):
         self.preemptions += [
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
         ]
-        self.spare = Resources(*(max(0, x) for x in amounts(self.free - need)))
+        # the room the head does not need at its shadow time, as make_head counts it: what
+        # is free now and what ends by then (a run behind it taking only that never
+        # delays it; GPUs are judged GPU by GPU, in _in_spare)
+        room = self.free
+        if shadow is not None:
+            for end, freed, _ in ends:
+                if end <= shadow:
+                    room = room + freed
+        self.spare = Resources(*(max(0, x) for x in amounts(room - need)))
         self.behind = behind_message(self.head)
         message = head_message(self.head, victims, waiting_for)
         if run.gpu_share and not self.head.preempting:
@@ -553,4 +562,17 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
     """Decide what starts, what is preempted, and why everything else waits."""
     walk = _Walk(snapshot, now)
     walk.walk(snapshot.waiting)
+    return walk.result()
+
+
+def plan_generally(
+    snapshot: Snapshot, now: float, *, pooled: bool = True, fast: bool = False
+) -> Plan:
+    """The plan made the general way, as the rules are written once: every GPU placed
+    through the pool of shares (as while any GPU is shared: the whole-GPU rules are its
+    faster twins), every run visited (the walk's fast path, which repeats ``visit``'s
+    steps 1 and 4, off). ``plan`` makes the same plan faster; the tests bind the two
+    (tests/unit/test_planner_differential.py)."""
+    walk = _Walk(snapshot, now, pooled=pooled)
+    walk.walk(snapshot.waiting, fast=fast)
     return walk.result()

@@ -324,9 +324,13 @@ def test_a_gpu_backfill_leaves_the_spare_cores_to_the_runs_behind_it() -> None:
     p = plan(Snapshot(_machine(4), {}, (x,), (head, g, c)), NOW)
     assert p.head is not None and p.head.run == "head"
     assert {s.run for s in p.starts} == {"g", "c"} and all(s.backfill for s in p.starts)
-    too_many = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 7_000, 0, 1), (0,), None)
+    # the room at the shadow time: x's 10 cores back, 64 - 8 - 7 = 49 left for the head's 40
+    enough = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 7_000, 0, 1), (0,), None)
+    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, enough)), NOW)
+    assert {s.run for s in p.starts} == {"g", "c"}
+    too_many = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 17_000, 0, 1), (0,), None)
     p = plan(Snapshot(_machine(4), {}, (x,), (head, g, too_many)), NOW)
-    assert {s.run for s in p.starts} == {"g"}  # 54 - 8 - 7 cores would leave the head 39
+    assert {s.run for s in p.starts} == {"g"}  # 64 - 8 - 17 would leave the head 39
 
 
 def test_shared_runs_count_against_a_gpus_quota_per_gpu_held() -> None:
@@ -347,3 +351,22 @@ def test_shared_runs_count_against_a_gpus_quota_per_gpu_held() -> None:
     # two GPUs asked shared by one run: two held
     p = plan(_snap(shared("pair", 10, count=2), gpus=8, quota=Quota(gpus=1)), NOW)
     assert p.reasons["pair"].code is ReasonCode.QUOTA_OVER
+
+
+def test_behind_a_shared_head_cores_freed_by_its_shadow_time_are_room_it_does_not_need() -> None:
+    """The promise is per resource, as with whole GPUs: a CPU-only run may take cores the
+    head will not need at its shadow time, counting the cores that work ending by then
+    gives back (the shared twin counted only the cores free now; found by
+    tests/unit/test_planner_differential.py)."""
+    busy = replace(held("busy", (0,), limit=60, started=0), resources=Resources(1, 40_000, 0, 1,
+                   SIZE))  # fmt: skip
+    notebook = held("notebook", (1,), 10)  # a shared GPU: every rule goes GPU by GPU
+    head = replace(whole("head", 1, at=1), worker=Resources(1, 20_000, 0, 1, SIZE))
+    cores = WaitingRun("cores", "default", 0, NOW - 1000 + 2, Resources(0, 20_000, 0, 1),
+                       (0,), None)  # fmt: skip
+    result = plan(_snap(busy, notebook, head, cores), NOW)
+    assert result.head is not None and result.head.run == "head"
+    assert result.head.shadow == NOW + 60 + 30  # busy ends, with the stop grace
+    # free now: 24 of 64 cores (it takes 20); the head's 20 of the 64 free at the shadow
+    # time leave 44 it never needs (counting only the cores free now left 4)
+    assert [(s.run, s.backfill) for s in result.starts] == [("cores", True)]
