@@ -82,12 +82,13 @@ async def patch_run(request: web.Request) -> web.Response:
     }:  # astra update: runner/service/edits.py
         fields, capacity = edit_fields(body), daemon.settings.machine.capacity()
         await asyncio.to_thread(update_run, daemon.service, name, fields, caller, capacity)
-        return web.json_response(_run_json(daemon, name, caller, await published(daemon)))
+        return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published))
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
-    return web.json_response(_run_json(daemon, name, caller, await published(daemon)))
+    # the changed run as published now: a change's answer waits for no estimate
+    return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published))
 
 
 async def delete_run(request: web.Request) -> web.Response:

@@ -334,6 +334,9 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
     try:
         snapshot = changes.snapshot(viewer)
         changes.subscribers.add(queue)  # no await since the frame: no diff is missed
+        status = changes.daemon.backend.status
+        status.watchers = len(changes.subscribers)  # estimates made after each plan
+        status.ask_estimates()
         view = memoryview(snapshot)
         for at in range(0, len(view), SSE_CHUNK):
             await response.write(view[at : at + SSE_CHUNK])
@@ -357,6 +360,7 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
         pass
     finally:
         changes.subscribers.discard(queue)
+        changes.daemon.backend.status.watchers = len(changes.subscribers)
     return response
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller, read_document
+from runner.engine.published import ESTIMATE_EVERY
 from runner.service.explain import estimate_json
 
 if TYPE_CHECKING:
@@ -20,19 +21,27 @@ ESTIMATES_WAIT = 2.0  # seconds a request waits for the estimates of the plan it
 
 
 async def published(daemon: Daemon, run: str | None = None) -> Published:
-    """The plan and start estimates as the back end published them, once the estimates
-    are the plan's own (runner/engine/published.py: a helper makes them after each plan);
-    with ``run``, once that run is in the plan too (just submitted). At most
-    ESTIMATES_WAIT seconds: then as they are."""
+    """The plan and start estimates as the back end published them, with fresh estimates
+    of that plan (runner/engine/published.py: asked for here, a helper makes them); with
+    ``run``, once that run is in the plan too (just submitted). At most ESTIMATES_WAIT
+    seconds: then as they are."""
     status = daemon.backend.status
-    deadline = time.monotonic() + ESTIMATES_WAIT
+
+    def ready(shown: Published, since: float) -> bool:
+        placed = run is None or (shown.plan is not None and run in shown.plan.positions)
+        return not status.estimating or (shown.current and shown.made_at >= since and placed)
+
+    now = time.monotonic()
+    shown = status.published
+    if ready(shown, now - ESTIMATE_EVERY):  # fresh enough: nothing to ask
+        return shown
+    status.ask_estimates()
+    deadline = now + ESTIMATES_WAIT
     while time.monotonic() < deadline:
-        now = status.published
-        if not status.estimating or (
-            now.current and (run is None or (now.plan is not None and run in now.plan.positions))
-        ):
-            return now
         await asyncio.sleep(0.005)
+        shown = status.published
+        if ready(shown, now):
+            return shown
     return status.published
 
 

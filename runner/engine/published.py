@@ -7,8 +7,11 @@ helper thread the loop owns (:class:`Publisher`) makes them off the loop's tick 
 the API's event loop, and publishes them with the plan they were made for: after a plan,
 not sooner after the last than twice what the last took (a burst of plans is estimated
 once, for the latest), and every ``ESTIMATE_EVERY`` seconds while runs wait (the clock
-moves their starts). A request that shows estimates waits for the current ones
-(runner/api/published.py); the stream renders each publication as it comes.
+moves their starts). Only while somebody looks: while a dashboard's change stream is
+open they follow every plan; else a plan leaves them to be made when a request asks (a
+script submitting a thousand runs pays for no replay of the queue). A request that
+shows estimates asks for fresh ones and waits for them (runner/api/why.py
+``published``); the stream renders each publication as it comes.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from runner.planner.plan import Plan
 
 log = logging.getLogger(__name__)
 
-ESTIMATE_EVERY = 5.0  # seconds: estimates made again while runs wait, the plan or not
+ESTIMATE_EVERY = 5.0  # seconds estimates are fresh: made again after, the plan or not
 MIN_GAP = 0.005  # seconds between two estimates at the least ...
 GAP_FACTOR = 2.0  # ... or twice what the last took: at most a third of a core in a burst
 STOP_SLICE = 0.25  # seconds: how soon the helper sees the daemon stop
@@ -34,12 +37,18 @@ STOP_SLICE = 0.25  # seconds: how soon the helper sees the daemon stop
 @dataclass(frozen=True, slots=True)
 class Published:
     """One plan and the start estimates shown with it. ``current``: the estimates were
-    made for this plan (else they are an earlier plan's, until the helper's are made)."""
+    made for this plan (else they are an earlier plan's, until the helper's are made);
+    ``made_at``: when (monotonic)."""
 
     version: int
     plan: Plan | None
     estimates: Mapping[str, Estimate]
     current: bool
+    made_at: float = -1e9
+
+    def fresh(self, now: float) -> bool:
+        """The estimates are this plan's, made less than ESTIMATE_EVERY ago."""
+        return self.current and now - self.made_at < ESTIMATE_EVERY
 
 
 NOTHING = Published(0, None, {}, False)
@@ -50,6 +59,9 @@ class Holder(Protocol):
 
     published: Published
     estimating: bool  # a helper makes the estimates: not current until it has
+    watchers: int  # change streams open (dashboards): estimates follow every plan
+    asked_at: float  # monotonic: when a request last asked for fresh estimates
+    wake_estimates: threading.Event  # set by a plan or a request: the helper looks
 
 
 class Publisher:
@@ -65,7 +77,7 @@ class Publisher:
         self._estimate = estimate
         self._notify = notify
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._wake = holder.wake_estimates
         self._cost = 0.0  # what the last estimates took, seconds
 
     def planned(self, plan: Plan) -> None:
@@ -74,7 +86,9 @@ class Publisher:
             was = self.holder.published
             if plan is was.plan:  # the same plan, kept: what was made from it stays valid
                 return
-            self.holder.published = Published(was.version + 1, plan, was.estimates, False)
+            self.holder.published = Published(
+                was.version + 1, plan, was.estimates, False, was.made_at
+            )
         self._wake.set()
 
     def start(self, stop: threading.Event) -> threading.Thread:
@@ -85,11 +99,22 @@ class Publisher:
         thread.start()
         return thread
 
+    def wanted(self, published: Published, now: float) -> bool:
+        """Whether estimates are to be made now for ``published``: they are not fresh, and
+        a request asked since the last were made, or a dashboard looks (and runs wait, or
+        the plan's own were never made)."""
+        holder = self.holder
+        if published.plan is None or published.fresh(now):
+            return False
+        if holder.asked_at > published.made_at:
+            return True
+        return holder.watchers > 0 and (not published.current or bool(published.plan.order))
+
     def _run(self, stop: threading.Event) -> None:
         last = -1e9
         try:
             while not stop.is_set():
-                waited = self._woken(stop)
+                self._woken(stop)
                 if stop.is_set():
                     return
                 rest = last + max(MIN_GAP, GAP_FACTOR * self._cost) - time.monotonic()
@@ -97,37 +122,40 @@ class Publisher:
                     return
                 self._wake.clear()
                 made_for = self.holder.published
-                if made_for.plan is None or (not waited and not made_for.plan.order):
-                    continue  # nothing planned yet, or nothing waits for the clock to move
+                if not self.wanted(made_for, time.monotonic()):
+                    continue
                 last = time.monotonic()
                 try:
                     values = self._estimate()
-                except Exception:  # the next plan or interval tries again
+                except Exception:  # the next plan, request or interval tries again
                     log.exception("start estimates failed")
                     continue
                 self._cost = time.monotonic() - last
-                self.made(made_for, values)
+                self.made(made_for, values, last)
         finally:
             self.holder.estimating = False
 
-    def _woken(self, stop: threading.Event) -> bool:
-        """Whether a plan woke it within ESTIMATE_EVERY; looks at ``stop`` every slice."""
+    def _woken(self, stop: threading.Event) -> None:
+        """Until a plan or a request wakes it, or ESTIMATE_EVERY has passed; looks at
+        ``stop`` every slice."""
         deadline = time.monotonic() + ESTIMATE_EVERY
         while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
             if self._wake.wait(min(left, STOP_SLICE)):
-                return True
-        return False
+                return
 
-    def made(self, made_for: Published, values: Mapping[str, Estimate]) -> None:
-        """Estimates made after ``made_for`` was published: published with the plan of now
-        (current when that is still ``made_for``'s)."""
+    def made(
+        self, made_for: Published, values: Mapping[str, Estimate], at: float | None = None
+    ) -> None:
+        """Estimates made (from ``at``, monotonic) after ``made_for`` was published:
+        published with the plan of now (current when that is still ``made_for``'s)."""
+        at = time.monotonic() if at is None else at
         with self._lock:
             now = self.holder.published
             moved = values != now.estimates
             estimates = values if moved else now.estimates  # equal: the same object kept
             current = now.version == made_for.version
-            if not moved and current == now.current:
-                return
-            self.holder.published = Published(now.version + 1, now.plan, estimates, current)
+            changed = moved or current != now.current
+            version = now.version + 1 if changed else now.version
+            self.holder.published = Published(version, now.plan, estimates, current, at)
         if moved:
             self._notify()

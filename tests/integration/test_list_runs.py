@@ -91,13 +91,15 @@ def _doc(name: str, workspace: str) -> dict[str, object]:
 
 
 def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
-    make_daemon: Callable[..., Harness],
+    make_daemon: Callable[..., Harness], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a kept list was made from is compared by identity (runner/api/lists.py): a plan
     made again with nothing moved, or estimates computed again to the same values, must be
     the objects before, or every replan and every estimate's age made the list again."""
+    monkeypatch.setattr(published, "ESTIMATE_EVERY", 3600.0)  # none for the clock's sake
     h = make_daemon(gpus=1)
     backend = h.daemon.backend
+    backend.status.watchers = 1  # as while a dashboard looks: estimates after each plan
     h.submit(spec("blocker", sleeper(), gpus=1))
     h.wait_state("blocker", "Running")
     for name in ("a", "b"):
@@ -108,7 +110,8 @@ def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
         return plan is not None and plan.order == ("a", "b")
 
     wait_for(planned, message="a and b planned behind the blocker")
-    wait_for(lambda: backend.status.published.current, message="a and b estimated")
+    wait_for(lambda: (p := backend.status.published).current and p.plan is backend.status.plan,
+             message="a and b estimated")  # fmt: skip
     shown, at = backend.status.published, backend.status.last_plan_at
     first = shown.plan
     backend.poke()  # plans again at once, nothing moved
@@ -116,13 +119,15 @@ def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
     assert backend.status.plan is first and backend.status.published is shown
     assert set(shown.estimates) == {"a", "b"}
     backend.publisher.made(shown, backend.estimates())  # estimated again, to the same values
-    assert backend.status.published is shown
+    again = backend.status.published
+    assert again.estimates is shown.estimates and again.plan is first
     h.submit(spec("c", ["true"], gpus=1, priority=-1))  # the plan moves: a new object
     wait_for(lambda: (p := backend.status.plan) is not None and "c" in p.order, message="c")
     assert backend.status.plan is not first
     wait_for(lambda: "c" in backend.status.published.estimates, message="c estimated")
     assert set(backend.status.published.estimates) == {"a", "b", "c"}
     assert backend.status.published.estimates is not shown.estimates
+    backend.status.watchers = 0
 
 
 def test_no_request_replays_the_queue(
@@ -143,6 +148,7 @@ def test_no_request_replays_the_queue(
     for name in ("a", "b"):
         h.submit(spec(name, ["true"], gpus=1, limit=600))
     wait_for(lambda: (p := backend.status.plan) is not None and p.order == ("a", "b"), 30, "a, b")
+    backend.status.ask_estimates()  # nobody looks yet: made when asked
     wait_for(lambda: backend.status.published.current, 30, "a and b estimated")
     sock = tmp_path / "api.sock"
     loop = asyncio.new_event_loop()

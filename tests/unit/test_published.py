@@ -47,8 +47,10 @@ def test_a_plan_is_published_at_once_and_its_estimates_with_it_later() -> None:
     made = status.published
     assert made.plan is first and made.current and made.version == shown.version + 1
     assert set(made.estimates) == {"a"} and told == [1]  # the stream is told
-    publisher.made(made, estimator())  # the same values: nothing new, nobody told
-    assert status.published is made and told == [1]
+    publisher.made(made, estimator())  # the same values: only when they were made
+    again = status.published
+    assert (again.version, again.estimates, told) == (made.version, made.estimates, [1])
+    assert again.estimates is made.estimates and again.made_at >= made.made_at
     second = _plan("a", "b")
     publisher.planned(second)  # the plan moves while estimates for the first are made
     late = status.published
@@ -60,6 +62,7 @@ def test_a_plan_is_published_at_once_and_its_estimates_with_it_later() -> None:
 
 def test_the_helper_estimates_a_burst_of_plans_once_for_the_latest() -> None:
     status, estimator = LoopStatus(), Estimator(delay=0.2)
+    status.watchers = 1  # a dashboard looks: estimates after each plan
     publisher, stop = Publisher(status, estimator, lambda: None), threading.Event()
     publisher.start(stop)
     try:
@@ -91,6 +94,7 @@ def test_a_failing_estimate_leaves_the_plan_published_and_the_helper_alive() -> 
         return {"a": Estimate(None)}
 
     publisher = Publisher(status, estimate, lambda: None)
+    status.watchers = 1
     publisher.start(stop)
     try:
         first = _plan("a")
@@ -103,5 +107,37 @@ def test_a_failing_estimate_leaves_the_plan_published_and_the_helper_alive() -> 
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert set(status.published.estimates) == {"a"}
+    finally:
+        stop.set()
+
+
+def test_nobody_looking_no_estimates_are_made_until_a_request_asks() -> None:
+    """A script submitting a thousand runs with no dashboard open pays for no replay of
+    the queue; the first request that shows estimates asks, and they are made then."""
+    status, estimator, stop = LoopStatus(), Estimator(), threading.Event()
+    publisher = Publisher(status, estimator, lambda: None)
+    publisher.start(stop)
+    try:
+        for n in range(5):
+            publisher.planned(_plan("a", *(f"r{i}" for i in range(n))))
+            time.sleep(0.02)
+        time.sleep(0.1)
+        assert estimator.calls == 0 and not status.published.current
+        status.ask_estimates()  # as runner/api/why.py's published() does
+        deadline = time.monotonic() + 10
+        while not status.published.current:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert estimator.calls == 1
+        publisher.planned(_plan("a", "b", "c", "d", "e", "f"))  # nobody asks: none made
+        time.sleep(0.1)
+        assert estimator.calls == 1 and not status.published.current
+        status.watchers = 1  # a dashboard opens: estimates follow the plans
+        status.wake_estimates.set()
+        deadline = time.monotonic() + 10
+        while not status.published.current:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert estimator.calls == 2
     finally:
         stop.set()
