@@ -115,19 +115,36 @@ def raise_for(status: int, body: bytes) -> None:
         raise ApiError(status, "ERROR", body.decode(errors="replace").strip()[:300]) from None
 
 
+def _connected(path: object, timeout: float | None) -> _socket.socket:
+    """A connection to the daemon's socket at ``path``; ApiError when nobody answers."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
+        sock.close()
+        raise unreachable(path, e) from None
+    return sock
+
+
+def _head(head: bytes, path: object) -> tuple[int, dict[bytes, bytes]]:
+    """An answer's status and its header fields (names in lower case)."""
+    status_line, *lines = head.split(b"\r\n")
+    try:
+        status = int(status_line.split()[1])
+    except (IndexError, ValueError):
+        raise ApiError(0, "ERROR", f"not an HTTP answer from {path}") from None
+    return status, dict(line.lower().split(b":", 1) for line in lines if b":" in line)
+
+
 def exchange(
     path: object, method: str, target: str, body: bytes | None = None,
     content_type: str = "application/json", timeout: float | None = 30,
 ) -> bytes:  # fmt: skip
     """The answer's body to one request on the socket at ``path`` (the connection closed
     after it); a status of 400 or more raises its ApiError."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    sock.settimeout(timeout)
+    sock = _connected(path, timeout)
     try:
-        try:
-            sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-            raise unreachable(path, e) from None
         head = f"{method} {target} HTTP/1.1\r\nHost: localhost\r\n"
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
@@ -140,12 +157,7 @@ def exchange(
         sock.close()
     answer = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     head_bytes, _, data = answer.partition(b"\r\n\r\n")
-    status_line, *lines = head_bytes.split(b"\r\n")
-    try:
-        status = int(status_line.split()[1])
-    except (IndexError, ValueError):
-        raise ApiError(0, "ERROR", f"not an HTTP answer from {path}") from None
-    fields = dict(line.lower().split(b":", 1) for line in lines if b":" in line)
+    status, fields = _head(head_bytes, path)
     if b"chunked" in fields.get(b"transfer-encoding", b""):
         data = dechunk(data)
     if status >= 400:
@@ -164,13 +176,8 @@ def stream(path: object, target: str, timeout: float | None = 30) -> Iterator[by
     """A GET's body line by line as it arrives (each line with its newline; the last may
     lack one): logs and events followed. The connection is closed when the body ends or
     the caller stops reading."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    sock.settimeout(timeout)
+    sock = _connected(path, timeout)
     try:
-        try:
-            sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-            raise unreachable(path, e) from None
         sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
                      .encode())  # fmt: skip
         buffer = b""
@@ -180,12 +187,7 @@ def stream(path: object, target: str, timeout: float | None = 30) -> Iterator[by
                 raise ApiError(0, "ERROR", f"not an HTTP answer from {path}")
             buffer += chunk
         head, _, rest = buffer.partition(b"\r\n\r\n")
-        status_line, *lines = head.split(b"\r\n")
-        try:
-            status = int(status_line.split()[1])
-        except (IndexError, ValueError):
-            raise ApiError(0, "ERROR", f"not an HTTP answer from {path}") from None
-        fields = dict(line.lower().split(b":", 1) for line in lines if b":" in line)
+        status, fields = _head(head, path)
         chunked = b"chunked" in fields.get(b"transfer-encoding", b"")
         body = _chunks(sock, rest) if chunked else _until_closed(sock, rest)
         if status >= 400:

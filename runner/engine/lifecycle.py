@@ -129,15 +129,9 @@ def _restart_partial_gang(
         f"Restarting: worker {missing[0]} never started (the daemon stopped while starting it);"
         " the gang starts again whole, no restart spent"
     )
-    store.request_stop(tx, run.name, StopReason.RESTART, Reason(text, code=ReasonCode.MESSAGE))
-    store.add_event(
-        tx,
-        run.name,
-        run.workspace,
-        ReasonCode.RESTARTING,
-        Reason(text, code=ReasonCode.MESSAGE),
-        now,
-    )
+    said = Reason(text, code=ReasonCode.MESSAGE)
+    store.request_stop(tx, run.name, StopReason.RESTART, said)
+    store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, said, now)
     return StopReason.RESTART
 
 
@@ -148,29 +142,16 @@ def _finish(
 ) -> None:  # fmt: skip
     """Nothing of the run lives any more: decide its state."""
     name, ws = run.name, run.workspace
+
+    def ended(state: RunState, event: ReasonCode, reason: str, told: str) -> None:
+        store.finish_run(tx, name, state, now, Reason(reason, code=ReasonCode.MESSAGE))
+        store.add_event(tx, name, ws, event, Reason(told, code=ReasonCode.MESSAGE), now)
+
     if request == StopReason.DELETE:
-        store.finish_run(
-            tx, name, RunState.CANCELLED, now, Reason("Deleted", code=ReasonCode.MESSAGE)
-        )
-        store.add_event(
-            tx,
-            name,
-            ws,
-            ReasonCode.CANCELLED,
-            Reason("Deleted: stopped and cancelled", code=ReasonCode.MESSAGE),
-            now,
-        )
+        ended(RunState.CANCELLED, ReasonCode.CANCELLED, "Deleted", "Deleted: stopped and cancelled")
     elif request == StopReason.TIMELIMIT:
-        store.finish_run(
-            tx, name, RunState.FAILED, now, Reason("Time limit reached", code=ReasonCode.MESSAGE)
-        )
-        store.add_event(
-            tx,
-            name,
-            ws,
-            ReasonCode.FAILED,
-            Reason("Time limit reached: stopped", code=ReasonCode.MESSAGE),
-            now,
+        ended(
+            RunState.FAILED, ReasonCode.FAILED, "Time limit reached", "Time limit reached: stopped"
         )
     elif request == StopReason.FAILED:
         store.finish_run(tx, name, RunState.FAILED, now)

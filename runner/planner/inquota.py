@@ -121,13 +121,7 @@ class InQuota:
         take_gpus(self.free_gpus, take.gpus)
         self.free = self.free - take
         self.headroom[run.workspace] = headroom - take
-        for_run = RunRef(run.name, run.workspace)
-        self.preemptions += [
-            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
-        ]
-        waiting_for = sum(u.workers for u in stopping)
-        self.wait(run, preempting_message(victims, waiting_for) or FITS, follows_prefix=True)
-        return True
+        return self._preempting(run, victims, stopping)
 
     def _preempt_own_pool(self, run: WaitingRun, headroom: Resources, pool: GpuPool) -> bool:
         """``_preempt_own`` GPU by GPU. The victims (a shared run is a unit) are the fewest,
@@ -197,6 +191,12 @@ class InQuota:
         )
         self.headroom[run.workspace] = headroom - take
         self.pool_ends.append((end, held, (whole, shares)))
+        return self._preempting(run, victims, stopping)
+
+    def _preempting(
+        self, run: WaitingRun, victims: list[RunningUnit], stopping: list[RunningUnit]
+    ) -> bool:
+        """``run`` preempts ``victims`` of its own workspace (and waits for ``stopping``)."""
         for_run = RunRef(run.name, run.workspace)
         self.preemptions += [
             Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims

@@ -419,6 +419,24 @@ class _Walk(InQuota):
         self.started_ends.append((end, ask))
         self.starts.append(Start(run.name, run.workers, gpus, backfill, why, run.gpu_share))
 
+    def _crown(
+        self, run: WaitingRun, need: Resources, shadow: float | None,
+        victims: list[RunningUnit], stopping: list[RunningUnit],
+    ) -> tuple[Head, int]:  # fmt: skip
+        """``run`` is the head, starting at ``shadow``, preempting ``victims``; and how
+        many workers of units already stopping for it it waits for."""
+        self._quota_for_head(run, shadow)
+        waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
+        preempting = bool(victims) or waiting_for > 0
+        self.head = head = Head(
+            run.name, run.workspace, run.priority, shadow, need, preempting=preempting
+        )
+        for_run = RunRef(run.name, run.workspace)
+        self.preemptions += [
+            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
+        ]
+        return head, waiting_for
+
     def make_head(self, run: WaitingRun) -> None:
         if self.pool is not None:
             self._make_pool_head(run, self.pool)
@@ -453,23 +471,10 @@ class _Walk(InQuota):
         self.claimed |= victim_ids  # the head's victims: no in-quota preemption takes them
         ends = list(self.head_ends.values())
         shadow, spare = replay_shadow(self.free, need, ends + self.started_ends, self.now)
-        self._quota_for_head(run, shadow)
-        waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
-        self.head = Head(
-            run.name,
-            run.workspace,
-            run.priority,
-            shadow,
-            need,
-            preempting=bool(victims) or waiting_for > 0,
-        )
-        for_run = RunRef(run.name, run.workspace)
-        self.preemptions += [
-            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
-        ]
+        head, waiting_for = self._crown(run, need, shadow, victims, stopping)
         self.spare = spare
-        self.behind = behind_message(self.head)
-        self.wait(run, head_message(self.head, victims, waiting_for), follows_prefix=True)
+        self.behind = behind_message(head)
+        self.wait(run, head_message(head, victims, waiting_for), follows_prefix=True)
 
     def _make_pool_head(self, run: WaitingRun, pool: GpuPool) -> None:
         """``make_head`` GPU by GPU: victims, shadow and held room placed on each GPU."""
@@ -504,21 +509,8 @@ class _Walk(InQuota):
         self.claimed |= victim_ids
         ends = self.head_pool_ends + self.pool_ends
         shadow = replay_pool(pool, self.free, run, ends, self.now)
-        self._quota_for_head(run, shadow)
-        waiting_for = sum(u.workers for u in stopping if u.stopping_for == run.name)
-        self.head = Head(
-            run.name,
-            run.workspace,
-            run.priority,
-            shadow,
-            need,
-            preempting=bool(victims) or waiting_for > 0,
-        )
+        head, waiting_for = self._crown(run, need, shadow, victims, stopping)
         self.head_run = run
-        for_run = RunRef(run.name, run.workspace)
-        self.preemptions += [
-            Preempt(v.unit_id, v.run, v.workspace, v.workers, for_run) for v in victims
-        ]
         # the room the head does not need at its shadow time, as make_head counts it: what
         # is free now and what ends by then (a run behind it taking only that never
         # delays it; GPUs are judged GPU by GPU, in _in_spare)
@@ -528,10 +520,10 @@ class _Walk(InQuota):
                 if end <= shadow:
                     room = room + freed
         self.spare = Resources(*(max(0, x) for x in amounts(room - need)))
-        self.behind = behind_message(self.head)
-        message = head_message(self.head, victims, waiting_for)
-        if run.gpu_share and not self.head.preempting:
-            message = shared_head_message(self.head, run, pool.most_free())
+        self.behind = behind_message(head)
+        message = head_message(head, victims, waiting_for)
+        if run.gpu_share and not head.preempting:
+            message = shared_head_message(head, run, pool.most_free())
         self.wait(run, message, follows_prefix=True)
 
     def result(self) -> Plan:

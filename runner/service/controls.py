@@ -17,12 +17,16 @@ Each answers what happened, one word or two (``held``, ``already held``,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from runner.engine.holds import held_reason
 from runner.model import RunState, StopReason
 from runner.reasons import Reason, ReasonCode
 from runner.service.caller import Caller, ServiceError
 from runner.service.runs import Service
 from runner.store.db import RunRow
+from runner.store.tx import Tx
 
 WRONG_STATE = "WRONG_STATE"
 SLURM = "slurm"  # the executor name of the front for Slurm (runner/slurm/front.py)
@@ -38,14 +42,22 @@ def _run_to_change(service: Service, name: str, caller: Caller) -> RunRow:
     return run
 
 
-def hold(service: Service, name: str, caller: Caller) -> str:
-    """Hold a queued run: out of the order until released."""
+@contextmanager
+def _changing(service: Service, name: str, caller: Caller) -> Iterator[tuple[Tx, RunRow]]:
+    """The run ``caller`` may act on, read again within the transaction that changes it."""
     _run_to_change(service, name, caller)
     store = service.store
     with store.transaction() as tx:
         run = store.get_run(name)
         if run is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+        yield tx, run
+
+
+def hold(service: Service, name: str, caller: Caller) -> str:
+    """Hold a queued run: out of the order until released."""
+    store = service.store
+    with _changing(service, name, caller) as (tx, run):
         if run.held_by is not None:
             return "already held"
         if (
@@ -69,12 +81,8 @@ def hold(service: Service, name: str, caller: Caller) -> str:
 
 def release(service: Service, name: str, caller: Caller) -> str:
     """Release a held run: back in the order, in its place."""
-    _run_to_change(service, name, caller)
     store = service.store
-    with store.transaction() as tx:
-        run = store.get_run(name)
-        if run is None:
-            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    with _changing(service, name, caller) as (tx, run):
         if run.held_by is None:
             return "not held"
         waiting = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)
@@ -87,17 +95,13 @@ def release(service: Service, name: str, caller: Caller) -> str:
 
 def requeue(service: Service, name: str, caller: Caller) -> str:
     """Stop a running run with the grace and queue it again (no restart spent)."""
-    _run_to_change(service, name, caller)
-    if service.executor == SLURM:  # the front does not stop and resubmit jobs itself
-        raise ServiceError(
-            409, WRONG_STATE, f"run {name} runs on Slurm, which this daemon does not requeue"
-            " (delete it and submit it again)",
-        )  # fmt: skip
     store = service.store
-    with store.transaction() as tx:
-        run = store.get_run(name)
-        if run is None:
-            raise ServiceError(404, "NOT_FOUND", f"no run {name}")
+    with _changing(service, name, caller) as (tx, run):
+        if service.executor == SLURM:  # the front does not stop and resubmit jobs itself
+            raise ServiceError(
+                409, WRONG_STATE, f"run {name} runs on Slurm, which this daemon does not "
+                "requeue (delete it and submit it again)",
+            )  # fmt: skip
         live = store.has_live_worker(tx, name)
         if run.state == RunState.QUEUED and not live and run.stop_request is None:
             return "already queued"
