@@ -4,19 +4,20 @@ makes them), with the start estimates as published (runner/engine/published.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller, read_document
-from runner.engine.published import ESTIMATE_EVERY
 from runner.service.explain import estimate_json
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
     from runner.engine.published import Published
 
+log = logging.getLogger(__name__)
 ESTIMATES_WAIT = 2.0  # seconds a request waits for the estimates of the plan it shows
 
 
@@ -27,21 +28,25 @@ async def published(daemon: Daemon, run: str | None = None) -> Published:
     seconds: then as they are."""
     status = daemon.backend.status
 
-    def ready(shown: Published, since: float) -> bool:
+    def ready(shown: Published) -> bool:
         placed = run is None or (shown.plan is not None and run in shown.plan.positions)
-        return not status.estimating or (shown.current and shown.made_at >= since and placed)
+        return not status.estimating or (shown.fresh(time.monotonic()) and placed)
 
-    now = time.monotonic()
     shown = status.published
-    if ready(shown, now - ESTIMATE_EVERY):  # fresh enough: nothing to ask
+    if ready(shown):
         return shown
-    status.ask_estimates()
-    deadline = now + ESTIMATES_WAIT
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.005)
-        shown = status.published
-        if ready(shown, now):
-            return shown
+    status.asking += 1  # the helper makes them while a request waits (Publisher.wanted)
+    try:
+        status.ask_estimates()
+        deadline = time.monotonic() + ESTIMATES_WAIT
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+            shown = status.published
+            if ready(shown):
+                return shown
+    finally:
+        status.asking -= 1
+    log.warning("start estimates not made within %s s: answered with the last", ESTIMATES_WAIT)
     return status.published
 
 

@@ -11,7 +11,6 @@ the back end's declared :class:`BackendCapabilities`, never of its type.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,13 +51,12 @@ class LoopStatus:
     published: Published = NOTHING
     estimating: bool = False  # a helper makes the estimates (runner/engine/published.py)
     watchers: int = 0  # change streams open: the helper makes estimates after each plan
-    asked_at: float = -1e9  # monotonic: a request last asked for estimates
+    asking: int = 0  # requests waiting for fresh estimates (the API's thread counts them)
     # set when estimates are wanted now: a plan, a request (the helper waits on it)
     wake_estimates: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def ask_estimates(self) -> None:
-        """A request wants the estimates of the plan of now (from the API's thread)."""
-        self.asked_at = time.monotonic()
+        """A request waits for fresh estimates (``asking`` counts it): the helper looks."""
         self.wake_estimates.set()
 
     plan_times: PlanTimes = field(default_factory=PlanTimes)  # every plan's, for GET /metrics

@@ -60,7 +60,7 @@ class Holder(Protocol):
     published: Published
     estimating: bool  # a helper makes the estimates: not current until it has
     watchers: int  # change streams open (dashboards): estimates follow every plan
-    asked_at: float  # monotonic: when a request last asked for fresh estimates
+    asking: int  # requests waiting for fresh estimates
     wake_estimates: threading.Event  # set by a plan or a request: the helper looks
 
 
@@ -101,12 +101,12 @@ class Publisher:
 
     def wanted(self, published: Published, now: float) -> bool:
         """Whether estimates are to be made now for ``published``: they are not fresh, and
-        a request asked since the last were made, or a dashboard looks (and runs wait, or
-        the plan's own were never made)."""
+        a request waits for them, or a dashboard looks (and runs wait, or the plan's own
+        were never made)."""
         holder = self.holder
         if published.plan is None or published.fresh(now):
             return False
-        if holder.asked_at > published.made_at:
+        if holder.asking > 0:
             return True
         return holder.watchers > 0 and (not published.current or bool(published.plan.order))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import pwd
 import threading
 import time
@@ -148,8 +149,10 @@ def test_no_request_replays_the_queue(
     for name in ("a", "b"):
         h.submit(spec(name, ["true"], gpus=1, limit=600))
     wait_for(lambda: (p := backend.status.plan) is not None and p.order == ("a", "b"), 30, "a, b")
-    backend.status.ask_estimates()  # nobody looks yet: made when asked
+    backend.status.asking = 1  # nobody looks yet: made while a request waits
+    backend.status.ask_estimates()
     wait_for(lambda: backend.status.published.current, 30, "a and b estimated")
+    backend.status.asking = 0
     sock = tmp_path / "api.sock"
     loop = asyncio.new_event_loop()
     site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
@@ -169,6 +172,36 @@ def test_no_request_replays_the_queue(
         h.submit(spec("c", ["true"], gpus=1, priority=-1, limit=600))
         assert client.why("c")["estimate"]["starts_by"] is not None  # waits for its plan's
         assert len(replays) > before
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def test_a_request_right_after_a_change_waits_for_that_plans_estimates(
+    make_daemon: Callable[..., Harness], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A list, ``show`` or ``why`` right after a submit gets fresh estimates of the plan
+    of then (``why`` waits for the plan that holds the run), however the helper's replay
+    and the plans interleave: a replay that ended after a newer plan once left the
+    request waiting out its whole bound, answered with the older estimates."""
+    h = make_daemon(gpus=2)
+    sock = tmp_path / "api.sock"
+    loop = asyncio.new_event_loop()
+    site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    runner = site.result(30)
+    try:
+        client = Client(sock, timeout=30)
+        h.submit(spec("blocker", sleeper(), gpus=2, limit=600))
+        for i in range(250):  # a replay long enough for plans to come while it runs
+            h.submit(spec(f"q{i}", ["true"], gpus=1, limit=60))
+        with caplog.at_level(logging.WARNING, logger="runner.api.why"):
+            for i in range(20):
+                h.submit(spec(f"r{i}", ["true"], gpus=1, limit=60))
+                assert {r.name for r in client.runs()} >= {f"r{i}"}
+                assert client.why(f"r{i}")["run"] == f"r{i}"  # waits for the plan holding it
+                assert client.show(f"r{i}").state == "Queued"
+        assert "not made within" not in caplog.text
     finally:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
