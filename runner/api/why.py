@@ -29,8 +29,10 @@ async def published(daemon: Daemon, run: str | None = None) -> Published:
     status = daemon.backend.status
 
     def ready(shown: Published) -> bool:
-        placed = run is None or (shown.plan is not None and run in shown.plan.positions)
-        return not status.estimating or (shown.fresh(time.monotonic()) and placed)
+        if not status.estimating or shown.plan is None:  # nothing planned: none to make
+            return True
+        placed = run is None or run in shown.plan.positions
+        return shown.fresh(time.monotonic()) and placed
 
     shown = status.published
     if ready(shown):

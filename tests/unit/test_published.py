@@ -3,6 +3,7 @@ immutable ``Published`` (runner/engine/published.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -143,3 +144,16 @@ def test_nobody_looking_no_estimates_are_made_until_a_request_asks() -> None:
         assert estimator.calls == 2
     finally:
         stop.set()
+
+
+def test_a_request_before_the_first_plan_does_not_wait() -> None:
+    """Nothing planned yet (a daemon just started, or whose executor never answered): a
+    request has nothing to wait for, so it asks for nothing and answers at once."""
+    from types import SimpleNamespace
+
+    from runner.api.why import published
+
+    status = LoopStatus()
+    status.estimating = True  # the helper runs, but has no plan to estimate
+    shown = asyncio.run(published(SimpleNamespace(backend=SimpleNamespace(status=status))))  # type: ignore[arg-type]
+    assert shown is NOTHING and status.asking == 0 and not status.wake_estimates.is_set()
