@@ -54,15 +54,14 @@ class LoopStatus:
     asking: int = 0  # requests waiting for fresh estimates (the API's thread counts them)
     # set when estimates are wanted now: a plan, a request (the helper waits on it)
     wake_estimates: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    def ask_estimates(self) -> None:
-        """A request waits for fresh estimates (``asking`` counts it): the helper looks."""
-        self.wake_estimates.set()
-
     plan_times: PlanTimes = field(default_factory=PlanTimes)  # every plan's, for GET /metrics
     errors: list[str] = field(default_factory=list)
     # runs marked idle (runner/engine/idle.py): run uid -> idle since, on the wall clock
     idle: dict[str, float] = field(default_factory=dict)
+
+    def ask_estimates(self) -> None:
+        """A request waits for fresh estimates (``asking`` counts it): the helper looks."""
+        self.wake_estimates.set()
 
     @property
     def plan(self) -> Plan | None:

@@ -9,7 +9,8 @@ import logging
 import pwd
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,22 @@ def test_a_kept_list_is_never_shown_to_another_viewer(
             assert other not in json.dumps(seen)
 
 
+@contextmanager
+def _api(h: Harness, tmp_path: Path) -> Iterator[Client]:
+    """The harness's daemon served on a real socket in this process (its replays can be
+    counted), and a client of it."""
+    sock = tmp_path / "api.sock"
+    loop = asyncio.new_event_loop()
+    site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    runner = site.result(30)
+    try:
+        yield Client(sock, timeout=30)
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+
+
 def _doc(name: str, workspace: str) -> dict[str, object]:
     task = {"image": "local", "command": "sleep", "args": ["60"],
             "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
@@ -153,13 +170,7 @@ def test_no_request_replays_the_queue(
     backend.status.ask_estimates()
     wait_for(lambda: backend.status.published.current, 30, "a and b estimated")
     backend.status.asking = 0
-    sock = tmp_path / "api.sock"
-    loop = asyncio.new_event_loop()
-    site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    runner = site.result(30)
-    try:
-        client = Client(sock, timeout=30)
+    with _api(h, tmp_path) as client:
         before = len(replays)
         assert before >= 1  # the helper's, after the plans
         for _ in range(3):
@@ -172,9 +183,6 @@ def test_no_request_replays_the_queue(
         h.submit(spec("c", ["true"], gpus=1, priority=-1, limit=600))
         assert client.why("c")["estimate"]["starts_by"] is not None  # waits for its plan's
         assert len(replays) > before
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
 
 
 def test_a_request_right_after_a_change_waits_for_that_plans_estimates(
@@ -185,13 +193,7 @@ def test_a_request_right_after_a_change_waits_for_that_plans_estimates(
     and the plans interleave: a replay that ended after a newer plan once left the
     request waiting out its whole bound, answered with the older estimates."""
     h = make_daemon(gpus=2)
-    sock = tmp_path / "api.sock"
-    loop = asyncio.new_event_loop()
-    site = asyncio.run_coroutine_threadsafe(start_api(h.daemon, sock, None), loop)  # type: ignore[arg-type]
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    runner = site.result(30)
-    try:
-        client = Client(sock, timeout=30)
+    with _api(h, tmp_path) as client:
         h.submit(spec("blocker", sleeper(), gpus=2, limit=600))
         for i in range(250):  # a replay long enough for plans to come while it runs
             h.submit(spec(f"q{i}", ["true"], gpus=1, limit=60))
@@ -202,6 +204,3 @@ def test_a_request_right_after_a_change_waits_for_that_plans_estimates(
                 assert client.why(f"r{i}")["run"] == f"r{i}"  # waits for the plan holding it
                 assert client.show(f"r{i}").state == "Queued"
         assert "not made within" not in caplog.text
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
