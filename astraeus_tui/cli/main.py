@@ -24,6 +24,7 @@ from astraeus_tui.cli import (
     groups,
     machine,
     runs,
+    sim,
     slurm,
     top,
     usage,
@@ -51,6 +52,7 @@ app.add_typer(admin.app, name="admin")
 app.command("plan")(plan_command)
 demo.register(app)
 doctor.register(app)
+sim.register(app)
 
 
 def main() -> None:

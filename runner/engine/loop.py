@@ -43,7 +43,7 @@ from runner.executors.logcap import worker_logs
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
-from runner.planner.plan import WaitingRun, plan
+from runner.planner.plan import Plan, Snapshot, WaitingRun, plan
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
@@ -72,8 +72,10 @@ class Loop:
         settings: LoopSettings,
         clock: Clock | Callable[[], float] | None = None,
         groups: Callable[[float], bool] | None = None,
+        planner: Callable[[Snapshot, float], Plan] = plan,
     ) -> None:
         self.store = store
+        self.planner = planner  # the product's planner; a replay may put a baseline's here
         self.executor = executor
         self.settings = settings
         self.capabilities = BackendCapabilities("local", executor.name, True, True)
@@ -204,12 +206,21 @@ class Loop:
 
     def tick(self) -> None:
         """One round; the wall clock is only written down, intervals are monotonic."""
+        self._round(at_once=False)
+
+    def step(self) -> bool:
+        """One round that plans a change at once, not after the gap; True when anything
+        changed. A replay on a virtual clock, whose time does not pass while it plans,
+        steps until nothing changes (runner/sim/replay.py)."""
+        return self._round(at_once=True)
+
+    def _round(self, *, at_once: bool) -> bool:
         self.now = self.clock.now()
         now, mono = self.now.wall, self.now.mono
         self.status.ticks += 1
         if not executor_reachable(self.executor):  # its engine is down: wait, do not fail runs
             self._engine_away()
-            return
+            return False
         if self._engine_down:
             self._engine_down = False
             self._dirty = True
@@ -226,13 +237,34 @@ class Loop:
         due = last is None or mono - last >= PLAN_EVERY
         due |= self._next_begin is not None and now >= self._next_begin  # a calendar time
         due |= self._wake_mono is not None and mono >= self._wake_mono  # a back-off ended
-        if due or (self._dirty and last is not None and mono - last >= self.gap()):
+        soon = at_once or (last is not None and mono - last >= self.gap())
+        if due or (self._dirty and soon):
             self._dirty = False
             self._planned_mono = mono
             self.plan_and_apply(now)
             changed = True
         if changed:
             self._on_change()
+        return changed
+
+    def next_due(self) -> float | None:
+        """Seconds from this tick until the loop acts with nothing else changing: a time
+        limit reached, a stop grace over, a begin time, a restart back-off's end (None:
+        none). A replay's virtual clock jumps there; the daemon's ticks find them anyway."""
+        t = self.now
+        due = [] if self._next_begin is None else [self._next_begin - t.wall]
+        if self._wake_mono is not None:
+            due.append(self._wake_mono - t.mono)
+        for w in self.store.live_workers():
+            if w.state == WorkerState.STOPPING:
+                if w.stop_deadline is not None and not w.killed:
+                    due.append(t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id))
+                continue
+            run = self.store.get_run(w.run)
+            limit = None if run is None else self.specs.shown(run).task.time_limit_seconds
+            if limit is not None:
+                due.append(limit - t.elapsed(w.started_at, w.started_mono, w.boot_id))
+        return min(due, default=None)
 
     @property
     def _phases(self) -> tuple[Callable[[float], bool], ...]:
@@ -485,7 +517,7 @@ class Loop:
             snapshot = build_snapshot(self.settings, runs, live, self.specs, independent,
                                       self.now, resting)  # fmt: skip
         result = explained(
-            plan(drained_snapshot(snapshot, found.drain), now), snapshot, found.drain
+            self.planner(drained_snapshot(snapshot, found.drain), now), snapshot, found.drain
         )
         last = self.status.plan
         if last is not None and result == last:  # the same plan: kept, so what the API

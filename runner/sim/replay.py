@@ -1,0 +1,292 @@
+"""A workload replayed through the daemon's own loop on a virtual clock.
+
+The replay builds what the daemon builds (its config's workspaces, quotas, weights and
+grace; a store in a fresh SQLite file; the loop; the service that checks each submit)
+with two parts swapped: the clock, which jumps from one event to the next, and the
+executor, whose workers last as long as the trace says. Each run is submitted through
+the service at its trace time; at every moment something happens (a submit, a worker's
+end, a time limit, a grace running out, a begin time, a back-off's end) the loop ticks
+until nothing more changes, planning at once. A baseline policy takes the planner's
+place in the same loop (``runner/sim/policies.py``): everything else is the same code.
+
+Not modelled: start-up cost, I/O contention, work that ignores SIGTERM (a worker exits at
+once when stopped), the periodic re-plan between events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.config.files import config_path, default_home
+from runner.config.load import Config, load_config, parse_config
+from runner.engine.backoff import Backoff
+from runner.engine.loop import Loop
+from runner.engine.settings import LoopSettings
+from runner.engine.snapshot import snapshot_now
+from runner.model import MAX_PRIORITY, StopReason
+from runner.planner.estimates import MAX_STEPS, estimate_starts
+from runner.planner.plan import Plan, Snapshot, plan
+from runner.planner.types import SIMULATED_GPU_MEMORY, Machine
+from runner.runspec.build import run_document
+from runner.service.caller import Caller, ServiceError, start_refusal
+from runner.service.runs import Service
+from runner.sim.policies import POLICIES
+from runner.sim.report import Outcome
+from runner.sim.trace import TraceRun
+from runner.sim.virtual import EPOCH, VirtualClock, VirtualExecutor
+from runner.store.db import Store
+
+POLICY_NAMES = ("astraeus", *POLICIES)
+SAME_MOMENT = 50  # ticks at one moment before the replay moves on (a loop that keeps changing)
+DEFAULT_GPUS, CORES_PER_GPU, MEMORY_PER_GPU = 8, 16, 128 * 1024**3
+NUDGE = 1e-3  # seconds: the step past a moment that rounding put at now
+COMMAND = ("replay",)  # never run: the virtual executor only times it
+
+
+@dataclass(frozen=True, slots=True)
+class SimMachine:
+    """The machine replayed on: its GPUs (each ``gpu_memory`` bytes), cores and memory."""
+
+    gpus: int
+    gpu_memory: int
+    cpus: int
+    memory: int
+
+    def planner_machine(self, grace: float) -> Machine:
+        return Machine(
+            tuple(range(self.gpus)),
+            self.cpus * 1000,
+            self.memory,
+            grace,
+            gpu_memory=(self.gpu_memory,) * self.gpus,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """What a replay measured: every run's outcome, and when the replay stopped."""
+
+    policy: str
+    outcomes: tuple[Outcome, ...]
+    ended_at: float  # seconds from the trace's start
+    plans: int
+    refused: dict[str, str]  # run name -> why the service refused it
+
+
+class Replay:
+    """One policy over one trace: ``run()`` replays it to the end."""
+
+    def __init__(
+        self,
+        trace: Sequence[TraceRun],
+        config: Config,
+        machine: SimMachine,
+        *,
+        policy: str = "astraeus",
+        resume: bool = True,
+        estimate_every: float | None = None,
+        folder: Path | None = None,
+    ) -> None:
+        if policy not in POLICY_NAMES:
+            raise ValueError(f"no policy {policy!r}: one of {', '.join(POLICY_NAMES)}")
+        self.trace = sorted(trace, key=lambda r: (r.submit, r.name))
+        self.config = config
+        self.machine = machine
+        self.policy = policy
+        self.estimate_every = estimate_every  # seconds of trace time; None: no estimates
+        self._folder = folder
+        self.clock = VirtualClock()
+        self.executor = VirtualExecutor(
+            self.clock,
+            {r.name: r.duration for r in self.trace},
+            {r.name: r.gpu_memory / machine.gpu_memory for r in self.trace if r.gpu_memory},
+            resume,
+        )
+        self.resume = resume
+        self.shown: dict[str, list[float]] = {}  # run -> every "starts by" it was shown
+        self.plans = 0
+
+    def run(self) -> Replayed:
+        """Replay every run of the trace; the store lives in a folder removed afterwards."""
+        base = self._folder or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
+        with tempfile.TemporaryDirectory(prefix="astra-sim-", dir=base) as home:
+            return self._run(Path(home))
+
+    def _run(self, home: Path) -> Replayed:
+        grace = self.config.machine.stop_grace_seconds
+        (home / "logs").mkdir()
+        store = Store(home / "state.db")
+        try:
+            settings = LoopSettings(
+                machine=self.machine.planner_machine(grace),
+                workspaces=self.config.workspaces,
+                drives={},
+                logs_dir=home / "logs",
+                instance="replay",
+                authorise=lambda user, workspace: start_refusal(self.config, user, workspace),
+                restart_backoff=Backoff(
+                    self.config.machine.restart_backoff, self.config.machine.restart_backoff_max
+                ),
+            )
+            planner = _product if self.policy == "astraeus" else POLICIES[self.policy]
+            loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
+            service = Service(store, self.config, loop.poke, "process")
+            refused = self._drive(loop, service)
+            return Replayed(self.policy, self._outcomes(store), self.clock.at, self.plans, refused)
+        finally:
+            store.close()
+
+    def _counted(self, planner: Callable[[Snapshot, float], Plan]) -> Callable[..., Plan]:
+        def counted(snapshot: Snapshot, now: float) -> Plan:
+            self.plans += 1
+            return planner(snapshot, now)
+
+        return counted
+
+    def _drive(self, loop: Loop, service: Service) -> dict[str, str]:
+        caller = Caller(0, 0, "root", True, frozenset(self.config.workspaces))
+        refused: dict[str, str] = {}
+        pending, i = self.trace, 0
+        next_estimate = 0.0
+        while True:
+            while i < len(pending) and pending[i].submit <= self.clock.at:
+                run = pending[i]
+                i += 1
+                try:
+                    service.submit(document(run), caller, now=self.clock.wall())
+                except ServiceError as e:
+                    refused[run.name] = e.message
+            for _ in range(SAME_MOMENT):
+                if not loop.step():
+                    break
+            if self.estimate_every is not None and self.clock.at >= next_estimate:
+                next_estimate = self.clock.at + self.estimate_every
+                self._estimate(loop)
+            due = loop.next_due()
+            moments = [] if due is None else [self.clock.at + due]
+            ends = self.executor.next_end()
+            moments += [] if ends is None else [ends]
+            if i < len(pending):
+                moments.append(pending[i].submit)
+            if not moments:
+                return refused
+            at = min(moments)
+            # a moment rounded to now (it was handled, or is a hair away): move on a little
+            self.clock.move_to(at if at > self.clock.at else self.clock.at + NUDGE)
+
+    def _estimate(self, loop: Loop) -> None:
+        """Every waiting run's "starts by" as the daemon would show it now, kept to check
+        against when it really starts."""
+        snapshot = snapshot_now(loop.store, loop.settings, loop.specs, self.clock.now())
+        for name, estimate in estimate_starts(snapshot, self.clock(), MAX_STEPS).items():
+            if estimate.starts_by is not None:
+                self.shown.setdefault(name, []).append(estimate.starts_by - EPOCH)
+
+    def _outcomes(self, store: Store) -> tuple[Outcome, ...]:
+        out = []
+        for trace_run in self.trace:
+            row = store.get_run(trace_run.name)
+            if row is None:
+                continue
+            workers = store.workers_of(row.name)
+            share = self.executor.shares.get(row.name)
+            per_gpu = share if share is not None else 1.0
+            held = lost = 0.0
+            starts: list[float] = []
+            for w in workers:
+                starts.append(w.started_at - EPOCH)
+                end = self.clock.wall() if w.finished_at is None else w.finished_at
+                seconds = max(0.0, end - w.started_at) * len(w.gpus) * per_gpu
+                held += seconds
+                if w.stop_reason == StopReason.PREEMPT and not self.resume:
+                    lost += seconds
+            start = min(starts, default=None)
+            finished = row.state.finished and row.finished_at is not None
+            shown = self.shown.get(row.name, [])
+            late = 0 if start is None else sum(1 for by in shown if start > by + 1e-6)
+            out.append(
+                Outcome(
+                    row.name, trace_run.submit, start,
+                    (row.finished_at - EPOCH) if finished and row.finished_at else None,
+                    str(row.state), row.preemptions, row.restarts, row.priority, row.workspace,
+                    trace_run.workers * (per_gpu * trace_run.gpus), trace_run.duration,
+                    held, lost, len(shown), late,
+                )
+            )  # fmt: skip
+        return tuple(out)
+
+
+def _product(snapshot: Snapshot, now: float) -> Plan:
+    return plan(snapshot, now)
+
+
+def document(run: TraceRun) -> dict[str, object]:
+    """The spec document a member would submit for the trace's run."""
+    limit = None if run.time_limit is None else max(1, math.ceil(run.time_limit))
+    return run_document(
+        run.name,
+        COMMAND,
+        image="local",
+        gpus=run.gpus,
+        cpus=run.cpus,
+        memory=str(run.memory) if run.memory else None,
+        time_limit_seconds=limit,
+        priority=run.priority,
+        workspace=run.workspace,
+        workers=run.workers if run.workers != 1 else None,
+        gpu_memory=str(run.gpu_memory) if run.gpu_memory else None,
+    )
+
+
+def sim_config(config: Config) -> Config:
+    """The daemon's config as a replay uses it: no bound on what one user has queued or
+    keeps, nothing forgotten, no disk reserve (a replay's store is its own), and every
+    priority allowed (a trace's priorities are what its people were allowed)."""
+    machine = dataclasses.replace(
+        config.machine,
+        executor="process",
+        finished_retention=None,
+        max_submit_per_user=1 << 30,
+        max_kept_per_user=1 << 30,
+        max_kept_bytes_per_user=1 << 50,
+        state_reserve=0,
+    )
+    workspaces = {
+        name: dataclasses.replace(ws, max_priority=MAX_PRIORITY)
+        for name, ws in config.workspaces.items()
+    }
+    return dataclasses.replace(config, machine=machine, workspaces=workspaces)
+
+
+def load_sim_config(path: Path | None) -> Config:
+    """The config a replay plans under: ``path``, else the daemon's (``$ASTRAEUS_CONFIG``
+    or the home's), else the defaults; raises ConfigError."""
+    if path is None:
+        found = config_path(default_home())
+        path = found if found.is_file() else None
+    config = parse_config("") if path is None else load_config(path)
+    return sim_config(config)
+
+
+def sim_machine(
+    config: Config,
+    gpus: int | None = None,
+    gpu_memory: int | None = None,
+    cpus: int | None = None,
+    memory: int | None = None,
+) -> SimMachine:
+    """The machine replayed on: what is given, else the config's, else 8 × 80 GiB GPUs
+    with 16 cores and 128 GiB of memory per GPU (a trace's runs ask for both)."""
+    count = gpus if gpus is not None else config.machine.gpus
+    count = DEFAULT_GPUS if count is None else count
+    if count < 1:
+        raise ValueError("--gpus: a replay needs at least one GPU")
+    cores = cpus or config.machine.cpu_cores or CORES_PER_GPU * count
+    room = memory or config.machine.memory or MEMORY_PER_GPU * count
+    return SimMachine(count, gpu_memory or SIMULATED_GPU_MEMORY, cores, room)
