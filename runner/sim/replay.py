@@ -207,6 +207,7 @@ class Replay:
                 if w.stop_reason == StopReason.PREEMPT and not self.resume:
                     lost += seconds
             start = min(starts, default=None)
+            attempts = sorted({w.attempt: w.started_at - EPOCH for w in workers}.values())
             finished = row.state.finished and row.finished_at is not None
             shown = self.shown.get(row.name, [])
             late = 0 if start is None else sum(1 for by in shown if start > by + 1e-6)
@@ -216,7 +217,7 @@ class Replay:
                     (row.finished_at - EPOCH) if finished and row.finished_at else None,
                     str(row.state), row.preemptions, row.restarts, row.priority, row.workspace,
                     trace_run.workers * (per_gpu * trace_run.gpus), trace_run.duration,
-                    held, lost, len(shown), late,
+                    held, lost, len(shown), late, tuple(attempts),
                 )
             )  # fmt: skip
         return tuple(out)

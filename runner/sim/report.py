@@ -36,6 +36,7 @@ class Outcome:
     lost: float
     estimates: int = 0
     late: int = 0
+    starts: tuple[float, ...] = ()  # when each of its attempts started
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +247,7 @@ def outcome_json(o: Outcome) -> dict[str, object]:
         "lost": o.lost,
         "estimates": o.estimates,
         "late": o.late,
+        "starts": list(o.starts),
     }
 
 
