@@ -15,6 +15,7 @@ once when stopped), the periodic re-plan between events.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import os
@@ -109,7 +110,8 @@ class Replay:
             resume,
         )
         self.resume = resume
-        self.shown: dict[str, list[float]] = {}  # run -> every "starts by" it was shown
+        # run -> every "starts by" it was shown, with when: (shown at, starts by)
+        self.shown: dict[str, list[tuple[float, float]]] = {}
         self.plans = 0
 
     def run(self) -> Replayed:
@@ -186,10 +188,12 @@ class Replay:
         snapshot = snapshot_now(loop.store, loop.settings, loop.specs, self.clock.now())
         for name, estimate in estimate_starts(snapshot, self.clock(), MAX_STEPS).items():
             if estimate.starts_by is not None:
-                self.shown.setdefault(name, []).append(estimate.starts_by - EPOCH)
+                shown = (self.clock.at, estimate.starts_by - EPOCH)
+                self.shown.setdefault(name, []).append(shown)
 
     def _outcomes(self, store: Store) -> tuple[Outcome, ...]:
         out = []
+        overtaking = _Overtaking([(a.run, a.start) for a in self.executor.history], self.trace)
         for trace_run in self.trace:
             row = store.get_run(trace_run.name)
             if row is None:
@@ -210,17 +214,38 @@ class Replay:
             attempts = sorted({w.attempt: w.started_at - EPOCH for w in workers}.values())
             finished = row.state.finished and row.finished_at is not None
             shown = self.shown.get(row.name, [])
-            late = 0 if start is None else sum(1 for by in shown if start > by + 1e-6)
+            missed = [at for at, by in shown if start is not None and start > by + 1e-6]
+            overtaken = sum(1 for at in missed if overtaking.before(at, start or 0.0))
             out.append(
                 Outcome(
                     row.name, trace_run.submit, start,
                     (row.finished_at - EPOCH) if finished and row.finished_at else None,
                     str(row.state), row.preemptions, row.restarts, row.priority, row.workspace,
                     trace_run.workers * (per_gpu * trace_run.gpus), trace_run.duration,
-                    held, lost, len(shown), late, tuple(attempts),
+                    held, lost, len(shown), len(missed) - overtaken, overtaken,
+                    tuple(attempts),
                 )
             )  # fmt: skip
         return tuple(out)
+
+
+class _Overtaking:
+    """Did a run submitted after a moment start before another time? (A start estimate
+    made at that moment did not know of it.)"""
+
+    def __init__(self, starts: Sequence[tuple[str, float]], trace: Sequence[TraceRun]) -> None:
+        first: dict[str, float] = {}
+        for run, at in starts:
+            first[run] = min(at, first.get(run, at))
+        ordered = sorted(trace, key=lambda r: r.submit)
+        self.submits = [r.submit for r in ordered]
+        # the earliest first start among the runs submitted from each index on
+        self.earliest = [math.inf] * (len(ordered) + 1)
+        for i in range(len(ordered) - 1, -1, -1):
+            self.earliest[i] = min(self.earliest[i + 1], first.get(ordered[i].name, math.inf))
+
+    def before(self, moment: float, start: float) -> bool:
+        return self.earliest[bisect.bisect_right(self.submits, moment)] < start
 
 
 def _product(snapshot: Snapshot, now: float) -> Plan:

@@ -18,7 +18,9 @@ class Outcome:
     runs, all workers together, a shared GPU counted as its fraction. ``held``: GPU-seconds
     held over all its attempts; ``lost``: of those, the GPU-seconds whose work was thrown
     away (attempts preempted without resuming). ``estimates``: how many start estimates
-    (``starts by``) it was shown while it waited; ``late``: how many of them it started after.
+    (``starts by``) it was shown while it waited; ``late``: how many of them it started
+    after though no run submitted after the estimate started before it (a promise broken);
+    ``overtaken``: how many it started after because later work went first.
     """
 
     name: str
@@ -36,6 +38,7 @@ class Outcome:
     lost: float
     estimates: int = 0
     late: int = 0
+    overtaken: int = 0
     starts: tuple[float, ...] = ()  # when each of its attempts started
 
 
@@ -71,7 +74,8 @@ class Summary:
     held over all attempts, over ``gpus * span``; ``offered``: the GPU-seconds the runs asked
     for (their GPUs times their durations in the trace), over the same. ``lost_gpu_hours``:
     the GPU-hours preemption threw away; ``lost_share``: those over all GPU-seconds held.
-    ``late`` of ``estimates``: the start estimates shown that the runs started after.
+    ``late`` of ``estimates``: the start estimates shown that the runs started after with
+    nothing submitted later ahead of them; ``overtaken``: those later work went before.
     ``unfinished``: runs without an end. ``by_priority`` is ordered high to low,
     ``by_workspace`` by name.
     """
@@ -86,6 +90,7 @@ class Summary:
     lost_gpu_hours: float
     lost_share: float
     late: int
+    overtaken: int
     estimates: int
     unfinished: int
     all: Waits
@@ -179,6 +184,7 @@ def summarise(
         lost_gpu_hours=lost / 3600,
         lost_share=_ratio(lost, held),
         late=sum(o.late for o in outcomes),
+        overtaken=sum(o.overtaken for o in outcomes),
         estimates=sum(o.estimates for o in outcomes),
         unfinished=unfinished,
         all=_waits(outcomes, end),
@@ -215,6 +221,7 @@ def summary_json(summary: Summary) -> dict[str, object]:
         "lost_gpu_hours": summary.lost_gpu_hours,
         "lost_share": summary.lost_share,
         "late": summary.late,
+        "overtaken": summary.overtaken,
         "estimates": summary.estimates,
         "unfinished": summary.unfinished,
         "all": _waits_json(summary.all),
@@ -247,6 +254,7 @@ def outcome_json(o: Outcome) -> dict[str, object]:
         "lost": o.lost,
         "estimates": o.estimates,
         "late": o.late,
+        "overtaken": o.overtaken,
         "starts": list(o.starts),
     }
 
@@ -281,7 +289,8 @@ def _rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         row("largest runs' longest wait", lambda s: compact(s.all.largest_wait)),
         row("preemptions", lambda s: str(s.preemptions)),
         row("lost GPU-h", lambda s: f"{s.lost_gpu_hours:.1f} ({_percent(s.lost_share)})"),
-        row("estimates late", lambda s: f"{s.late} of {s.estimates}"),
+        row("estimates late", lambda s: f"{s.late} of {s.estimates}" if s.estimates else "-"),
+        row("  overtaken by later work", lambda s: f"{s.overtaken}" if s.estimates else "-"),
         row("unfinished", lambda s: str(s.unfinished)),
     ]
     priorities = sorted({p for s in summaries for p in s.by_priority}, reverse=True)
