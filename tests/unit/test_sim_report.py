@@ -33,6 +33,7 @@ def run(
     workspace: str = "default",
     estimates: int = 0,
     late: int = 0,
+    overtaken: int = 0,
 ) -> Outcome:
     """An outcome; by default it held its GPUs for exactly its duration."""
     state = "SUCCEEDED" if end is not None else ("RUNNING" if start is not None else "QUEUED")
@@ -52,6 +53,7 @@ def run(
         lost=lost,
         estimates=estimates,
         late=late,
+        overtaken=overtaken,
     )
 
 
@@ -59,7 +61,7 @@ def machine() -> list[Outcome]:
     """Four GPUs for 200 s: a 2-GPU run, a run sharing half a GPU, and a run preempted once."""
     return [
         run("a", 0, 0, 100, gpus=2, priority=100, workspace="vision", estimates=1),
-        run("b", 0, 100, 200, gpus=0.5, workspace="nlp", estimates=2, late=1),
+        run("b", 0, 100, 200, gpus=0.5, workspace="nlp", estimates=3, late=1, overtaken=1),
         run("c", 50, 50, 200, held=150, lost=50, preemptions=1, workspace="vision"),
     ]
 
@@ -91,7 +93,7 @@ def test_lost_work_and_its_share_of_all_held() -> None:
     assert s.preemptions == 1
     assert s.lost_gpu_hours == pytest.approx(50 / 3600)
     assert s.lost_share == pytest.approx(50 / 400)
-    assert (s.late, s.estimates, s.unfinished) == (1, 3, 0)
+    assert (s.late, s.overtaken, s.estimates, s.unfinished) == (1, 1, 4, 0)
 
 
 def test_waits_count_a_never_started_run_until_the_replay_ended() -> None:
@@ -207,7 +209,8 @@ def test_the_table_sets_policies_side_by_side() -> None:
     assert _row(table, "prio 100 wait p95") == ["0s", "1h"]
     assert _row(table, "prio 0 wait p95") == ["1m", "-"]
     assert _row(table, "ws nlp wait p95") == ["1m", "-"]
-    assert _row(table, "estimates late") == ["1", "of", "3", "0", "of", "0"]
+    assert _row(table, "estimates late") == ["1", "of", "4", "-"]  # none made for astraeus
+    assert _row(table, "  overtaken by later work") == ["1", "-"]
 
 
 def test_the_table_columns_line_up_and_fit() -> None:
