@@ -40,7 +40,7 @@ from runner.service.runs import Service
 from runner.sim.policies import POLICIES
 from runner.sim.report import Outcome
 from runner.sim.trace import TraceRun
-from runner.sim.virtual import EPOCH, VirtualClock, VirtualExecutor
+from runner.sim.virtual import EPOCH, Attempt, VirtualClock, VirtualExecutor
 from runner.store.db import Store
 
 POLICY_NAMES = ("astraeus", *POLICIES)
@@ -78,6 +78,7 @@ class Replayed:
     ended_at: float  # seconds from the trace's start
     plans: int
     refused: dict[str, str]  # run name -> why the service refused it
+    attempts: tuple[Attempt, ...] = ()  # every worker's every attempt, in start order
 
 
 class Replay:
@@ -140,7 +141,8 @@ class Replay:
             loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
             service = Service(store, self.config, loop.poke, "process")
             refused = self._drive(loop, service)
-            return Replayed(self.policy, self._outcomes(store), self.clock.at, self.plans, refused)
+            return Replayed(self.policy, self._outcomes(store), self.clock.at, self.plans, refused,
+                            tuple(self.executor.history))  # fmt: skip
         finally:
             store.close()
 
