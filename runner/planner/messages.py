@@ -137,6 +137,13 @@ def shared_head_message(head: Head, run: WaitingRun, most_free: int) -> Reason:
 def too_large_shared(run: WaitingRun, sizes: Mapping[int, int]) -> Reason:
     big = sum(1 for n in sizes.values() if n >= run.gpu_share)
     each = "" if run.gpu_count == 1 else "each of "
+    if big >= run.gpu_count:  # one worker fits: not all of them together
+        return Reason(
+            f"Cannot run on this machine: its {len(run.workers)} workers ask for"
+            f" {format_size(run.gpu_share)} on {each}{_gpus(run.gpu_count)} each, more than"
+            " the machine's GPUs hold together. Ask for less.",
+            code=ReasonCode.TOO_LARGE,
+        )
     has = "no GPU" if big == 0 else _gpus(big)
     return Reason(
         f"Cannot run on this machine: asks for {format_size(run.gpu_share)} on {each}"

@@ -99,11 +99,11 @@ class GpuPool:
         return self.copy().place(run) is not None
 
     def never_fits(self, run: WaitingRun) -> bool:
-        """A shared ask no GPU of this machine could hold even when all are free."""
+        """A shared ask no GPUs of this machine could hold even when all are free: one
+        worker's on no GPU that large, or all its workers' together."""
         if not run.gpu_share:
             return False
-        big = sum(1 for n in self.size.values() if n >= run.gpu_share)
-        return big < run.gpu_count
+        return GpuPool(self.size).place(run) is None
 
 
 def without_gpus(need: Resources) -> Resources:

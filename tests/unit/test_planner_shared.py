@@ -370,3 +370,31 @@ def test_behind_a_shared_head_cores_freed_by_its_shadow_time_are_room_it_does_no
     # free now: 24 of 64 cores (it takes 20); the head's 20 of the 64 free at the shadow
     # time leave 44 it never needs (counting only the cores free now left 4)
     assert [(s.run, s.backfill) for s in result.starts] == [("cores", True)]
+
+
+def test_a_shared_gang_whose_workers_never_fit_together_blocks_nobody() -> None:
+    machine = Machine((0, 1), 64_000, 512 * GIB, gpu_memory=(SIZE, 20 * GIB))
+    gang = shared("gang", 50, workers=2)  # one worker fits on GPU 0; both never do
+    small = shared("small", 10, at=1)
+    p = plan(Snapshot(machine, {}, (), (gang, small)), NOW)
+    assert p.reasons["gang"].code == ReasonCode.TOO_LARGE
+    assert p.reason("gang") == (
+        "Cannot run on this machine: its 2 workers ask for 50GiB on 1 GPU each, more than the"
+        " machine's GPUs hold together. Ask for less."
+    )
+    assert _gpus(p) == {"small": (1,)} and p.head is None
+
+
+@PROPERTY
+@given(shared_snapshots(), st.data())
+def test_the_head_could_start_on_the_empty_machine(snapshot: Snapshot, data: st.DataObject) -> None:
+    """A run no set of this machine's GPUs could hold is never the head (it would block
+    everything behind it for good), on GPUs of mixed sizes too."""
+    m = snapshot.machine
+    sizes = tuple(data.draw(st.sampled_from([20, 40, 80])) * GIB for _ in m.gpus)
+    snapshot = replace(snapshot, machine=replace(m, gpu_memory=sizes))
+    p = plan(snapshot, NOW)
+    if p.head is None:
+        return
+    head = next(w for w in snapshot.waiting if w.name == p.head.run)
+    assert GpuPool(snapshot.machine.sizes()).place(head) is not None
