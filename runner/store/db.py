@@ -230,11 +230,12 @@ class Store(
         if generation < self._forgotten:
             return None
         names: set[str] = set()
-        for at, runs in self._written:
-            if at > generation:
-                if runs is None:
-                    return None
-                names |= runs
+        for at, runs in reversed(self._written):  # newest first: stop at the first seen
+            if at <= generation:
+                break
+            if runs is None:
+                return None
+            names |= runs
         return names
 
     @property
