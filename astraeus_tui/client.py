@@ -215,6 +215,14 @@ class Client:
         query = {"since": since, "workspace": workspace, "limit": limit}
         return self.typed(History, "GET", "/v1/history", query=query)
 
+    def history_json(self, since: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """``GET /v1/history`` as the daemon sent it, ``{"since", "runs"}``: each run as its
+        JSON object, every field it has (a replay reads them: ``astra sim --history``)."""
+        result: dict[str, Any] = self.request(
+            "GET", "/v1/history", query={"since": since, "limit": limit}
+        )
+        return result
+
     def telemetry(self, history: bool | str = False) -> Telemetry:
         """``history``: True, the last hour's samples; a duration (``6h``, ``7d``), that far."""
         query = {"history": (1 if history is True else history) or None}

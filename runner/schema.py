@@ -340,7 +340,17 @@ class Usage(_Wire, frozen=True, kw_only=True):
 
 class HistoryEntry(_Wire, frozen=True, kw_only=True):
     """One finished run (one life of a replica) of ``GET /v1/history``; kept after the run
-    is forgotten. ``elapsed_seconds``: from its first start to its finish."""
+    is forgotten. ``elapsed_seconds``: from its first start to its finish. ``gpus``: what
+    its last attempt held, all workers together.
+
+    What it asked, for a replay (``astra sim --history``): ``priority`` (as it finished),
+    ``time_limit_seconds`` (null: none), ``workers``; per worker, ``cpus`` (cores) and
+    ``memory_bytes`` (null: none asked); ``gpu_memory_bytes``: a shared run's memory on
+    each of its GPUs (null: whole GPUs). ``run_seconds``: how long its workers ran, for
+    one worker: each attempt's mean worker time from start to end, summed over its
+    attempts (0 if it never started); null on a record written before it was kept, of a
+    run that held no GPU (GPU-seconds over GPUs tell it for the others).
+    """
 
     uid: str
     name: str
@@ -358,6 +368,13 @@ class HistoryEntry(_Wire, frozen=True, kw_only=True):
     core_hours: float = 0.0
     preemptions: int = 0
     restarts: int = 0
+    priority: int = 0
+    time_limit_seconds: int | None = None
+    workers: int = 1
+    gpu_memory_bytes: int | None = None
+    cpus: float = 0.0
+    memory_bytes: int | None = None
+    run_seconds: float | None = None
 
 
 class History(_Wire, frozen=True, kw_only=True):

@@ -1,23 +1,46 @@
 """`astra sim TRACE`: replay a workload through the scheduler's own engine on a virtual
 clock, or through a baseline policy, and report waits, utilisation and preemption's cost
-(docs/sim.md). It runs here, in this process: no daemon is needed."""
+(docs/sim.md). It runs here, in this process: no daemon is needed.
+
+`astra sim --history 30d` replays the daemon's own runs finished in that span instead, read
+through its API (your workspaces' runs; admins: all), on its GPUs, under its workspaces,
+quotas and weights; with `--config FILE` too, under both, side by side (`now` and FILE):
+what would have happened under another config."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from astraeus_tui.cli.common import JsonOption, fail
+from astraeus_tui.cli.common import JsonOption, call, fail
 from astraeus_tui.cli.tables import print_json
 
+if TYPE_CHECKING:
+    from astraeus_tui.client import Client
+    from runner.config.load import Config
+    from runner.sim.replay import SimMachine
+
 POLICIES = ("astraeus", "fifo", "greedy", "easy")
+HISTORY_MAX = 10_000  # runs one answer of GET /v1/history holds at most (docs/api.md)
+NOW = "now"  # the column of the daemon's own config in a "what if" replay
 
 
 def sim(
-    trace: Annotated[Path, typer.Argument(help="The workload: a CSV, an SWF log, …")],
+    trace: Annotated[
+        Path | None,
+        typer.Argument(help="The workload: a CSV, an SWF log, … (or --history)."),
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="Replay the daemon's runs finished this far back (e.g. 30d) instead.",
+        ),
+    ] = None,
     fmt: Annotated[
         str | None,
         typer.Option("--format", help="astraeus | alibaba | swf (default: guessed)."),
@@ -28,9 +51,16 @@ def sim(
     compare: Annotated[
         bool, typer.Option("--compare", help="Run every policy on the trace, side by side.")
     ] = False,
-    gpus: Annotated[int | None, typer.Option(help="GPUs (default: the config's, else 8).")] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option(help="GPUs (default: the config's, else 8; with --history, the daemon's)."),
+    ] = None,
     gpu_memory: Annotated[
-        str | None, typer.Option("--gpu-memory", help="Each GPU's memory (default 80GiB).")
+        str | None,
+        typer.Option(
+            "--gpu-memory",
+            help="Each GPU's memory (default 80GiB; with --history, the daemon's).",
+        ),
     ] = None,
     cpus: Annotated[
         int | None, typer.Option(help="Cores (default: the config's, else 16 per GPU).")
@@ -40,7 +70,10 @@ def sim(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="Workspaces, quotas, weights, grace (default: the daemon's)."),
+        typer.Option(
+            help="Workspaces, quotas, weights, grace (default: the daemon's);"
+            " with --history, compared with the daemon's.",
+        ),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Only runs submitted from this second on (e.g. 9900000).")
@@ -74,27 +107,45 @@ def sim(
     ] = None,
     as_json: bool = JsonOption,
 ) -> None:
-    """Replay a workload (a trace of runs) on a virtual clock and report how it was scheduled."""
+    """Replay a workload (a trace of runs, or the daemon's history) on a virtual clock and
+    report how it was scheduled."""
     from runner.config.load import ConfigError
     from runner.model import parse_size
     from runner.sim.replay import Replay, load_sim_config, sim_machine
     from runner.sim.report import outcome_json, render_table, summarise, summary_json
-    from runner.sim.trace import ReadOptions, TraceError, parse_seconds, read_trace
+    from runner.sim.trace import ReadOptions, TraceError, history_trace, parse_seconds, read_trace
 
-    chosen = POLICIES if compare else (policy,)
+    if trace is None and history is None:
+        fail("name a trace file, or --history with how far back (e.g. --history 30d)")
+    if trace is not None and history is not None:
+        fail("a trace file or --history, not both")
+    if history is not None and fmt is not None:
+        fail("--format: --history reads the daemon's own runs, not a file")
+    if history is not None and config is not None and compare:
+        fail("--compare: with --history and --config, one policy under two configs only")
     if policy not in POLICIES:
         fail(f"--policy: no policy {policy!r} (astraeus, fifo, greedy or easy)")
     if resume not in ("full", "none"):
         fail(f"--resume: {resume!r} is not full or none")
+    daemon = None if history is None else _read_daemon(history)
+    what_if = daemon is not None and config is not None
     try:
-        conf = load_sim_config(config)
-        machine = sim_machine(
-            conf,
-            gpus,
-            parse_size(gpu_memory) if gpu_memory else None,
-            cpus,
-            parse_size(memory) if memory else None,
-        )
+        gpu_bytes = parse_size(gpu_memory) if gpu_memory else None
+        memory_bytes = parse_size(memory) if memory else None
+        if daemon is None:
+            conf = load_sim_config(config)
+            machine = sim_machine(conf, gpus, gpu_bytes, cpus, memory_bytes)
+        else:
+            conf = daemon.config(load_sim_config(None))
+            gpu_bytes = gpu_bytes or daemon.gpu_memory
+            count = gpus if gpus is not None else daemon.gpus
+            machine = sim_machine(conf, count, gpu_bytes, cpus, memory_bytes)
+        cases = [(name, name, conf, machine) for name in (POLICIES if compare else (policy,))]
+        if daemon is not None and config is not None:
+            other = load_sim_config(config)
+            count = gpus if gpus is not None else other.machine.gpus or daemon.gpus
+            other_machine = sim_machine(other, count, gpu_bytes, cpus, memory_bytes)
+            cases = [(NOW, policy, conf, machine), (_title(config), policy, other, other_machine)]
         options = ReadOptions(
             since=None if since is None else parse_seconds(since),
             longest=None if longest is None else parse_seconds(longest),
@@ -106,52 +157,154 @@ def sim(
             gpu_memory=machine.gpu_memory,
         )
         every = parse_seconds(estimates_every)
-        found = read_trace(trace, fmt, options)
+        if daemon is not None:
+            found = history_trace(daemon.entries, options)
+        else:
+            assert trace is not None
+            found = read_trace(trace, fmt, options)
     except (ConfigError, TraceError, ValueError, OSError) as e:
         fail(str(e))
     summaries, replays = [], []
-    for name in chosen:
+    for title, name, case_conf, case_machine in cases:
         replay = Replay(
             found.runs,
-            conf,
-            machine,
+            case_conf,
+            case_machine,
             policy=name,
             resume=resume == "full",
             estimate_every=every if every > 0 and name == "astraeus" else None,
         )
         done = replay.run()
-        replays.append(done)
-        summaries.append(summarise(name, done.outcomes, machine.gpus, done.ended_at))
+        replays.append((title, done))
+        summaries.append(summarise(title, done.outcomes, case_machine.gpus, done.ended_at))
     if runs is not None:
         with runs.open("w") as out:
-            for done in replays:
+            for title, done in replays:
                 for outcome in done.outcomes:
                     row = {"policy": done.policy, **outcome_json(outcome)}
+                    if what_if:
+                        row = {"config": title, **row}
                     out.write(json.dumps(row, separators=(",", ":")) + "\n")
     if as_json:
-        print_json(
-            {
-                "trace": {"runs": len(found.runs), "left_out": found.left_out},
-                "machine": {
-                    "gpus": machine.gpus,
-                    "gpu_memory": machine.gpu_memory,
-                    "cpus": machine.cpus,
-                    "memory": machine.memory,
-                },
-                "refused": {d.policy: d.refused for d in replays if d.refused},
-                "policies": [summary_json(s) for s in summaries],
-            }
-        )
+        answer: dict[str, Any] = {
+            "trace": {"runs": len(found.runs), "left_out": found.left_out},
+            "machine": _machine_json(machine),
+        }
+        if daemon is not None:
+            answer["history"] = {"since": daemon.since, "complete": daemon.complete}
+        if what_if:
+            answer["policy"] = policy
+            answer["machines"] = {title: _machine_json(m) for title, _, _, m in cases}
+        answer["refused"] = {title: d.refused for title, d in replays if d.refused}
+        answer["policies"] = [summary_json(s) for s in summaries]
+        print_json(answer)
         return
     left = ", ".join(f"{n} {why}" for why, n in sorted(found.left_out.items()))
+    finished = "" if daemon is None else f" finished since {daemon.since}"
     typer.echo(
-        f"{len(found.runs)} runs on {machine.gpus} GPUs"
-        f" of {machine.gpu_memory / 1024**3:g} GiB" + (f" (left out: {left})" if left else "")
+        f"{len(found.runs)} runs{finished} on {_machine_text(machine)}"
+        + (f" (left out: {left})" if left else "")
     )
-    for done in replays:
+    if what_if:
+        typer.echo(f"{policy}, under the daemon's config ({NOW}) and under {cases[1][0]}:")
+        if cases[1][3] != machine:
+            typer.echo(f"{cases[1][0]}: on {_machine_text(cases[1][3])}")
+    for title, done in replays:
         for run_name, why in list(done.refused.items())[:5]:
-            typer.echo(f"{done.policy}: {run_name} refused: {why}", err=True)
+            typer.echo(f"{title}: {run_name} refused: {why}", err=True)
     typer.echo(render_table(summaries))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Daemon:
+    """What a replay of the daemon's history reads through its API: the runs finished
+    since ``since`` (``complete``: all of them, not only the newest HISTORY_MAX), its GPUs
+    and their memory, and its workspaces as ``GET /v1/workspaces`` lists them."""
+
+    since: str
+    entries: list[dict[str, Any]]
+    complete: bool
+    gpus: int | None
+    gpu_memory: int | None
+    workspaces: list[dict[str, Any]]
+
+    def config(self, base: Config) -> Config:
+        """``base`` (the daemon's config file as this process reads it, else the defaults)
+        with the daemon's own workspaces, quotas, weights and maximum priorities."""
+        from runner.model import Quota, Workspace
+        from runner.sim.replay import sim_config
+
+        found: dict[str, Workspace] = {}
+        for row in self.workspaces:
+            q = row.get("quota") or {}
+            cores = q.get("cpu_cores")
+            quota = Quota(
+                gpus=q.get("gpus"),
+                cpu_milli=None if cores is None else round(cores * 1000),
+                memory=q.get("memory"),
+                workers=q.get("workers"),
+                gpu_memory=q.get("gpu_memory"),
+            )
+            found[row["name"]] = Workspace(
+                row["name"],
+                None if quota.is_empty() else quota,
+                weight=float(row.get("weight", 1.0)),
+                max_priority=int(row.get("max_priority", 0)),
+                members=tuple(row.get("members", ())),
+                preempt_within_quota=bool(row.get("preempt_within_quota", False)),
+            )
+        if not found:
+            return base
+        default = next((r["name"] for r in self.workspaces if r.get("default")), None)
+        if default not in found:
+            default = base.default_workspace if base.default_workspace in found else min(found)
+        return sim_config(dataclasses.replace(base, workspaces=found, default_workspace=default))
+
+
+def _read_daemon(since: str) -> _Daemon:
+    """The daemon's history since ``since``, its GPUs and its workspaces; a line on stderr
+    when more runs finished than one answer holds (the newest are replayed)."""
+
+    def read(client: Client) -> _Daemon:
+        answer = client.history_json(since, HISTORY_MAX)
+        entries = list(answer.get("runs") or [])
+        listed = client.gpus().gpus
+        memory = [g.memory_total for g in listed if g.memory_total > 0]
+        return _Daemon(
+            since=str(answer.get("since") or since),
+            entries=entries,
+            complete=len(entries) < HISTORY_MAX,
+            gpus=len(listed) or None,
+            gpu_memory=min(memory) if memory else None,
+            workspaces=client.workspaces(),
+        )
+
+    daemon = call(read)
+    if not daemon.complete:
+        typer.echo(
+            f"--history: only the newest {HISTORY_MAX} of the runs finished since"
+            f" {daemon.since} (the most one answer holds); a shorter span replays them all",
+            err=True,
+        )
+    return daemon
+
+
+def _title(path: Path) -> str:
+    """A config file's column title: its name (marked when it is ``now``'s own)."""
+    return path.name if path.name != NOW else f"{NOW} (file)"
+
+
+def _machine_json(machine: SimMachine) -> dict[str, int]:
+    return {
+        "gpus": machine.gpus,
+        "gpu_memory": machine.gpu_memory,
+        "cpus": machine.cpus,
+        "memory": machine.memory,
+    }
+
+
+def _machine_text(machine: SimMachine) -> str:
+    return f"{machine.gpus} GPUs of {machine.gpu_memory / 1024**3:g} GiB"
 
 
 def register(app: typer.Typer) -> None:

@@ -48,6 +48,9 @@ def history_entry(r: UsageRecord) -> HistoryEntry:
         finished_at=iso(r.finished_at), elapsed_seconds=_seconds(elapsed),
         wait_seconds=_seconds(r.wait_seconds), gpus=r.gpus, gpu_hours=_hours(r.gpu_seconds),
         core_hours=_hours(r.cpu_seconds), preemptions=r.preemptions, restarts=r.restarts,
+        priority=r.priority, time_limit_seconds=r.time_limit_seconds, workers=r.workers,
+        gpu_memory_bytes=r.gpu_memory, cpus=r.cpus, memory_bytes=r.memory,
+        run_seconds=_seconds(r.run_seconds),
     )  # fmt: skip
 
 

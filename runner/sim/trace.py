@@ -3,7 +3,7 @@
 Readers (``read_trace``): ``astraeus`` (this project's CSV), ``alibaba`` (the Alibaba GPU
 cluster trace 2023's task list), ``swf`` (the Standard Workload Format of the Parallel
 Workloads Archive). ``history`` (the daemon's own finished runs) is read through the API
-by the CLI and handed over as TraceRuns.
+by the CLI, whose entries ``history_trace`` turns into TraceRuns.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ import math
 import random
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 from runner.durations import parse_duration
-from runner.model import MAX_PRIORITY, MIN_PRIORITY, parse_size
+from runner.model import MAX_PRIORITY, MIN_PRIORITY, RunState, parse_size
+from runner.runspec.fields import MAX_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,132 @@ def read_trace(path: Path, fmt: str | None = None, options: ReadOptions | None =
     runs = sorted((run for _, run in lines), key=lambda run: (run.submit, run.name))
     kept = _cut(runs, options, left_out)
     return Trace(runs=tuple(kept), left_out=dict(left_out))
+
+
+def history_trace(entries: Sequence[Mapping[str, object]], options: ReadOptions) -> Trace:
+    """The runs of ``GET /v1/history``'s entries (its JSON objects) as a trace, cut down
+    and completed as ``options`` say; TraceError, naming the entry, on one that is not one.
+
+    Each is submitted at its ``submitted_at``, in seconds from the earliest, and lasts its
+    ``run_seconds`` (else its ``elapsed_seconds``, else 0). Its workers each ask its
+    ``gpus`` (what its last attempt held, all workers together) over its ``workers``,
+    rounded up, and its ``cpus`` and ``memory_bytes``; a shared run its
+    ``gpu_memory_bytes`` on each GPU. Its priority, workspace and time limit are its own.
+    A name seen again (a replica's next life, a name used again after a delete) becomes
+    ``name-2``, ``name-3``, … in submit order (a number no other run's name takes, within
+    the 63 characters of a name). A run cancelled before it started is left out as
+    "never started".
+    """
+    left_out: Counter[str] = Counter()
+    found: list[tuple[float, int, _Entry]] = []
+    for index, raw in enumerate(entries, start=1):
+        entry = _Entry(index, raw)
+        if raw.get("started_at") is None and raw.get("outcome") == RunState.CANCELLED:
+            left_out["never started"] += 1
+            continue
+        found.append((entry.time("submitted_at"), index, entry))
+    found.sort(key=lambda item: item[:2])
+    start = found[0][0] if found else 0.0
+    names = _unique_names([entry.name() for _, _, entry in found])
+    runs = [
+        entry.run(name, submit - start)
+        for (submit, _, entry), name in zip(found, names, strict=True)
+    ]
+    runs.sort(key=lambda run: (run.submit, run.name))
+    kept = _cut(runs, options, left_out)
+    return Trace(runs=tuple(kept), left_out=dict(left_out))
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """``names`` with each one seen before given the first free ``-2``, ``-3``, … (cut to
+    the 63 characters of a run's name): no two alike, none another's name as given."""
+    given, taken, out = set(names), set(), []
+    for name in names:
+        unique, number = name, 1
+        while unique in taken or (unique != name and unique in given):
+            number += 1
+            suffix = f"-{number}"
+            unique = name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+        taken.add(unique)
+        out.append(unique)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One history entry read as values, with errors that name it by its place."""
+
+    index: int
+    raw: Mapping[str, object]
+
+    def error(self, key: str, reason: str) -> TraceError:
+        return TraceError(f"history entry {self.index}: {key}: {reason}")
+
+    def name(self) -> str:
+        value = self.raw.get("name")
+        if not isinstance(value, str) or not value:
+            raise self.error("name", "not a run's name")
+        return value
+
+    def time(self, key: str) -> float:
+        """Unix seconds from an ISO time such as ``2026-12-02T03:00:00Z`` (UTC when bare)."""
+        value = self.raw.get(key)
+        try:
+            if not isinstance(value, str) or len(value) > 40:
+                raise ValueError
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            return when.timestamp()
+        except ValueError:
+            raise self.error(key, f"{str(value)[:40]!r} is not a time") from None
+
+    def number(self, key: str, default: float | None = None) -> float | None:
+        """A number of at least 0; ``default`` when it is missing or null."""
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(key, f"{str(value)[:40]!r} is not a number")
+        if not math.isfinite(value) or value < 0:
+            raise self.error(key, f"{value} is not a number of at least 0")
+        return float(value)
+
+    def whole(self, key: str, default: int, low: int = 0, high: int | None = None) -> int:
+        """A whole number from ``low`` to ``high``; ``default`` when it is missing or null."""
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"{str(value)[:40]!r} is not a whole number")
+        if value < low:
+            raise self.error(key, f"{value} is below {low}")
+        if high is not None and value > high:
+            raise self.error(key, f"{value} is above {high}")
+        return value
+
+    def run(self, name: str, submit: float) -> TraceRun:
+        """The entry as a TraceRun named ``name``, submitted at ``submit``."""
+        workers = self.whole("workers", 1, low=1)
+        held = self.whole("gpus", 0)
+        gpus = -(-held // workers)
+        duration = self.number("run_seconds")
+        if duration is None:
+            duration = self.number("elapsed_seconds", 0.0)
+        workspace = self.raw.get("workspace")
+        return TraceRun(
+            name=name,
+            submit=submit,
+            duration=duration or 0.0,
+            gpus=gpus,
+            gpu_memory=self.whole("gpu_memory_bytes", 0) if gpus else 0,
+            cpus=self.number("cpus", 0.0) or 0.0,
+            memory=self.whole("memory_bytes", 0),
+            priority=self.whole("priority", 0, low=MIN_PRIORITY, high=MAX_PRIORITY),
+            workspace=workspace if isinstance(workspace, str) and workspace else None,
+            time_limit=self.number("time_limit_seconds") or None,
+            workers=workers,
+        )
 
 
 def _cut(runs: list[TraceRun], options: ReadOptions, left_out: Counter[str]) -> list[TraceRun]:

@@ -283,4 +283,30 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN restart_mono REAL;
     ALTER TABLE runs ADD COLUMN restart_boot TEXT;
     """,
+    # 16: what a replay of the history needs of each usage record (astra sim --history):
+    # the run's priority, time limit and workers, what one worker asked (a shared run's
+    # memory on each GPU, cores, memory), and how long its workers ran. An older record
+    # takes the priority, workers, cores and memory of its run where the store still
+    # holds it (else 0, 1, 0 and none), and its time run from its GPU-seconds over its
+    # GPUs (none for a run that held no GPU; 0 for one that never started)
+    """
+    ALTER TABLE usage_records ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage_records ADD COLUMN time_limit_seconds INTEGER;
+    ALTER TABLE usage_records ADD COLUMN workers INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE usage_records ADD COLUMN gpu_memory INTEGER;
+    ALTER TABLE usage_records ADD COLUMN cpus REAL NOT NULL DEFAULT 0;
+    ALTER TABLE usage_records ADD COLUMN memory INTEGER;
+    ALTER TABLE usage_records ADD COLUMN run_seconds REAL;
+    UPDATE usage_records SET
+        priority = COALESCE(
+            (SELECT r.priority FROM runs r WHERE r.run_uid = usage_records.run_uid), 0),
+        workers = MAX(1, (SELECT COUNT(DISTINCT w.worker) FROM workers w JOIN runs r
+            ON r.name = w.run WHERE r.run_uid = usage_records.run_uid)),
+        cpus = COALESCE((SELECT MAX(w.cpu_milli) / 1000.0 FROM workers w JOIN runs r
+            ON r.name = w.run WHERE r.run_uid = usage_records.run_uid), 0),
+        memory = (SELECT NULLIF(MAX(w.memory), 0) FROM workers w JOIN runs r
+            ON r.name = w.run WHERE r.run_uid = usage_records.run_uid),
+        run_seconds = CASE WHEN started_at IS NULL THEN 0
+                           WHEN gpus > 0 THEN gpu_seconds / gpus END;
+    """,
 )

@@ -4,7 +4,9 @@ A run that finishes (Succeeded, Failed or Cancelled) leaves a record in ``usage_
 written in the transaction that finishes it (``RunWrites.finish_run``, ``cancel_queued``):
 its workspace, owner, outcome and exit code, the GPU- and core-seconds it used (from the
 ``usage`` table the loop adds to as each worker ends), its wait (submit to first start),
-preemptions and restarts. ``astra usage`` and ``astra history`` read these, so they outlive
+preemptions and restarts, and what a replay of it needs (``astra sim --history``): its
+priority, time limit and workers, what one worker asked, and how long its workers ran.
+``astra usage`` and ``astra history`` read these, so they outlive
 ``[machine] finished_retention``. A replica that finishes again and again leaves one record
 per finish, each with what that life used. Records are pruned after USAGE_KEPT seconds
 (those of runs the store still holds are kept, so each life's share stays exact).
@@ -17,6 +19,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from runner.model import RunState
+from runner.runspec.parse import parse_spec
+from runner.runspec.templates import run_document
 from runner.store.tx import Tx
 
 USAGE_KEPT = 400 * 86_400.0  # seconds a usage record is kept (about 13 months)
@@ -61,6 +65,28 @@ class UsageRecord:
     wait_seconds: float | None  # submit (or a replica's restart) to first start
     preemptions: int
     restarts: int
+    priority: int = 0
+    time_limit_seconds: int | None = None
+    workers: int = 1
+    gpu_memory: int | None = None  # a shared run: bytes on each of its GPUs; None: whole GPUs
+    cpus: float = 0.0  # cores one worker asked
+    memory: int | None = None  # bytes one worker asked; None: none asked
+    # how long its workers ran: per attempt of this life, the mean of its workers' times
+    # from start to end, summed over the attempts; None on a record written before it was
+    # kept, of a run that held no GPU (migration 16 tells it for the others)
+    run_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a run's spec asked, as a usage record keeps it: its time limit and workers, a
+    shared run's memory on each GPU, and one worker's cores and memory."""
+
+    time_limit_seconds: int | None = None
+    workers: int = 1
+    gpu_memory: int | None = None
+    cpus: float = 0.0
+    memory: int | None = None
 
 
 def _record(r: sqlite3.Row) -> UsageRecord:
@@ -68,7 +94,36 @@ def _record(r: sqlite3.Row) -> UsageRecord:
         r["id"], r["run_uid"], r["run"], r["workspace"], r["owner"], RunState(r["outcome"]),
         r["exit_code"], r["submitted_at"], r["started_at"], r["finished_at"], r["gpus"],
         r["gpu_seconds"], r["cpu_seconds"], r["wait_seconds"], r["preemptions"], r["restarts"],
+        r["priority"], r["time_limit_seconds"], r["workers"], r["gpu_memory"], r["cpus"],
+        r["memory"], r["run_seconds"],
     )  # fmt: skip
+
+
+def _asked(tx: Tx, name: str) -> Asked:
+    """What run ``name``'s stored spec asked (a group's run: with its template's part);
+    the defaults when it cannot be read as a run spec."""
+    row = tx._sql(
+        "SELECT r.spec, t.spec FROM runs r LEFT JOIN templates t ON t.id = r.template"
+        " WHERE r.name = ?",
+        (name,),
+    ).fetchone()
+    if row is None:
+        return Asked()
+    try:
+        doc = json.loads(row[0])
+        if row[1] is not None:
+            doc = run_document(json.loads(row[1]), doc)
+        spec = parse_spec(doc, stored=True)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return Asked()
+    one, task = spec.worker_resources(), spec.task
+    return Asked(
+        time_limit_seconds=task.time_limit_seconds,
+        workers=spec.workers,
+        gpu_memory=task.gpu_share if task.shared and task.gpu_share else None,
+        cpus=one.cpu_milli / 1000,
+        memory=one.memory or None,
+    )
 
 
 def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
@@ -80,7 +135,7 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
         return
     run = tx._sql(
         "SELECT run_uid, workspace, owner, state, exit_code, submitted_at, finished_at,"
-        " preemptions, restarts, attempts FROM runs WHERE name = ?",
+        " preemptions, restarts, attempts, priority FROM runs WHERE name = ?",
         (name,),
     ).fetchone()
     if run is None or not RunState(run["state"]).finished:
@@ -109,14 +164,23 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
         (name, run["attempts"]),
     ).fetchone()[0]
     wait = None if first is None else max(0.0, first - begin)
+    ran = tx._sql(
+        "SELECT TOTAL(seconds) FROM (SELECT TOTAL(MAX(0, COALESCE(finished_at, ?) - started_at))"
+        " / COUNT(*) AS seconds FROM workers WHERE run = ? AND started_at >= ? GROUP BY attempt)",
+        (run["finished_at"], name, since),
+    ).fetchone()[0]
+    a = _asked(tx, name)
     tx._sql(
         "INSERT INTO usage_records (run_uid, run, workspace, owner, outcome, exit_code,"
         " submitted_at, started_at, finished_at, gpus, gpu_seconds, cpu_seconds,"
-        " wait_seconds, preemptions, restarts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " wait_seconds, preemptions, restarts, priority, time_limit_seconds, workers,"
+        " gpu_memory, cpus, memory, run_seconds)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             uid, name, run["workspace"], run["owner"], run["state"], run["exit_code"],
             begin, first, run["finished_at"], int(gpus), gpu_s, cpu_s, wait,
-            max(0, run["preemptions"] - int(before[4])), run["restarts"],
+            max(0, run["preemptions"] - int(before[4])), run["restarts"], run["priority"],
+            a.time_limit_seconds, a.workers, a.gpu_memory, a.cpus, a.memory, float(ran),
         ),
     )  # fmt: skip
 

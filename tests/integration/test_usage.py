@@ -149,7 +149,9 @@ ROW_KEYS = ["workspace", "user", "visible", "runs", "outcomes", "gpu_hours", "co
             "preemptions", "restarts", "wait_p50_seconds", "wait_p95_seconds"]  # fmt: skip
 ENTRY_KEYS = ["uid", "name", "workspace", "owner", "outcome", "exit_code", "submitted_at",
               "started_at", "finished_at", "elapsed_seconds", "wait_seconds", "gpus",
-              "gpu_hours", "core_hours", "preemptions", "restarts"]  # fmt: skip
+              "gpu_hours", "core_hours", "preemptions", "restarts", "priority",
+              "time_limit_seconds", "workers", "gpu_memory_bytes", "cpus", "memory_bytes",
+              "run_seconds"]  # fmt: skip
 
 
 def test_astra_usage_and_history_json_and_tables(served: Callable[..., Served]) -> None:

@@ -3,7 +3,10 @@ percentiles, and the wire shapes of GET /v1/usage and GET /v1/history."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -12,10 +15,11 @@ import pytest
 from runner.api.usage import history_entry, usage_row
 from runner.model import RunState, WorkerState
 from runner.reasons import Reason, ReasonCode
+from runner.runspec.build import run_document
 from runner.schema import History, Usage
 from runner.service.caller import ServiceError
 from runner.service.usage import UsageTotals, percentile, since_time
-from runner.store.db import RunRow, Store, UsageRecord
+from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID, RunRow, Store, UsageRecord
 from runner.store.usage import USAGE_KEPT, UsageSum
 
 NOW = 1_790_000_000.0
@@ -126,7 +130,8 @@ def test_nearest_rank_percentiles() -> None:
 
 
 RECORD = UsageRecord(7, "ab" * 16, "train", "vision", "ann", RunState.FAILED, 3, NOW,
-                     NOW + 10, NOW + 3610, 2, 7200.0, 14400.0, 10.0, 1, 2)  # fmt: skip
+                     NOW + 10, NOW + 3610, 2, 7200.0, 14400.0, 10.0, 1, 2, 5, 7200, 2, None,
+                     2.0, 8 << 30, 3600.0)  # fmt: skip
 
 
 def test_the_wire_shapes_byte_for_byte() -> None:
@@ -148,7 +153,108 @@ def test_the_wire_shapes_byte_for_byte() -> None:
         b'"outcome":"Failed","exit_code":3,"submitted_at":"2026-09-21T14:13:20Z",'
         b'"started_at":"2026-09-21T14:13:30Z","finished_at":"2026-09-21T15:13:30Z",'
         b'"elapsed_seconds":3600.0,"wait_seconds":10.0,"gpus":2,"gpu_hours":2.0,'
-        b'"core_hours":4.0,"preemptions":1,"restarts":2}'
+        b'"core_hours":4.0,"preemptions":1,"restarts":2,"priority":5,'
+        b'"time_limit_seconds":7200,"workers":2,"gpu_memory_bytes":null,"cpus":2.0,'
+        b'"memory_bytes":8589934592,"run_seconds":3600.0}'
     )
     history = History(since="2026-09-14T00:00:00Z", runs=[entry])
     assert msgspec.json.decode(msgspec.json.encode(history), type=History) == history
+
+
+def _attempt(store: Store, attempt: int, start: float, ends: tuple[float, ...]) -> None:
+    """One attempt of ``train``: a worker started at ``start`` for each end in ``ends``."""
+    with store.transaction() as tx:
+        store.claim_start(tx, "train", attempt, RunState.STARTING, start, backfilled=False)
+        for worker in range(len(ends)):
+            store.insert_worker(tx, "train", attempt, worker, (worker,), 2000, 4 << 30, start)
+    with store.transaction() as tx:
+        for w in [w for w in store.workers_of("train") if w.attempt == attempt]:
+            store.end_worker(tx, w.id, WorkerState.EXITED, ends[w.worker], exit_code=0)
+
+
+def test_a_record_keeps_what_the_run_asked_and_how_long_its_workers_ran(
+    tmp_path: Path,
+) -> None:
+    document = run_document(
+        "train", ["python", "train.py"], gpus=1, cpus=2, memory="4GiB",
+        time_limit_seconds=600, priority=7, workspace="vision", workers=2, gpu_memory="20GiB",
+    )  # fmt: skip
+    store = Store(tmp_path / "state.db")
+    store.insert_run(replace(_run(), spec_text=json.dumps(document), priority=7))
+    _attempt(store, 1, NOW + 10, (NOW + 20, NOW + 30))  # preempted: 10 s and 20 s
+    _attempt(store, 2, NOW + 40, (NOW + 70, NOW + 70))  # 30 s each
+    with store.transaction() as tx:
+        store.finish_run(tx, "train", RunState.SUCCEEDED, NOW + 70, None, exit_code=0)
+    (r,) = store.usage_records(0)
+    assert (r.priority, r.time_limit_seconds, r.workers) == (7, 600, 2)
+    assert (r.gpu_memory, r.cpus, r.memory) == (20 << 30, 2.0, 4 << 30)
+    assert r.run_seconds == 15.0 + 30.0  # each attempt's mean worker time, summed
+    entry = history_entry(r)
+    assert (entry.gpu_memory_bytes, entry.memory_bytes, entry.run_seconds) == (
+        20 << 30, 4 << 30, 45.0,
+    )  # fmt: skip
+
+    with store.transaction() as tx:  # a replica's next life: its own time only
+        store.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 7)
+    _attempt(store, 3, NOW + 100, (NOW + 105, NOW + 105))
+    with store.transaction() as tx:
+        store.finish_run(tx, "train", RunState.FAILED, NOW + 105, None, exit_code=1)
+    assert store.usage_records(0)[1].run_seconds == 5.0
+
+
+def test_a_record_of_a_spec_it_cannot_read_takes_the_defaults(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    store.insert_run(_run())  # its spec is {}
+    with store.transaction() as tx:
+        store.cancel_queued(tx, "train", NOW + 5)
+    (r,) = store.usage_records(0)
+    assert (r.time_limit_seconds, r.workers, r.gpu_memory, r.cpus, r.memory) == (
+        None, 1, None, 0.0, None,
+    )  # fmt: skip
+    assert r.run_seconds == 0.0
+
+
+def test_migration_16_fills_what_older_records_can_tell(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:15]:
+        conn.executescript(script)
+    conn.execute("PRAGMA user_version = 15")
+    conn.execute(f"PRAGMA application_id = {SCHEMA_APPLICATION_ID}")
+    conn.execute(
+        "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
+        " submitted_at, run_uid) VALUES ('held', 'w', 'ann', 1, 1, '{}', 9, 'Succeeded', 0,"
+        " 'held-uid')"
+    )
+    for worker in (0, 1):
+        conn.execute(
+            "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
+            f" started_at) VALUES ('held', 1, {worker}, 'Exited', '[{worker}]', 1500, 1024, 0)"
+        )
+    records = [  # run_uid, started_at, gpus, gpu_seconds
+        ("held-uid", 1.0, 2, 100.0),
+        ("forgotten", 1.0, 4, 400.0),
+        ("no-gpus", 1.0, 0, 0.0),
+        ("never", None, 0, 0.0),
+    ]
+    for uid, started, gpus, gpu_s in records:
+        conn.execute(
+            "INSERT INTO usage_records (run_uid, run, workspace, owner, outcome, submitted_at,"
+            " started_at, finished_at, gpus, gpu_seconds) VALUES (?, ?, 'w', 'ann',"
+            " 'Succeeded', 0, ?, 60, ?, ?)",
+            (uid, uid, started, gpus, gpu_s),
+        )
+    conn.close()
+    store = Store(path)
+    got = {r.run_uid: r for r in store.usage_records(0)}
+    held, forgotten = got["held-uid"], got["forgotten"]
+    assert (held.priority, held.workers, held.cpus, held.memory) == (9, 2, 1.5, 1024)
+    assert held.run_seconds == 50.0  # its GPU-seconds over its GPUs
+    assert (forgotten.priority, forgotten.workers, forgotten.cpus, forgotten.memory) == (
+        0, 1, 0.0, None,
+    )  # fmt: skip
+    assert forgotten.run_seconds == 100.0
+    assert (got["no-gpus"].run_seconds, got["never"].run_seconds) == (None, 0.0)
+    assert {r.time_limit_seconds for r in got.values()} == {None}
+    assert {r.gpu_memory for r in got.values()} == {None}
+    assert history_entry(got["no-gpus"]).run_seconds is None
