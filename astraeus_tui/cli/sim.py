@@ -105,6 +105,10 @@ def sim(
     runs: Annotated[
         Path | None, typer.Option("--runs", help="Write every run's outcome here (NDJSON).")
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Draw runs waiting and GPUs held over time here (SVG)."),
+    ] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Replay a workload (a trace of runs, or the daemon's history) on a virtual clock and
@@ -185,6 +189,13 @@ def sim(
                     if what_if:
                         row = {"config": title, **row}
                     out.write(json.dumps(row, separators=(",", ":")) + "\n")
+    if plot is not None:
+        from runner.sim.plot import plot_svg
+
+        try:
+            plot.write_text(plot_svg(replays, machine.gpus))
+        except OSError as e:
+            fail(f"--plot: {e}")
     if as_json:
         answer: dict[str, Any] = {
             "trace": {"runs": len(found.runs), "left_out": found.left_out},

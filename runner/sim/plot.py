@@ -61,14 +61,14 @@ def _spread(out: list[float], level: float, a: float, b: float, begin: float, wi
         a, i = edge, i + 1
 
 
-def plot_svg(replays: Sequence[Replayed], gpus: int) -> str:
-    """One SVG: runs waiting above, GPUs held below, a line per policy."""
-    end = max((r.ended_at for r in replays), default=0.0)
-    begin = min((o.submit for r in replays for o in r.outcomes), default=0.0)
+def plot_svg(replays: Sequence[tuple[str, Replayed]], gpus: int) -> str:
+    """One SVG: runs waiting above, GPUs held below, a line per replay (named)."""
+    end = max((r.ended_at for _, r in replays), default=0.0)
+    begin = min((o.submit for _, r in replays for o in r.outcomes), default=0.0)
     names, waits, helds = [], [], []
-    for r in replays:
+    for name, r in replays:
         waiting, held = steps(r)
-        names.append(r.policy)
+        names.append(name)
         waits.append(averaged(waiting, begin, end))
         helds.append(averaged(held, begin, end))
     top = max((max(w, default=0.0) for w in waits), default=0.0) or 1.0

@@ -36,7 +36,7 @@ def test_a_step_is_averaged_over_each_slice() -> None:
 
 
 def test_the_picture_has_a_line_per_policy_in_each_panel() -> None:
-    replays = [Replay(TRACE, CONFIG, MACHINE, policy=p).run() for p in ("astraeus", "fifo")]
+    replays = [(p, Replay(TRACE, CONFIG, MACHINE, policy=p).run()) for p in ("astraeus", "fifo")]
     svg = plot_svg(replays, MACHINE.gpus)
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert svg.count("<polyline") == 4
