@@ -105,6 +105,14 @@ def sim(
     runs: Annotated[
         Path | None, typer.Option("--runs", help="Write every run's outcome here (NDJSON).")
     ] = None,
+    drain: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drain",
+            help="Drain the machine, or GPUs, for a while: START+LENGTH[:GPUS], e.g."
+            " 10d+12h or 10d+12h:0,1 (repeatable).",
+        ),
+    ] = None,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Draw runs waiting and GPUs held over time here (SVG)."),
@@ -115,7 +123,7 @@ def sim(
     report how it was scheduled."""
     from runner.config.load import ConfigError
     from runner.model import parse_size
-    from runner.sim.replay import Replay, load_sim_config, sim_machine
+    from runner.sim.replay import Replay, SimDrain, load_sim_config, sim_machine
     from runner.sim.report import outcome_json, render_table, summarise, summary_json
     from runner.sim.trace import ReadOptions, TraceError, history_trace, parse_seconds, read_trace
 
@@ -161,6 +169,7 @@ def sim(
             gpu_memory=machine.gpu_memory,
         )
         every = parse_seconds(estimates_every)
+        drains = [SimDrain.parse(text, parse_seconds) for text in drain or ()]
         if daemon is not None:
             found = history_trace(daemon.entries, options)
         else:
@@ -170,14 +179,18 @@ def sim(
         fail(str(e))
     summaries, replays = [], []
     for title, name, case_conf, case_machine in cases:
-        replay = Replay(
-            found.runs,
-            case_conf,
-            case_machine,
-            policy=name,
-            resume=resume == "full",
-            estimate_every=every if every > 0 and name == "astraeus" else None,
-        )
+        try:
+            replay = Replay(
+                found.runs,
+                case_conf,
+                case_machine,
+                policy=name,
+                resume=resume == "full",
+                estimate_every=every if every > 0 and name == "astraeus" else None,
+                drains=drains,
+            )
+        except ValueError as e:
+            fail(str(e))
         done = replay.run()
         replays.append((title, done))
         summaries.append(summarise(title, done.outcomes, case_machine.gpus, done.ended_at))

@@ -36,6 +36,7 @@ from runner.planner.plan import Plan, Snapshot, plan
 from runner.planner.types import SIMULATED_GPU_MEMORY, Machine
 from runner.runspec.build import run_document
 from runner.service.caller import Caller, ServiceError, start_refusal
+from runner.service.drain import drain, resume
 from runner.service.runs import Service
 from runner.sim.policies import POLICIES
 from runner.sim.report import Outcome
@@ -70,6 +71,32 @@ class SimMachine:
 
 
 @dataclass(frozen=True, slots=True)
+class SimDrain:
+    """The machine (``gpus`` None) or those GPUs drained from ``start`` to ``end``
+    (seconds from the trace's start), as an admin's ``astra admin drain`` and resume."""
+
+    start: float
+    end: float
+    gpus: tuple[int, ...] | None = None
+
+    @classmethod
+    def parse(cls, text: str, parse_seconds: Callable[[str], float]) -> SimDrain:
+        """``10d+12h`` (the machine from day 10 for 12 hours) or ``10d+12h:0,1`` (GPUs 0
+        and 1); ValueError in one line."""
+        bad = f"--drain {text[:40]!r}: expected START+LENGTH[:GPUS], e.g. 10d+12h:0,1"
+        when, _, gpus = text.partition(":")
+        start, plus, length = when.partition("+")
+        try:
+            first, span = parse_seconds(start), parse_seconds(length)
+            chosen = tuple(int(g) for g in gpus.split(",")) if gpus else None
+        except ValueError:
+            raise ValueError(bad) from None
+        if not plus or span <= 0:
+            raise ValueError(bad)
+        return cls(first, first + span, chosen)
+
+
+@dataclass(frozen=True, slots=True)
 class Replayed:
     """What a replay measured: every run's outcome, and when the replay stopped."""
 
@@ -93,6 +120,7 @@ class Replay:
         policy: str = "astraeus",
         resume: bool = True,
         estimate_every: float | None = None,
+        drains: Sequence[SimDrain] = (),
         folder: Path | None = None,
     ) -> None:
         if policy not in POLICY_NAMES:
@@ -103,6 +131,11 @@ class Replay:
         self.policy = policy
         self.estimate_every = estimate_every  # seconds of trace time; None: no estimates
         self._folder = folder
+        self.drains = sorted(drains, key=lambda d: d.start)
+        for d in self.drains:
+            missing = sorted(set(d.gpus or ()) - set(range(machine.gpus)))
+            if missing:
+                raise ValueError(f"--drain: no GPU {missing[0]} on a machine of {machine.gpus}")
         self.clock = VirtualClock()
         self.executor = VirtualExecutor(
             self.clock,
@@ -158,7 +191,20 @@ class Replay:
         refused: dict[str, str] = {}
         pending, i = self.trace, 0
         next_estimate = 0.0
+        # (when, drain or resume, the drain): each drain's two moments, in time order
+        drains = sorted(
+            [(d.start, True, d) for d in self.drains] + [(d.end, False, d) for d in self.drains],
+            key=lambda x: (x[0], x[1]),
+        )
+        gpus = self.machine.planner_machine(0).gpus
         while True:
+            while drains and drains[0][0] <= self.clock.at:
+                _, starts, d = drains.pop(0)
+                if starts:
+                    drain(service.store, caller, "replayed drain", _listed(d.gpus), gpus)
+                else:
+                    resume(service.store, caller, _listed(d.gpus), gpus)
+                loop.poke()
             while i < len(pending) and pending[i].submit <= self.clock.at:
                 run = pending[i]
                 i += 1
@@ -178,6 +224,8 @@ class Replay:
             moments += [] if ends is None else [ends]
             if i < len(pending):
                 moments.append(pending[i].submit)
+            if drains:
+                moments.append(drains[0][0])
             if not moments:
                 return refused
             at = min(moments)
@@ -248,6 +296,10 @@ class _Overtaking:
 
     def before(self, moment: float, start: float) -> bool:
         return self.earliest[bisect.bisect_right(self.submits, moment)] < start
+
+
+def _listed(gpus: tuple[int, ...] | None) -> list[int] | None:
+    return None if gpus is None else list(gpus)
 
 
 def _product(snapshot: Snapshot, now: float) -> Plan:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from runner.config.load import parse_config
-from runner.sim.replay import Replay, SimMachine, sim_config
+from runner.sim.replay import Replay, SimDrain, SimMachine, sim_config
 from runner.sim.report import Outcome
-from runner.sim.trace import TraceRun
+from runner.sim.trace import TraceRun, parse_seconds
 
 GIB = 1024**3
 MACHINE = SimMachine(4, 80 * GIB, 64, 512 * GIB)
@@ -95,3 +95,23 @@ def test_a_replay_is_the_same_each_time() -> None:
         for i in range(30)
     ]  # fmt: skip
     assert replay(runs) == replay(runs)
+
+
+def test_a_drain_starts_nothing_new_until_it_ends() -> None:
+    runs = [TraceRun("first", 0, 50, gpus=1), TraceRun("second", 10, 50, gpus=1)]
+    out = replay(runs, drains=[SimDrain(5, 100)])
+    assert out["first"].start == 0  # running work finishes
+    assert out["second"].start == 100
+    gpus = [TraceRun("three", 10, 50, gpus=3), TraceRun("one", 11, 50, gpus=1)]
+    out = replay(gpus, drains=[SimDrain(0, 500, (0, 1))])  # two of four GPUs left
+    assert out["three"].start == 500 and out["one"].start == 11
+
+
+def test_a_drain_is_read_as_an_admin_types_it() -> None:
+    assert SimDrain.parse("10d+12h:0,1", parse_seconds) == SimDrain(864000, 907200, (0, 1))
+    assert SimDrain.parse("90+30", parse_seconds) == SimDrain(90, 120)
+    for bad in ("10d", "10d+0", "x+1h", "1h+1h:a"):
+        with pytest.raises(ValueError, match="START\\+LENGTH"):
+            SimDrain.parse(bad, parse_seconds)
+    with pytest.raises(ValueError, match="no GPU 4"):
+        Replay([], CONFIG, MACHINE, drains=[SimDrain(0, 1, (4,))])
