@@ -62,7 +62,8 @@ def main() -> int:
                         estimate_every=args.estimates_every if policy == "astraeus" else None,
                     ).run()  # fmt: skip
                     cpu.append(f"{policy} {time.process_time() - began:.1f} s")
-                    summaries.append(summarise(policy, done.outcomes, machine.gpus, done.ended_at))
+                    summaries.append(summarise(policy, done.outcomes, machine.gpus,
+                                               done.ended_at, done.calibration))  # fmt: skip
                 print(
                     f"## --sample {sample} --limits {limits} --resume {resume}:"
                     f" {len(trace.runs)} runs; CPU: {', '.join(cpu)}\n"

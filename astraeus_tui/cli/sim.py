@@ -193,7 +193,9 @@ def sim(
             fail(str(e))
         done = replay.run()
         replays.append((title, done))
-        summaries.append(summarise(title, done.outcomes, case_machine.gpus, done.ended_at))
+        summaries.append(
+            summarise(title, done.outcomes, case_machine.gpus, done.ended_at, done.calibration)
+        )
     if runs is not None:
         with runs.open("w") as out:
             for title, done in replays:

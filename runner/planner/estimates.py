@@ -11,6 +11,7 @@ Pure like the planner: a snapshot and ``now`` in, estimates out.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from runner.model import Resources
@@ -60,11 +61,25 @@ def _preempt(result: Plan, running: list[RunningUnit], t: float, grace: float) -
     ]
 
 
+# how long a unit's run takes in all, in seconds from its start (None: not known); a
+# forecast's replay ends work then rather than at its time limit
+Length = Callable[[RunningUnit], float | None]
+
+
 def estimate_starts(
-    snapshot: Snapshot, now: float, max_steps: int = MAX_STEPS
+    snapshot: Snapshot, now: float, max_steps: int = MAX_STEPS, length: Length | None = None
 ) -> dict[str, Estimate]:
-    """An estimate for every waiting run of the snapshot."""
+    """An estimate for every waiting run of the snapshot.
+
+    ``length``: a forecast rather than a bound: each run ends when ``length`` says (at its
+    time limit at the latest), while the planner still plans with the time limits."""
     grace = snapshot.machine.stop_grace
+
+    def end(unit: RunningUnit) -> float:
+        bound = unit_end(unit, grace)
+        took = None if length is None or unit.stopping else length(unit)
+        return bound if took is None else min(bound, unit.started_at + took)
+
     waiting = {w.name: w for w in snapshot.waiting}
     originals = dict(waiting)
     running = list(snapshot.running)
@@ -78,14 +93,14 @@ def estimate_starts(
         running = _preempt(result, running, t, grace) + _started_units(result, waiting, t)
         if not waiting:
             break
-        ends = sorted({unit_end(u, grace) for u in running})
+        ends = sorted({end(u) for u in running})
         if not ends or math.isinf(ends[0]):
-            blockers = tuple(sorted({u.run for u in running if math.isinf(unit_end(u, grace))}))
+            blockers = tuple(sorted({u.run for u in running if math.isinf(end(u))}))
             for name in waiting:
                 out.setdefault(name, Estimate(None, blockers))
             break
         t = max(t, ends[0])
-        running, requeued = _finish(running, t, grace)
+        running, requeued = _finish(running, t, end)
         for unit in requeued:
             if unit.run not in waiting:
                 waiting[unit.run] = originals.get(unit.run) or _as_waiting(unit)
@@ -95,12 +110,12 @@ def estimate_starts(
 
 
 def _finish(
-    running: list[RunningUnit], t: float, grace: float
+    running: list[RunningUnit], t: float, end: Callable[[RunningUnit], float]
 ) -> tuple[list[RunningUnit], list[RunningUnit]]:
     """Drop the work that has ended by ``t``; what was preempted waits again."""
     kept, requeued = [], []
     for unit in running:
-        if unit_end(unit, grace) > t:
+        if end(unit) > t:
             kept.append(unit)
         elif unit.stopping_for is not None:
             requeued.append(unit)

@@ -19,6 +19,7 @@ import bisect
 import dataclasses
 import math
 import os
+import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,19 +28,21 @@ from pathlib import Path
 from runner.config.files import config_path, default_home
 from runner.config.load import Config, load_config, parse_config
 from runner.engine.backoff import Backoff
+from runner.engine.learned import Learned
 from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import snapshot_now
 from runner.model import MAX_PRIORITY, StopReason
-from runner.planner.estimates import MAX_STEPS, estimate_starts
+from runner.planner.estimates import MAX_STEPS, Length, estimate_starts
+from runner.planner.lengths import RunKey
 from runner.planner.plan import Plan, Snapshot, plan
-from runner.planner.types import SIMULATED_GPU_MEMORY, Machine
+from runner.planner.types import SIMULATED_GPU_MEMORY, Machine, RunningUnit
 from runner.runspec.build import run_document
 from runner.service.caller import Caller, ServiceError, start_refusal
 from runner.service.drain import drain, resume
 from runner.service.runs import Service
 from runner.sim.policies import POLICIES
-from runner.sim.report import Outcome
+from runner.sim.report import Calibration, Outcome
 from runner.sim.trace import TraceRun
 from runner.sim.virtual import EPOCH, Attempt, VirtualClock, VirtualExecutor
 from runner.store.db import Store
@@ -49,6 +52,7 @@ SAME_MOMENT = 50  # ticks at one moment before the replay moves on (a loop that 
 DEFAULT_GPUS, CORES_PER_GPU, MEMORY_PER_GPU = 8, 16, 128 * 1024**3
 NUDGE = 1e-3  # seconds: the step past a moment that rounding put at now
 COMMAND = ("replay",)  # never run: the virtual executor only times it
+CALLER = "root"  # who submits every run of a replay (an admin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,7 @@ class Replayed:
     plans: int
     refused: dict[str, str]  # run name -> why the service refused it
     attempts: tuple[Attempt, ...] = ()  # every worker's every attempt, in start order
+    calibration: Calibration | None = None  # the learned forecasts against the real starts
 
 
 class Replay:
@@ -146,6 +151,9 @@ class Replay:
         self.resume = resume
         # run -> every "starts by" it was shown, with when: (shown at, starts by)
         self.shown: dict[str, list[tuple[float, float]]] = {}
+        # run -> its forecasts: (made at, likely start, 90 % start, the bound or None)
+        self.forecasts: dict[str, list[tuple[float, float, float, float | None]]] = {}
+        self._learned: Learned | None = None
         self.plans = 0
 
     def run(self) -> Replayed:
@@ -173,9 +181,11 @@ class Replay:
             planner = _product if self.policy == "astraeus" else POLICIES[self.policy]
             loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
             service = Service(store, self.config, loop.poke, "process")
+            self._learned = Learned(store)
             refused = self._drive(loop, service)
-            return Replayed(self.policy, self._outcomes(store), self.clock.at, self.plans, refused,
-                            tuple(self.executor.history))  # fmt: skip
+            outcomes = self._outcomes(store)
+            return Replayed(self.policy, outcomes, self.clock.at, self.plans, refused,
+                            tuple(self.executor.history), self.calibration(outcomes))  # fmt: skip
         finally:
             store.close()
 
@@ -187,7 +197,7 @@ class Replay:
         return counted
 
     def _drive(self, loop: Loop, service: Service) -> dict[str, str]:
-        caller = Caller(0, 0, "root", True, frozenset(self.config.workspaces))
+        caller = Caller(0, 0, CALLER, True, frozenset(self.config.workspaces))
         refused: dict[str, str] = {}
         pending, i = self.trace, 0
         next_estimate = 0.0
@@ -233,13 +243,59 @@ class Replay:
             self.clock.move_to(at if at > self.clock.at else self.clock.at + NUDGE)
 
     def _estimate(self, loop: Loop) -> None:
-        """Every waiting run's "starts by" as the daemon would show it now, kept to check
-        against when it really starts."""
+        """Every waiting run's "starts by" as the daemon would show it now, and its likely
+        and 90 % starts forecast from the lengths learned so far, kept to check against
+        when it really starts."""
         snapshot = snapshot_now(loop.store, loop.settings, loop.specs, self.clock.now())
-        for name, estimate in estimate_starts(snapshot, self.clock(), MAX_STEPS).items():
+        now = self.clock()
+        bounds = estimate_starts(snapshot, now, MAX_STEPS)
+        for name, estimate in bounds.items():
             if estimate.starts_by is not None:
                 shown = (self.clock.at, estimate.starts_by - EPOCH)
                 self.shown.setdefault(name, []).append(shown)
+        if self._learned is None:
+            return
+        self._learned.refresh()
+        lengths = self._learned.lengths
+
+        def length(q: float) -> Length:
+            def took(unit: RunningUnit) -> float | None:
+                key = RunKey(unit.workspace, CALLER, unit.run)
+                found = lengths.forecast(key, max(0.0, now - unit.started_at), unit.time_limit)
+                return None if found is None else found.likely if q == 0.5 else found.by
+
+            return took
+
+        likely = estimate_starts(snapshot, now, MAX_STEPS, length(0.5))
+        by = estimate_starts(snapshot, now, MAX_STEPS, length(0.9))
+        for name in snapshot_names(snapshot):
+            bound, first, last = bounds.get(name), likely.get(name), by.get(name)
+            if first is None or last is None or first.starts_by is None or last.starts_by is None:
+                continue  # no history yet, or work of unknown length in the way
+            was = None if bound is None or bound.starts_by is None else bound.starts_by - EPOCH
+            self.forecasts.setdefault(name, []).append(
+                (self.clock.at, first.starts_by - EPOCH, last.starts_by - EPOCH, was)
+            )
+
+    def calibration(self, outcomes: Sequence[Outcome]) -> Calibration | None:
+        """The forecasts made against the real starts (None: none were made)."""
+        if self.estimate_every is None:
+            return None
+        starts = {o.name: o.start for o in outcomes if o.start is not None}
+        likely_errors, bound_errors, kept = [], [], 0
+        for name, made in self.forecasts.items():
+            start = starts.get(name)
+            if start is None:
+                continue
+            for _, first, last, bound in made:
+                likely_errors.append(abs(start - first))
+                kept += start <= last + 1e-6
+                if bound is not None:
+                    bound_errors.append(abs(start - bound))
+        return Calibration(
+            len(likely_errors), kept, _median(likely_errors), len(bound_errors),
+            _median(bound_errors),
+        )  # fmt: skip
 
     def _outcomes(self, store: Store) -> tuple[Outcome, ...]:
         out = []
@@ -296,6 +352,15 @@ class _Overtaking:
 
     def before(self, moment: float, start: float) -> bool:
         return self.earliest[bisect.bisect_right(self.submits, moment)] < start
+
+
+def snapshot_names(snapshot: Snapshot) -> list[str]:
+    """The runs waiting in the snapshot (each has an estimate)."""
+    return [w.name for w in snapshot.waiting]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
 
 
 def _listed(gpus: tuple[int, ...] | None) -> list[int] | None:

@@ -43,6 +43,24 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Calibration:
+    """The learned start forecasts against the real starts: of ``forecasts`` (a waiting
+    run's forecast at one moment, for runs that started), how many started by their 90 %
+    forecast (``kept``); the median error of the likely (50 %) start, and of the time
+    limits' bound ("starts by") over the ``bounds`` of those moments that had one."""
+
+    forecasts: int
+    kept: int
+    likely_error: float
+    bounds: int
+    bound_error: float
+
+    @property
+    def kept_share(self) -> float:
+        return self.kept / self.forecasts if self.forecasts else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Waits:
     """How long one group of runs waited (all runs, a priority class or a workspace).
 
@@ -92,6 +110,7 @@ class Summary:
     late: int
     overtaken: int
     estimates: int
+    calibration: Calibration | None
     unfinished: int
     all: Waits
     by_priority: dict[int, Waits]
@@ -150,7 +169,11 @@ def _waits(group: Sequence[Outcome], ended_at: float) -> Waits:
 
 
 def summarise(
-    policy: str, outcomes: Sequence[Outcome], gpus: int, ended_at: float | None = None
+    policy: str,
+    outcomes: Sequence[Outcome],
+    gpus: int,
+    ended_at: float | None = None,
+    calibration: Calibration | None = None,
 ) -> Summary:
     """Measure one policy's replay of ``outcomes`` on a machine of ``gpus`` GPUs.
 
@@ -185,6 +208,7 @@ def summarise(
         lost_share=_ratio(lost, held),
         late=sum(o.late for o in outcomes),
         overtaken=sum(o.overtaken for o in outcomes),
+        calibration=calibration,
         estimates=sum(o.estimates for o in outcomes),
         unfinished=unfinished,
         all=_waits(outcomes, end),
@@ -222,6 +246,15 @@ def summary_json(summary: Summary) -> dict[str, object]:
         "lost_share": summary.lost_share,
         "late": summary.late,
         "overtaken": summary.overtaken,
+        "forecasts": None
+        if summary.calibration is None
+        else {
+            "forecasts": summary.calibration.forecasts,
+            "kept_p90": summary.calibration.kept,
+            "likely_error": summary.calibration.likely_error,
+            "bounds": summary.calibration.bounds,
+            "bound_error": summary.calibration.bound_error,
+        },
         "estimates": summary.estimates,
         "unfinished": summary.unfinished,
         "all": _waits_json(summary.all),
@@ -259,6 +292,18 @@ def outcome_json(o: Outcome) -> dict[str, object]:
     }
 
 
+def _kept(c: Calibration | None) -> str:
+    if c is None or not c.forecasts:
+        return "-"
+    return f"{_percent(c.kept_share)} of {c.forecasts}"
+
+
+def _error(c: Calibration | None, likely: bool) -> str:
+    if c is None or not (c.forecasts if likely else c.bounds):
+        return "-"
+    return compact(c.likely_error if likely else c.bound_error)
+
+
 def _percent(share: float) -> str:
     """A share as a percentage with one decimal."""
     return f"{share * 100:.1f}%"
@@ -291,6 +336,9 @@ def _rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         row("lost GPU-h", lambda s: f"{s.lost_gpu_hours:.1f} ({_percent(s.lost_share)})"),
         row("estimates late", lambda s: f"{s.late} of {s.estimates}" if s.estimates else "-"),
         row("  overtaken by later work", lambda s: f"{s.overtaken}" if s.estimates else "-"),
+        row("started by the 90% forecast", lambda s: _kept(s.calibration)),
+        row("  likely start's error (p50)", lambda s: _error(s.calibration, True)),
+        row("  the bound's error (p50)", lambda s: _error(s.calibration, False)),
         row("unfinished", lambda s: str(s.unfinished)),
     ]
     priorities = sorted({p for s in summaries for p in s.by_priority}, reverse=True)

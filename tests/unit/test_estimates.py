@@ -113,3 +113,19 @@ def test_the_head_starts_by_its_estimate_whatever_ends_early(seed: int) -> None:
     durations = {w.name: rnd.uniform(0.1, 1.0) * (w.time_limit or 0) for w in s.waiting}
     started = _replay(s, durations, s.machine.stop_grace)
     assert bound is not None and started[head.run] <= bound
+
+
+def test_a_forecast_ends_work_when_its_learned_length_says_and_plans_with_the_limits() -> None:
+    s = snap(
+        running("a", gpus=tuple(range(8)), started=-100, limit=HOUR),
+        waiting("big", gpus=8, limit=2 * HOUR, at=0),
+        waiting("nolimit", gpus=8, at=1),
+    )
+    took = {"a": 600.0, "big": 900.0}  # seconds from each run's start; nolimit: not known
+    forecast = estimate_starts(s, NOW, length=lambda unit: took.get(unit.run))
+    assert forecast["big"].starts_by == NOW + 500  # a ends 600 s after its start
+    assert forecast["nolimit"].starts_by == NOW + 500 + 900
+    bound = estimate_starts(s, NOW)
+    assert bound["big"].starts_by == NOW - 100 + HOUR + 30  # the limit and the grace
+    late = estimate_starts(s, NOW, length=lambda unit: 2 * HOUR)  # past its limit: capped
+    assert late["big"].starts_by == bound["big"].starts_by

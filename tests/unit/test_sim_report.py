@@ -8,6 +8,7 @@ import json
 import pytest
 
 from runner.sim.report import (
+    Calibration,
     Outcome,
     Summary,
     Waits,
@@ -221,3 +222,15 @@ def test_the_table_columns_line_up_and_fit() -> None:
     ends = {len(line) for line in lines if not line.startswith(("prio 0", "ws nlp"))}
     assert len(ends) == 1  # every full row ends in the same column
     assert render_table([]) == ""
+
+
+def test_the_forecasts_calibration_has_its_rows_and_json() -> None:
+    calibration = Calibration(forecasts=10, kept=9, likely_error=120, bounds=8, bound_error=600)
+    measured = summarise("astraeus", machine(), gpus=4, calibration=calibration)
+    table = render_table([summarise("fifo", machine(), gpus=4), measured])
+    assert _row(table, "started by the 90% forecast") == ["-", "90.0%", "of", "10"]
+    assert _row(table, "  likely start's error (p50)") == ["-", "2m"]
+    assert _row(table, "  the bound's error (p50)") == ["-", "10m"]
+    assert summary_json(measured)["forecasts"] == {
+        "forecasts": 10, "kept_p90": 9, "likely_error": 120, "bounds": 8, "bound_error": 600,
+    }  # fmt: skip

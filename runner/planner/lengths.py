@@ -1,0 +1,184 @@
+"""How long a run will take, learned from how long similar runs really took.
+
+Each finished run's length (the time its workers ran, over its attempts) goes into a small
+histogram (``Sketch``: counts in buckets growing 25 % each, 1 s to 60 days; a quantile is
+good to half a bucket, about 12 %) for each group it belongs to, from the most specific to
+the machine as a whole:
+
+1. its workspace, owner and name stem (``train-lr0.1`` and ``train-lr0.3`` are both
+   ``train-lr*``: a sweep's or a schedule's runs);
+2. its workspace, owner and command;
+3. its workspace;
+4. the machine.
+
+A run with a time limit is forecast from how much of their limits similar runs used (a
+sketch of ``length / limit`` beside the lengths, for the runs that had a limit), times its
+own limit; one without, from the lengths. A forecast comes from the most specific group
+with at least ``MIN_RUNS`` runs, is capped by the run's time limit, and, for a running
+run, is conditioned on how long it has already run (the quantiles of the lengths longer
+than that). Groups are bounded per workspace (the least recently fed are forgotten
+first). A forecast says how many runs it rests on and at which level, never which runs:
+the planner sees numbers only.
+
+Pure like the planner: lengths in, forecasts out; the engine feeds it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+
+GROWTH = 1.25  # each bucket 25 % longer than the one before
+FIRST = 1.0  # seconds: the first bucket's upper edge
+BUCKETS = 1 + math.ceil(math.log(60 * 86400 / FIRST, GROWTH))  # up to 60 days
+MIN_RUNS = 5  # runs a group needs before its forecast is used
+GROUPS_PER_WORKSPACE = 256
+LEVELS = ("name", "command", "workspace", "machine")
+RATIO = 1e6  # a share of the time limit is sketched as this many "seconds" per limit
+_DIGITS = re.compile(r"\d+(?:[._]\d+)*")
+
+
+def stem(name: str) -> str:
+    """The name with its numbers as ``*``: a sweep's or a schedule's runs share it."""
+    return _DIGITS.sub("*", name)
+
+
+def _bucket(seconds: float) -> int:
+    if seconds <= FIRST:
+        return 0
+    return min(BUCKETS - 1, math.ceil(math.log(seconds / FIRST, GROWTH)))
+
+
+def _edge(bucket: int) -> float:
+    """A bucket's upper edge in seconds (bucket 0: up to FIRST)."""
+    return FIRST * GROWTH**bucket
+
+
+class Sketch:
+    """Counts of lengths by bucket; quantiles by interpolating within a bucket."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * BUCKETS
+        self.total = 0
+
+    def add(self, seconds: float) -> None:
+        self.counts[_bucket(max(0.0, seconds))] += 1
+        self.total += 1
+
+    def below(self, seconds: float) -> float:
+        """How many lengths are at most ``seconds`` (interpolated within its bucket)."""
+        b = _bucket(seconds)
+        low = 0.0 if b == 0 else _edge(b - 1)
+        part = 1.0 if b == 0 else min(1.0, max(0.0, (seconds - low) / (_edge(b) - low)))
+        return sum(self.counts[:b]) + part * self.counts[b]
+
+    def quantile(self, q: float, after: float = 0.0) -> float:
+        """The ``q`` quantile of the lengths longer than ``after`` (all when 0)."""
+        done = self.below(after) if after > 0 else 0.0
+        left = self.total - done
+        if left <= 0:  # longer than all seen: it ends no sooner than now
+            return after
+        target, seen = done + q * left, 0.0
+        for b, n in enumerate(self.counts):
+            if n and seen + n >= target:
+                low = 0.0 if b == 0 else _edge(b - 1)
+                value = low + (target - seen) / n * (_edge(b) - low)
+                return max(value, after)
+            seen += n
+        return max(_edge(BUCKETS - 1), after)
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    """What groups a run with similar ones."""
+
+    workspace: str
+    owner: str
+    name: str
+    command: str = ""
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """Its groups, the most specific first (one per level of LEVELS)."""
+        ws, owner = self.workspace, self.owner
+        return (("name", ws, owner, stem(self.name)), ("command", ws, owner, self.command),
+                ("workspace", ws), ("machine",))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """``likely`` (the median) and ``by`` (the 90th percentile) in seconds from the run's
+    start; ``runs``: how many finished runs it rests on; ``level``: which group."""
+
+    likely: float
+    by: float
+    runs: int
+    level: str
+
+
+class Lengths:
+    """Sketches by group, bounded per workspace."""
+
+    def __init__(self, min_runs: int = MIN_RUNS, per_workspace: int = GROUPS_PER_WORKSPACE):
+        self.min_runs = min_runs
+        self.per_workspace = per_workspace
+        self.sketches: OrderedDict[tuple[str, ...], Sketch] = OrderedDict()
+        self._count: dict[str, int] = {}  # groups kept per workspace
+
+    def learn(self, key: RunKey, seconds: float, limit: float | None = None) -> None:
+        """A finished run of ``key`` ran ``seconds`` (of a time limit of ``limit``)."""
+        groups = key.groups()
+        if limit:
+            share = min(1.0, seconds / limit) * RATIO
+            groups += tuple(("share", *g) for g in groups)
+        for group in groups:
+            sketch = self.sketches.get(group)
+            if sketch is None:
+                sketch = self.sketches[group] = Sketch()
+                self._kept(group, +1)
+            self.sketches.move_to_end(group)
+            sketch.add(share if group[0] == "share" else seconds)
+
+    def _kept(self, group: tuple[str, ...], change: int) -> None:
+        level = group[1:] if group[0] == "share" else group
+        if len(level) < 3:  # the workspace's own group and the machine's are always kept
+            return
+        ws = level[1]
+        self._count[ws] = self._count.get(ws, 0) + change
+        while change > 0 and self._count[ws] > self.per_workspace:
+            oldest = next(g for g in self.sketches if _workspace_of(g) == ws)
+            del self.sketches[oldest]
+            self._count[ws] -= 1
+
+    def forecast(
+        self, key: RunKey, elapsed: float = 0.0, limit: float | None = None
+    ) -> Forecast | None:
+        """How long ``key``'s run takes in all (None: no group has enough history);
+        ``elapsed``: how long it has run already; capped by its time limit."""
+        if limit:
+            for group in key.groups():
+                sketch = self.sketches.get(("share", *group))
+                if sketch is None or sketch.total < self.min_runs:
+                    continue
+                used = min(elapsed / limit, 1.0) * RATIO
+                likely, by = sketch.quantile(0.5, used), sketch.quantile(0.9, used)
+                return Forecast(min(likely / RATIO, 1.0) * limit, min(by / RATIO, 1.0) * limit,
+                                sketch.total, group[0])  # fmt: skip
+        for group in key.groups():
+            sketch = self.sketches.get(group)
+            if sketch is None or sketch.total < self.min_runs:
+                continue
+            likely, by = sketch.quantile(0.5, elapsed), sketch.quantile(0.9, elapsed)
+            if limit is not None:
+                likely, by = min(likely, limit), min(by, limit)
+            return Forecast(likely, by, sketch.total, group[0])
+        return None
+
+
+def _workspace_of(group: tuple[str, ...]) -> str | None:
+    """The workspace of a group that may be forgotten (by name or command), else None."""
+    level = group[1:] if group[0] == "share" else group
+    return level[1] if len(level) >= 3 else None
