@@ -347,7 +347,8 @@ class Store(
 
     def unfinished_runs_of(self, tx: Tx, uid: int) -> int:
         """How many runs of ``uid`` are not finished (Queued, Starting, Running, Stopping)."""
-        sql = f"SELECT COUNT(*) FROM runs WHERE uid = ? AND state IN {sql_list(RunState.ACTIVE)}"
+        # by the state's index (the queue), not the owner's (every run they ever had)
+        sql = f"SELECT COUNT(*) FROM runs WHERE +uid = ? AND state IN {sql_list(RunState.ACTIVE)}"
         count: int = tx._sql(sql, (uid,)).fetchone()[0]
         return count
 
