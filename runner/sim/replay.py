@@ -149,8 +149,8 @@ class Replay:
             resume,
         )
         self.resume = resume
-        # run -> every "starts by" it was shown, with when: (shown at, starts by)
-        self.shown: dict[str, list[tuple[float, float]]] = {}
+        # run -> every "starts by" it was shown: (shown at, starts by, it was the head)
+        self.shown: dict[str, list[tuple[float, float, bool]]] = {}
         # run -> its forecasts: (made at, likely start, 90 % start, the bound or None)
         self.forecasts: dict[str, list[tuple[float, float, float, float | None]]] = {}
         self._learned: Learned | None = None
@@ -249,9 +249,11 @@ class Replay:
         snapshot = snapshot_now(loop.store, loop.settings, loop.specs, self.clock.now())
         now = self.clock()
         bounds = estimate_starts(snapshot, now, MAX_STEPS)
+        plan = loop.status.plan
+        head = None if plan is None or plan.head is None else plan.head.run
         for name, estimate in bounds.items():
             if estimate.starts_by is not None:
-                shown = (self.clock.at, estimate.starts_by - EPOCH)
+                shown = (self.clock.at, estimate.starts_by - EPOCH, name == head)
                 self.shown.setdefault(name, []).append(shown)
         if self._learned is None:
             return
@@ -320,16 +322,22 @@ class Replay:
             attempts = sorted({w.attempt: w.started_at - EPOCH for w in workers}.values())
             finished = row.state.finished and row.finished_at is not None
             shown = self.shown.get(row.name, [])
-            missed = [at for at, by in shown if start is not None and start > by + 1e-6]
-            overtaken = sum(1 for at in missed if overtaking.before(at, start or 0.0))
+            missed = []  # (shown at, it was the head) of the estimates its next start missed
+            for at, by, was_head in shown:
+                began = _next_start(attempts, at)
+                if began is not None and began > by + 1e-6 and not overtaking.before(at, began):
+                    missed.append(was_head)
+            late = sum(1 for at, by, _ in shown if (b := _next_start(attempts, at)) is not None
+                       and b > by + 1e-6)  # fmt: skip
+            overtaken = late - len(missed)
             out.append(
                 Outcome(
                     row.name, trace_run.submit, start,
                     (row.finished_at - EPOCH) if finished and row.finished_at else None,
                     str(row.state), row.preemptions, row.restarts, row.priority, row.workspace,
                     trace_run.workers * (per_gpu * trace_run.gpus), trace_run.duration,
-                    held, lost, len(shown), len(missed) - overtaken, overtaken,
-                    tuple(attempts),
+                    held, lost, len(shown), len(missed), overtaken, tuple(attempts),
+                    sum(1 for *_, was_head in shown if was_head), sum(missed),
                 )
             )  # fmt: skip
         return tuple(out)
@@ -357,6 +365,12 @@ class _Overtaking:
 def snapshot_names(snapshot: Snapshot) -> list[str]:
     """The runs waiting in the snapshot (each has an estimate)."""
     return [w.name for w in snapshot.waiting]
+
+
+def _next_start(starts: list[float], at: float) -> float | None:
+    """The first start at or after ``at`` (what an estimate made then was of)."""
+    i = bisect.bisect_left(starts, at)
+    return starts[i] if i < len(starts) else None
 
 
 def _median(values: list[float]) -> float:

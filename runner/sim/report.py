@@ -19,8 +19,11 @@ class Outcome:
     held over all its attempts; ``lost``: of those, the GPU-seconds whose work was thrown
     away (attempts preempted without resuming). ``estimates``: how many start estimates
     (``starts by``) it was shown while it waited; ``late``: how many of them it started
-    after though no run submitted after the estimate started before it (a promise broken);
-    ``overtaken``: how many it started after because later work went first.
+    after though no run submitted after the estimate started before it;
+    ``overtaken``: how many it started after because later work went first. ``promises``:
+    the estimates made while it was the head (its reason's "starts by"); ``broken``: those
+    late. Each estimate is checked against the start that followed it (a preempted run
+    waits for its next).
     """
 
     name: str
@@ -40,6 +43,8 @@ class Outcome:
     late: int = 0
     overtaken: int = 0
     starts: tuple[float, ...] = ()  # when each of its attempts started
+    promises: int = 0  # of ``estimates``, those made while it was the head ("starts by")
+    broken: int = 0  # of ``late``, those made while it was the head
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,8 @@ class Summary:
     late: int
     overtaken: int
     estimates: int
+    promises: int
+    broken: int
     calibration: Calibration | None
     unfinished: int
     all: Waits
@@ -208,6 +215,8 @@ def summarise(
         lost_share=_ratio(lost, held),
         late=sum(o.late for o in outcomes),
         overtaken=sum(o.overtaken for o in outcomes),
+        promises=sum(o.promises for o in outcomes),
+        broken=sum(o.broken for o in outcomes),
         calibration=calibration,
         estimates=sum(o.estimates for o in outcomes),
         unfinished=unfinished,
@@ -246,6 +255,8 @@ def summary_json(summary: Summary) -> dict[str, object]:
         "lost_share": summary.lost_share,
         "late": summary.late,
         "overtaken": summary.overtaken,
+        "promises": summary.promises,
+        "broken": summary.broken,
         "forecasts": None
         if summary.calibration is None
         else {
@@ -288,6 +299,8 @@ def outcome_json(o: Outcome) -> dict[str, object]:
         "estimates": o.estimates,
         "late": o.late,
         "overtaken": o.overtaken,
+        "promises": o.promises,
+        "broken": o.broken,
         "starts": list(o.starts),
     }
 
@@ -334,6 +347,9 @@ def _rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         row("largest runs' longest wait", lambda s: compact(s.all.largest_wait)),
         row("preemptions", lambda s: str(s.preemptions)),
         row("lost GPU-h", lambda s: f"{s.lost_gpu_hours:.1f} ({_percent(s.lost_share)})"),
+        row(
+            "head's promise broken", lambda s: f"{s.broken} of {s.promises}" if s.estimates else "-"
+        ),
         row("estimates late", lambda s: f"{s.late} of {s.estimates}" if s.estimates else "-"),
         row("  overtaken by later work", lambda s: f"{s.overtaken}" if s.estimates else "-"),
         row("started by the 90% forecast", lambda s: _kept(s.calibration)),
