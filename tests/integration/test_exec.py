@@ -183,7 +183,11 @@ def test_exec_sees_the_drive_where_the_worker_sees_it(
 
 
 def test_an_exec_ends_when_the_run_stops(lab: Served, users: dict[str, pwd.struct_passwd]) -> None:
-    name = submit(lab, users[BOB], ["sleep", "120"])
+    # the run's program outlives the stop's SIGTERM by a second, within the grace: its end
+    # (and the worker's clean-up, which kills what is left with SIGKILL) comes after the
+    # exec'd command has had its SIGTERM, however busy the machine
+    program = ["sh", "-c", "trap 'sleep 1; exit 0' TERM; sleep 120 & wait"]
+    name = submit(lab, users[BOB], program)
     command = [sys.executable, "-m", "astraeus_tui.cli.main", "exec", name, "--",
                "sh", "-c", "echo in; exec sleep 300"]  # fmt: skip
     session = subprocess.Popen(command, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
