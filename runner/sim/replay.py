@@ -148,7 +148,6 @@ class Replay:
             {r.name: r.gpu_memory / machine.gpu_memory for r in self.trace if r.gpu_memory},
             resume,
         )
-        self.resume = resume
         # run -> every "starts by" it was shown: (shown at, starts by, it was the head)
         self.shown: dict[str, list[tuple[float, float, bool]]] = {}
         # run -> its forecasts: (made at, likely start, 90 % start, the bound or None)
@@ -178,7 +177,7 @@ class Replay:
                     self.config.machine.restart_backoff, self.config.machine.restart_backoff_max
                 ),
             )
-            planner = _product if self.policy == "astraeus" else POLICIES[self.policy]
+            planner = plan if self.policy == "astraeus" else POLICIES[self.policy]
             loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
             service = Service(store, self.config, loop.poke, "process")
             self._learned = Learned(store)
@@ -270,7 +269,7 @@ class Replay:
 
         likely = estimate_starts(snapshot, now, MAX_STEPS, length(0.5))
         by = estimate_starts(snapshot, now, MAX_STEPS, length(0.9))
-        for name in snapshot_names(snapshot):
+        for name in (w.name for w in snapshot.waiting):
             bound, first, last = bounds.get(name), likely.get(name), by.get(name)
             if first is None or last is None or first.starts_by is None or last.starts_by is None:
                 continue  # no history yet, or work of unknown length in the way
@@ -316,7 +315,7 @@ class Replay:
                 end = self.clock.wall() if w.finished_at is None else w.finished_at
                 seconds = max(0.0, end - w.started_at) * len(w.gpus) * per_gpu
                 held += seconds
-                if w.stop_reason == StopReason.PREEMPT and not self.resume:
+                if w.stop_reason == StopReason.PREEMPT and not self.executor.resume:
                     lost += seconds
             start = min(starts, default=None)
             attempts = sorted({w.attempt: w.started_at - EPOCH for w in workers}.values())
@@ -362,11 +361,6 @@ class _Overtaking:
         return self.earliest[bisect.bisect_right(self.submits, moment)] < start
 
 
-def snapshot_names(snapshot: Snapshot) -> list[str]:
-    """The runs waiting in the snapshot (each has an estimate)."""
-    return [w.name for w in snapshot.waiting]
-
-
 def _next_start(starts: list[float], at: float) -> float | None:
     """The first start at or after ``at`` (what an estimate made then was of)."""
     i = bisect.bisect_left(starts, at)
@@ -379,10 +373,6 @@ def _median(values: list[float]) -> float:
 
 def _listed(gpus: tuple[int, ...] | None) -> list[int] | None:
     return None if gpus is None else list(gpus)
-
-
-def _product(snapshot: Snapshot, now: float) -> Plan:
-    return plan(snapshot, now)
 
 
 def document(run: TraceRun) -> dict[str, object]:
