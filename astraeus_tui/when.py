@@ -79,7 +79,8 @@ def utc_clock(t: float, seconds: bool = True) -> str:
 
 
 def start_label(run: Run, now: float) -> str:
-    """When a waiting run starts at the latest, as the queue's tables say it.
+    """When a waiting run starts if running work takes its whole limits, as the queue's
+    tables say it (only the head's is a promise: docs/scheduling.md, "Start estimates").
 
     ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
     as the planner says it), ``?`` when there is no estimate (work without a time

@@ -1,9 +1,12 @@
 """When will each waiting run start? The planner, replayed forward in time.
 
-Running work is assumed to run to its time limit (plus the stop grace): that
-is the latest it can end, so each estimate is a bound: the run starts by then
-at the latest, unless work without a time limit is in the way. Then the
-estimate names that work instead (``after``) and gives no bound.
+Running work is assumed to run to its time limit (plus the stop grace), the latest
+it can end. The head's estimate is then a bound (its shadow time, which the planner
+protects); the others are what happens when every run takes its whole limit: work
+that ends early can let a run behind the head backfill and delay them, and fair
+share reorders workspaces as their use changes (docs/scheduling.md, "Start
+estimates"). Where work without a time limit is in the way, the estimate names that
+work instead (``after``) and gives no time.
 
 Pure like the planner: a snapshot and ``now`` in, estimates out.
 """
@@ -29,7 +32,8 @@ def estimate_steps(last_plan_ms: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """``starts_by``: the latest start, or None when work without a limit is in the way
+    """``starts_by``: the start if all work takes its whole limit, or None when work
+    without a limit is in the way
     (``after`` then names it) or the replay ran out of steps."""
 
     starts_by: float | None
