@@ -14,17 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, one_workspace, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-cs-g", "astra-cs-a", "astra-cs-b"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, own_group=True, fresh=True) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB, own_group=True, fresh=True)
 
 
 @pytest.fixture
@@ -49,12 +45,7 @@ def shared(users: dict[str, pwd.struct_passwd]) -> Iterator[Path]:
 def test_a_run_named_as_another_users_private_folder_sees_nothing(
     served: Callable[..., Served], users: dict[str, pwd.struct_passwd], shared: Path
 ) -> None:
-    lab = served(f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.lab]
-members = ["{ALICE}", "{BOB}"]
-[drives.scratch]
+    lab = served(one_workspace(GROUP, "lab", ALICE, BOB) + f"""[drives.scratch]
 path = "{shared}"
 """, gpus=1)  # fmt: skip
     alice = users[ALICE]

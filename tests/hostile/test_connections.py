@@ -22,8 +22,8 @@ from astraeus_tui.client import Client
 from tests.hostile.helpers import error_of, request_bytes
 from tests.support.harness import spec
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import fork_as, unix_users
+from tests.support.tenants import as_user, users_fixture
+from tests.support.users import fork_as
 
 QUICK = """
 [api]
@@ -124,12 +124,7 @@ TOO_MANY = (
 )
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    if os.geteuid() != 0:
-        pytest.skip("creating Unix users needs root")
-    with unix_users(GROUP, HOSTILE, OTHER) as made:
-        yield made
+users = users_fixture(GROUP, HOSTILE, OTHER)
 
 
 @contextlib.contextmanager

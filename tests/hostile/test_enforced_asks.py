@@ -17,7 +17,7 @@ from runner.executors.cgroups import WorkerGroup, detect
 from tests.hostile.helpers import astra_as
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.users import unix_users
+from tests.support.tenants import one_workspace, users_fixture
 
 PY = "/usr/bin/python3"  # a member cannot run root's own interpreter
 FOUND = detect("probe-enforced")
@@ -33,16 +33,12 @@ LEAK = f"{PY} -c \"x = b'a' * (300 << 20); print('allocated')\""
 NEIGHBOUR = f"{PY} -c \"import time; x = b'b' * (50 << 20); time.sleep(4); print('intact')\""
 
 
-@pytest.fixture(scope="module")
-def members() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, fresh=True) as made:
-        yield made
+members = users_fixture(GROUP, ALICE, BOB, home=True, own_group=True, fresh=True, name="members")
 
 
 @pytest.fixture
 def lab(served: Callable[..., Served], members: dict[str, pwd.struct_passwd]) -> Served:
-    config = (f'[api]\nsocket_group = "{GROUP}"\n[workspaces.ea]\n'
-              f'members = ["{ALICE}", "{BOB}"]\n')  # fmt: skip
+    config = one_workspace(GROUP, "ea", ALICE, BOB)
     return served(config, gpus=2, machine='restart_backoff = "1s"')
 
 
@@ -178,8 +174,7 @@ def test_where_asks_are_enforced_nothing_says_otherwise(lab: Served) -> None:
 def test_with_cpu_pinning_each_run_gets_cores_of_its_own(
     served: Callable[..., Served], members: dict[str, pwd.struct_passwd], folder: Path
 ) -> None:
-    config = (f'[api]\nsocket_group = "{GROUP}"\n[workspaces.ea]\n'
-              f'members = ["{ALICE}", "{BOB}"]\n')  # fmt: skip
+    config = one_workspace(GROUP, "ea", ALICE, BOB)
     lab = served(config, gpus=2, machine="cpu_pinning = true")
     cores = sorted(os.sched_getaffinity(0))
     allowed = "grep Cpus_allowed_list /proc/self/status | cut -f2; sleep 30"

@@ -24,29 +24,17 @@ from astraeus_tui.cli.main import app
 from astraeus_tui.client import Client
 from tests.support.harness import spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import fork_as, unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
+from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"
 SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
 PRIVATE = "403 FORBIDDEN: a job in another namespace: details are private"
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.vision]
-members = ["{ALICE}"]
-max_priority = 10
-[workspaces.nlp]
-members = ["{BOB}"]
-quota = {{ workers = 1 }}
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB, vision="max_priority = 10", nlp="quota = { workers = 1 }")
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 @pytest.fixture

@@ -8,30 +8,21 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, one_workspace, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-kr-g", "astra-kr-a", "astra-kr-b"
-LAB = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.lab]
-members = ["{ALICE}", "{BOB}"]
-"""
+LAB = one_workspace(GROUP, "lab", ALICE, BOB)
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 def run(name: str, arg_kib: int = 0) -> dict[str, Any]:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from tests.hostile.helpers import astra_as
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, one_workspace, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, WRITER, READER = "astra-lt-g", "astra-lt-w", "astra-lt-r"
@@ -25,22 +24,12 @@ RAW = b"\x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07\x1b[31mred\x1b[0m\r50%\tok\n"
 ESCAPED = b"\\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;aGk=\\x07\x1b[31mred\x1b[0m\r50%\tok\n"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, WRITER, READER, home=True, own_group=True, shell="/bin/sh",
-                    fresh=True) as made:  # fmt: skip
-        yield made
+users = users_fixture(GROUP, WRITER, READER, home=True, own_group=True, shell="/bin/sh", fresh=True)
 
 
 @pytest.fixture
 def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd]) -> Served:
-    config = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.lt]
-members = ["{WRITER}", "{READER}"]
-"""
-    return served(config, gpus=1)
+    return served(one_workspace(GROUP, "lt", WRITER, READER), gpus=1)
 
 
 def finished_run(lab: Served, writer: pwd.struct_passwd) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
+from tests.support.tenants import as_user, one_workspace
 from tests.support.users import unix_users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
@@ -55,15 +55,13 @@ def drive() -> Iterator[Path]:
 
 @pytest.fixture
 def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd], drive: Path) -> Served:
-    config = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.h3]
-members = ["{ALICE}", "{BOB}"]
-[drives.h3-data]
+    config = (
+        one_workspace(GROUP, "h3", ALICE, BOB)
+        + f"""[drives.h3-data]
 path = "{drive}"
 workspaces = ["h3"]
 """
+    )
     return served(config, gpus=0)
 
 

@@ -19,26 +19,14 @@ import pytest
 from tests.integration.test_notify import Receiver
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-nt", "astra-nt-a", "astra-nt-b"
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.vision]
-members = ["{ALICE}"]
-[workspaces.nlp]
-members = ["{BOB}"]
-max_priority = 10
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB, nlp="max_priority = 10")
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from astraeus_tui.cli.main import app
 from astraeus_tui.client import AsyncClient
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import fork_as, unix_users
+from tests.support.tenants import as_user, one_workspace, users_fixture
+from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-rx-g", "astra-rx-a", "astra-rx-b"
@@ -34,22 +34,12 @@ GROUP, ALICE, BOB = "astra-rx-g", "astra-rx-a", "astra-rx-b"
 QUIET = "exec >/dev/null 2>&1 </dev/null; exec sleep {}"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh",
-                    fresh=True) as made:  # fmt: skip
-        yield made
+users = users_fixture(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh", fresh=True)
 
 
 @pytest.fixture
 def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd]) -> Served:
-    config = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.rx]
-members = ["{ALICE}", "{BOB}"]
-"""
-    return served(config, gpus=2)
+    return served(one_workspace(GROUP, "rx", ALICE, BOB), gpus=2)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import http.client  # noqa: F401 (the client's, loaded before a child drops to a user)
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,19 +20,11 @@ from runner.reasons import ANONYMOUS_RUN
 from tests.hostile.test_event_privacy import astra_as
 from tests.support.harness import spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-hs", "astra-hs-a", "astra-hs-b"
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.vision]
-members = ["{ALICE}"]
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB)
 
 
 def shared(name: str, gib: int, workspace: str) -> dict[str, Any]:
@@ -42,10 +34,7 @@ def shared(name: str, gib: int, workspace: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 def test_another_namespaces_share_is_anonymous(
@@ -75,9 +64,7 @@ def test_shared_runs_cannot_pass_a_gpus_quota(
 ) -> None:
     """vision's ``quota gpus = 2``: four 50 GiB runs on four GPUs, each alone on its GPU,
     start two; the others wait for the quota, and the workspace shows 2 GPUs used."""
-    capped = CONFIG.replace(
-        f'members = ["{ALICE}"]', f'members = ["{ALICE}"]\nquota = {{ gpus = 2 }}'
-    )
+    capped = two_tenants(GROUP, ALICE, BOB, vision="quota = { gpus = 2 }")
     d = served(capped, gpus=4)
     alice = users[ALICE]
     for i in range(4):

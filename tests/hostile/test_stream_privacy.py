@@ -24,27 +24,17 @@ from astraeus_tui.client import AsyncClient
 from runner.schema import Change, Snapshot
 from tests.support.harness import spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import fork_as, unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
+from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h9", "astra-h9-a", "astra-h9-b"
 SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
 ANONYMOUS = "a job in another namespace"
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.vision]
-members = ["{ALICE}"]
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB)
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 @pytest.fixture

@@ -20,17 +20,14 @@ import pytest
 from tests.hostile.helpers import astra_as
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.users import unix_users
+from tests.support.tenants import one_workspace, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-se-g", "astra-se-a", "astra-se-b"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, fresh=True) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB, home=True, own_group=True, fresh=True)
 
 
 @pytest.fixture
@@ -63,8 +60,7 @@ def kit(users: dict[str, pwd.struct_passwd]) -> Iterator[Path]:
 
 @pytest.fixture
 def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd]) -> Served:
-    return served(f'[api]\nsocket_group = "{GROUP}"\n[workspaces.se]\n'
-                  f'members = ["{ALICE}", "{BOB}"]\n', gpus=1)  # fmt: skip
+    return served(one_workspace(GROUP, "se", ALICE, BOB), gpus=1)
 
 
 def shell_env(kit: Path, alice: pwd.struct_passwd) -> dict[str, str]:

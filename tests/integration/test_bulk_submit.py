@@ -23,6 +23,7 @@ from astraeus_tui.client import ApiError, Client
 from runner.api.batch import MAX_BATCH, MAX_BATCH_BODY
 from tests.support.served import Served
 from tests.support.tenants import spec as identity_spec
+from tests.support.tenants import two_tenants
 from tests.support.users import fork_as, unix_users
 
 Start = Callable[..., Served]
@@ -265,17 +266,7 @@ def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 def test_a_members_batch_is_checked_as_that_member(served: Start) -> None:
     group, alice, bob = "astra-bulk", "astra-bulk-a", "astra-bulk-b"
-    config = f"""
-[api]
-socket_group = "{group}"
-
-[workspaces.vision]
-members = ["{alice}"]
-max_priority = 10
-
-[workspaces.nlp]
-members = ["{bob}"]
-"""
+    config = two_tenants(group, alice, bob, vision="max_priority = 10")
     with lab_users(group, alice, bob) as users:
         lab = served(config, gpus=2)
         made = as_user(users[bob], lab.socket, lambda c: c.submit(identity_spec("secret", "nlp")))

@@ -30,19 +30,15 @@ import pytest
 from astraeus_tui.cli.main import app
 from tests.support.harness import interruptible, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import fork_as, unix_users
+from tests.support.tenants import as_user, one_workspace, users_fixture
+from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 GROUP, ALICE, BOB = "astra-ex-g", "astra-ex-a", "astra-ex-b"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh",
-                    fresh=True) as made:  # fmt: skip
-        yield made
+users = users_fixture(GROUP, ALICE, BOB, home=True, own_group=True, shell="/bin/sh", fresh=True)
 
 
 @pytest.fixture
@@ -58,15 +54,13 @@ def drive() -> Iterator[Path]:
 
 @pytest.fixture
 def lab(served: Callable[..., Served], users: dict[str, pwd.struct_passwd], drive: Path) -> Served:
-    config = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.ex]
-members = ["{ALICE}", "{BOB}"]
-[drives.ex-data]
+    config = (
+        one_workspace(GROUP, "ex", ALICE, BOB)
+        + f"""[drives.ex-data]
 path = "{drive}"
 workspaces = ["ex"]
 """
+    )
     return served(config, gpus=2)
 
 

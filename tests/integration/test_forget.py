@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,28 +17,15 @@ import pytest
 from astraeus_tui.client import Client
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-h1", "astra-h1-a", "astra-h1-b"
 
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.a]
-members = ["{ALICE}"]
-
-[workspaces.b]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB, names=("a", "b"))
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 def printing(name: str, workspace: str, text: str, seconds: float = 0) -> dict[str, Any]:

@@ -7,10 +7,9 @@ test_identity.py for how a request comes from another uid).
 from __future__ import annotations
 
 import json
-import os
 import pwd
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ import pytest
 
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user, spec
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, spec, two_tenants, users_fixture
 
 Start = Callable[..., Served]
 GROUP, ANN, BEN = "astra-h", "astra-hold-ann", "astra-hold-ben"
@@ -190,24 +188,10 @@ def test_requeue_stops_with_the_grace_and_queues_again_keeping_its_place_and_res
 
 # ------------------------------------------------------------------ who may
 
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ANN}"]
-
-[workspaces.nlp]
-members = ["{BEN}"]
-"""
+CONFIG = two_tenants(GROUP, ANN, BEN)
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    if os.geteuid() != 0:
-        pytest.skip("creating two Unix users needs root")
-    with unix_users(GROUP, ANN, BEN) as made:
-        yield made
+users = users_fixture(GROUP, ANN, BEN)
 
 
 def test_members_hold_their_workspaces_runs_and_others_read_only_held(

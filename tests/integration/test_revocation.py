@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,17 +17,13 @@ import pytest
 from astraeus_tui.client import Client
 from tests.support.harness import wait_for, write_config
 from tests.support.served import Served
-from tests.support.tenants import as_user, spec
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, spec, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ANN, BEN = "astra-h5-g", "astra-h5-a", "astra-h5-b"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ANN, BEN) as made:
-        yield made
+users = users_fixture(GROUP, ANN, BEN)
 
 
 def config(vision: list[str], nlp: bool = True) -> str:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,8 +22,7 @@ from astraeus_tui.client import Client
 from runner.schema import Telemetry
 from tests.support.harness import Harness, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 GROUP, ALICE, BOB = "astra-tel", "astra-tel-alice", "astra-tel-bob"
 HOLD = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(300)"
@@ -37,16 +36,7 @@ ANON = "a job in another namespace"
 # the run's interpreter: one its user may run (the tests' own may live in root's home)
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ALICE}"]
-
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB)
 
 
 def spec(name: str, workspace: str, program: str = HOLD) -> dict[str, Any]:
@@ -59,12 +49,7 @@ def spec(name: str, workspace: str, program: str = HOLD) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    if os.geteuid() != 0:
-        pytest.skip("creating two Unix users needs root")
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 def _measured(telemetry: Telemetry, count: int) -> bool:

@@ -5,42 +5,25 @@ one run's telemetry (``GET /v1/runs/{name}/telemetry``) for who may read its det
 from __future__ import annotations
 
 import http.client  # noqa: F401 (loaded before as_user's child drops root's rights)
-import os
 import pwd
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import msgspec
-import pytest
 
 from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.client import Client
 from tests.integration.test_telemetry import ANON, WORK, spec
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 GROUP, ALICE, BOB = "astra-th", "astra-th-alice", "astra-th-bob"
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ALICE}"]
-
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB)
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    if os.geteuid() != 0:
-        pytest.skip("creating two Unix users needs root")
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 def _sampled(client: Client, count: int) -> bool:

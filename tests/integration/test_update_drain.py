@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,30 +20,15 @@ from astraeus_tui.client import ApiError, Client
 from tests.support.harness import spec as run_spec
 from tests.support.harness import wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating two Unix users needs root")
 GROUP, ALICE, BOB = "astra-tf", "astra-fa", "astra-fb"
 
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ALICE}"]
-max_priority = 10
-
-[workspaces.nlp]
-members = ["{BOB}"]
-quota = {{ gpus = 1 }}
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB, vision="max_priority = 10", nlp="quota = { gpus = 1 }")
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 @pytest.fixture

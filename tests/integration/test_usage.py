@@ -13,7 +13,7 @@ import json
 import os
 import pwd
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,8 +24,7 @@ from runner.service.caller import ServiceError
 from runner.service.usage import history, usage_report
 from tests.support.harness import PY, Harness, sleeper, spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user
-from tests.support.users import unix_users
+from tests.support.tenants import as_user, two_tenants, users_fixture
 
 Make = Callable[..., Harness]
 PRIO = '[workspaces.default]\nmembers = ["*"]\nmax_priority = 10\n'
@@ -199,20 +198,10 @@ def test_astra_usage_and_history_json_and_tables(served: Callable[..., Served]) 
 # ----------------------------------------------------------- two real users
 
 GROUP, ALICE, BOB = "astra-us", "astra-us-a", "astra-us-b"
-LAB = f"""
-[api]
-socket_group = "{GROUP}"
-[workspaces.vision]
-members = ["{ALICE}"]
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+LAB = two_tenants(GROUP, ALICE, BOB)
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB) as made:
-        yield made
+users = users_fixture(GROUP, ALICE, BOB)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")

@@ -6,6 +6,10 @@ and in no workspace. The tests about who may see and change what start from here
 tests.support.tenants import users as users``) to make the users once for its tests.
 ``as_user`` makes a request in a forked child that has dropped to the user's uid, gid
 and groups, so SO_PEERCRED reports that user to the daemon.
+
+A module with users of its own (names no other module makes, so that modules run at the
+same time never share a user) builds the same from its names: ``users_fixture`` for the
+fixture, ``two_tenants`` for a workspace each, ``one_workspace`` for members who share one.
 """
 
 from __future__ import annotations
@@ -26,10 +30,50 @@ from tests.support.users import fork_as, unix_users
 GROUP, ALICE, BOB, CAROL = "astra-t", "astra-alice", "astra-bob", "astra-carol"
 
 
-@pytest.fixture(scope="module")
-def users() -> Iterator[dict[str, pwd.struct_passwd]]:
-    with unix_users(GROUP, ALICE, BOB, CAROL) as made:
-        yield made
+def users_fixture(group: str, *names: str, name: str = "users", **options: Any) -> Any:
+    """A module-scoped fixture (``name``, ``users`` unless told) that makes the real Unix
+    users ``names`` in the socket's group ``group`` once for a module's tests and yields
+    them by name; ``options`` as ``unix_users`` takes them (a home, a group of their own,
+    a shell). A module takes it as ``users = users_fixture(GROUP, ALICE, BOB)``."""
+
+    @pytest.fixture(scope="module", name=name)
+    def made() -> Iterator[dict[str, pwd.struct_passwd]]:
+        if os.geteuid() != 0:
+            pytest.skip("creating Unix users needs root")
+        with unix_users(group, *names, **options) as entries:
+            yield entries
+
+    return made
+
+
+users = users_fixture(GROUP, ALICE, BOB, CAROL)
+
+
+def two_tenants(
+    group: str, alice: str, bob: str, *, vision: str = "", nlp: str = "",
+    names: tuple[str, str] = ("vision", "nlp"),
+) -> str:  # fmt: skip
+    """The config of two workspaces with a member each, the socket's group ``group``:
+    vision with ``alice``, nlp with ``bob`` (``names``: the workspaces' names, if others);
+    ``vision`` and ``nlp``: lines more for each (its priority cap, its quota)."""
+    first, second = names
+    return f"""
+[api]
+socket_group = "{group}"
+
+[workspaces.{first}]
+members = ["{alice}"]
+{vision}
+[workspaces.{second}]
+members = ["{bob}"]
+{nlp}"""
+
+
+def one_workspace(group: str, workspace: str, *members: str) -> str:
+    """The config of one workspace, ``workspace``, whose members are ``members``, the
+    socket's group ``group``; a test adds its drives after it."""
+    listed = json.dumps(list(members))
+    return f'[api]\nsocket_group = "{group}"\n[workspaces.{workspace}]\nmembers = {listed}\n'
 
 
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:
@@ -68,14 +112,4 @@ def spec(name: str, workspace: str, priority: int = 0) -> dict[str, Any]:
     }  # fmt: skip
 
 
-CONFIG = f"""
-[api]
-socket_group = "{GROUP}"
-
-[workspaces.vision]
-members = ["{ALICE}"]
-max_priority = 10
-
-[workspaces.nlp]
-members = ["{BOB}"]
-"""
+CONFIG = two_tenants(GROUP, ALICE, BOB, vision="max_priority = 10")
