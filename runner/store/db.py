@@ -339,7 +339,9 @@ class Store(
         """Forget a run: its row, workers and events; its files are noted for the loop to
         remove (see runner/store/forget.py). Its usage stays."""
         self.note_forgotten(tx, name)
-        row = tx._sql("SELECT template FROM runs WHERE name = ?", (name,)).fetchone()
+        row = tx._sql("SELECT template, run_uid FROM runs WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[1]:
+            self.usage_forgotten(tx, row[1])
         tx._sql("DELETE FROM events WHERE run = ? AND grp IS NULL", (name,))
         tx._sql("DELETE FROM runs WHERE name = ?", (name,), run=name)
         if row is not None and row[0] is not None:

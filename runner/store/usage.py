@@ -15,6 +15,7 @@ per finish, each with what that life used. Records are pruned after USAGE_KEPT s
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass
 
@@ -239,12 +240,27 @@ class UsageTables:
         rows = self._connect().execute(sql, (until, since, until))
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
+    # every record finished before this was found to be of a run the store holds (or was
+    # pruned): the next look starts here, not at the oldest of a year of records; a run
+    # forgotten moves it back to that run's record (usage_forgotten)
+    _usage_looked: float = -math.inf
+
     def usage_expired(self, before: float) -> bool:
         """Whether a record of a run the store no longer holds finished before ``before``."""
-        return (
-            self._connect().execute(f"SELECT 1 FROM {_EXPIRED} LIMIT 1", (before,)).fetchone()
-            is not None
-        )
+        since = self._usage_looked
+        sql = f"SELECT 1 FROM {_EXPIRED} AND u.finished_at >= ? LIMIT 1"
+        found = self._connect().execute(sql, (before, since)).fetchone() is not None
+        if not found:
+            self._usage_looked = max(since, before)
+        return found
+
+    def usage_forgotten(self, tx: Tx, run_uid: str) -> None:
+        """Within the transaction that forgets the run ``run_uid``: its record may expire
+        now, so the next look at expired records goes back to it."""
+        sql = "SELECT MIN(finished_at) FROM usage_records WHERE run_uid = ?"
+        row = tx._sql(sql, (run_uid,)).fetchone()
+        if row is not None and row[0] is not None:
+            self._usage_looked = min(self._usage_looked, float(row[0]))
 
     def prune_usage(self, tx: Tx, before: float, limit: int) -> int:
         """Forget up to ``limit`` records of runs finished before ``before`` that the store no
