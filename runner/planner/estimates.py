@@ -14,10 +14,11 @@ Pure like the planner: a snapshot and ``now`` in, estimates out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from runner.model import Resources
+from runner.planner.lengths import Lengths, RunKey
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
 
 MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
@@ -33,11 +34,18 @@ def estimate_steps(last_plan_ms: float) -> int:
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """``starts_by``: the start if all work takes its whole limit, or None when work
-    without a limit is in the way
-    (``after`` then names it) or the replay ran out of steps."""
+    without a limit is in the way (``after`` then names it) or the replay ran out of steps.
+
+    The forecasts from learned lengths (``with_forecasts``): ``likely``, the start when
+    every run takes its likely (median) length, and ``likely_by``, when every run takes
+    its 90th-percentile length (None: no forecast: too little history, or work of unknown
+    length in the way); ``learned_from``: how many finished runs the lengths rest on."""
 
     starts_by: float | None
     after: tuple[str, ...] = ()
+    likely: float | None = None
+    likely_by: float | None = None
+    learned_from: int = 0
 
 
 def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> list[RunningUnit]:
@@ -138,3 +146,47 @@ def _as_waiting(unit: RunningUnit) -> WaitingRun:
         tuple(range(n)), unit.time_limit, gpu_share=unit.gpu_share,
         gpu_count=len(unit.gpus) // n if unit.gpu_share else 0,
     )  # fmt: skip
+
+
+def with_forecasts(
+    snapshot: Snapshot,
+    now: float,
+    bounds: Mapping[str, Estimate],
+    lengths: Lengths,
+    owner: Callable[[str], str],
+    max_steps: int = MAX_STEPS,
+) -> dict[str, Estimate]:
+    """``bounds`` (``estimate_starts``'s) with the likely and 90 % starts forecast from
+    ``lengths``: the queue replayed twice more, every run ending when its learned length
+    says (a running run's conditioned on how long it has run; at its limit at the latest).
+    ``owner``: a run's owner, by its name (its length's group). Nothing is forecast before
+    the lengths rest on ``lengths.min_runs`` runs. A forecast is never later than the
+    bound, and the likely start never later than the 90 % one."""
+    learned = lengths.runs
+    if learned < lengths.min_runs:
+        return {name: replace(e, learned_from=learned) for name, e in bounds.items()}
+
+    def length(likely: bool) -> Length:
+        def took(unit: RunningUnit) -> float | None:
+            key = RunKey(unit.workspace, owner(unit.run), unit.run)
+            found = lengths.forecast(key, max(0.0, now - unit.started_at), unit.time_limit)
+            return None if found is None else found.likely if likely else found.by
+
+        return took
+
+    middle = estimate_starts(snapshot, now, max_steps, length(True))
+    high = estimate_starts(snapshot, now, max_steps, length(False))
+    out = {}
+    for name, bound in bounds.items():
+        by = _start(high.get(name))
+        if by is not None and bound.starts_by is not None:
+            by = min(by, bound.starts_by)
+        at = _start(middle.get(name))
+        if at is not None and by is not None:
+            at = min(at, by)
+        out[name] = replace(bound, likely=at, likely_by=by, learned_from=learned)
+    return out
+
+
+def _start(estimate: Estimate | None) -> float | None:
+    return None if estimate is None else estimate.starts_by

@@ -128,6 +128,12 @@ class Lengths:
         self.sketches: OrderedDict[tuple[str, ...], Sketch] = OrderedDict()
         self._count: dict[str, int] = {}  # groups kept per workspace
 
+    @property
+    def runs(self) -> int:
+        """How many finished runs were learned (the machine's group holds them all)."""
+        sketch = self.sketches.get(("machine",))
+        return 0 if sketch is None else sketch.total
+
     def learn(self, key: RunKey, seconds: float, limit: float | None = None) -> None:
         """A finished run of ``key`` ran ``seconds`` (of a time limit of ``limit``)."""
         groups = key.groups()

@@ -28,15 +28,13 @@ from pathlib import Path
 from runner.config.files import config_path, default_home
 from runner.config.load import Config, load_config, parse_config
 from runner.engine.backoff import Backoff
-from runner.engine.learned import Learned
 from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import snapshot_now
 from runner.model import MAX_PRIORITY, StopReason
-from runner.planner.estimates import MAX_STEPS, Length, estimate_starts
-from runner.planner.lengths import RunKey
+from runner.planner.estimates import MAX_STEPS, estimate_starts, with_forecasts
 from runner.planner.plan import Plan, Snapshot, plan
-from runner.planner.types import SIMULATED_GPU_MEMORY, Machine, RunningUnit
+from runner.planner.types import SIMULATED_GPU_MEMORY, Machine
 from runner.runspec.build import run_document
 from runner.service.caller import Caller, ServiceError, start_refusal
 from runner.service.drain import drain, resume
@@ -127,6 +125,7 @@ class Replay:
         estimate_every: float | None = None,
         drains: Sequence[SimDrain] = (),
         folder: Path | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         if policy not in POLICY_NAMES:
             raise ValueError(f"no policy {policy!r}: one of {', '.join(POLICY_NAMES)}")
@@ -136,6 +135,7 @@ class Replay:
         self.policy = policy
         self.estimate_every = estimate_every  # seconds of trace time; None: no estimates
         self._folder = folder
+        self._progress = progress  # called after each submit: (runs submitted, waiting then)
         self.drains = sorted(drains, key=lambda d: d.start)
         for d in self.drains:
             missing = sorted(set(d.gpus or ()) - set(range(machine.gpus)))
@@ -152,7 +152,6 @@ class Replay:
         self.shown: dict[str, list[tuple[float, float, bool]]] = {}
         # run -> its forecasts: (made at, likely start, 90 % start, the bound or None)
         self.forecasts: dict[str, list[tuple[float, float, float, float | None]]] = {}
-        self._learned: Learned | None = None
         self.plans = 0
 
     def run(self) -> Replayed:
@@ -180,7 +179,6 @@ class Replay:
             planner = plan if self.policy == "astraeus" else POLICIES[self.policy]
             loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
             service = Service(store, self.config, loop.poke, "process")
-            self._learned = Learned(store)
             refused = self._drive(loop, service)
             outcomes = self._outcomes(store)
             return Replayed(self.policy, outcomes, self.clock.at, self.plans, refused,
@@ -221,6 +219,9 @@ class Replay:
                     service.submit(document(run), caller, now=self.clock.wall())
                 except ServiceError as e:
                     refused[run.name] = e.message
+                if self._progress is not None:
+                    last = loop.status.plan
+                    self._progress(i, 0 if last is None else len(last.order))
             for _ in range(SAME_MOMENT):
                 if not loop.step():
                     break
@@ -254,28 +255,14 @@ class Replay:
             if estimate.starts_by is not None:
                 shown = (self.clock.at, estimate.starts_by - EPOCH, name == head)
                 self.shown.setdefault(name, []).append(shown)
-        if self._learned is None:
-            return
-        self._learned.refresh()
-        lengths = self._learned.lengths
-
-        def length(q: float) -> Length:
-            def took(unit: RunningUnit) -> float | None:
-                key = RunKey(unit.workspace, CALLER, unit.run)
-                found = lengths.forecast(key, max(0.0, now - unit.started_at), unit.time_limit)
-                return None if found is None else found.likely if q == 0.5 else found.by
-
-            return took
-
-        likely = estimate_starts(snapshot, now, MAX_STEPS, length(0.5))
-        by = estimate_starts(snapshot, now, MAX_STEPS, length(0.9))
-        for name in (w.name for w in snapshot.waiting):
-            bound, first, last = bounds.get(name), likely.get(name), by.get(name)
-            if first is None or last is None or first.starts_by is None or last.starts_by is None:
+        loop.learned.refresh()
+        made = with_forecasts(snapshot, now, bounds, loop.learned.lengths, lambda _: CALLER)
+        for name, e in made.items():
+            if e.likely is None or e.likely_by is None:
                 continue  # no history yet, or work of unknown length in the way
-            was = None if bound is None or bound.starts_by is None else bound.starts_by - EPOCH
+            was = None if e.starts_by is None else e.starts_by - EPOCH
             self.forecasts.setdefault(name, []).append(
-                (self.clock.at, first.starts_by - EPOCH, last.starts_by - EPOCH, was)
+                (self.clock.at, e.likely - EPOCH, e.likely_by - EPOCH, was)
             )
 
     def calibration(self, outcomes: Sequence[Outcome]) -> Calibration | None:

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from runner.planner.estimates import estimate_starts
+from runner.planner.estimates import estimate_starts, with_forecasts
+from runner.planner.lengths import MIN_RUNS, Lengths, RunKey
 from runner.planner.plan import RunningUnit, Snapshot, plan
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting
 
@@ -129,3 +130,44 @@ def test_a_forecast_ends_work_when_its_learned_length_says_and_plans_with_the_li
     assert bound["big"].starts_by == NOW - 100 + HOUR + 30  # the limit and the grace
     late = estimate_starts(s, NOW, length=lambda unit: 2 * HOUR)  # past its limit: capped
     assert late["big"].starts_by == bound["big"].starts_by
+
+
+def _learned(runs: int, seconds: float, name: str = "job-1") -> Lengths:
+    """Lengths learned from ``runs`` finished runs of ``name``'s group, each ``seconds``."""
+    lengths = Lengths()
+    for _ in range(runs):
+        lengths.learn(RunKey("default", "ann", name), seconds)
+    return lengths
+
+
+def test_no_forecast_before_enough_runs_have_finished() -> None:
+    s = snap(running("job-7", gpus=tuple(range(8)), started=-100), waiting("w", gpus=8))
+    bounds = estimate_starts(s, NOW)
+    made = with_forecasts(s, NOW, bounds, _learned(MIN_RUNS - 1, 600), lambda _: "ann")
+    assert made["w"].likely is None and made["w"].likely_by is None
+    assert made["w"].learned_from == MIN_RUNS - 1
+    assert made["w"].after == ("job-7",)  # the bound's answer stays as it was
+
+
+def test_a_forecast_behind_work_without_a_limit_from_what_similar_runs_took() -> None:
+    """No bound (job-7 has no limit), but runs like it took 10 minutes: it is likely to
+    end 500 s from now, having run 100 s; ``w`` starts then."""
+    s = snap(running("job-7", gpus=tuple(range(8)), started=-100), waiting("w", gpus=8))
+    bounds = estimate_starts(s, NOW)
+    assert bounds["w"].starts_by is None
+    made = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "ann")
+    w = made["w"]
+    assert w.learned_from == 20 and w.likely is not None and w.likely_by is not None
+    assert NOW + 400 <= w.likely <= w.likely_by <= NOW + 600  # one bucket's error
+    # another owner's runs are another group: the workspace's and the machine's decide
+    other = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "bob")["w"]
+    assert other.likely is not None and abs(other.likely - w.likely) < 120
+
+
+def test_a_forecast_is_never_later_than_the_bound() -> None:
+    """Learned lengths longer than the limit allows: the bound caps the forecast."""
+    s = snap(running("job-7", gpus=tuple(range(8)), started=-100, limit=HOUR), waiting("w", gpus=8))
+    bounds = estimate_starts(s, NOW)
+    made = with_forecasts(s, NOW, bounds, _learned(20, 100 * HOUR), lambda _: "ann")["w"]
+    assert made.starts_by is not None and made.likely_by is not None and made.likely is not None
+    assert made.likely <= made.likely_by <= made.starts_by
