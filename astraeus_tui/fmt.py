@@ -66,12 +66,21 @@ def preempted_prefix(reason: str | None) -> str:
 
 
 def when(estimate: dict[str, Any] | None) -> str:
-    """An estimate as words: ``starts by 14:20 UTC``, or after which runs end."""
+    """An estimate as words: ``starts by 14:20 UTC``, or after which runs end; the
+    forecasts from learned lengths before it when there are any (``likely 14:10 UTC, by
+    15:30 UTC at 90 % (from 37 finished runs); ``)."""
     if not estimate:
         return "start not known"
+    likely, high = epoch(estimate.get("likely")), epoch(estimate.get("likely_90"))
+    ahead = ""
+    if likely is not None and high is not None:
+        ahead = (f"likely {utc_clock(likely, seconds=False)} UTC, by"
+                 f" {utc_clock(high, seconds=False)} UTC at 90 %"
+                 f" (from {estimate.get('learned_from')} finished runs); ")  # fmt: skip
     if estimate.get("starts_by"):
         t = epoch(estimate["starts_by"])
-        return "start not known" if t is None else f"starts by {utc_clock(t, seconds=False)} UTC"
-    if estimate.get("after"):
-        return f"after {', '.join(estimate['after'])} ends (no time limit)"
-    return "start not known"
+        if t is not None:
+            return f"{ahead}starts by {utc_clock(t, seconds=False)} UTC"
+    elif estimate.get("after"):
+        return f"{ahead}after {', '.join(estimate['after'])} ends (no time limit)"
+    return f"{ahead}start not known"

@@ -27,8 +27,8 @@ AGE = 7  # the age column: it moves with the clock
 AGE_EVERY = 30.0  # seconds between two renderings of an age
 # what the cells other than the mark show: when none of these changes, only the mark is redrawn
 CELL_KEYS = ("name", "head", "workspace", "priority", "state", "gpus", "gpus_requested",
-             "time_limit_seconds", "submitted_at", "starts_by", "reason", "idle_since",
-             "restart_at")  # fmt: skip
+             "time_limit_seconds", "submitted_at", "starts_by", "likely_start", "reason",
+             "idle_since", "restart_at")  # fmt: skip
 REASON = 9  # the reason column: an idle run's mark in it moves with the clock
 STATE_STYLE: dict[str, str] = {
     RunState.RUNNING: "green", RunState.STARTING: "cyan", RunState.STOPPING: "red",

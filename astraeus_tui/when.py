@@ -79,23 +79,32 @@ def utc_clock(t: float, seconds: bool = True) -> str:
 
 
 def start_label(run: Run, now: float) -> str:
-    """When a waiting run starts if running work takes its whole limits, as the queue's
-    tables say it (only the head's is a promise: docs/scheduling.md, "Start estimates").
+    """When a waiting run starts, as the queue's tables say it (docs/scheduling.md,
+    "Start estimates").
 
-    ``14:20`` today, ``10-02 09:00`` on another day (UTC, rounded up to the minute
-    as the planner says it), ``?`` when there is no estimate (work without a time
-    limit is in the way), and nothing for a run that does not wait, or is held (it starts
-    only once released). A failed run waiting for its restart back-off: the time it may
-    start again, to the second.
+    ``~14:10``: its likely start, forecast from the lengths of finished runs (to the
+    nearest minute), once there is one; else ``14:20``, its start if running work takes
+    its whole limits (rounded up to the minute as the planner says it; only the head's is
+    a promise). ``10-02 09:00`` on another day (UTC); ``?`` when there is neither (work
+    without a time limit is in the way), and nothing for a run that does not wait, or is
+    held (it starts only once released). A failed run waiting for its restart back-off:
+    the time it may start again, to the second.
     """
     if run.state != RunState.QUEUED or run.held:
         return ""
     if isinstance(run.restart_at, str) and (again := epoch(run.restart_at)) is not None:
         return utc_clock(again)
+    likely = run.likely_start
+    if isinstance(likely, str) and (at := epoch(likely)) is not None:
+        return "~" + _day_clock(round(at / 60) * 60, now)
     at = epoch(run.starts_by)
     if at is None:
         return "?"
-    at = math.ceil(at / 60) * 60
+    return _day_clock(math.ceil(at / 60) * 60, now)
+
+
+def _day_clock(at: float, now: float) -> str:
+    """``14:20`` on ``now``'s day, ``10-02 09:00`` on another (UTC)."""
     clock = utc_clock(at, seconds=False)
     if at // DAY == now // DAY:
         return clock

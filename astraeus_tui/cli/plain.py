@@ -65,7 +65,7 @@ class Cells:
         aged = self._ages.get(submitted)
         if aged is None:
             aged = self._ages[submitted] = age(submitted, self.now)
-        key = (state, r.starts_by, r.restart_at)  # a back-off: the time it starts again
+        key = (state, r.starts_by, r.likely_start, r.restart_at)  # restart_at: a back-off
         start = self._starts.get(key)
         if start is None:
             start = self._starts[key] = start_label(r, self.now)
@@ -88,7 +88,7 @@ class Cells:
             ages[s] if (s := r.submitted_at) in ages else self._age(s) for r in runs
         ]  # fmt: skip
         start = [
-            starts[k] if (k := (r.state, r.starts_by, r.restart_at)) in starts
+            starts[k] if (k := (r.state, r.starts_by, r.likely_start, r.restart_at)) in starts
             else self._start(k, r)
             for r in runs
         ]  # fmt: skip

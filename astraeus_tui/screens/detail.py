@@ -64,6 +64,16 @@ def _time(iso: str | None) -> str:
     return "-" if t is None else utc_clock(t)
 
 
+def _likely(run: RunDetail) -> tuple[tuple[str, str], ...]:
+    """The start forecast from learned lengths, when there is one: the likely start and
+    the 90 % one, and how many finished runs they rest on."""
+    likely, high = run.likely_start, run.likely_start_90
+    if not isinstance(likely, str):
+        return ()
+    by = f", by {_time(high)} at 90 %" if isinstance(high, str) else ""
+    return (("likely start", f"{_time(likely)}{by} (from {run.learned_from} finished runs)"),)
+
+
 def _gpus(indices: list[int] | None) -> str:
     return ", ".join(map(str, indices)) if indices else "none"
 
@@ -95,6 +105,7 @@ def facts(run: RunDetail) -> Table:
         ("started", _time(run.started_at)),
         ("finished", _time(run.finished_at)),
         ("starts by", _time(run.starts_by)),
+        *_likely(run),
         ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
         ("checkpoint", _checkpoint(run.checkpoint)),
     )  # fmt: skip

@@ -131,6 +131,7 @@ def run_view(
         exit_code=run.exit_code,
         time_limit_seconds=spec.task.time_limit_seconds,
         starts_by=_starts_by(run, plan, estimate),
+        **_forecast(run, estimate if visible else None),
         head=_is_head(plan, run) and run.state == RunState.QUEUED,  # not a partly running run
         position=_position(plan, run.name),
         gpu_memory_bytes=spec.task.gpu_share or schema.UNSET,
@@ -180,6 +181,17 @@ def _starts_by(run: RunRow, plan: Plan | None, estimate: Estimate | None) -> str
     if estimate is not None and run.state == RunState.QUEUED:
         return iso(estimate.starts_by)
     return None
+
+
+def _forecast(run: RunRow, estimate: Estimate | None) -> dict[str, Any]:
+    """A waiting run's forecasts, when there are any (else the fields stay absent)."""
+    if estimate is None or estimate.likely is None or run.state != RunState.QUEUED:
+        return {}
+    return {
+        "likely_start": iso(estimate.likely) or schema.UNSET,
+        "likely_start_90": iso(estimate.likely_by) or schema.UNSET,
+        "learned_from": estimate.learned_from,
+    }
 
 
 def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:

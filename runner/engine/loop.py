@@ -24,6 +24,7 @@ from runner.engine.collector import Collector
 from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
 from runner.engine.idle import IdleWatch
+from runner.engine.learned import Learned
 from runner.engine.lifecycle import settle_run
 from runner.engine.published import Publisher
 from runner.engine.retention import (
@@ -35,14 +36,14 @@ from runner.engine.retention import (
 )
 from runner.engine.settings import LoopSettings
 from runner.engine.sharing import shared_refusal
-from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_now
+from runner.engine.snapshot import SpecCache, build_snapshot, plannable, snapshot_and_owners
 from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, Observed, worker_key
 from runner.executors.logcap import worker_logs
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
-from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps, with_forecasts
 from runner.planner.plan import Plan, Snapshot, WaitingRun, plan
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
@@ -96,6 +97,7 @@ class Loop:
         self._on_change: Callable[[], None] = lambda: None
         # the plan published at once, its estimates by a helper thread (run_forever's)
         self.publisher = Publisher(self.status, self.estimates, lambda: self._on_change())
+        self.learned = Learned(store)  # run lengths from finished runs: the forecasts'
         self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
         self.idle: IdleWatch | None = None  # idle GPUs: marks, events, the stop policy
         if settings.idle is not None and settings.idle_tracker is not None:
@@ -166,8 +168,14 @@ class Loop:
     def estimates(self) -> dict[str, Estimate]:
         """The planner replayed forward, within the time budget at the last plan's cost
         (the publisher's helper thread calls it after a plan)."""
-        snapshot = snapshot_now(self.store, self.settings, self.specs, self.clock.now())
-        return estimate_starts(snapshot, self.clock(), estimate_steps(self.status.last_plan_ms))
+        snapshot, owners = snapshot_and_owners(
+            self.store, self.settings, self.specs, self.clock.now()
+        )
+        now, steps = self.clock(), estimate_steps(self.status.last_plan_ms)
+        bounds = estimate_starts(snapshot, now, steps)
+        self.learned.refresh()
+        lengths = self.learned.lengths
+        return with_forecasts(snapshot, now, bounds, lengths, lambda n: owners.get(n, ""), steps)
 
     def log_files(self, run: RunRow) -> list[Path]:
         """Its workers' logs, by the run's id (never an earlier run's of that name)."""

@@ -339,9 +339,16 @@ def plannable(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) 
 def snapshot_now(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Snapshot:
     """The planner's view of the store right now, as the loop builds it (the API's
     explanations and estimates plan on it)."""
+    return snapshot_and_owners(store, settings, specs, now)[0]
+
+
+def snapshot_and_owners(
+    store: Store, settings: LoopSettings, specs: SpecCache, now: Now
+) -> tuple[Snapshot, dict[str, str]]:
+    """``snapshot_now``, and the owner of each run in it, by name."""
     found = plannable(store, settings, specs, now)
     live = store.live_workers()
     snapshot = build_snapshot(
         settings, found.runs, live, specs, found.independent, now, found.resting
     )
-    return drained_snapshot(snapshot, found.drain)
+    return drained_snapshot(snapshot, found.drain), {r.name: r.owner for r in found.runs}

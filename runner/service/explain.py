@@ -44,7 +44,11 @@ def estimate_json(estimate: Estimate | None, workspaces: dict[str, str], caller:
     after = [
         n if caller.viewer.sees(workspaces.get(n, "")) else ANONYMOUS_RUN for n in estimate.after
     ]
-    return {"starts_by": iso(estimate.starts_by), "after": after}
+    out: dict[str, Any] = {"starts_by": iso(estimate.starts_by), "after": after}
+    if estimate.likely is not None:  # forecasts from learned lengths, once there are some
+        out |= {"likely": iso(estimate.likely), "likely_90": iso(estimate.likely_by),
+                "learned_from": estimate.learned_from}  # fmt: skip
+    return out
 
 
 class Explainer:

@@ -23,6 +23,8 @@ from tests.support.harness import Harness, sleeper, spec, wait_for
 from tests.support.served import Served
 from tests.support.tenants import ALICE, BOB, CONFIG, as_user, users
 
+FORECAST = ("likely_start", "likely_start_90", "learned_from")  # absent before any forecast
+
 __all__ = ["users"]  # the module fixture: real Unix users
 
 
@@ -45,8 +47,9 @@ def test_the_list_follows_every_change_and_sends_the_fields_asked_for(
     first = client.answer("GET", "/v1/runs")
     assert client.answer("GET", "/v1/runs") == first  # nothing moved: the same bytes
     # the documented keys, in order; idle_since only while idle, gpu_memory_bytes only on
-    # a shared request, restart_at only while a failed run waits for its back-off
-    optional = ("idle_since", "gpu_memory_bytes", "restart_at")
+    # a shared request, restart_at only while a failed run waits for its back-off, the
+    # forecasts only once runs have finished
+    optional = ("idle_since", "gpu_memory_bytes", "restart_at", *FORECAST)
     keys = [f for f in schema.Run.__struct_fields__ if f not in optional]
     for run in _runs(first):
         assert list(run) == keys  # the documented keys, in order

@@ -18,7 +18,7 @@ OPTIONS = {
 }  # fmt: skip
 # what the table shows of a run (astraeus_tui/cli/plain.py, tables.py): a lighter answer
 TABLE_FIELDS = ("name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,"
-                "starts_by,head,position,idle_since,restart_at")  # fmt: skip
+                "starts_by,likely_start,head,position,idle_since,restart_at")  # fmt: skip
 
 
 def fast_ls(argv: list[str]) -> int | None:

@@ -16,11 +16,22 @@ DEPENDENCIES = "not in the order until its dependencies succeed"
 
 
 def when(estimate: dict[str, Any]) -> str:
+    """The estimate in words: the forecasts from learned lengths first, when there are any
+    (``likely 14:10 UTC, by 15:30 UTC at 90 % (from 37 finished runs); ``), then the start
+    if running work takes its whole limits."""
+    likely = ""
+    if estimate.get("likely"):
+        likely = (f"likely {_utc(estimate['likely'])}, by {_utc(estimate['likely_90'])} at 90 %"
+                  f" (from {estimate['learned_from']} finished runs); ")  # fmt: skip
     if estimate["starts_by"]:
-        return f"starts by {estimate['starts_by'].replace('T', ' ').replace('Z', ' UTC')}"
+        return f"{likely}starts by {_utc(estimate['starts_by'])}"
     if estimate["after"]:
-        return "starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
-    return "start not known"
+        return f"{likely}starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
+    return f"{likely}start not known"
+
+
+def _utc(iso: str) -> str:
+    return iso.replace("T", " ").replace("Z", " UTC")
 
 
 def show_preview(p: dict[str, Any], as_json: bool) -> None:

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
 
 FIELDS = ("name", "uid", "workspace", "owner", "priority", "state", "reason", "gpus", "workers",
           "restarts", "preemptions", "submitted_at", "started_at", "finished_at",
-          "exit_code", "time_limit_seconds", "starts_by", "restart_at", "idle_since")  # fmt: skip
+          "exit_code", "time_limit_seconds", "starts_by", "likely_start", "likely_start_90",
+          "learned_from", "restart_at", "idle_since")  # fmt: skip
 
 
 def show_row(answer: dict[str, Any]) -> Any:

@@ -1,0 +1,55 @@
+"""Start forecasts from learned lengths, against a daemon with a history of similar runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from astraeus_tui.when import epoch
+from tests.support.harness import wait_for
+from tests.support.served import Served
+
+Start = Callable[..., Served]
+HISTORY = 6  # finished runs of the same name stem (five are needed)
+SECONDS = 4  # how long each of them ran
+
+
+def _state(d: Served, name: str) -> str:
+    return str(d.json("show", name)["state"])
+
+
+def test_the_next_run_starts_within_its_band(served: Start) -> None:
+    d = served(gpus=3)
+    for i in range(HISTORY):
+        d.astra("run", "--name", f"hist-{i}", "--gpus", "1", "--", "sleep", str(SECONDS))
+    wait_for(lambda: all(_state(d, f"hist-{i}") == "Succeeded" for i in range(HISTORY)), 60)
+    # one more of them, with no time limit, holds every GPU: no bound for the run behind it
+    d.astra("run", "--name", f"hist-{HISTORY}", "--gpus", "3", "--", "sleep", str(SECONDS))
+    wait_for(lambda: _state(d, f"hist-{HISTORY}") == "Running")
+    d.astra("run", "--name", "next", "--gpus", "3", "--", "true")
+    wait_for(lambda: "likely_start" in d.json("show", "next"), 20, "a forecast for next")
+    shown = d.json("show", "next")
+    assert shown["starts_by"] is None  # work without a time limit is in the way
+    assert shown["learned_from"] == HISTORY
+    likely, high = epoch(shown["likely_start"]), epoch(shown["likely_start_90"])
+    assert likely is not None and high is not None and likely <= high
+    why = d.json("why", "next")["estimate"]
+    assert why["likely"] == shown["likely_start"] and why["learned_from"] == HISTORY
+    text = d.astra("why", "next").stdout
+    assert f"(from {HISTORY} finished runs); starts after hist-{HISTORY} end(s)" in text, text
+    listed = d.astra("ls").stdout
+    assert "~" in next(line for line in listed.splitlines() if " next " in line), listed
+    assert "likely_start:" in d.astra("show", "next").stdout
+    wait_for(lambda: _state(d, "next") == "Succeeded", 30)
+    started = epoch(d.json("show", "next")["started_at"])
+    # times on the wire are whole seconds: a second either side
+    assert started is not None and likely - 1 <= started <= high + 1, (likely, started, high)
+
+
+def test_no_forecast_without_history(served: Start) -> None:
+    d = served(gpus=1)
+    d.astra("run", "--name", "first", "--gpus", "1", "--", "sleep", "30")
+    wait_for(lambda: _state(d, "first") == "Running")
+    d.astra("run", "--name", "second", "--gpus", "1", "--", "true")
+    wait_for(lambda: d.json("why", "second")["estimate"]["after"] == ["first"])
+    assert "likely_start" not in d.json("show", "second")
+    assert "likely" not in d.json("why", "second")["estimate"]
