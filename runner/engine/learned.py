@@ -8,6 +8,8 @@ known; a run cancelled says nothing of how long it would have taken.
 
 from __future__ import annotations
 
+import threading
+
 from runner.model import RunState
 from runner.planner.lengths import Lengths, RunKey
 from runner.store.db import Store
@@ -23,9 +25,19 @@ class Learned:
         self.lengths = lengths or Lengths()
         self._since = 0.0  # the newest record's finish seen
         self._seen: set[int] = set()  # the records at that finish already learned
+        self._lock = threading.Lock()  # the estimates' helper and the API's previews
+
+    def refresh_lengths(self) -> Lengths:
+        """The lengths, with the records written since the last refresh learned."""
+        self.refresh()
+        return self.lengths
 
     def refresh(self) -> int:
         """Learn the records written since the last refresh; how many were new."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> int:
         found = self.store.usage_records(self._since)
         fresh = [r for r in found if r.id not in self._seen]
         for record in fresh:

@@ -14,11 +14,12 @@ from runner.engine.backend import Backend
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.drain import Drain, draining_reason, explained
 from runner.engine.holds import begin_reason, held_reason, kept_out
+from runner.engine.learned import Learned
 from runner.engine.revocation import revoked
 from runner.engine.settings import LoopSettings
-from runner.engine.snapshot import snapshot_now, waiting_run
+from runner.engine.snapshot import snapshot_and_owners, snapshot_now, waiting_run
 from runner.model import RunState
-from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps, with_forecasts
 from runner.planner.plan import Snapshot, plan
 from runner.planner.why import as_json, explain
 from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef
@@ -54,10 +55,14 @@ def estimate_json(estimate: Estimate | None, workspaces: dict[str, str], caller:
 class Explainer:
     """The explanations, given the run service, the back end and the loop's settings."""
 
-    def __init__(self, service: Service, backend: Backend, settings: LoopSettings) -> None:
+    def __init__(
+        self, service: Service, backend: Backend, settings: LoopSettings,
+        learned: Learned | None = None,
+    ) -> None:  # fmt: skip
         self.service = service
         self.backend = backend
         self.settings = settings
+        self.learned = learned  # the loop's run lengths: a preview's forecast (None: none)
 
     def snapshot(self) -> Snapshot:
         """The planner's view of the store right now (the loop's own builder)."""
@@ -141,7 +146,9 @@ class Explainer:
         machine = self.settings.machine
         new = waiting_run(spec, None, machine, tuple(range(spec.workers)), workspace=workspace,
                           submitted_at=now)  # fmt: skip
-        base, drain = self.snapshot(), Drain.of(service.store.drains())
+        backend_now = backend.clock.now()
+        base, owners = snapshot_and_owners(service.store, self.settings, backend.specs, backend_now)
+        drain = Drain.of(service.store.drains())
         if drain.machine is not None:  # nothing starts: no place in an order
             return {
                 "name": spec.name, "workspace": workspace, "priority": spec.priority,
@@ -160,7 +167,13 @@ class Explainer:
         victims = sorted({p.run if caller.viewer.sees(p.workspace) else ANONYMOUS_RUN
                           for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
         steps = estimate_steps(backend.status.last_plan_ms)
-        estimate = estimate_starts(snapshot, now, steps).get(spec.name)
+        estimates = estimate_starts(snapshot, now, steps)
+        if self.learned is not None:  # the likely start, from the lengths of finished runs
+            lengths = self.learned.refresh_lengths()
+            owner = {**owners, spec.name: caller.user}.get
+            estimates = with_forecasts(snapshot, now, estimates, lengths, lambda n: owner(n, ""),
+                                       steps)  # fmt: skip
+        estimate = estimates.get(spec.name)
         return {
             "name": spec.name, "workspace": workspace, "priority": spec.priority,
             "position": result.order.index(spec.name) + 1, "queue_length": len(result.order),

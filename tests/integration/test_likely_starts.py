@@ -39,6 +39,8 @@ def test_the_next_run_starts_within_its_band(served: Start) -> None:
     listed = d.astra("ls").stdout
     assert "~" in next(line for line in listed.splitlines() if " next " in line), listed
     assert "likely_start:" in d.astra("show", "next").stdout
+    dry = d.astra("run", "--dry-run", "--name", "probe", "--gpus", "3", "--", "true").stdout
+    assert "likely " in dry and f"(from {HISTORY} finished runs)" in dry, dry
     wait_for(lambda: _state(d, "next") == "Succeeded", 30)
     started = epoch(d.json("show", "next")["started_at"])
     # times on the wire are whole seconds: a second either side
