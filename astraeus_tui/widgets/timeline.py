@@ -33,6 +33,7 @@ BAR_STYLE: dict[str, str] = {
 }
 MARK = "yellow"
 START = "◆"
+BAND = "━"  # from the likely start to the 90 % one
 QUEUED_ROWS = 4  # waiting runs drawn at the most, first in the planner's order
 Cell = tuple[str, str]
 # the legend, longest first: the first that fits is shown
@@ -41,6 +42,14 @@ LEGENDS: tuple[tuple[tuple[str, str] | str, ...], ...] = (
      " head's start  ", (START, "bold"), " queued start  ", ("»", "green"), " beyond the chart"),
     (("█", "green"), " run ", ("█", "cyan"), " backfill ", ("┃", MARK), " head ",
      (START, "bold"), " start ", ("»", "green"), " beyond"),
+)  # fmt: skip
+# the same when a waiting run shows its likely band
+BANDED: tuple[tuple[tuple[str, str] | str, ...], ...] = (
+    (("█", "green"), " running  ", ("█", "cyan"), " backfilled  ", ("┃", MARK),
+     " head's start  ", (START, "bold"), " queued start  ", (BAND, "magenta"),
+     " likely to 90 %  ", ("»", "green"), " beyond the chart"),
+    (("█", "green"), " run ", ("█", "cyan"), " backfill ", ("┃", MARK), " head ",
+     (START, "bold"), " start ", (BAND, "magenta"), " likely"),
 )  # fmt: skip
 
 
@@ -93,7 +102,8 @@ class Timeline(Widget):
         queued = [self._queued_row(run, label_w, chart_w, col, mark, total)
                   for run in self.queued[:QUEUED_ROWS]]  # fmt: skip
         window = [] if mark is None else [self._window_row(label_w, chart_w, mark)]
-        parts = [running, window, queued, [self._legend(width)]]
+        banded = any(_forecast(run)[0] is not None for run in self.queued[:QUEUED_ROWS])
+        parts = [running, window, queued, [self._legend(width, banded)]]
         shown = fit(height - 1, [len(p) for p in parts])
         self._borders(self._title(shadow), _more(len(ends) - shown[0], self.waiting - shown[2]))
         lines = [self._axis(label_w, chart_w, total, mark)]
@@ -147,11 +157,17 @@ class Timeline(Widget):
         self, run: Run, label_w: int, chart_w: int,
         col: Callable[[float], int], mark: int | None, total: float,
     ) -> Text:  # fmt: skip
-        """Waiting until its estimated start, marked there with the time, or ``?``."""
+        """Waiting until its estimated start, marked there with the time, or ``?``; the
+        band from its likely start to its 90 % one behind it, once there is a forecast."""
         cells: list[Cell] = [("·", "grey30")] * chart_w
+        likely, high = _forecast(run)
+        if likely is not None and high is not None and not run.held:
+            for x in range(col(likely), col(high) + 1):
+                cells[x] = (BAND, "magenta")
         if mark is not None:
             cells[mark] = ("┃", MARK)
         at, when = epoch(run.starts_by), start_label(run, self.now)
+        at = likely if at is None else at  # no bound: the marker at the likely start
         style = MARK if run.head else "bold"
         if run.held:
             _write(cells, 0, "held: starts once released", "dark_orange")
@@ -180,13 +196,23 @@ class Timeline(Widget):
         label = Text("backfill".ljust(label_w) + " ", style="cyan")
         return label.append_text(_join([*band, ("┃", MARK), *tail]))
 
-    def _legend(self, width: int) -> Text:
-        """The first legend that fits ``width``; the shortest, cut, if none does."""
-        found = next((L for L in LEGENDS if len(Text.assemble(*L)) <= width), LEGENDS[-1])
+    def _legend(self, width: int, banded: bool = False) -> Text:
+        """The first legend that fits ``width``; the shortest, cut, if none does.
+        ``banded``: a waiting run shows its likely band, which the legend then names."""
+        legends = (*BANDED, *LEGENDS) if banded else LEGENDS
+        found = next((L for L in legends if len(Text.assemble(*L)) <= width), legends[-1])
         legend = Text.assemble(*found)
         legend.stylize("dim")
         legend.no_wrap, legend.overflow = True, "ellipsis"
         return legend
+
+
+def _forecast(run: Run) -> tuple[float | None, float | None]:
+    """Its likely and 90 % starts (None, None before there is a forecast)."""
+    likely, high = run.likely_start, run.likely_start_90
+    if not isinstance(likely, str) or not isinstance(high, str):
+        return None, None
+    return epoch(likely), epoch(high)
 
 
 def fit(room: int, wants: Sequence[int]) -> list[int]:

@@ -15,12 +15,12 @@ from textual.widgets.data_table import RowKey
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.queue_model import Batch, QueueModel
 from astraeus_tui.screens.main import MainScreen
-from astraeus_tui.when import DAY, start_label
+from astraeus_tui.when import DAY, start_label, utc_clock
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.timeline import Timeline
+from runner.clock import iso
 from tests.tui.fake_client import FakeClient, as_runs, load_fixture
-from tests.tui.helpers import main_screen, plain, until
-from tests.tui.test_live import Clock, cell, replay
+from tests.tui.helpers import Clock, cell, main_screen, plain, replay, until
 
 # the head fixture's estimates: 12:45:28, 15:30:44 and 12:30:28, rounded up as "starts by"
 EXPECTED = {"pretrain-7b": "12:46", "sweep-lr": "15:31", "nlp-big": "12:31",
@@ -126,3 +126,28 @@ def test_the_model_lists_the_first_waiting_runs_in_the_planners_order() -> None:
     assert not model.new_day(now)  # the first look
     assert not model.new_day(now + 60)
     assert model.new_day(now + DAY)
+
+
+def test_a_forecast_shows_as_the_likely_start_and_a_band_on_the_timeline() -> None:
+    """Once finished runs give a forecast: ``~12:25`` in START, and the band from the
+    likely start to the 90 % one behind the run's marker, which the legend names."""
+
+    async def scenario(pilot: Pilot[Any], screen: MainScreen, fake: FakeClient) -> None:
+        table, timeline = screen.query_one(QueueTable), screen.query_one(Timeline)
+        run = snapshot_run(fake, "sweep-lr")
+        likely, high = fake.now + 600, fake.now + 1800
+        fake.push([dict(run, likely_start=iso(likely), likely_start_90=iso(high),
+                        learned_from=37)])  # fmt: skip
+        expected = "~" + utc_clock(round(likely / 60) * 60, seconds=False)
+        await until(pilot, lambda: cell(table, "sweep-lr", "start") == expected)
+        await until(pilot, lambda: "━" in chart_rows(timeline).get("sweep-lr", ""))
+        row = chart_rows(timeline)["sweep-lr"]
+        assert row.count("━") >= 2 and row.rstrip().endswith(f"{expected} »")  # bound: beyond
+        assert "━ likely" in plain(timeline).splitlines()[-1]
+        fake.push([dict(run, starts_by=None, likely_start=iso(likely),
+                        likely_start_90=iso(high), learned_from=37)])  # fmt: skip
+        # no bound (work without a limit in the way): the marker at the likely start
+        await until(pilot, lambda: "◆" in chart_rows(timeline).get("sweep-lr", ""))
+        assert "?" not in chart_rows(timeline)["sweep-lr"]
+
+    replay("head", scenario)
