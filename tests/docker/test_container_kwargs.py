@@ -316,12 +316,12 @@ def test_a_shared_run_gets_exactly_its_gpu_and_its_mps_limit() -> None:
 
     from runner.engine.starts import worker_env
     from runner.runspec.parse import parse_spec
-    from tests.unit.test_wire_schema import _run
+    from tests.unit.store_rows import run_row
 
     doc = {"metadata": {"name": "ft"}, "spec": {"task_template": {
         "image": "x", "command": "true", "requested_resources": {
             "gpu_requests": {"count": 1, "memory_bytes": 20 << 30}}}}}  # fmt: skip
-    run = _run("ft", "vision", "Queued", spec_text=json.dumps(doc))
+    run = run_row("ft", "vision", "Queued", spec_text=json.dumps(doc))
     env = worker_env(run, parse_spec(doc), 0, (3,), True, mps_share=20 << 30)
     kw = container_kwargs(launch(gpus=(3,), env=env), nvidia=True)
     (request,) = kw["device_requests"]

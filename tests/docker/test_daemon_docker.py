@@ -12,9 +12,9 @@ import pytest
 from runner.daemon.daemon import instance_id
 from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
 from tests.integration.conftest import served  # noqa: F401 (the fixture)
-from tests.integration.test_exec import shell_in_terminal
 from tests.support.harness import wait_for
 from tests.support.served import Served
+from tests.support.terminal import shell_in_terminal
 
 pytestmark = pytest.mark.skipif(engine_client() is None, reason=SKIP_REASON)
 Start = Callable[..., Served]

@@ -6,7 +6,6 @@ Needs root (mount); skipped otherwise.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 from astraeus_tui.client import ApiError
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import document, wait_for
+from tests.faults.disk import fill
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -36,20 +36,6 @@ def small_home(tmp_path: Path) -> Iterator[Path]:
     finally:  # the daemon and its workers are gone by now (make_daemon is torn down first)
         if subprocess.run(["umount", str(home)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(home)], capture_output=True)
-
-
-def fill(path: Path) -> None:
-    """Write ``path`` until the file system has no byte left."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"\0" * 4096)
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"\0")
-    finally:
-        os.close(fd)
 
 
 def test_a_full_disk_refuses_submits_clearly_and_loses_nothing(

@@ -21,7 +21,7 @@ from runner.executors.base import Observed, WorkerLaunch
 from runner.executors.process import ProcessExecutor
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import DaemonProcess, document, wait_for
-from tests.faults.test_disk_full import fill
+from tests.faults.disk import fill
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

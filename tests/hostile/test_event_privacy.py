@@ -18,13 +18,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from typer.testing import CliRunner
 
-from astraeus_tui.cli.main import app
 from astraeus_tui.client import Client
 from tests.support.harness import spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user, two_tenants, users_fixture
+from tests.support.tenants import as_user, cli_as, two_tenants, users_fixture
 from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
@@ -81,25 +79,13 @@ def follower(entry: pwd.struct_passwd, socket: Path, until: str) -> Callable[[],
     return collect
 
 
-def astra_as(entry: pwd.struct_passwd, socket: Path, *args: str) -> tuple[int, str, str]:
-    """`astra ARGS` run by ``entry`` (the CLI's own code, in a child that is the user):
-    exit code, stdout, stderr."""
-
-    def call(_: Client) -> tuple[int, str, str]:
-        result = CliRunner().invoke(app, list(args), env={"ASTRAEUS_SOCKET": str(socket)})
-        return result.exit_code, result.stdout, result.stderr
-
-    code, out, err = as_user(entry, socket, call)["ok"]
-    return code, out, err
-
-
 def cli_events(lab: Served, *args: str, user: pwd.struct_passwd | None = None) -> list[Any]:
     """`astra events ARGS --json` (as ``user``, else root): its JSON objects in turn."""
     if user is None:
         result = lab.astra("events", *args, "--json")
         code, text, err = result.returncode, result.stdout, result.stderr
     else:
-        code, text, err = astra_as(user, lab.socket, "events", *args, "--json")
+        code, text, err = cli_as(user, lab.socket, "events", *args, "--json")
     assert code == 0, err
     decoder, found, pos = json.JSONDecoder(), [], 0
     while pos < len(text):
@@ -153,7 +139,7 @@ def test_the_events_of_another_workspace_s_run_answer_as_its_details(
     followed = as_user(alice, lab.socket, lambda c: list(c.events("bob-secret", follow=True)))
     followed = followed["error"]
     assert details == events == followed == PRIVATE
-    code, out, err = astra_as(alice, lab.socket, "events", "bob-secret")
+    code, out, err = cli_as(alice, lab.socket, "events", "bob-secret")
     assert (code, out, err) == (1, "", PRIVATE + "\n")
     missing = as_user(alice, lab.socket, lambda c: list(c.events("no-such-run")))
     assert missing["error"] == "404 NOT_FOUND: no run no-such-run"

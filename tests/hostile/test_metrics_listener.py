@@ -21,8 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from runner.api.metrics_site import MAX_CONNECTIONS, MAX_REQUEST_BYTES
-from tests.integration.test_metrics import free_port
-from tests.support.served import Served
+from tests.support.served import Served, free_port
 
 Start = Callable[..., Served]
 WAIT = 30  # seconds a test waits for the daemon to close a connection before failing

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.integration.test_notify import Receiver
 from tests.support.harness import wait_for
+from tests.support.notify import Receiver
 from tests.support.served import Served
 from tests.support.tenants import as_user, two_tenants, users_fixture
 

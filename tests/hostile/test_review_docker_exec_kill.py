@@ -16,7 +16,7 @@ import pytest
 from runner.executors.docker.exec import docker_enter
 from runner.executors.sessions import EnterRequest
 from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
-from tests.hostile.test_review_exec_kill import LAST_PID, with_pid
+from tests.support.pid_reuse import LAST_PID, with_pid
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not LAST_PID.exists(), reason="choosing the next pid needs root"

@@ -11,31 +11,16 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from runner.executors.enter import ProcessSession
 from runner.executors.sessions import STDOUT
-
-LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
-TRIES = 200
+from tests.support.pid_reuse import LAST_PID, with_pid
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not LAST_PID.exists(), reason="choosing the next pid needs root"
 )
-
-
-def with_pid(pid: int) -> subprocess.Popen[bytes] | None:
-    """A new group leader (as ``nobody``) with pid ``pid``; None if others took it."""
-    for _ in range(TRIES):
-        LAST_PID.write_text(str(pid - 1))
-        victim = subprocess.Popen(["sleep", "60"], start_new_session=True, user="nobody")
-        if victim.pid == pid:
-            return victim
-        victim.kill()
-        victim.wait()
-    return None
 
 
 def test_a_reaped_session_s_kill_spares_the_process_that_took_its_pid() -> None:

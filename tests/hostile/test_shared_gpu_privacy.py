@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from runner.reasons import ANONYMOUS_RUN
-from tests.hostile.test_event_privacy import astra_as
 from tests.support.harness import spec, wait_for
 from tests.support.served import Served
-from tests.support.tenants import as_user, two_tenants, users_fixture
+from tests.support.tenants import as_user, cli_as, two_tenants, users_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-hs", "astra-hs-a", "astra-hs-b"
@@ -51,7 +50,7 @@ def test_another_namespaces_share_is_anonymous(
     seen = as_user(alice, d.socket, lambda c: c.gpus())["ok"]
     shares = sorted((s["run"], s["bytes"]) for s in seen["gpus"][0]["shares"])
     assert shares == sorted([("alice-eval", 20 * 1024**3), (ANONYMOUS_RUN, 30 * 1024**3)])
-    code, out, _ = astra_as(alice, d.socket, "gpus")
+    code, out, _ = cli_as(alice, d.socket, "gpus")
     assert code == 0 and "bob-secret" not in out and "30GiB free" in out
     admin = d.json("gpus")["gpus"][0]["shares"]
     assert {s["run"] for s in admin} == {"alice-eval", "bob-secret"}

@@ -5,7 +5,6 @@ and nothing of that run is stored."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
@@ -24,7 +23,7 @@ from runner.api.batch import MAX_BATCH, MAX_BATCH_BODY
 from tests.support.served import Served
 from tests.support.tenants import spec as identity_spec
 from tests.support.tenants import two_tenants
-from tests.support.users import fork_as, unix_users
+from tests.support.users import fork_as, lab_users
 
 Start = Callable[..., Served]
 HEAVY = ("typer", "rich", "click")
@@ -232,12 +231,6 @@ def test_a_sweep_among_many_files_is_refused_alone(d: Served, tmp_path: Path) ->
     assert sorted(names(d)) == ["blocker", "plain"]
     dry, _ = astra(d, "submit", "--dry-run", str(plain), str(sweep))
     assert (dry.returncode, dry.stderr.strip()) == (1, "--dry-run: give one spec file")
-
-
-def lab_users(group: str, *names: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
-    """Real Unix users ``names`` (no home, no shell) whose primary group is ``group``, the
-    socket's: a group file edited by another test at the same time cannot take it away."""
-    return unix_users(group, *names, primary=True)
 
 
 def as_user(entry: pwd.struct_passwd, socket: Path, call: Callable[[Client], Any]) -> Any:

@@ -10,13 +10,9 @@ from collections.abc import Callable
 
 from astraeus_tui.client import Client
 from tests.support.harness import spec, wait_for
-from tests.support.served import Served
+from tests.support.served import Served, indented
 
 Start = Callable[..., Served]
-
-
-def _indented(raw: bytes) -> str:
-    return json.dumps(json.loads(raw), indent=2) + "\n"
 
 
 def test_json_output_is_the_daemons_json(served: Start) -> None:
@@ -49,7 +45,7 @@ def test_json_output_is_the_daemons_json(served: Start) -> None:
             raw = json.dumps(next(iter(json.loads(raw).values()))).encode()
         out = d.astra(*args, "--json")
         assert out.returncode == 0, (args, out.stderr)
-        assert out.stdout == _indented(raw), args
+        assert out.stdout == indented(raw), args
         if args == ("show", "one"):
             assert json.loads(raw)["usage"]["samples"] >= 2, raw  # the field is in the bytes
     raw_events = client.answer("GET", "/v1/events", query={"run": "one"}).splitlines()

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import grp
 import os
-import pty
 import pwd
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +28,7 @@ from astraeus_tui.cli.main import app
 from tests.support.harness import interruptible, wait_for
 from tests.support.served import Served
 from tests.support.tenants import as_user, one_workspace, users_fixture
+from tests.support.terminal import astra_in_terminal, read_until, shell_in_terminal
 from tests.support.users import fork_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
@@ -202,18 +200,6 @@ def test_a_terminal_for_exec_it(lab: Served, users: dict[str, pwd.struct_passwd]
     shell_in_terminal(lab, name, b"$ ")  # the shell runs as bob
 
 
-def shell_in_terminal(lab: Served, name: str, prompt: bytes) -> None:
-    """``astra exec -it NAME -- sh`` in a terminal, typed into as a person would."""
-    pid, fd = _astra_in_terminal(lab, "exec", "-it", name, "--", "sh")
-    shown = read_until(fd, prompt, 30)  # typed before the prompt, it would be lost
-    assert prompt in shown, shown
-    os.write(fd, b"echo hi-$((1+2)); tty; exit 4\n")
-    out = read_until(fd, None, 30)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 4
-    assert b"hi-3\r\n/dev/pts/" in out
-
-
 def test_attach_follows_output_and_state_and_ctrl_c_detaches(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
@@ -237,32 +223,6 @@ def test_attach_follows_output_and_state_and_ctrl_c_detaches(
     assert lab.json("show", long)["state"] == "Running"
 
 
-def read_until(fd: int, wanted: bytes | None, timeout: float) -> bytes:
-    """What the terminal shows until ``wanted`` ends it (None: until it closes)."""
-    out, end = b"", time.monotonic() + timeout
-    while time.monotonic() < end and not (wanted and wanted in out):
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if not ready:
-            continue
-        try:
-            data = os.read(fd, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        out += data
-    return out
-
-
-def _astra_in_terminal(lab: Served, *args: str) -> tuple[int, int]:
-    """``astra ARGS`` in a child whose terminal is a pseudo-terminal: (pid, its master)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(lab.env)
-        os.execv(sys.executable, [sys.executable, "-m", "astraeus_tui.cli.main", *args])
-    return pid, fd
-
-
 def test_an_interactive_run_waits_its_turn_then_gets_the_terminal(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
@@ -270,7 +230,7 @@ def test_an_interactive_run_waits_its_turn_then_gets_the_terminal(
     lab.astra("priority", blocker, "0")
     two = submit(lab, users[BOB], ["sleep", "10"])  # both GPUs held for a few seconds
     name = f"it-{uuid.uuid4().hex[:6]}"
-    pid, fd = _astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
+    pid, fd = astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
                                  "--gpus", "1", "--", "sh")  # fmt: skip
     waited = read_until(fd, b"# ", 60)
     assert f"{name}: Queued: ".encode() in waited, waited  # its reason while it waits
@@ -292,7 +252,7 @@ def test_closing_the_terminal_cancels_a_waiting_interactive_run(
     for _ in range(2):
         submit(lab, users[BOB], ["sleep", "60"])
     name = f"it-{uuid.uuid4().hex[:6]}"
-    pid, fd = _astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
+    pid, fd = astra_in_terminal(lab, "run", "-it", "--name", name, "--workspace", "ex",
                                  "--gpus", "1", "--", "sh")  # fmt: skip
     assert f"{name}: Queued".encode() in read_until(fd, f"{name}: Queued".encode(), 30)
     os.kill(pid, signal.SIGKILL)  # the terminal goes away, astra with it
@@ -305,7 +265,7 @@ def test_only_an_interactive_run_has_a_terminal(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
     name = submit(lab, users[BOB], ["sleep", "60"])
-    pid, fd = _astra_in_terminal(lab, "attach", name)
+    pid, fd = astra_in_terminal(lab, "attach", name)
     os.kill(pid, signal.SIGINT)
     os.waitpid(pid, 0)
     os.close(fd)

@@ -10,22 +10,14 @@ import pytest
 
 from runner.config.load import load_config
 from runner.service.runs import ServiceError
+from tests.integration.group_docs import WORKSPACE, group_doc
 from tests.support.harness import PY, Harness, sleeper, spec, wait_for
 
-WORKSPACE = """
-[workspaces.vision]
-members = ["root"]
-max_priority = 10
-"""
 EVERY_2S = "* * * * * */2"  # croniter: a sixth field is seconds
 
 
 def quick(code: int = 0, seconds: float = 0.2) -> list[str]:
     return [PY, "-c", f"import time, sys; time.sleep({seconds}); sys.exit({code})"]
-
-
-def group_doc(kind: str, name: str, template: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"kind": kind, "name": name, "template": template, **extra}
 
 
 def group_events(h: Harness, name: str) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.test_groups import WORKSPACE
+from tests.integration.group_docs import WORKSPACE
 from tests.support.harness import PY, sleeper, spec, wait_for
 from tests.support.served import Served
 

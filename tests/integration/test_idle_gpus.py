@@ -14,9 +14,8 @@ import msgspec
 
 from astraeus_tui.client import Client
 from runner.reasons import ANONYMOUS_RUN
-from tests.integration.test_cli_json_bytes import _indented
 from tests.support.harness import PY, sleeper, spec, spinner, wait_for
-from tests.support.served import Served
+from tests.support.served import Served, indented
 from tests.support.tenants import ALICE, BOB, CONFIG, as_user, users
 
 __all__ = ["users"]  # the module fixture: real Unix users
@@ -68,7 +67,7 @@ def test_a_sleeping_run_is_marked_idle_and_a_working_one_is_not(
     assert d.json("show", "napper")["idle_since"] == runs["napper"]["idle_since"]
     raw = Client(d.socket, timeout=30).answer("GET", "/v1/runs/napper")
     shown = d.astra("show", "napper", "--json").stdout
-    assert shown == _indented(raw) or _same_but_usage(shown, _indented(raw))  # byte for byte
+    assert shown == indented(raw) or _same_but_usage(shown, indented(raw))  # byte for byte
     since = f"{'idle_since:':<20}{runs['napper']['idle_since']}"
     assert since in d.astra("show", "napper").stdout.splitlines()
     assert "idle_since" not in d.astra("show", "worker").stdout

@@ -22,10 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from astraeus_tui.client import Client
 from runner.api.metrics import KEPT_SECONDS, Metrics
 from runner.clock import Clock
-from tests.integration.test_bulk_submit import lab_users
 from tests.support.harness import Harness, sleeper, spec, wait_for, worker
-from tests.support.served import Served
-from tests.support.users import fork_as
+from tests.support.served import Served, free_port
+from tests.support.users import fork_as, lab_users
 
 Start = Callable[..., Served]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -94,13 +93,6 @@ def value(found: Samples, name: str, **labels: str) -> float:
 def run(d: Served, name: str, gpus: int = 1, program: list[str] | None = None) -> None:
     out = d.astra("run", "--name", name, "--gpus", str(gpus), "--", *(program or sleeper()))
     assert out.returncode == 0, out.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_the_socket_serves_the_queue_the_gpus_and_the_counters(served: Start) -> None:

@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,60 +21,10 @@ from runner.daemon.daemon import Daemon, DaemonError
 from runner.reasons import ReasonCode
 from runner.service.caller import ServiceError
 from tests.support.harness import PY, Harness, sleeper, spec, wait_for, write_config
+from tests.support.notify import Receiver
 from tests.support.served import Served
 
 Make = Callable[..., Harness]
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that keeps every POST's JSON body."""
-
-    def __init__(self) -> None:
-        with socket.socket() as s:  # a free port, to start (and stop, and start) on
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.posts: list[dict[str, Any]] = []
-        self.begun = 0  # requests that arrived (answered or not)
-        self.hold = threading.Event()  # answers wait until it is set (at most 20 s)
-        self.hold.set()
-        self.server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        return f"json://127.0.0.1:{self.port}/hook"
-
-    def start(self) -> Receiver:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                receiver.begun += 1
-                receiver.hold.wait(20)
-                length = int(self.headers.get("Content-Length", "0"))
-                receiver.posts.append(json.loads(self.rfile.read(length)))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self.hold.set()
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    def notices(self) -> list[dict[str, Any]]:
-        """The notifications received, as the fields of their message."""
-        return [json.loads(p["message"]) for p in list(self.posts)]
-
-    def events_of(self, run: str) -> list[str]:
-        return [n["event"] for n in self.notices() if n["run"] == run]
 
 
 class Trickler:
@@ -421,7 +370,7 @@ def test_a_trickling_mail_server_is_cut_at_the_deadline_too() -> None:
     an HTTP one is, so eight of them never hold the sender."""
     from runner.notify.outbox import Pending
     from runner.notify.sender import Sender
-    from tests.unit.test_notify import NOTICE, FakeOutbox
+    from tests.support.notify import NOTICE, FakeOutbox
 
     trickler = SmtpTrickler().start()
     rows = [Pending(i, f"{trickler.url}&name=n{i}", "mailto://127.0.0.1", NOTICE, 0)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runner.engine.retention import ATTEMPT_LOGS_KEPT, forget_expired
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID
-from tests.integration.test_groups import WORKSPACE, group_doc
+from tests.integration.group_docs import WORKSPACE, group_doc
 from tests.support.harness import NO_BACKOFF, PY, Harness, sleeper, spec, wait_for
 
 RETAIN_2S = 'finished_retention = "2s"'

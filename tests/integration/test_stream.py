@@ -8,12 +8,8 @@ delete) arrive as diffs of the runs they touched.
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
-import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 
@@ -21,33 +17,10 @@ from astraeus_tui.cli.daemon import _ask_snapshot
 from astraeus_tui.client import AsyncClient, Client
 from runner.schema import Change, Run, Snapshot
 from tests.support.harness import spec, wait_for
+from tests.support.long_queue import QUEUED, SLEEP, fill
 from tests.support.served import Served
 
-QUEUED = 750  # past 512 KiB of run objects: more than aiohttp's readline takes at once
 LINE_LIMIT = 1 << 19
-SLEEP = ["sleep", "600"]
-
-
-class _Unix(http.client.HTTPConnection):
-    def __init__(self, path: Path) -> None:
-        super().__init__("localhost", timeout=60)
-        self.path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(self.path))
-
-
-def fill(path: Path, count: int) -> None:
-    """A blocker on the only GPU, then ``count`` one-GPU runs: one kept-alive connection."""
-    conn = _Unix(path)
-    for i, name in enumerate(["blocker", *(f"wait-{i:04d}" for i in range(count))]):
-        body = json.dumps(spec(name, SLEEP, gpus=1)).encode()
-        conn.request("POST", "/v1/runs", body, {"Content-Type": "application/json"})
-        answer = conn.getresponse()
-        assert answer.status == 201, (i, answer.read())
-        answer.read()
-    conn.close()
 
 
 def merge(kept: dict[str, Run], change: Change) -> bool:

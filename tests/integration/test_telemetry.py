@@ -13,40 +13,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from astraeus_tui.cli.top import render
 from astraeus_tui.client import Client
 from runner.schema import Telemetry
+from tests.integration.telemetry_runs import ANON, WORK, spec
 from tests.support.harness import Harness, wait_for
 from tests.support.served import Served
 from tests.support.tenants import as_user, two_tenants, users_fixture
 
 GROUP, ALICE, BOB = "astra-tel", "astra-tel-alice", "astra-tel-bob"
-HOLD = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(300)"
-# the same memory, and about half a core of work: its simulated GPU is busy; HOLD's is idle
-WORK = HOLD.replace(
-    "time.sleep(300)",
-    "\nwhile True:\n t = time.monotonic()\n"
-    " while time.monotonic() - t < 0.01: pass\n time.sleep(0.01)",
-)
-ANON = "a job in another namespace"
-# the run's interpreter: one its user may run (the tests' own may live in root's home)
-PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 CONFIG = two_tenants(GROUP, ALICE, BOB)
-
-
-def spec(name: str, workspace: str, program: str = HOLD) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "workspace": workspace},
-        "spec": {"task_template": {
-            "image": "local", "command": PYTHON, "args": ["-c", program],
-            "requested_resources": {"gpu_requests": {"count": 1}},
-        }},
-    }  # fmt: skip
 
 
 users = users_fixture(GROUP, ALICE, BOB)

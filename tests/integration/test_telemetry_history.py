@@ -14,7 +14,7 @@ import msgspec
 
 from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.client import Client
-from tests.integration.test_telemetry import ANON, WORK, spec
+from tests.integration.telemetry_runs import ANON, WORK, spec
 from tests.support.harness import wait_for
 from tests.support.served import Served
 from tests.support.tenants import as_user, two_tenants, users_fixture

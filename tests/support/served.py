@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -73,3 +74,16 @@ class Served:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pgid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def indented(raw: bytes) -> str:
+    """What ``--json`` prints for the daemon's answer ``raw``: its JSON, indented."""
+    return json.dumps(json.loads(raw), indent=2) + "\n"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a listener to start on)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -23,7 +23,9 @@ from typing import Any
 
 import msgspec
 import pytest
+from typer.testing import CliRunner
 
+from astraeus_tui.cli.main import app
 from astraeus_tui.client import ApiError, Client
 from tests.support.users import fork_as, unix_users
 
@@ -113,3 +115,15 @@ def spec(name: str, workspace: str, priority: int = 0) -> dict[str, Any]:
 
 
 CONFIG = two_tenants(GROUP, ALICE, BOB, vision="max_priority = 10")
+
+
+def cli_as(entry: pwd.struct_passwd, socket: Path, *args: str) -> tuple[int, str, str]:
+    """`astra ARGS` run by ``entry`` (the CLI's own code, in a child that is the user):
+    exit code, stdout, stderr."""
+
+    def call(_: Client) -> tuple[int, str, str]:
+        result = CliRunner().invoke(app, list(args), env={"ASTRAEUS_SOCKET": str(socket)})
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, err = as_user(entry, socket, call)["ok"]
+    return code, out, err

@@ -25,6 +25,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 # what a member's command in a child may import after the fork: the CLI stack (typer
 # vendors click and loads parts of it on first use, and parses with pydantic), the
@@ -123,3 +124,9 @@ def unix_users(
             remove_user(user)
         if group is not None:
             subprocess.run(["groupdel", group], check=False, capture_output=True)
+
+
+def lab_users(group: str, *names: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+    """Real Unix users ``names`` (no home, no shell) whose primary group is ``group``, the
+    socket's: a group file edited by another test at the same time cannot take it away."""
+    return unix_users(group, *names, primary=True)

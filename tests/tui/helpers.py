@@ -1,6 +1,7 @@
 """What the dashboard's tests share: waiting on conditions (never sleeps that stand in for
 asserts), the app against a real daemon (``drive``), against recorded answers
-(``app_for``), and the New run form filled as a person fills it."""
+(``app_for``, ``replay`` with a clock the test moves), and the New run form filled as a
+person fills it."""
 
 from __future__ import annotations
 
@@ -141,3 +142,34 @@ async def highlight(pilot: Pilot[Any], screen: MainScreen, name: str) -> None:
     table = screen.query_one(QueueTable)
     await until(pilot, lambda: table.select(name), message=f"{name} in the table")
     await until(pilot, lambda: table.selected_key == name)
+
+
+# what a test does to the dashboard on recorded answers (``replay``)
+Replayed = Callable[[Pilot[Any], MainScreen, FakeClient], Coroutine[Any, Any, None]]
+
+
+class Clock:
+    """A clock that stands still until the test moves it (``now``)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(state: str, scenario: Replayed, clock: Clock | None = None) -> None:
+    """``scenario`` played on the dashboard against the recorded answers of ``state``."""
+    fake = FakeClient(state)
+
+    async def main() -> None:
+        app = AstraeusApp(fake, clock=clock or fake.clock)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await scenario(pilot, await main_screen(pilot), fake)
+
+    asyncio.run(main())
+
+
+def cell(table: QueueTable, rid: str, column: str) -> str:
+    """What the queue shows in ``column`` of run ``rid``'s row."""
+    return str(table.get_cell(rid, column))

@@ -17,10 +17,14 @@ from pathlib import Path
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.tui.helpers import PROJECT, STATES, app_for, new_run_filled, settled, until
-from tests.tui.test_edit_drain import draining
-from tests.tui.test_holds import app_with_a_held_run
-from tests.tui.test_telemetry_panels import on_the_run_page, sampled_app, sparklines_drawn
-from tests.tui.test_usage_panel import usage_app
+from tests.tui.scenes import (
+    app_with_a_held_run,
+    draining,
+    on_the_run_page,
+    sampled_app,
+    sparklines_drawn,
+    usage_app,
+)
 
 OUT = Path(__file__).resolve().parents[2] / "screenshots"
 # (picture, recorded state, width, height, keys pressed first)

@@ -7,7 +7,6 @@ GPU panel which GPUs are drained.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +23,8 @@ from astraeus_tui.widgets.header_bar import HeaderBar, drain_text
 from runner.schema import Run
 from tests.support.harness import sleeper, spec
 from tests.support.served import Served
-from tests.tui.fake_client import FakeClient, load_fixture
 from tests.tui.helpers import drive, highlight, screen_of, settled, text, until
+from tests.tui.scenes import draining
 
 
 def test_the_edit_dialog_shows_a_refusal_then_the_change_starts_the_run(
@@ -81,23 +80,6 @@ def test_only_the_changed_fields_are_sent() -> None:
     assert changes(run, {**same, "time-limit": "", "cpus": "2.5"}) == {
         "time_limit_seconds": None, "cpu_cores": 2.5}  # fmt: skip
     assert drain_text({"machine": None, "gpus": []}) == ""
-
-
-def draining() -> FakeClient:
-    """The recorded head scenario, with the machine drained and GPU 3 drained."""
-    data = copy.deepcopy(load_fixture("head"))
-    at = "2026-10-01T12:30:00Z"
-    data["status"]["drain"] = {
-        "machine": {"reason": "kernel upgrade", "by": "root", "at": at},
-        "gpus": [{"index": 3, "reason": "fan failing", "by": "root", "at": at}],
-    }
-    data["gpus"]["gpus"][3]["drained"] = "fan failing"
-    data["status"]["head"] = None  # nothing starts: no head, every waiting run says why
-    for run in data["snapshot"]:
-        if run["state"] == "Queued":
-            run.update(reason="Waits: the machine is draining (kernel upgrade)",
-                       reason_code="DRAINING", starts_by=None, head=False)  # fmt: skip
-    return FakeClient(data)
 
 
 def test_main_screen_while_draining(snap_compare: Any) -> None:

@@ -3,21 +3,19 @@ a held run in the queue, pixel for pixel."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from textual.pilot import Pilot
 
-from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import Client
 from astraeus_tui.screens.detail import RunDetailScreen
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.queue_table import QueueTable
 from tests.support.harness import sleeper, spec
 from tests.support.served import Served
-from tests.tui.fake_client import FakeClient, load_fixture
 from tests.tui.helpers import drive, highlight, screen_of, settled, until
+from tests.tui.scenes import app_with_a_held_run
 
 
 def test_the_hold_key_holds_and_releases_the_highlighted_run(
@@ -60,23 +58,6 @@ def test_the_hold_key_on_a_running_run_says_why_not(served: Callable[..., Served
         assert not client.show("busy").held
 
     drive(served, scenario, spec("busy", sleeper(), gpus=4))
-
-
-def held_queue() -> dict[str, Any]:
-    """The recorded head state with sweep-lr held by alice: out of the order."""
-    data = json.loads(json.dumps(load_fixture("head")))
-    for run in data["snapshot"]:
-        if run["name"] == "sweep-lr":
-            run.update(held=True, reason="Held by alice", reason_code="HELD", position=None,
-                       starts_by=None)  # fmt: skip
-        elif run["name"] == "nlp-big":
-            run.update(position=2)
-    return data
-
-
-def app_with_a_held_run() -> AstraeusApp:
-    fake = FakeClient(held_queue())
-    return AstraeusApp(fake, clock=fake.clock)
 
 
 def test_a_held_run_in_the_queue(snap_compare: Any) -> None:

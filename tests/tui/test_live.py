@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from typing import Any
 
 from textual.pilot import Pilot
@@ -18,32 +18,7 @@ from astraeus_tui.widgets.preemption_panel import PreemptionPanel
 from astraeus_tui.widgets.queue_table import QueueTable
 from runner.schema import Gpu
 from tests.tui.fake_client import FakeClient, typed
-from tests.tui.helpers import main_screen, plain, until
-
-Scenario = Callable[[Pilot[Any], MainScreen, FakeClient], Coroutine[Any, Any, None]]
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def replay(state: str, scenario: Scenario, clock: Clock | None = None) -> None:
-    fake = FakeClient(state)
-
-    async def main() -> None:
-        app = AstraeusApp(fake, clock=clock or fake.clock)
-        async with app.run_test(size=(120, 36)) as pilot:
-            await scenario(pilot, await main_screen(pilot), fake)
-
-    asyncio.run(main())
-
-
-def cell(table: QueueTable, rid: str, column: str) -> str:
-    return str(table.get_cell(rid, column))
+from tests.tui.helpers import Clock, cell, plain, replay, until
 
 
 def test_changes_are_merged_into_the_rows_in_place() -> None:

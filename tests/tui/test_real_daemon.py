@@ -18,7 +18,7 @@ import pytest
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import AsyncClient, Client
 from astraeus_tui.widgets.queue_table import QueueTable
-from tests.integration.test_stream import QUEUED, fill
+from tests.support.long_queue import QUEUED, fill
 from tests.support.served import Served
 from tests.tui.helpers import main_screen, until
 

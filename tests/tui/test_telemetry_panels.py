@@ -5,7 +5,6 @@ simulated GPUs, and as pictures from fixed answers."""
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -19,94 +18,11 @@ from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.widgets.gpu_panel import SPARK_POINTS, GpuPanel
 from tests.support.harness import spec, worker
 from tests.support.served import Served
-from tests.tui.fake_client import FakeClient, load_fixture
+from tests.tui.fake_client import FakeClient
 from tests.tui.helpers import drive, highlight, main_screen, plain, screen_of, until
+from tests.tui.scenes import on_the_run_page, sampled_app, sparklines_drawn
 
-GIB = 1 << 30
 SPARK_BARS = set("▁▂▃▄▅▆▇█")
-
-
-def _wave(k: int, phase: float, low: float, high: float) -> float:
-    return low + (high - low) * (0.5 + 0.5 * math.sin(k / 5 + phase))
-
-
-def telemetry_answer(now: float, held: dict[int, str]) -> dict[str, Any]:
-    """``GET /v1/telemetry?history=5m`` for the head fixture's four simulated GPUs."""
-    gpus = []
-    for i in range(4):
-        busy = i in held
-        history = [
-            {"time": now - 5 * (60 - k),
-             "utilization": round(_wave(k, i, 70, 100)) if busy else 0,
-             "memory_used": round(_wave(k, i + 1, 40, 70) * GIB) if busy else 0,
-             "temperature": 75 if busy else 34, "power_watts": 300.0 if busy else 62.0}
-            for k in range(61)
-        ]  # fmt: skip
-        last = history[-1]
-        gpus.append({
-            "index": i, "uuid": f"SIM-GPU-{i}", "name": "Simulated GPU", "simulated": True,
-            "utilization": last["utilization"], "memory_used": last["memory_used"],
-            "memory_total": 80 * GIB, "temperature": last["temperature"],
-            "power_watts": last["power_watts"], "history": history,
-        })  # fmt: skip
-    return {"time": "2026-10-01T12:40:21Z", "interval_seconds": 5.0, "simulated": True,
-            "gpus": gpus, "runs": []}  # fmt: skip
-
-
-def run_telemetry_answer(now: float, name: str) -> dict[str, Any]:
-    """``GET /v1/runs/{name}/telemetry``: 40 minutes of a run warming up, then steady."""
-    history = [
-        {"time": now - 2400 + 10 * k,
-         "cpu_percent": round(min(100.0, 20 + k) + 10 * math.sin(k / 7), 1),
-         "memory_bytes": round(min(12.0, 2 + k / 12) * GIB),
-         "gpu_memory_bytes": round(min(140.0, 30 + k * 1.5) * GIB),
-         "gpu_util": round(_wave(k, 0, 60, 99), 1)}
-        for k in range(241)
-    ]  # fmt: skip
-    figures = {"cpu_percent": 101.2, "memory_bytes": 12 * GIB,
-               "gpu_memory_bytes": 140 * GIB, "gpu_util": 93.0}  # fmt: skip
-    return {
-        "uid": "3f9c" * 8, "name": name, "workspace": "vision", "interval_seconds": 5.0,
-        "usage": {"samples": 241, "since": "2026-10-01T12:00:20Z",
-                  "until": "2026-10-01T12:40:20Z", "now": figures,
-                  "mean": {"cpu_percent": 88.4, "memory_bytes": 9 * GIB,
-                           "gpu_memory_bytes": 118 * GIB, "gpu_util": 81.5},
-                  "peak": {"cpu_percent": 110.0, "memory_bytes": 12 * GIB,
-                           "gpu_memory_bytes": 140 * GIB, "gpu_util": 99.0}},
-        "history": history,
-    }  # fmt: skip
-
-
-def sampled_fake() -> FakeClient:
-    data = load_fixture("head")
-    now = float(data["now"])
-    data["telemetry"] = telemetry_answer(now, {0: "eval-nightly", 1: "eval-nightly",
-                                               2: "ft-lowprio"})  # fmt: skip
-    data["run_telemetry"] = {"eval-nightly": run_telemetry_answer(now, "eval-nightly")}
-    return FakeClient(data)
-
-
-def sampled_app() -> AstraeusApp:
-    fake = sampled_fake()
-    return AstraeusApp(fake, clock=fake.clock)
-
-
-async def sparklines_drawn(pilot: Pilot[Any]) -> None:
-    screen = await main_screen(pilot)
-    panel = screen.query_one(GpuPanel)
-    await until(pilot, lambda: panel.telemetry is not None, message="the telemetry")
-    await pilot.pause()
-
-
-async def on_the_run_page(pilot: Pilot[Any]) -> None:
-    await main_screen(pilot)
-    app = pilot.app
-    assert isinstance(app, AstraeusApp)
-    fake = app.client
-    await app.push_screen(RunDetailScreen(fake, app.clock, "eval-nightly"))
-    detail = await screen_of(pilot, RunDetailScreen)
-    await until(pilot, lambda: detail.plotted and detail.run is not None, message="the plot")
-    await pilot.pause()
 
 
 # ------------------------------------------------------------------ fixed answers

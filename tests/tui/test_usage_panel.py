@@ -15,8 +15,9 @@ from astraeus_tui.screens.usage import UsageScreen
 from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.support.harness import PY, spec
 from tests.support.served import Served
-from tests.tui.fake_client import FIXTURES, FakeClient, load_fixture
+from tests.tui.fake_client import FIXTURES
 from tests.tui.helpers import drive, main_screen, plain, screen_of, until
+from tests.tui.scenes import fake_with_usage, usage_app
 
 
 def test_u_shows_each_workspaces_finished_runs_and_escape_goes_back(
@@ -47,12 +48,6 @@ def test_u_shows_each_workspaces_finished_runs_and_escape_goes_back(
     drive(served, scenario)
 
 
-def fake_with_usage() -> FakeClient:
-    data = load_fixture("idle")
-    data["usage"] = load_fixture("usage/week")
-    return FakeClient(data)
-
-
 async def on_usage_screen(pilot: Pilot[Any]) -> None:
     await main_screen(pilot)
     await pilot.press("u")
@@ -78,12 +73,6 @@ def test_usage_screen_asks_for_the_last_7_days_by_workspace() -> None:
     asyncio.run(main())
     assert ("usage", ("7d", "workspace", True)) in fake.calls
     assert (FIXTURES / "usage" / "week.json").is_file()
-
-
-def usage_app() -> AstraeusApp:
-    """The dashboard on the recorded idle daemon, answering a week of usage."""
-    fake = fake_with_usage()
-    return AstraeusApp(fake, clock=fake.clock)
 
 
 def test_usage_screen(snap_compare: Any) -> None:

@@ -8,9 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
-from types import ModuleType, SimpleNamespace
-from typing import Any
+from dataclasses import replace
 
 import pytest
 
@@ -24,104 +22,9 @@ from runner.gpus import (
     read_inventory,
 )
 from runner.model import GIB
+from tests.unit.nvml_fakes import FakeDevice, FakeNVML, two_gpus
 
 NO_PID = 999_999_999  # above any kernel's pid_max: never a live process
-
-
-class FakeNVMLError(Exception):
-    pass
-
-
-@dataclass
-class FakeDevice:
-    uuid: str
-    name: str
-    total: int
-    used: int
-    utilization: int | None = 0  # None: NVML says "not supported"
-    temperature: int | None = 40
-    compute: tuple[int, ...] = ()
-    graphics: tuple[int, ...] = ()
-
-
-@dataclass
-class FakeNVML:
-    """The few pynvml functions gpus.py calls, over a list of devices."""
-
-    devices: list[FakeDevice]
-    init_error: str | None = None
-    lost: str | None = None  # a failing nvmlDeviceGetMemoryInfo (a GPU fell off the bus)
-    as_bytes: bool = False
-    calls: list[str] = field(default_factory=list)
-
-    def module(self) -> ModuleType:
-        module = ModuleType("pynvml")
-        for name in dir(self):
-            if name.startswith("nvml"):
-                setattr(module, name, getattr(self, name))
-        module.NVMLError = FakeNVMLError  # type: ignore[attr-defined]  # a stub module
-        module.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
-        return module
-
-    def _str(self, text: str) -> str | bytes:
-        return text.encode() if self.as_bytes else text
-
-    def nvmlInit(self) -> None:
-        self.calls.append("init")
-        if self.init_error:
-            raise FakeNVMLError(self.init_error)
-
-    def nvmlShutdown(self) -> None:
-        self.calls.append("shutdown")
-
-    def nvmlSystemGetDriverVersion(self) -> str | bytes:
-        return self._str("550.54.15")
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeDevice:
-        return self.devices[index]
-
-    def nvmlDeviceGetUUID(self, handle: FakeDevice) -> str | bytes:
-        return self._str(handle.uuid)
-
-    def nvmlDeviceGetName(self, handle: FakeDevice) -> str | bytes:
-        return self._str(handle.name)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeDevice) -> SimpleNamespace:
-        if self.lost:
-            raise FakeNVMLError(self.lost)
-        return SimpleNamespace(
-            total=handle.total, free=handle.total - handle.used, used=handle.used
-        )
-
-    def nvmlDeviceGetUtilizationRates(self, handle: FakeDevice) -> SimpleNamespace:
-        if handle.utilization is None:
-            raise FakeNVMLError("Not Supported")
-        return SimpleNamespace(gpu=handle.utilization, memory=0)
-
-    def nvmlDeviceGetTemperature(self, handle: FakeDevice, sensor: int) -> int:
-        assert sensor == 0
-        if handle.temperature is None:
-            raise FakeNVMLError("Not Supported")
-        return handle.temperature
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeDevice) -> list[Any]:
-        return [SimpleNamespace(pid=p, usedGpuMemory=GIB) for p in handle.compute]
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeDevice) -> list[Any]:
-        return [SimpleNamespace(pid=p, usedGpuMemory=GIB) for p in handle.graphics]
-
-
-def two_gpus(**kwargs: Any) -> FakeNVML:
-    return FakeNVML(
-        [
-            FakeDevice("GPU-aaa", "NVIDIA H100 80GB HBM3", 80 * GIB, 3 * GIB, 97, 71, (4242,), ()),
-            FakeDevice("GPU-bbb", "NVIDIA H100 80GB HBM3", 80 * GIB, 0, 0, 35, (7, 9), (9, 5)),
-        ],
-        **kwargs,
-    )
 
 
 EXPECTED = (

@@ -18,7 +18,7 @@ from runner.gpus import GpuInfo, Inventory, read_inventory
 from runner.model import GIB
 from runner.telemetry.gpus import read_nvml
 from tests.unit.engine_fakes import Engine
-from tests.unit.test_gpus import FakeDevice, FakeNVML, FakeNVMLError, two_gpus
+from tests.unit.nvml_fakes import FakeDevice, FakeNVML, FakeNVMLError, two_gpus
 
 
 class FakeNotSupported(FakeNVMLError):

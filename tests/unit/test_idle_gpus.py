@@ -20,7 +20,7 @@ from runner.telemetry.idle import IdleTracker, gpu_use
 from runner.telemetry.procs import TreeUsage
 from runner.telemetry.workers import LiveWorker
 from tests.unit.engine_fakes import Engine
-from tests.unit.test_telemetry import StubNvml
+from tests.unit.nvml_fakes import StubNvml
 
 
 def _gpu(index: int, util: int | None) -> GpuReading:

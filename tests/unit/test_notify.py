@@ -24,6 +24,7 @@ from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
 from runner.runspec.sbatch import parse_sbatch
 from runner.store.db import RunRow, Store, new_run_uid
 from runner.store.outbox import MAX_PENDING_PER_RUN
+from tests.support.notify import NOTICE, FakeOutbox
 
 E = NotifyEvent
 HOOK = "json://127.0.0.1:9000/hook"
@@ -171,9 +172,6 @@ def test_labels_show_no_secrets() -> None:
     assert check_url("jsons://hooks.lab/x") == "jsons://hooks.lab/x"
 
 
-NOTICE = Notice(E.FAILED, "train", "0" * 32, "vision", "Failed", 3, "Failed: exit 3", 1.0)
-
-
 def test_the_text_sent() -> None:
     assert NOTICE.title() == "Astraeus: run train failed" and NOTICE.kind == "failure"
     assert json.loads(NOTICE.body(HOOK)) == {
@@ -187,27 +185,6 @@ def test_the_text_sent() -> None:
     long = Notice(E.FAILED, "t", "u", "w", "Failed", None, "x" * 9000, 1.0)
     assert len(json.loads(long.body(HOOK))["reason"]) == 1000
     assert Notice.from_json(NOTICE.to_json()) == NOTICE
-
-
-class FakeOutbox:
-    def __init__(self, rows: list[Pending]) -> None:
-        self.rows = {r.id: r for r in rows}
-        self.log: list[tuple[str, int, str]] = []
-
-    def pending_notices(self, limit: int) -> list[Pending]:
-        return list(self.rows.values())[:limit]
-
-    def notice_delivered(self, row: Pending) -> None:
-        self.log.append(("delivered", row.id, ""))
-        del self.rows[row.id]
-
-    def notice_retry(self, row: Pending, error: str) -> None:
-        self.log.append(("retry", row.id, error))
-        self.rows[row.id] = Pending(row.id, row.url, row.label, row.notice, row.attempts + 1)
-
-    def notice_failed(self, row: Pending, error: str) -> None:
-        self.log.append(("failed", row.id, error))
-        del self.rows[row.id]
 
 
 def test_backoff_doubles_up_to_five_minutes() -> None:

@@ -11,7 +11,7 @@ from hypothesis import assume, given
 
 from runner.planner.plan import Plan, Snapshot, plan, plan_generally
 from tests.unit.planner_builders import NOW
-from tests.unit.test_planner_properties import PROPERTY, snapshots
+from tests.unit.planner_strategies import PROPERTY, snapshots
 
 
 def _seen(result: Plan) -> tuple[object, ...]:

@@ -13,45 +13,14 @@ from runner.model import GIB, Quota, Resources, Workspace
 from runner.planner.plan import Machine, Plan, RunningUnit, Snapshot, WaitingRun, plan
 from runner.planner.pool import GpuPool, start_hold, unit_hold
 from runner.reasons import ReasonCode
+from tests.unit.gpu_share_builders import SIZE, held, shared, shared_machine, whole
 from tests.unit.planner_builders import HOUR, NOW
-
-SIZE = 80 * GIB
-
-
-def _machine(gpus: int = 2, grace: float = 30) -> Machine:
-    return Machine(tuple(range(gpus)), 64_000, 512 * GIB, stop_grace=grace,
-                   gpu_memory=(SIZE,) * gpus)  # fmt: skip
-
-
-def shared(name: str, gib: int, *, count: int = 1, priority: int = 0, at: float = 0,
-           limit: float | None = None, workers: int = 1) -> WaitingRun:  # fmt: skip
-    ws = "default"
-    worker = Resources(0, 0, 0, 1, gib * GIB * count, held_gpus=count)  # as the snapshot
-    return WaitingRun(name, ws, priority, NOW - 1000 + at, worker, tuple(range(workers)),
-                      limit, gpu_share=gib * GIB, gpu_count=count)  # fmt: skip
-
-
-def whole(name: str, gpus: int, *, priority: int = 0, at: float = 0,
-          limit: float | None = None, ws: str = "default") -> WaitingRun:  # fmt: skip
-    worker = Resources(gpus, 0, 0, 1, SIZE * gpus)
-    return WaitingRun(name, ws, priority, NOW - 1000 + at, worker, (0,), limit)
-
-
-def held(name: str, gpus: tuple[int, ...], gib: int = 0, *, priority: int = 0,
-         limit: float | None = None, started: float = -HOUR, ws: str = "default",
-         stop_deadline: float | None = None) -> RunningUnit:  # fmt: skip
-    """Running: ``gib`` on each of ``gpus`` (shared), or ``gpus`` whole when 0."""
-    res = (Resources(0, 0, 0, 1, gib * GIB * len(gpus), held_gpus=len(gpus)) if gib
-           else Resources(len(gpus), 0, 0, 1, SIZE * len(gpus)))  # fmt: skip
-    deadline = None if stop_deadline is None else NOW + stop_deadline
-    return RunningUnit(name, name, ws, priority, res, gpus, NOW + started, limit,
-                       stop_deadline=deadline, gpu_share=gib * GIB)  # fmt: skip
 
 
 def _snap(*items: WaitingRun | RunningUnit, gpus: int = 2, quota: Quota | None = None) -> Snapshot:
     ws = {"default": Workspace("default", quota)} if quota else {}
     return Snapshot(
-        _machine(gpus), ws,
+        shared_machine(gpus), ws,
         tuple(i for i in items if isinstance(i, RunningUnit)),
         tuple(i for i in items if isinstance(i, WaitingRun)),
     )  # fmt: skip
@@ -147,7 +116,7 @@ LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0, 7200.0]))
 @st.composite
 def shared_snapshots(draw: st.DrawFn) -> Snapshot:
     n = 4
-    m = _machine(n)
+    m = shared_machine(n)
     pool = GpuPool(m.sizes())
     order = list(range(n))
     random.Random(draw(st.integers(0, 1000))).shuffle(order)
@@ -321,15 +290,15 @@ def test_a_gpu_backfill_leaves_the_spare_cores_to_the_runs_behind_it() -> None:
     g = WaitingRun("g", "default", 0, NOW - 999, Resources(0, 8_000, 0, 1, 10 * GIB), (0,),
                    None, gpu_share=10 * GIB, gpu_count=1)  # fmt: skip
     c = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 4_000, 0, 1), (0,), None)
-    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, c)), NOW)
+    p = plan(Snapshot(shared_machine(4), {}, (x,), (head, g, c)), NOW)
     assert p.head is not None and p.head.run == "head"
     assert {s.run for s in p.starts} == {"g", "c"} and all(s.backfill for s in p.starts)
     # the room at the shadow time: x's 10 cores back, 64 - 8 - 7 = 49 left for the head's 40
     enough = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 7_000, 0, 1), (0,), None)
-    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, enough)), NOW)
+    p = plan(Snapshot(shared_machine(4), {}, (x,), (head, g, enough)), NOW)
     assert {s.run for s in p.starts} == {"g", "c"}
     too_many = WaitingRun("c", "default", 0, NOW - 998, Resources(0, 17_000, 0, 1), (0,), None)
-    p = plan(Snapshot(_machine(4), {}, (x,), (head, g, too_many)), NOW)
+    p = plan(Snapshot(shared_machine(4), {}, (x,), (head, g, too_many)), NOW)
     assert {s.run for s in p.starts} == {"g"}  # 64 - 8 - 17 would leave the head 39
 
 

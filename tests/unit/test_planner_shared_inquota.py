@@ -13,8 +13,8 @@ from runner.model import GIB, Quota, Resources, Workspace
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan
 from runner.planner.pool import GpuPool, unit_hold
 from runner.reasons import ReasonCode
+from tests.unit.gpu_share_builders import held, shared, shared_machine, whole
 from tests.unit.planner_builders import HOUR, NOW
-from tests.unit.test_planner_shared import _machine, held, shared, whole
 
 
 def _snap(*items: WaitingRun | RunningUnit, gpus: int = 2, quota: Quota) -> Snapshot:
@@ -23,7 +23,7 @@ def _snap(*items: WaitingRun | RunningUnit, gpus: int = 2, quota: Quota) -> Snap
         "other": Workspace("other", None),
     }
     return Snapshot(
-        _machine(gpus), ws,
+        shared_machine(gpus), ws,
         tuple(i for i in items if isinstance(i, RunningUnit)),
         tuple(i for i in items if isinstance(i, WaitingRun)),
     )  # fmt: skip
@@ -159,7 +159,7 @@ LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 3600.0]))
 def own_snapshots(draw: st.DrawFn) -> Snapshot:
     """Running work of two namespaces on 3 GPUs; one run of ``default`` waits."""
     n = 3
-    pool = GpuPool(_machine(n).sizes())
+    pool = GpuPool(shared_machine(n).sizes())
     running: list[RunningUnit] = []
     for i in range(draw(st.integers(0, 8))):
         ws = draw(st.sampled_from(["default", "default", "other"]))

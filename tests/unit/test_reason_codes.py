@@ -13,7 +13,7 @@ from runner.planner.plan import Plan, Snapshot, plan
 from runner.reasons import Reason, ReasonCode, RunRef, event_kind
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID, Store
 from tests.unit.planner_builders import HOUR, NOW, running, snap, waiting, workspace
-from tests.unit.test_planner_properties import PROPERTY, snapshots
+from tests.unit.planner_strategies import PROPERTY, snapshots
 
 C = ReasonCode
 # each code of a waiting run's reason, and how its text (for people) begins

@@ -13,8 +13,7 @@ import pytest
 
 from runner.config.slurm import SlurmSettings
 from runner.slurm import Finished, SlurmClient, SlurmError, build_batch
-from tests.unit.test_slurm_jobs import IDS, RECORDED
-from tests.unit.test_slurm_script import run_spec
+from tests.unit.slurm_helpers import IDS, RECORDED, run_spec
 
 COMMANDS = json.loads((RECORDED / "commands.json").read_text())
 

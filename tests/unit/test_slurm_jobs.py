@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -16,26 +15,7 @@ from runner.slurm import (
     start_estimate,
 )
 from runner.slurm.jobs import decode_exit_status, gpu_count, gpu_indices, parse_timestamp
-
-RECORDED = Path(__file__).resolve().parents[1] / "slurm" / "recorded"
-META = json.loads((RECORDED / "meta.json").read_text())
-IDS: dict[str, int] = META["jobs"]
-NOW = float(META["recorded_at"])
-
-
-def recorded(scene: str) -> tuple[dict[str, SlurmJob], dict[str, SlurmJob]]:
-    """The scene's jobs by role, as read from the JSON and from the --Format output."""
-    roles = {job_id: role for role, job_id in IDS.items()}
-    by_json = parse_squeue_json((RECORDED / f"{scene}.json").read_text())
-    by_format = parse_squeue_format((RECORDED / f"{scene}.format").read_text())
-    return (
-        {roles[job.job_id]: job for job in by_json},
-        {roles[job.job_id]: job for job in by_format},
-    )
-
-
-QUEUE, QUEUE_FORMAT = recorded("queue")
-UNLIMITED, UNLIMITED_FORMAT = recorded("unlimited")
+from tests.unit.slurm_helpers import NOW, QUEUE, RECORDED, UNLIMITED, recorded
 
 
 @pytest.mark.parametrize("scene", ["queue", "unlimited"])

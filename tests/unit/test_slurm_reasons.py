@@ -10,7 +10,7 @@ from runner.model import RunState
 from runner.planner.plan import format_utc
 from runner.reasons import ADMIN, RunRef, Viewer
 from runner.slurm import SlurmJob, describe, head_of, job_ref, priority_of, run_state
-from tests.unit.test_slurm_jobs import NOW, QUEUE, UNLIMITED
+from tests.unit.slurm_helpers import NOW, QUEUE, UNLIMITED
 
 JOBS = list(QUEUE.values())
 

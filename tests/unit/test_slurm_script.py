@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB
-from runner.runspec.parse import parse_spec
 from runner.runspec.sbatch import parse_sbatch
 from runner.slurm import (
     SlurmError,
@@ -23,17 +22,9 @@ from runner.slurm import (
     time_minutes,
     workspace_of_comment,
 )
+from tests.unit.slurm_helpers import run_spec
 
-IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 ROOT = SlurmSettings(privileged=True)
-
-
-def run_spec(
-    name: str = "ft", *, priority: int = 0, workers: int = 1, gang: bool = True, **task: Any
-) -> Any:
-    template: dict[str, Any] = {"image": IMAGE, "command": "python", "args": ["train.py"], **task}
-    spec = {"priority": priority, "workers": workers, "gang": gang, "task_template": template}
-    return parse_spec({"metadata": {"name": name}, "spec": spec})
 
 
 def options(**task: Any) -> tuple[str, ...]:

@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
 
 import psutil
 import pytest
@@ -19,67 +18,9 @@ from runner.telemetry.gpus import read_nvml, simulate
 from runner.telemetry.procs import TreeMeter
 from runner.telemetry.sampler import Sampler, run_readings
 from runner.telemetry.workers import LiveWorker
+from tests.unit.nvml_fakes import StubNvml
 
 GIB = 1 << 30
-
-
-class NVMLError(Exception):
-    pass
-
-
-class StubNvml:
-    """pynvml's calls the sampler makes, for two devices; ``broken`` names calls that
-    raise NVMLError, ``missing`` calls the module lacks (an older pynvml)."""
-
-    NVMLError = NVMLError
-    NVML_TEMPERATURE_GPU = 0
-
-    def __init__(self, broken: set[str] = frozenset(), processes: Any = None) -> None:  # type: ignore[assignment]
-        self.broken = broken
-        self.processes = processes or {0: [], 1: []}
-        self.inits = self.shutdowns = 0
-
-    def _check(self, name: str) -> None:
-        if name in self.broken:
-            raise NVMLError(f"{name}: Not Supported")
-
-    def nvmlInit(self) -> None:
-        self.inits += 1
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
-        self._check("memory")
-        return SimpleNamespace(total=80 * GIB, used=(h + 1) * 10 * GIB)
-
-    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
-        self._check("util")
-        return SimpleNamespace(gpu=40 + h, memory=10)
-
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
-        self._check("temperature")
-        return 61 + h
-
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
-        self._check("power")
-        return 250_500 + h * 1000  # milliwatts
-
-    def nvmlDeviceGetUUID(self, h: int) -> bytes:
-        return f"GPU-{h}".encode()
-
-    def nvmlDeviceGetName(self, h: int) -> str:
-        return "NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
-        self._check("processes")
-        return self.processes[h]
 
 
 def test_nvml_readings_of_each_device() -> None:

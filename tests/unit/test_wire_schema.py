@@ -20,49 +20,11 @@ from runner.reasons import Reason, ReasonCode, RunRef, Viewer
 from runner.runspec.parse import parse_spec
 from runner.store.db import EventRow, RunRow, WorkerRow
 from runner.store.groups import GroupRow
+from tests.unit.store_rows import T0, row_spec, run_row, worker_row
 
 FIXTURE = Path(__file__).parent / "fixtures" / "views.json"
-T0 = 1_790_000_000.0
 ADMIN = Viewer(None)
 MEMBER = Viewer(frozenset({"vision"}))  # sees vision's runs, not nlp's
-
-
-def _spec(
-    name: str, workers: int = 1, after: tuple[str, ...] = (), begin_at: str | None = None
-) -> dict[str, Any]:
-    task = {"image": "local", "command": "python", "args": ["train.py"],
-            "time_limit_seconds": 7200, "requested_resources": {"gpu_requests": {"count": 2},
-                "per_gpu": {"cpu_cores": 2, "memory_bytes": 1 << 32}}}  # fmt: skip
-    spec: dict[str, Any] = {"priority": 5, "workers": workers, "task_template": task}
-    if after:
-        spec["after"] = list(after)
-    if begin_at:
-        spec["begin_at"] = begin_at
-    return {"metadata": {"name": name}, "spec": spec}
-
-
-def _run(name: str, workspace: str, state: str, **fields: Any) -> RunRow:
-    base: dict[str, Any] = dict(
-        name=name, workspace=workspace, owner="alice", uid=1000, gid=1000,
-        spec_text=json.dumps(_spec(name, fields.pop("workers", 1), fields.pop("after", ()),
-                                   fields.pop("begin_at", None))),
-        priority=5, state=state, reason=None, submitted_at=T0, started_at=None,
-        finished_at=None, exit_code=None, restarts=0, preemptions=0, attempts=0,
-        preempted_by=None, stop_request=None, quota_noted=False, run_uid="ab" * 16,
-    )  # fmt: skip
-    base.update(fields)
-    return RunRow(**base)
-
-
-def _worker(run: str, worker: int, state: str, **fields: Any) -> WorkerRow:
-    base: dict[str, Any] = dict(
-        id=worker + 1, run=run, attempt=1, worker=worker, state=state, handle="h",
-        gpus=(worker * 2, worker * 2 + 1), cpu_milli=4000, memory=8 << 30, started_at=T0 + 10,
-        stop_reason=None, stop_deadline=None, stopping_for=None, killed=False, exit_code=None,
-        error=None, finished_at=None,
-    )  # fmt: skip
-    base.update(fields)
-    return WorkerRow(**base)
 
 
 URGENT = RunRef("urgent", "vision")
@@ -78,24 +40,25 @@ def _runs() -> list[tuple[RunRow, list[WorkerRow], Estimate | None]]:
     """A queue with every shape a run object takes: head, waiting with an estimate,
     paused, stopping for a preemption, finished, private error, a group's run."""
     waits = Reason.of("Queued behind {0}.", URGENT, code=ReasonCode.QUEUED_BEHIND)
-    stopping = [_worker("victim", 0, "Stopping", stop_reason="preempt", stop_deadline=T0 + 130,
-                        stopping_for=SECRET), _worker("victim", 1, "Running")]  # fmt: skip
+    stopping = [worker_row("victim", 0, "Stopping", stop_reason="preempt", stop_deadline=T0 + 130,
+                           stopping_for=SECRET), worker_row("victim", 1, "Running")]  # fmt: skip
     return [
-        (_run("head-run", "vision", "Queued", reason=Reason.of(
+        (run_row("head-run", "vision", "Queued", reason=Reason.of(
             "Next to run", code=ReasonCode.HEAD_WAITS)), [], None),
-        (_run("behind", "vision", "Queued", reason=waits), [], Estimate(T0 + 7200)),
-        (_run("dep", "vision", "Queued", after=("head-run",), grp="sweep-a"), [],
+        (run_row("behind", "vision", "Queued", reason=waits), [], Estimate(T0 + 7200)),
+        (run_row("dep", "vision", "Queued", after=("head-run",), grp="sweep-a"), [],
          Estimate(None, ("head-run",))),
-        (_run("paused", "nlp", "Queued", preempted_by=URGENT, preemptions=1, reason=Reason.of(
+        (run_row("paused", "nlp", "Queued", preempted_by=URGENT, preemptions=1, reason=Reason.of(
             "Preempted by {0}", URGENT, code=ReasonCode.PREEMPTED_WAITING)), [], None),
-        (_run("victim", "nlp", "Stopping", workers=2, started_at=T0 + 10, backfilled=True,
-              reason=Reason.of("Preempted for {0}", SECRET, code=ReasonCode.PREEMPTED)),
+        (run_row("victim", "nlp", "Stopping", workers=2, started_at=T0 + 10, backfilled=True,
+                 reason=Reason.of("Preempted for {0}", SECRET, code=ReasonCode.PREEMPTED)),
          stopping, None),
-        (_run("done", "vision", "Succeeded", started_at=T0 + 10, finished_at=T0 + 99,
-              exit_code=0), [_worker("done", 0, "Done", exit_code=0, finished_at=T0 + 99)], None),
-        (_run("parked", "nlp", "Queued", held_by="bob", begin_at="2026-12-02T03:00:00Z",
-              reason=Reason("Held by bob", code=ReasonCode.HELD)), [], None),
-        (_run("broke", "nlp", "Failed", exit_code=2, finished_at=T0 + 50, reason=Reason(
+        (run_row("done", "vision", "Succeeded", started_at=T0 + 10, finished_at=T0 + 99,
+                 exit_code=0),
+         [worker_row("done", 0, "Done", exit_code=0, finished_at=T0 + 99)], None),
+        (run_row("parked", "nlp", "Queued", held_by="bob", begin_at="2026-12-02T03:00:00Z",
+                 reason=Reason("Held by bob", code=ReasonCode.HELD)), [], None),
+        (run_row("broke", "nlp", "Failed", exit_code=2, finished_at=T0 + 50, reason=Reason(
             "cannot open /secret/path", (), True, code=ReasonCode.MESSAGE)), [], None),
     ]  # fmt: skip
 
@@ -107,7 +70,7 @@ def _groups() -> list[tuple[GroupRow, list[RunRow]]]:
         ("eval", "replicas", {"template": template, "replicas": 2}),
         ("nightly", "schedule", {"template": template, "cron": "0 3 * * *", "policy": "skip"}),
     ]
-    runs = [_run("sweep-a-0", "vision", "Running"), _run("sweep-a-1", "vision", "Queued")]
+    runs = [run_row("sweep-a-0", "vision", "Running"), run_row("sweep-a-1", "vision", "Queued")]
     return [
         (GroupRow(name, kind, "vision", "alice", 1000, 1000, json.dumps(doc), T0, replicas=2,
                   next_at=T0 + 60, last_fired_at=T0 - 60 if kind == "schedule" else None),
@@ -243,10 +206,10 @@ def test_a_shared_run_carries_its_gpu_memory_and_a_whole_gpu_run_none() -> None:
     from runner.api import views
     from runner.schema import Run
 
-    doc = _spec("packed")
+    doc = row_spec("packed")
     doc["spec"]["task_template"]["requested_resources"]["gpu_requests"] = {
         "count": 1, "memory_bytes": 20 << 30, "shared": True}  # fmt: skip
-    run = _run("packed", "vision", "Queued", spec_text=json.dumps(doc))
+    run = run_row("packed", "vision", "Queued", spec_text=json.dumps(doc))
     obj = json.loads(json.dumps(views.run_object(run, parse_spec(doc, stored=True), ADMIN,
                                                  PLAN, (), T0, None)))  # fmt: skip
     assert list(obj)[-1] == "gpu_memory_bytes" and obj["gpu_memory_bytes"] == 20 << 30
@@ -254,7 +217,7 @@ def test_a_shared_run_carries_its_gpu_memory_and_a_whole_gpu_run_none() -> None:
     import msgspec
 
     assert msgspec.json.decode(json.dumps(obj), type=Run).gpu_memory_bytes == 20 << 30
-    whole = _run("whole", "vision", "Queued")
+    whole = run_row("whole", "vision", "Queued")
     plain = views.run_object(
         whole, parse_spec(whole.spec(), stored=True), ADMIN, PLAN, (), T0, None
     )
