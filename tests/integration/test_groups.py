@@ -226,7 +226,7 @@ def test_a_failed_dependency_fails_its_dependents_clearly(h: Harness) -> None:
     assert h.daemon.store.get_run("late") is None
 
 
-# ------------------------------------------------------------- found in review
+# --------------------------- a group's name, its forgotten runs, its template, its failures
 
 
 def test_a_deleted_groups_runs_are_not_taken_over_by_a_new_group_of_its_name(
