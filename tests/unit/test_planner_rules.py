@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from runner.planner.plan import Plan, format_utc, plan, take_gpus
+from runner.model import Workspace
+from runner.planner.plan import Plan, RunningUnit, WaitingRun, format_utc, plan, take_gpus
 from runner.reasons import Viewer
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
@@ -34,60 +37,57 @@ def test_priority_first_then_submission_time() -> None:
     assert reasons(p)["mid"] == "Next to run (priority 0): waits for running work to end"
 
 
-def test_fair_share_orders_workspaces_by_dominant_share_over_weight() -> None:
-    # vision already uses 4 of its 8 GPUs (share 0.5); nlp uses 1 of 8 (0.125).
-    p = plan(
-        snap(
-            running("v-run", gpus=(0, 1, 2, 3), ws="vision"),
-            running("n-run", gpus=(4,), ws="nlp"),
-            waiting("v-next", gpus=1, ws="vision", at=0),
-            waiting("n-next", gpus=1, ws="nlp", at=50),
-            workspaces=(workspace("vision", gpus=8), workspace("nlp", gpus=8)),
-        ),
-        NOW,
-    )
-    assert p.order[0] == "n-next"
+@dataclass(frozen=True)
+class Order:
+    """A snapshot of workspaces (``workspaces``, by their quotas and weights), their
+    runs (``runs``), and the order the planner takes the waiting runs in."""
+
+    runs: tuple[WaitingRun | RunningUnit, ...]
+    workspaces: tuple[Workspace, ...]
+    order: tuple[str, ...]
 
 
-def test_weight_divides_the_share() -> None:
-    p = plan(
-        snap(
-            running("v-run", gpus=(0, 1, 2, 3), ws="vision"),
-            running("n-run", gpus=(4,), ws="nlp"),
-            waiting("v-next", gpus=1, ws="vision", at=0),
-            waiting("n-next", gpus=1, ws="nlp", at=50),
-            workspaces=(workspace("vision", gpus=8, weight=8), workspace("nlp", gpus=8)),
-        ),
-        NOW,
-    )
-    assert p.order[0] == "v-next"  # 0.5 / 8 < 0.125 / 1
+ORDER = {
+    # vision already uses 4 of its 8 GPUs (share 0.5); nlp uses 1 of 8 (0.125)
+    "fair share: the lowest dominant share over weight first": Order(
+        (running("v-run", gpus=(0, 1, 2, 3), ws="vision"),
+         running("n-run", gpus=(4,), ws="nlp"),
+         waiting("v-next", gpus=1, ws="vision", at=0),
+         waiting("n-next", gpus=1, ws="nlp", at=50)),
+        (workspace("vision", gpus=8), workspace("nlp", gpus=8)),
+        ("n-next", "v-next"),
+    ),
+    # the same, vision weighing 8: 0.5 / 8 < 0.125 / 1
+    "the weight divides the share": Order(
+        (running("v-run", gpus=(0, 1, 2, 3), ws="vision"),
+         running("n-run", gpus=(4,), ws="nlp"),
+         waiting("v-next", gpus=1, ws="vision", at=0),
+         waiting("n-next", gpus=1, ws="nlp", at=50)),
+        (workspace("vision", gpus=8, weight=8), workspace("nlp", gpus=8)),
+        ("v-next", "n-next"),
+    ),
+    # both start at share 0; after a-1 starts, a's share is 2/8 so b-1 goes next
+    "the share counts runs started earlier in the same cycle": Order(
+        (waiting("a-1", gpus=2, ws="a", at=0),
+         waiting("a-2", gpus=2, ws="a", at=1),
+         waiting("b-1", gpus=2, ws="b", at=2)),
+        (workspace("a", gpus=8), workspace("b", gpus=8)),
+        ("a-1", "b-1", "a-2"),
+    ),
+    "a workspace without a quota has share zero": Order(
+        (running("q-run", gpus=(0,), ws="quota"),
+         waiting("q-next", gpus=1, ws="quota", at=0),
+         waiting("free-next", gpus=1, ws="free", at=9)),
+        (workspace("quota", gpus=8),),
+        ("free-next", "q-next"),
+    ),
+}  # fmt: skip
 
 
-def test_share_counts_runs_started_earlier_in_the_same_cycle() -> None:
-    # Both start at share 0; after a-1 starts, a's share is 2/8 so b-1 goes next.
-    p = plan(
-        snap(
-            waiting("a-1", gpus=2, ws="a", at=0),
-            waiting("a-2", gpus=2, ws="a", at=1),
-            waiting("b-1", gpus=2, ws="b", at=2),
-            workspaces=(workspace("a", gpus=8), workspace("b", gpus=8)),
-        ),
-        NOW,
-    )
-    assert p.order == ("a-1", "b-1", "a-2")
-
-
-def test_workspace_without_quota_has_share_zero() -> None:
-    p = plan(
-        snap(
-            running("q-run", gpus=(0,), ws="quota"),
-            waiting("q-next", gpus=1, ws="quota", at=0),
-            waiting("free-next", gpus=1, ws="free", at=9),
-            workspaces=(workspace("quota", gpus=8),),
-        ),
-        NOW,
-    )
-    assert p.order == ("free-next", "q-next")
+@pytest.mark.parametrize("case", ORDER.values(), ids=ORDER.keys())
+def test_order(case: Order) -> None:
+    p = plan(snap(*case.runs, workspaces=case.workspaces), NOW)
+    assert p.order == case.order
 
 
 # --------------------------------------------------------------------- quota
@@ -254,31 +254,6 @@ def test_backfill_with_a_time_limit_ending_before_the_shadow() -> None:
     )
 
 
-def test_no_backfill_when_the_limit_ends_after_the_shadow() -> None:
-    p = plan(
-        snap(
-            running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
-            waiting("big", gpus=8, at=0),
-            waiting("exact", gpus=1, limit=HOUR, at=1),  # ends 13:00:30: just in time
-            waiting("too-long", gpus=1, limit=HOUR + 1, at=2),  # ends 13:00:31
-        ),
-        NOW,
-    )
-    assert started(p) == ["exact"]
-
-
-def test_no_backfill_without_a_time_limit_when_the_head_needs_the_room() -> None:
-    p = plan(
-        snap(
-            running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
-            waiting("big", gpus=8, at=0),
-            waiting("nolimit", gpus=1, at=1),
-        ),
-        NOW,
-    )
-    assert started(p) == []
-
-
 def test_backfill_without_a_limit_into_room_the_head_does_not_need() -> None:
     # At the shadow time 8 GPUs are free and the head needs 6: 2 are not needed.
     p = plan(
@@ -296,22 +271,6 @@ def test_backfill_without_a_limit_into_room_the_head_does_not_need() -> None:
     assert reasons(p)["n3"].startswith("Queued behind head")
 
 
-def test_unknown_shadow_backfills_only_what_the_head_does_not_need_now() -> None:
-    # 4 free now, head needs 6 (unknown shadow): free-now minus need < 0 GPUs.
-    # A CPU-only run uses cores the head does not need.
-    p = plan(
-        snap(
-            running("a", gpus=(0, 1, 2, 3), cpus=8),
-            waiting("head", gpus=6, cpus=16, at=0),
-            waiting("gpu-run", gpus=1, at=1),
-            waiting("cpu-run", cpus=32, at=2),
-            waiting("cpu-too-big", cpus=16, at=3),
-        ),
-        NOW,
-    )
-    assert started(p) == ["cpu-run"]
-
-
 def test_cpu_only_run_beside_promised_gpus() -> None:
     p = plan(
         snap(
@@ -325,17 +284,44 @@ def test_cpu_only_run_beside_promised_gpus() -> None:
     assert p.head is not None and p.head.held_gpus == (6, 7)
 
 
-def test_backfill_within_spare_is_subtracted_per_run() -> None:
-    p = plan(
-        snap(
-            running("a", cpus=40, started=0, limit=HOUR),
-            waiting("head", cpus=40, at=0),  # 24 free now; 64 at shadow, 24 spare
-            waiting("c1", cpus=16, at=1),
-            waiting("c2", cpus=16, at=2),
-        ),
-        NOW,
-    )
-    assert started(p) == ["c1"]
+BACKFILL = {
+    "none when the limit ends after the shadow": (
+        (running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
+         waiting("big", gpus=8, at=0),
+         waiting("exact", gpus=1, limit=HOUR, at=1),  # ends 13:00:30: just in time
+         waiting("too-long", gpus=1, limit=HOUR + 1, at=2)),  # ends 13:00:31
+        ["exact"],
+    ),
+    "none without a time limit when the head needs the room": (
+        (running("a", gpus=tuple(range(6)), started=0, limit=HOUR),
+         waiting("big", gpus=8, at=0),
+         waiting("nolimit", gpus=1, at=1)),
+        [],
+    ),
+    # 4 free now, head needs 6 (unknown shadow): free-now minus need < 0 GPUs; a CPU-only
+    # run uses cores the head does not need
+    "an unknown shadow backfills only what the head does not need now": (
+        (running("a", gpus=(0, 1, 2, 3), cpus=8),
+         waiting("head", gpus=6, cpus=16, at=0),
+         waiting("gpu-run", gpus=1, at=1),
+         waiting("cpu-run", cpus=32, at=2),
+         waiting("cpu-too-big", cpus=16, at=3)),
+        ["cpu-run"],
+    ),
+    # 24 cores free now; 64 at the shadow, 24 of them spare
+    "what backfills within the spare is subtracted per run": (
+        (running("a", cpus=40, started=0, limit=HOUR),
+         waiting("head", cpus=40, at=0),
+         waiting("c1", cpus=16, at=1),
+         waiting("c2", cpus=16, at=2)),
+        ["c1"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("runs", "starts"), BACKFILL.values(), ids=BACKFILL.keys())
+def test_backfill_starts(runs: tuple[WaitingRun | RunningUnit, ...], starts: list[str]) -> None:
+    assert started(plan(snap(*runs), NOW)) == starts
 
 
 def test_started_ahead_of_the_head_count_in_its_shadow() -> None:
@@ -354,105 +340,86 @@ def test_started_ahead_of_the_head_count_in_its_shadow() -> None:
 # --------------------------------------------------------------- preemption
 
 
-def test_preempts_the_most_recently_started_lower_priority_unit() -> None:
-    p = plan(
-        snap(
-            running("old", gpus=(0, 1, 2, 3), priority=-10, started=-2 * HOUR),
-            running("new", gpus=(4, 5, 6, 7), priority=-10, started=-HOUR),
-            waiting("urgent", gpus=4, priority=10),
-        ),
-        NOW,
-    )
-    assert [(v.run, v.for_run.name) for v in p.preemptions] == [("new", "urgent")]
-    assert reasons(p)["urgent"] == "Preempting 1 lower-priority worker(s) of new to start"
-    assert p.head is not None and p.head.preempting
+@dataclass(frozen=True)
+class Preemption:
+    """A snapshot (``runs``) with a waiting run ``urgent``, the units stopped for it
+    (``victims``, by unit id) and what its reason says; it is the head either way."""
+
+    runs: tuple[WaitingRun | RunningUnit, ...]
+    victims: list[str]
+    reason: str
 
 
-def test_lowest_priority_first() -> None:
-    p = plan(
-        snap(
-            running("low", gpus=(0, 1, 2, 3), priority=-50, started=-3 * HOUR),
-            running("mid", gpus=(4, 5, 6, 7), priority=-10, started=-HOUR),
-            waiting("urgent", gpus=4, priority=10),
-        ),
-        NOW,
-    )
-    assert [v.run for v in p.preemptions] == ["low"]
+PREEMPTION = {
+    "the most recently started lower-priority unit": Preemption(
+        (running("old", gpus=(0, 1, 2, 3), priority=-10, started=-2 * HOUR),
+         running("new", gpus=(4, 5, 6, 7), priority=-10, started=-HOUR),
+         waiting("urgent", gpus=4, priority=10)),
+        ["new"],
+        "Preempting 1 lower-priority worker(s) of new to start",
+    ),
+    "the lowest priority first": Preemption(
+        (running("low", gpus=(0, 1, 2, 3), priority=-50, started=-3 * HOUR),
+         running("mid", gpus=(4, 5, 6, 7), priority=-10, started=-HOUR),
+         waiting("urgent", gpus=4, priority=10)),
+        ["low"],
+        "Preempting 1 lower-priority worker(s) of low to start",
+    ),
+    "equal priority never preempts": Preemption(
+        (running("same", gpus=tuple(range(8)), priority=5),
+         waiting("urgent", gpus=4, priority=5)),
+        [],
+        "Next to run (priority 5): waits for running work to end",
+    ),
+    "none when even all lower work would not make room": Preemption(
+        (running("high", gpus=(0, 1, 2, 3, 4, 5), priority=100),
+         running("low", gpus=(6, 7), priority=-100),
+         waiting("urgent", gpus=4, priority=10)),
+        [],
+        "Next to run (priority 10): waits for running work to end",
+    ),
+    # adding low (1 GPU) then mid (4 GPUs) makes room; then low is not needed
+    "unneeded victims are dropped": Preemption(
+        (running("low", gpus=(0,), priority=-50),
+         running("mid", gpus=(1, 2, 3, 4), priority=-10),
+         running("keep", gpus=(5, 6, 7), priority=50),
+         waiting("urgent", gpus=4, priority=10)),
+        ["mid"],
+        "Preempting 1 lower-priority worker(s) of mid to start",
+    ),
+    "a gang is stopped whole": Preemption(
+        (running("gang", gpus=(0, 1, 2, 3), workers=2, priority=-1, started=-HOUR),
+         running("other", gpus=(4, 5, 6, 7), priority=-1, started=-3 * HOUR),
+         waiting("urgent", gpus=2, priority=1)),
+        ["gang"],
+        "Preempting 2 lower-priority worker(s) of gang to start",
+    ),
+    "an independent worker is stopped alone": Preemption(
+        (running("other", gpus=(0, 1, 2, 3), priority=-1, started=-3 * HOUR),
+         running("indep", gpus=(4, 5), priority=-1, unit="indep/0", started=-HOUR),
+         running("indep", gpus=(6, 7), priority=-1, unit="indep/1", started=-HOUR),
+         waiting("urgent", gpus=2, priority=1)),
+        ["indep/0"],
+        "Preempting 1 lower-priority worker(s) of indep to start",
+    ),
+    "several runs are listed and their workers counted": Preemption(
+        (running("a", gpus=(0, 1, 2, 3), workers=2, priority=-5, started=-HOUR),
+         running("b", gpus=(4, 5, 6, 7), priority=-5, started=-2 * HOUR),
+         waiting("urgent", gpus=8, priority=1)),
+        ["a", "b"],
+        "Preempting 3 lower-priority worker(s) of a, b to start",
+    ),
+}  # fmt: skip
 
 
-def test_equal_priority_never_preempts() -> None:
-    p = plan(
-        snap(running("same", gpus=tuple(range(8)), priority=5), waiting("h", gpus=4, priority=5)),
-        NOW,
-    )
-    assert p.preemptions == ()
-    assert reasons(p)["h"] == "Next to run (priority 5): waits for running work to end"
-
-
-def test_no_preemption_when_even_all_lower_work_would_not_make_room() -> None:
-    p = plan(
-        snap(
-            running("high", gpus=(0, 1, 2, 3, 4, 5), priority=100),
-            running("low", gpus=(6, 7), priority=-100),
-            waiting("h", gpus=4, priority=10),
-        ),
-        NOW,
-    )
-    assert p.preemptions == ()
-    assert reasons(p)["h"] == "Next to run (priority 10): waits for running work to end"
-
-
-def test_unneeded_victims_are_dropped() -> None:
-    # Adding low (1 GPU) then mid (4 GPUs) makes room; then low is not needed.
-    p = plan(
-        snap(
-            running("low", gpus=(0,), priority=-50),
-            running("mid", gpus=(1, 2, 3, 4), priority=-10),
-            running("keep", gpus=(5, 6, 7), priority=50),
-            waiting("urgent", gpus=4, priority=10),
-        ),
-        NOW,
-    )
-    assert [v.run for v in p.preemptions] == ["mid"]
-
-
-def test_gang_is_stopped_whole() -> None:
-    p = plan(
-        snap(
-            running("gang", gpus=(0, 1, 2, 3), workers=2, priority=-1, started=-HOUR),
-            running("other", gpus=(4, 5, 6, 7), priority=-1, started=-3 * HOUR),
-            waiting("urgent", gpus=2, priority=1),
-        ),
-        NOW,
-    )
-    assert [v.unit_id for v in p.preemptions] == ["gang"]
-    assert reasons(p)["urgent"] == "Preempting 2 lower-priority worker(s) of gang to start"
-
-
-def test_independent_worker_is_stopped_alone() -> None:
-    p = plan(
-        snap(
-            running("other", gpus=(0, 1, 2, 3), priority=-1, started=-3 * HOUR),
-            running("indep", gpus=(4, 5), priority=-1, unit="indep/0", started=-HOUR),
-            running("indep", gpus=(6, 7), priority=-1, unit="indep/1", started=-HOUR),
-            waiting("urgent", gpus=2, priority=1),
-        ),
-        NOW,
-    )
-    assert [v.unit_id for v in p.preemptions] == ["indep/0"]
-    assert reasons(p)["urgent"] == "Preempting 1 lower-priority worker(s) of indep to start"
-
-
-def test_preempting_several_runs_lists_them_and_counts_workers() -> None:
-    p = plan(
-        snap(
-            running("a", gpus=(0, 1, 2, 3), workers=2, priority=-5, started=-HOUR),
-            running("b", gpus=(4, 5, 6, 7), priority=-5, started=-2 * HOUR),
-            waiting("urgent", gpus=8, priority=1),
-        ),
-        NOW,
-    )
-    assert reasons(p)["urgent"] == "Preempting 3 lower-priority worker(s) of a, b to start"
+@pytest.mark.parametrize("case", PREEMPTION.values(), ids=PREEMPTION.keys())
+def test_preemption(case: Preemption) -> None:
+    p = plan(snap(*case.runs), NOW)
+    assert [v.unit_id for v in p.preemptions] == case.victims
+    assert all(v.for_run.name == "urgent" for v in p.preemptions)
+    assert reasons(p)["urgent"] == case.reason
+    assert p.head is not None and p.head.run == "urgent"
+    assert p.head.preempting == bool(case.victims)
 
 
 def test_waiting_for_preempted_workers_holds_the_room() -> None:
@@ -640,7 +607,9 @@ VISION = (workspace("vision", gpus=8, within=True),)  # its runs preempt its own
         ),
     ],
 )
-def test_in_quota_preemption(runs: tuple, victims: list[str], reason: str) -> None:  # type: ignore[type-arg]
+def test_in_quota_preemption(
+    runs: tuple[WaitingRun | RunningUnit, ...], victims: list[str], reason: str
+) -> None:
     p = plan(snap(*runs, m=machine(gpus=12), workspaces=VISION), NOW)
     assert [v.run for v in p.preemptions] == victims
     assert all(v.for_run.name == "urgent" for v in p.preemptions)
