@@ -5,7 +5,8 @@ and in no workspace. The tests about who may see and change what start from here
 ``users`` is a module-scoped fixture: a test module imports it (``from
 tests.support.tenants import users as users``) to make the users once for its tests.
 ``as_user`` makes a request in a forked child that has dropped to the user's uid, gid
-and groups, so SO_PEERCRED reports that user to the daemon.
+and groups, so SO_PEERCRED reports that user to the daemon; ``cli_as`` runs ``astra``
+there.
 
 A module with users of its own (names no other module makes, so that modules run at the
 same time never share a user) builds the same from its names: ``users_fixture`` for the
