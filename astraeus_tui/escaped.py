@@ -17,22 +17,14 @@ from typing import Any, TypeVar, cast
 import msgspec
 
 from astraeus_tui.client import DashboardApi
+from astraeus_tui.endpoints import Endpoint
 from astraeus_tui.text import shown
-from runner.schema import (
-    Change,
-    Event,
-    GpuList,
-    Group,
-    GroupDetail,
-    Run,
-    RunDetail,
-    RunTelemetry,
-    Snapshot,
-    Telemetry,
-    Usage,
-)
+from runner.schema import Change, Event, Snapshot
 
 _T = TypeVar("_T")
+
+# answers of many samples, most with nothing to escape: checked whole before copied
+_SAMPLES = frozenset({"telemetry", "run_telemetry"})
 
 
 def escape_all(value: _T) -> _T:
@@ -58,7 +50,7 @@ def _escaped(value: object) -> object:
     return value
 
 
-def _printable(value: msgspec.Struct) -> bool:
+def _printable(value: object) -> bool:
     """No string in ``value`` holds a character to escape: its JSON, which escapes every
     control character (not DEL, not a bidi override), has no escape and is printable."""
     data = msgspec.json.encode(value)
@@ -78,11 +70,15 @@ def escape_stream(data: Snapshot | Change) -> Snapshot | Change:
     return msgspec.structs.replace(data, upsert=upsert, remove=escape_all(data.remove), moved=moved)
 
 
-class EscapedApi:
+class EscapedApi(DashboardApi):
     """A ``DashboardApi`` whose answers are escaped; the requests go through unchanged."""
 
     def __init__(self, api: DashboardApi) -> None:
         self.api = api
+
+    async def ask(self, endpoint: Endpoint[Any, _T], *args: Any, **kwargs: Any) -> _T:
+        found: _T = await getattr(self.api, endpoint.name)(*args, **kwargs)
+        return found if endpoint.name in _SAMPLES and _printable(found) else escape_all(found)
 
     async def close(self) -> None:
         await self.api.close()
@@ -91,71 +87,10 @@ class EscapedApi:
         async for event, data in self.api.changes():
             yield shown(event), escape_stream(data)
 
+    async def events(self, run: str | None = None) -> list[Event]:
+        return escape_all(await self.api.events(run))
+
     async def logs(self, name: str, tail: int = 200, follow: bool = True) -> AsyncIterator[str]:
         async for line in self.api.logs(name, tail=tail, follow=follow):
             end = "\n" if line.endswith("\n") else ""
             yield shown(line.removesuffix("\n").expandtabs()) + end
-
-    async def status(self) -> dict[str, Any]:
-        return escape_all(await self.api.status())
-
-    async def gpus(self) -> GpuList:
-        return escape_all(await self.api.gpus())
-
-    async def workspaces(self) -> list[dict[str, Any]]:
-        return escape_all(await self.api.workspaces())
-
-    async def show(self, name: str) -> RunDetail:
-        return escape_all(await self.api.show(name))
-
-    async def why(self, name: str) -> dict[str, Any]:
-        return escape_all(await self.api.why(name))
-
-    async def preview(self, document: object) -> dict[str, Any]:
-        return escape_all(await self.api.preview(document))
-
-    async def submit(self, document: object) -> Run:
-        return escape_all(await self.api.submit(document))
-
-    async def submit_text(self, text: str, content_type: str) -> Run:
-        return escape_all(await self.api.submit_text(text, content_type))
-
-    async def set_priority(self, name: str, priority: int) -> Run:
-        return escape_all(await self.api.set_priority(name, priority))
-
-    async def update(self, name: str, change: dict[str, Any]) -> Run:
-        return escape_all(await self.api.update(name, change))
-
-    async def delete(self, name: str) -> dict[str, Any]:
-        return escape_all(await self.api.delete(name))
-
-    async def control(self, name: str, action: str) -> dict[str, Any]:
-        return escape_all(await self.api.control(name, action))
-
-    async def events(self, run: str | None = None) -> list[Event]:
-        return escape_all(await self.api.events(run))
-
-    async def groups(self) -> list[Group]:
-        return escape_all(await self.api.groups())
-
-    async def group(self, name: str) -> GroupDetail:
-        return escape_all(await self.api.group(name))
-
-    async def change_group(self, name: str, change: dict[str, Any]) -> Group:
-        return escape_all(await self.api.change_group(name, change))
-
-    async def delete_group(self, name: str) -> dict[str, Any]:
-        return escape_all(await self.api.delete_group(name))
-
-    async def usage(
-        self, since: str | None = None, by: str | None = None, daily: bool = False
-    ) -> Usage:
-        return escape_all(await self.api.usage(since, by, daily))
-
-    async def telemetry(self, history: str | None = None) -> Telemetry:
-        found = await self.api.telemetry(history)
-        return found if _printable(found) else escape_all(found)
-
-    async def run_telemetry(self, name: str) -> RunTelemetry:
-        found = await self.api.run_telemetry(name)
-        return found if _printable(found) else escape_all(found)

@@ -3,8 +3,9 @@
 ``FakeClient(fixture)`` answers the dashboard's calls from a file in
 ``tests/tui/fixtures/`` (made by ``python -m tests.tui.record_fixtures``):
 the change stream gives the recorded snapshot, then the recorded changes, then
-waits. Writes (submit, priority, delete) are kept in ``calls`` and answered as
-the fixture says, or with a plain success. Run, group, event and GPU objects are
+waits. Every endpoint's call (astraeus_tui/endpoints.py) is kept in ``calls`` and
+answered by the method named for it, ``answer_<name>``: as the fixture says, or, for a
+write, with a plain success. Run, group, event and GPU objects are
 decoded through the daemon's schema (runner/schema.py) as the real client decodes
 them, so a fixture that no longer matches it fails here, loudly.
 """
@@ -12,6 +13,7 @@ them, so a fixture that no longer matches it fails here, loudly.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -19,7 +21,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from astraeus_tui.client import ApiError
+from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.endpoints import Endpoint
 from runner.model import RunState
 from runner.schema import (
     Change,
@@ -59,7 +62,7 @@ def _minimal(name: str) -> Run:
     return Run(id=name, name=name, workspace="?", state=RunState.QUEUED)
 
 
-class FakeClient:
+class FakeClient(DashboardApi):
     def __init__(self, fixture: dict[str, Any] | str) -> None:
         self.data = load_fixture(fixture) if isinstance(fixture, str) else fixture
         self.calls: list[tuple[str, Any]] = []
@@ -107,28 +110,23 @@ class FakeClient:
             Change(version=0, upsert=as_runs(upsert), remove=list(remove), moved=list(moved))
         )
 
-    async def status(self) -> dict[str, Any]:
-        return dict(self.data["status"])
-
-    async def gpus(self) -> GpuList:
-        return self.gpu_list
-
-    async def workspaces(self) -> list[dict[str, Any]]:
-        return list(self.data["workspaces"])
-
-    async def show(self, name: str) -> RunDetail:
-        if name not in self.details:
-            raise ApiError(404, "NOT_FOUND", f"no run {name}")
-        return self.details[name]
-
-    async def why(self, name: str) -> dict[str, Any]:
-        if name not in self.data.get("runs", {}):
-            raise ApiError(404, "NOT_FOUND", f"no run {name}")
-        answer: dict[str, Any] = self.data.get("why", {}).get(name) or {
-            "run": name, "reason": "It is not waiting.", "chain": [], "levers": [],
-            "estimate": None,
-        }  # fmt: skip
-        return dict(answer)
+    async def ask(self, endpoint: Endpoint[Any, T], *args: Any, **kwargs: Any) -> T:
+        """The endpoint's answer (``answer_<name>`` here), kept in ``calls``: as
+        ``(name, its one argument or a tuple of them)``, a control's as ``(action, run)``;
+        the fixture's ``errors`` says which ones are refused."""
+        bound = inspect.signature(endpoint.build).bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        values = tuple(bound.arguments.values())[1:]
+        if endpoint.name == "control":
+            call, arg = values[1], values[0]
+        else:
+            call, arg = endpoint.name, values[0] if len(values) == 1 else values
+        self.calls.append((call, arg))
+        error = self.data.get("errors", {}).get(call)
+        if error:
+            raise ApiError(error["status"], error["code"], error["message"])
+        answer: T = getattr(self, f"answer_{endpoint.name}")(*values)
+        return answer
 
     async def events(self, run: str | None = None) -> list[Event]:
         return list(self.event_log.get(run or "", []))
@@ -139,71 +137,81 @@ class FakeClient:
         if follow:
             await asyncio.Event().wait()
 
-    async def _answer(self, call: str, arg: Any, default: T) -> T:
-        self.calls.append((call, arg))
-        error = self.data.get("errors", {}).get(call)
-        if error:
-            raise ApiError(error["status"], error["code"], error["message"])
-        return default
+    def answer_status(self) -> dict[str, Any]:
+        return dict(self.data["status"])
 
-    async def submit(self, document: object) -> Run:
-        name = document["metadata"]["name"] if isinstance(document, dict) else "?"
-        return await self._answer("submit", document, _minimal(name))
+    def answer_gpus(self) -> GpuList:
+        return self.gpu_list
 
-    async def preview(self, document: object) -> dict[str, Any]:
+    def answer_workspaces(self) -> list[dict[str, Any]]:
+        return list(self.data["workspaces"])
+
+    def answer_show(self, name: str) -> RunDetail:
+        if name not in self.details:
+            raise ApiError(404, "NOT_FOUND", f"no run {name}")
+        return self.details[name]
+
+    def answer_why(self, name: str) -> dict[str, Any]:
+        if name not in self.data.get("runs", {}):
+            raise ApiError(404, "NOT_FOUND", f"no run {name}")
+        answer: dict[str, Any] = self.data.get("why", {}).get(name) or {
+            "run": name, "reason": "It is not waiting.", "chain": [], "levers": [],
+            "estimate": None,
+        }  # fmt: skip
+        return dict(answer)
+
+    def answer_submit(self, document: object) -> Run:
+        return _minimal(document["metadata"]["name"] if isinstance(document, dict) else "?")
+
+    def answer_preview(self, document: object) -> dict[str, Any]:
         name = document["metadata"]["name"] if isinstance(document, dict) else "?"
         default = {
             "name": name, "workspace": "?", "priority": 0, "position": 1, "queue_length": 1,
             "starts_now": True, "backfill": False, "gpus": [], "preempts": [], "reason": "",
             "estimate": {"starts_by": None, "after": []},
         }  # fmt: skip
-        return await self._answer("preview", document, self.data.get("preview") or default)
+        return self.data.get("preview") or default
 
-    async def submit_text(self, text: str, content_type: str) -> Run:
-        return await self._answer("submit_text", text, _minimal("?"))
+    def answer_submit_text(self, text: str, content_type: str) -> Run:
+        return _minimal("?")
 
-    async def set_priority(self, name: str, priority: int) -> Run:
-        return await self._answer("set_priority", (name, priority), _minimal(name))
+    def answer_set_priority(self, name: str, priority: int) -> Run:
+        return _minimal(name)
 
-    async def update(self, name: str, change: dict[str, Any]) -> Run:
-        return await self._answer("update", (name, change), _minimal(name))
+    def answer_update(self, name: str, change: dict[str, Any]) -> Run:
+        return _minimal(name)
 
-    async def delete(self, name: str) -> dict[str, Any]:
-        return await self._answer("delete", name, {"name": name, "outcome": "cancelled"})
+    def answer_delete(self, name: str) -> dict[str, Any]:
+        return {"name": name, "outcome": "cancelled"}
 
-    async def control(self, name: str, action: str) -> dict[str, Any]:
+    def answer_control(self, name: str, action: str) -> dict[str, Any]:
         outcome = {"hold": "held", "release": "released", "requeue": "requeuing"}[action]
-        return await self._answer(action, name, {"name": name, "outcome": outcome})
+        return {"name": name, "outcome": outcome}
 
-    async def groups(self) -> list[Group]:
+    def answer_groups(self, kind: str | None = None) -> list[Group]:
         return list(self.group_list)
 
-    async def group(self, name: str) -> GroupDetail:
+    def answer_group(self, name: str) -> GroupDetail:
         if name not in self.group_details:
             raise ApiError(404, "NOT_FOUND", f"no group {name}")
         return self.group_details[name]
 
-    async def change_group(self, name: str, change: dict[str, Any]) -> Group:
-        return await self._answer("change_group", (name, change), await self.group(name))
+    def answer_change_group(self, name: str, change: dict[str, Any]) -> Group:
+        return self.answer_group(name)
 
-    async def delete_group(self, name: str) -> dict[str, Any]:
-        return await self._answer("delete_group", name, {"name": name, "runs": {}})
+    def answer_delete_group(self, name: str) -> dict[str, Any]:
+        return {"name": name, "runs": {}}
 
-    async def usage(
-        self, since: str | None = None, by: str | None = None, daily: bool = False
-    ) -> Usage:
+    def answer_usage(self, since: str | None, by: str | None, daily: bool) -> Usage:
         """The fixture's ``usage`` answer (as ``GET /v1/usage`` gives it), or none used."""
-        self.calls.append(("usage", (since, by, daily)))
         return typed(Usage, self.data["usage"]) if "usage" in self.data else Usage()
 
-    async def telemetry(self, history: str | None = None) -> Telemetry:
+    def answer_telemetry(self, history: str | None = None) -> Telemetry:
         """The fixture's ``telemetry`` answer (``GET /v1/telemetry``), or no sample yet."""
-        self.calls.append(("telemetry", history))
         return typed(Telemetry, self.data["telemetry"]) if "telemetry" in self.data else Telemetry()
 
-    async def run_telemetry(self, name: str) -> RunTelemetry:
+    def answer_run_telemetry(self, name: str, history: str | None = None) -> RunTelemetry:
         """The fixture's ``run_telemetry`` answer for ``name``, or 404 as for a run not kept."""
-        self.calls.append(("run_telemetry", name))
         found = self.data.get("run_telemetry", {})
         if name not in found:
             raise ApiError(404, "NOT_FOUND", f"no run named {name}")
