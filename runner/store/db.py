@@ -38,6 +38,7 @@ from runner.store.rows import (
     EventRow,
     RunRow,
     WorkerRow,
+    _event,
     _worker,
     is_run_uid,
     latest_workers,
@@ -420,11 +421,7 @@ class Store(
             sql += " AND grp = ? AND run = grp"
             args.append(grp)  # type: ignore[arg-type]  # mixed int/str parameters
         rows = self._connect().execute(sql + " ORDER BY id", args)
-        return [
-            EventRow(r["id"], r["run"], r["workspace"], r["time"], r["kind"],
-                     Reason.from_json(json.loads(r["message"])), r["grp"], ReasonCode(r["code"]))
-            for r in rows
-        ]  # fmt: skip
+        return [_event(r) for r in rows]
 
     def add_usage(self, tx: Tx, run: RunRow, gpu_s: float, cpu_s: float) -> None:
         """Add to the run's usage, kept by its id: it outlives the run being forgotten."""

@@ -37,7 +37,10 @@ class DrainTables:
 
     def drains(self) -> list[DrainRow]:
         sql = "SELECT target, reason, by_user, at FROM drains ORDER BY target"
-        return [DrainRow(r[0], r[1], r[2], r[3]) for r in self._connect().execute(sql)]
+        return [
+            DrainRow(target=target, reason=reason, by=by, at=at)
+            for target, reason, by, at in self._connect().execute(sql)
+        ]
 
     def set_drain(self, tx: Tx, target: str, reason: str, by: str, at: float) -> None:
         """Drain ``target`` (again: its reason, who and when replaced)."""

@@ -58,7 +58,7 @@ class ForgetTables:
         """The oldest ``limit`` forgotten runs whose files are still to be removed."""
         sql = "SELECT run_uid, handles FROM forgotten ORDER BY time, run_uid LIMIT ?"
         return [
-            Forgotten(str(uid), tuple(str(h) for h in json.loads(handles)))
+            Forgotten(run_uid=str(uid), handles=tuple(str(h) for h in json.loads(handles)))
             for uid, handles in self._connect().execute(sql, (limit,))
         ]
 

@@ -38,10 +38,20 @@ class GroupRow:
 
 def _group(row: sqlite3.Row) -> GroupRow:
     return GroupRow(
-        row["name"], row["kind"], row["workspace"], row["owner"], row["uid"], row["gid"],
-        row["spec"], row["created_at"], row["replicas"], bool(row["paused"]), row["next_at"],
-        row["last_fired_at"], row["template"],
-    )  # fmt: skip
+        name=row["name"],
+        kind=row["kind"],
+        workspace=row["workspace"],
+        owner=row["owner"],
+        uid=row["uid"],
+        gid=row["gid"],
+        spec_text=row["spec"],
+        created_at=row["created_at"],
+        replicas=row["replicas"],
+        paused=bool(row["paused"]),
+        next_at=row["next_at"],
+        last_fired_at=row["last_fired_at"],
+        template=row["template"],
+    )
 
 
 class GroupTables:

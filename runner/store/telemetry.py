@@ -249,7 +249,16 @@ def gpu_series(
     )
     found: dict[int, list[GpuSample]] = {}
     for r in rows:
-        found.setdefault(r[1], []).append(GpuSample(r[0], r[1], r[2], _int(r[3]), r[4], r[5]))
+        found.setdefault(r[1], []).append(
+            GpuSample(
+                at=r[0],
+                gpu=r[1],
+                utilization=r[2],
+                memory_used=_int(r[3]),
+                temperature=r[4],
+                power_watts=r[5],
+            )
+        )
     return found
 
 
@@ -279,7 +288,16 @@ def run_series(
     for r in rows:
         gpus = tuple(json.loads(r[3])) if r[3] else ()
         found.setdefault(r[1], []).append(
-            RunSample(r[0], r[1], r[2], gpus, r[4], _int(r[5]), _int(r[6]), r[7])
+            RunSample(
+                at=r[0],
+                run_uid=r[1],
+                workspace=r[2],
+                gpus=gpus,
+                cpu_percent=r[4],
+                memory_bytes=_int(r[5]),
+                gpu_memory_bytes=_int(r[6]),
+                gpu_util=r[7],
+            )
         )
     return found
 
@@ -304,6 +322,9 @@ def run_summary(store: Store, run_uid: str) -> RunSummary | None:
     if row is None or not row[0]:
         return None
     return RunSummary(
-        int(row[0]), row[1], row[2], (row[3], row[4], row[5], row[6]),
-        (row[7], row[8], row[9], row[10]),
-    )  # fmt: skip
+        samples=int(row[0]),
+        first_at=row[1],
+        last_at=row[2],
+        mean=(row[3], row[4], row[5], row[6]),
+        peak=(row[7], row[8], row[9], row[10]),
+    )

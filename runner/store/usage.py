@@ -92,12 +92,30 @@ class Asked:
 
 def _record(r: sqlite3.Row) -> UsageRecord:
     return UsageRecord(
-        r["id"], r["run_uid"], r["run"], r["workspace"], r["owner"], RunState(r["outcome"]),
-        r["exit_code"], r["submitted_at"], r["started_at"], r["finished_at"], r["gpus"],
-        r["gpu_seconds"], r["cpu_seconds"], r["wait_seconds"], r["preemptions"], r["restarts"],
-        r["priority"], r["time_limit_seconds"], r["workers"], r["gpu_memory"], r["cpus"],
-        r["memory"], r["run_seconds"],
-    )  # fmt: skip
+        id=r["id"],
+        run_uid=r["run_uid"],
+        run=r["run"],
+        workspace=r["workspace"],
+        owner=r["owner"],
+        outcome=RunState(r["outcome"]),
+        exit_code=r["exit_code"],
+        submitted_at=r["submitted_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        gpus=r["gpus"],
+        gpu_seconds=r["gpu_seconds"],
+        cpu_seconds=r["cpu_seconds"],
+        wait_seconds=r["wait_seconds"],
+        preemptions=r["preemptions"],
+        restarts=r["restarts"],
+        priority=r["priority"],
+        time_limit_seconds=r["time_limit_seconds"],
+        workers=r["workers"],
+        gpu_memory=r["gpu_memory"],
+        cpus=r["cpus"],
+        memory=r["memory"],
+        run_seconds=r["run_seconds"],
+    )
 
 
 def _asked(tx: Tx, name: str) -> Asked:
@@ -217,7 +235,16 @@ class UsageTables:
             (since,),
         )
         return [
-            UsageSum(r[0], r[1], RunState(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
+            UsageSum(
+                workspace=r[0],
+                owner=r[1],
+                outcome=RunState(r[2]),
+                runs=r[3],
+                gpu_seconds=r[4],
+                cpu_seconds=r[5],
+                preemptions=int(r[6]),
+                restarts=int(r[7]),
+            )
             for r in rows
         ]
 
