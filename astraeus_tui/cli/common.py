@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
+from astraeus_tui.cli.fast.options import JSON
 from astraeus_tui.client import ApiError, Client
 from astraeus_tui.text import shown
 
+if TYPE_CHECKING:
+    from astraeus_tui.cli.fast.options import Option
+
 T = TypeVar("T")
 
-JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+def option(row: Option, **more: Any) -> Any:
+    """typer's option from a row of cli/fast/options.py: its names and help (``more``: what
+    only typer reads, such as ``envvar``); the parameter gives the type and the default."""
+    names, _, help = row
+    return typer.Option(*names, help=help, **more)
+
+
+JsonOption = typer.Option(False, *JSON[0], help=JSON[2])
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -16,10 +16,12 @@ from astraeus_tui.cli.common import (
     complete_run,
     echo,
     fail,
+    option,
     output_writer,
     parse_duration,
     spec_document,
 )
+from astraeus_tui.cli.fast.options import LS, RUN, SUBMIT, WAIT
 from astraeus_tui.cli.fast.preview import show_preview
 from astraeus_tui.cli.fast.preview import when as _when
 from astraeus_tui.cli.fast.show import show_lines
@@ -27,10 +29,6 @@ from astraeus_tui.cli.tables import print_json, print_json_line, show_runs
 from astraeus_tui.client import ApiError, Client
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
-AfterOption = Annotated[
-    list[str] | None,
-    typer.Option("--after", help="Start only once this run has succeeded (repeatable)."),
-]
 
 
 def submit(
@@ -38,13 +36,9 @@ def submit(
         list[str] | None,
         typer.Argument(help="JSON or TOML run specs (- for stdin); NDJSON with --ndjson."),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
-    ] = False,
-    after: AfterOption = None,
-    ndjson: Annotated[
-        bool, typer.Option("--ndjson", help="One JSON run document a line (stdin if no file).")
-    ] = False,
+    dry_run: Annotated[bool, option(SUBMIT["dry_run"])] = False,
+    after: Annotated[list[str] | None, option(SUBMIT["after"])] = None,
+    ndjson: Annotated[bool, option(SUBMIT["ndjson"])] = False,
     as_json: bool = JsonOption,
 ) -> None:
     """Submit a run spec (JSON or TOML; an #SBATCH script works too), or many at once.
@@ -116,75 +110,28 @@ def why(name: RunArg, as_json: bool = JsonOption) -> None:
 
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments, after --.")],
-    name: Annotated[
-        str | None, typer.Option(help="The run's name (default: from the command).")
-    ] = None,
-    image: Annotated[
-        str,
-        typer.Option(
-            envvar="ASTRAEUS_IMAGE", help="Container image (default: the daemon's default_image)."
-        ),
-    ] = "",
-    gpus: Annotated[int, typer.Option(help="GPUs per worker.")] = 0,
-    cpus: Annotated[float, typer.Option(help="CPU cores per worker.")] = 0,
-    memory: Annotated[str | None, typer.Option(help="Memory per worker, e.g. 64GiB.")] = None,
-    time_limit: Annotated[str | None, typer.Option(help="e.g. 2h, 90m, 1-00:00:00.")] = None,
-    priority: Annotated[int, typer.Option(help="-1000..1000, up to the workspace's maximum.")] = 0,
-    workspace: Annotated[str | None, typer.Option(help="Workspace (namespace).")] = None,
-    drive: Annotated[list[str] | None, typer.Option(help="NAME:/mount/path[:ro]")] = None,
-    env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
-    workers: Annotated[int, typer.Option(help="Workers (a gang by default).")] = 1,
-    after: AfterOption = None,
-    interactive: Annotated[
-        bool, typer.Option("--interactive", "-i", help="With -t: an interactive run.")
-    ] = False,
-    tty: Annotated[
-        bool,
-        typer.Option("--tty", "-t", help="Wait in the queue, then give the terminal to it."),
-    ] = False,
-    hold: Annotated[
-        bool, typer.Option("--hold", help="Submit it held: it waits until `astra release`.")
-    ] = False,
-    begin: Annotated[
-        str | None,
-        typer.Option(help="Not before this time: 2026-12-02T03:00 (UTC unless an offset), +2h."),
-    ] = None,
-    notify: Annotated[
-        list[str] | None,
-        typer.Option(help="An Apprise URL to notify, e.g. json://host/hook (repeatable)."),
-    ] = None,
-    notify_on: Annotated[
-        str | None,
-        typer.Option(
-            help="Events for --notify: succeeded,failed,preempted,started,timelimit "
-            "(default: succeeded,failed)."
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show where it would go; submit nothing.")
-    ] = False,
-    gpu_mem: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-mem",
-            help="Share GPUs: this memory on each of --gpus GPUs (default 1), e.g. 20GiB.",
-        ),
-    ] = None,
-    chdir: Annotated[
-        str | None,
-        typer.Option(
-            "--chdir",
-            "-D",
-            help="Start in this folder (default: this one; a container's working directory).",
-        ),
-    ] = None,
-    export: Annotated[
-        str | None,
-        typer.Option(
-            help="ALL (default: this environment, for local processes), NONE, or"
-            " VAR1,VAR2 and VAR=value for every executor, as sbatch reads it.",
-        ),
-    ] = None,
+    name: Annotated[str | None, option(RUN["name"])] = None,
+    image: Annotated[str, option(RUN["image"], envvar="ASTRAEUS_IMAGE")] = "",
+    gpus: Annotated[int, option(RUN["gpus"])] = 0,
+    cpus: Annotated[float, option(RUN["cpus"])] = 0,
+    memory: Annotated[str | None, option(RUN["memory"])] = None,
+    time_limit: Annotated[str | None, option(RUN["time_limit"])] = None,
+    priority: Annotated[int, option(RUN["priority"])] = 0,
+    workspace: Annotated[str | None, option(RUN["workspace"])] = None,
+    drive: Annotated[list[str] | None, option(RUN["drive"])] = None,
+    env: Annotated[list[str] | None, option(RUN["env"])] = None,
+    workers: Annotated[int, option(RUN["workers"])] = 1,
+    after: Annotated[list[str] | None, option(RUN["after"])] = None,
+    interactive: Annotated[bool, option(RUN["interactive"])] = False,
+    tty: Annotated[bool, option(RUN["tty"])] = False,
+    hold: Annotated[bool, option(RUN["hold"])] = False,
+    begin: Annotated[str | None, option(RUN["begin"])] = None,
+    notify: Annotated[list[str] | None, option(RUN["notify"])] = None,
+    notify_on: Annotated[str | None, option(RUN["notify_on"])] = None,
+    dry_run: Annotated[bool, option(RUN["dry_run"])] = False,
+    gpu_mem: Annotated[str | None, option(RUN["gpu_mem"])] = None,
+    chdir: Annotated[str | None, option(RUN["chdir"])] = None,
+    export: Annotated[str | None, option(RUN["export"])] = None,
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
@@ -235,15 +182,11 @@ def run(
 
 
 def ls(
-    all_runs: Annotated[bool, typer.Option("--all", "-a", help="Include finished runs.")] = False,
-    workspace: Annotated[str | None, typer.Option(help="Only this workspace.")] = None,
-    state: Annotated[
-        str | None, typer.Option(help="Only these states, e.g. Queued,Running.")
-    ] = None,
+    all_runs: Annotated[bool, option(LS["all_runs"])] = False,
+    workspace: Annotated[str | None, option(LS["workspace"])] = None,
+    state: Annotated[str | None, option(LS["state"])] = None,
     as_json: bool = JsonOption,
-    wide: Annotated[
-        bool, typer.Option("--wide", "-w", help="Whole reasons (else cut to one line).")
-    ] = False,
+    wide: Annotated[bool, option(LS["wide"])] = False,
 ) -> None:
     """Waiting and running runs, in the planner's order, with why each waits."""
     runs = call(lambda c: c.runs(all=all_runs, workspace=workspace, state=state))
@@ -329,7 +272,7 @@ def events(
 
 def wait(
     name: RunArg,
-    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    timeout: Annotated[float | None, option(WAIT["timeout"])] = None,
 ) -> None:
     """Wait for a run to finish; the exit code follows the run's."""
     from astraeus_tui.cli.fast.out import finish

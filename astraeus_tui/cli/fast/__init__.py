@@ -5,7 +5,7 @@ run names are answered from texts made from the typer app (cli/fast/help.py).
 `astra ls`, `run`, `submit`, `show`, `priority`, `delete`, `wait`, `hold`, `release`,
 `requeue` and `serve` are parsed
 here when their arguments have a shape this package fully understands (the same
-options as the typer commands, nothing else); anything else (``--help``, an
+options as the typer commands, from one table: cli/fast/options.py); anything else (``--help``, an
 unknown option, a typo, a form it does not know) returns None and goes to the
 typer app unchanged, so every output and error stays the typer command's. Set
 ``ASTRAEUS_CLI_FAST=0`` to send every call to typer (the tests compare both).

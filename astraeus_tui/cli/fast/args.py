@@ -7,7 +7,7 @@ value), and the caller then hands the whole command to typer.
 
 from __future__ import annotations
 
-FLAG, VALUE, MULTI = "flag", "value", "multi"
+from astraeus_tui.cli.fast.options import FLAG, MULTI, VALUE  # noqa: F401 (the kinds, here too)
 
 
 class Parsed:
@@ -20,7 +20,8 @@ class Parsed:
 
 
 def parse(argv: list[str], spec: dict[str, tuple[str, str]]) -> Parsed | None:
-    """``spec`` maps each option (``--json``, ``-a``) to (destination, FLAG|VALUE|MULTI)."""
+    """``spec`` maps each option (``--json``, ``-a``) to (destination, FLAG|VALUE|MULTI),
+    as cli/fast/options.py's ``spec`` makes it."""
     out = Parsed()
     i = 0
     while i < len(argv):

@@ -9,20 +9,7 @@ from __future__ import annotations
 
 import os
 
-from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, Parsed, text, texts
-
-RUN_OPTIONS = {
-    "--name": ("name", VALUE), "--image": ("image", VALUE), "--gpus": ("gpus", VALUE),
-    "--cpus": ("cpus", VALUE), "--memory": ("memory", VALUE),
-    "--time-limit": ("time_limit", VALUE), "--priority": ("priority", VALUE),
-    "--workspace": ("workspace", VALUE), "--drive": ("drive", MULTI), "--env": ("env", MULTI),
-    "--workers": ("workers", VALUE), "--after": ("after", MULTI), "--json": ("as_json", FLAG),
-    "--hold": ("hold", FLAG), "--begin": ("begin", VALUE),
-    "--notify": ("notify", MULTI), "--notify-on": ("notify_on", VALUE),
-    "--dry-run": ("dry_run", FLAG),
-    "--gpu-mem": ("gpu_mem", VALUE),
-    "--chdir": ("chdir", VALUE), "-D": ("chdir", VALUE), "--export": ("export", VALUE),
-}  # fmt: skip
+from astraeus_tui.cli.fast.args import Parsed, text, texts
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 

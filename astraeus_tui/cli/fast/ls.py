@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from astraeus_tui.cli.fast.args import FLAG, VALUE, parse, text
+from astraeus_tui.cli.fast.args import parse, text
+from astraeus_tui.cli.fast.options import LS, spec
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     from typing import Any
 
-OPTIONS = {
-    "--all": ("all_runs", FLAG), "-a": ("all_runs", FLAG), "--workspace": ("workspace", VALUE),
-    "--state": ("state", VALUE), "--json": ("as_json", FLAG), "--wide": ("wide", FLAG),
-    "-w": ("wide", FLAG),
-}  # fmt: skip
 # what the table shows of a run (astraeus_tui/cli/plain.py, tables.py): a lighter answer
 TABLE_FIELDS = ("name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,"
                 "starts_by,likely_start,head,position,idle_since,restart_at")  # fmt: skip
@@ -23,7 +19,7 @@ TABLE_FIELDS = ("name,workspace,priority,state,reason,gpus,gpus_requested,submit
 
 def fast_ls(argv: list[str]) -> int | None:
     """Run `ls` if ``argv`` (after ``ls``) is a plain call; None to let typer handle it."""
-    parsed = parse(argv, OPTIONS)
+    parsed = parse(argv, spec(LS))
     if parsed is None or parsed.positional or parsed.rest is not None:
         return None
     from astraeus_tui.wire import ApiError, request, target

@@ -11,11 +11,10 @@ import os
 import sys
 import time
 
-from astraeus_tui.cli.fast.args import FLAG, MULTI, VALUE, parse, text, texts
+from astraeus_tui.cli.fast.args import parse, text, texts
+from astraeus_tui.cli.fast.options import RUN, SHOW, SUBMIT, WAIT, spec
 from astraeus_tui.cli.fast.out import Failed, Row, call, call_json, echo, finish, print_json
 from astraeus_tui.wire import quoted
-
-JSON = {"--json": ("as_json", FLAG)}
 
 
 def _one_name(argv: list[str], spec: dict[str, tuple[str, str]]) -> tuple[str, bool] | None:
@@ -27,7 +26,7 @@ def _one_name(argv: list[str], spec: dict[str, tuple[str, str]]) -> tuple[str, b
 
 
 def fast_show(argv: list[str]) -> int | None:
-    if (got := _one_name(argv, JSON)) is None:
+    if (got := _one_name(argv, spec(SHOW))) is None:
         return None
     name, as_json = got
 
@@ -76,7 +75,7 @@ def fast_delete(argv: list[str]) -> int | None:
 
 
 def fast_wait(argv: list[str]) -> int | None:
-    parsed = parse(argv, {"--timeout": ("timeout", VALUE)})
+    parsed = parse(argv, spec(WAIT))
     if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
         return None
     raw = text(parsed, "timeout")
@@ -110,9 +109,9 @@ def wait_until_finished(name: str, timeout: float | None) -> int:
 
 
 def fast_run(argv: list[str]) -> int | None:
-    from astraeus_tui.cli.fast.document import RUN_OPTIONS, run_document
+    from astraeus_tui.cli.fast.document import run_document
 
-    parsed = parse(argv, RUN_OPTIONS)
+    parsed = parse(argv, spec(RUN, handed_over=("interactive", "tty")))  # cli/enter.py's
     if parsed is None or parsed.positional or not parsed.rest:
         return None  # the command must follow --, every option before it
     document = run_document(parsed)
@@ -135,8 +134,7 @@ def fast_run(argv: list[str]) -> int | None:
 def fast_submit(argv: list[str]) -> int | None:
     """``submit FILE [--after RUN]... [--json]`` of a spec that is not a sweep; with many
     files or ``--ndjson``, a batch (cli/fast/batch.py)."""
-    parsed = parse(argv, {**JSON, "--after": ("after", MULTI), "--ndjson": ("ndjson", FLAG),
-                          "--dry-run": ("dry_run", FLAG)})  # fmt: skip
+    parsed = parse(argv, spec(SUBMIT))
     if parsed is None or parsed.rest is not None:
         return None
     dry_run = bool(parsed.options.get("dry_run"))
