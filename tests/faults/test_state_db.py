@@ -20,10 +20,26 @@ def astraeus_db(path: Path) -> bytes:
     store = Store(path)
     for i in range(200):
         row = RunRow(
-            f"run-{i}", "default", "root", 0, 0, "{}", 0, "Queued",
-            Reason("Waiting", code=ReasonCode.MESSAGE), 1.0 + i, None, None, None, 0, 0, 0, None,
-            None, False,
-        )  # fmt: skip
+            name=f"run-{i}",
+            workspace="default",
+            owner="root",
+            uid=0,
+            gid=0,
+            spec_text="{}",
+            priority=0,
+            state="Queued",
+            reason=Reason("Waiting", code=ReasonCode.MESSAGE),
+            submitted_at=1.0 + i,
+            started_at=None,
+            finished_at=None,
+            exit_code=None,
+            restarts=0,
+            preemptions=0,
+            attempts=0,
+            preempted_by=None,
+            stop_request=None,
+            quota_noted=False,
+        )
         store.insert_run(row)
     store.close()  # the last connection: the WAL goes into the file
     data = path.read_bytes()

@@ -72,8 +72,27 @@ def test_auto_does_not_fall_back_to_processes_under_live_containers(
     (home / "config.toml").write_text('[machine]\nexecutor = "auto"\ngpus = 1\n')
     store = Store(home / "state.db")
     spec = {"metadata": {"name": "boxed"}, "spec": {"task_template": {"image": "busybox"}}}
-    row = RunRow("boxed", "default", "root", 0, 0, json.dumps(spec), 0, "Queued", None,
-                 1.0, None, None, None, 0, 0, 0, None, None, False)  # fmt: skip
+    row = RunRow(
+        name="boxed",
+        workspace="default",
+        owner="root",
+        uid=0,
+        gid=0,
+        spec_text=json.dumps(spec),
+        priority=0,
+        state="Queued",
+        reason=None,
+        submitted_at=1.0,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        restarts=0,
+        preemptions=0,
+        attempts=0,
+        preempted_by=None,
+        stop_request=None,
+        quota_noted=False,
+    )
     store.insert_run(row)
     with store.transaction() as tx:
         store.set_run_state(tx, "boxed", "Running")

@@ -64,7 +64,9 @@ def _truth(snapshot: Snapshot, drained: frozenset[int]) -> Snapshot:
 def drawn(draw: st.DrawFn) -> Drawn:
     whole = draw(_snapshots())
     drained = frozenset(draw(st.one_of(st.just(set()), st.sets(st.integers(0, 7), max_size=4))))
-    drain = Drain.of([DrainRow(str(g), "drawn", "root", NOW) for g in sorted(drained)])
+    drain = Drain.of(
+        [DrainRow(target=str(g), reason="drawn", by="root", at=NOW) for g in sorted(drained)]
+    )
     return Drawn(_truth(whole, drained), drained_snapshot(whole, drain), drained)
 
 

@@ -126,11 +126,31 @@ def _row(name: str, *, held_by: str | None = None, begin: str | None = None,
             code=ReasonCode.RESTARTING,
         )
     )
-    return RunRow(name, "vision", "alice", 1000, 1000, json.dumps(doc), 0, state, reason, NOW,
-                  None, None, None, 0, 0, 0, None, stop, False, held_by=held_by,
-                  restart_at=None if rest is None else NOW + rest + 3600,  # not what decides
-                  restart_mono=None if rest is None else MONO + rest,
-                  restart_boot=BOOT)  # fmt: skip
+    return RunRow(
+        name=name,
+        workspace="vision",
+        owner="alice",
+        uid=1000,
+        gid=1000,
+        spec_text=json.dumps(doc),
+        priority=0,
+        state=state,
+        reason=reason,
+        submitted_at=NOW,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        restarts=0,
+        preemptions=0,
+        attempts=0,
+        preempted_by=None,
+        stop_request=stop,
+        quota_noted=False,
+        held_by=held_by,
+        restart_at=None if rest is None else NOW + rest + 3600,  # not what decides
+        restart_mono=None if rest is None else MONO + rest,
+        restart_boot=BOOT,
+    )
 
 
 def _now(wall: float, mono: float = 0.0) -> Now:

@@ -8,8 +8,8 @@ from runner.reasons import ReasonCode
 from runner.store.drains import DrainRow
 from tests.unit.planner_builders import NOW, machine, running, snap, waiting
 
-FAN = Drain.of([DrainRow("3", "fan failing", "root", NOW)])
-WHOLE = Drain.of([DrainRow("machine", "kernel upgrade", "root", NOW)])
+FAN = Drain.of([DrainRow(target="3", reason="fan failing", by="root", at=NOW)])
+WHOLE = Drain.of([DrainRow(target="machine", reason="kernel upgrade", by="root", at=NOW)])
 
 
 def test_no_drain_gives_the_snapshot_as_it_is() -> None:

@@ -312,10 +312,29 @@ def _store_with_runs(tmp_path: Path, runs: list[tuple[str, str]]) -> Store:
     store.notify_targets = (Target(HOOK, tuple(NotifyEvent)),)
     for name, workspace in runs:
         store.insert_run(
-            RunRow(name, workspace, "ann", 1000, 1000, '{"metadata": {}, "spec": {}}', 0,
-                   RunState.RUNNING, None, 1.0, None, None, None, 0, 0, 1, None, None, False,
-                   run_uid=new_run_uid())
-        )  # fmt: skip
+            RunRow(
+                name=name,
+                workspace=workspace,
+                owner="ann",
+                uid=1000,
+                gid=1000,
+                spec_text='{"metadata": {}, "spec": {}}',
+                priority=0,
+                state=RunState.RUNNING,
+                reason=None,
+                submitted_at=1.0,
+                started_at=None,
+                finished_at=None,
+                exit_code=None,
+                restarts=0,
+                preemptions=0,
+                attempts=1,
+                preempted_by=None,
+                stop_request=None,
+                quota_noted=False,
+                run_uid=new_run_uid(),
+            )
+        )
     return store
 
 

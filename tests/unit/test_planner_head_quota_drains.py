@@ -115,7 +115,9 @@ def _replanned(s: Snapshot, p: Plan) -> Snapshot:
     )
 
 
-LOW_GPUS = Drain.of([DrainRow(str(g), "fan failing", "root", NOW) for g in (0, 1, 2, 3)])
+LOW_GPUS = Drain.of(
+    [DrainRow(target=str(g), reason="fan failing", by="root", at=NOW) for g in (0, 1, 2, 3)]
+)
 
 
 def test_a_head_never_preempts_work_whose_room_it_cannot_use() -> None:
@@ -143,6 +145,8 @@ def test_work_on_drained_gpus_leaves_the_free_gpus_free() -> None:
 def test_a_shared_run_on_a_drained_gpu_holds_nothing_of_the_machine_left() -> None:
     shared = RunningUnit("sh", "sh", "default", 0, running("x", gpu_memory_gib=10).resources,
                          (3,), NOW - HOUR, gpu_share=10 * GIB)  # fmt: skip
-    d = drained_snapshot(snap(shared, m=machine(gpus=4)), Drain.of([DrainRow("3", "", "", NOW)]))
+    d = drained_snapshot(
+        snap(shared, m=machine(gpus=4)), Drain.of([DrainRow(target="3", reason="", by="", at=NOW)])
+    )
     assert d.running[0].resources.gpus == 0  # not -1: it held no whole GPU
     assert d.running[0].resources.gpu_memory == 0 and d.running[0].gpus == ()

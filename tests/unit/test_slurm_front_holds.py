@@ -35,9 +35,30 @@ class RecordingSlurm:
 def _insert(store: Store, name: str, *, held_by: str | None = None, begin: str | None = None,
             ) -> None:  # fmt: skip
     doc = run_document(name, ["true"], image="local", begin_at=begin)
-    store.insert_run(RunRow(name, "default", "alice", 1000, 1000, json.dumps(doc), 0,
-                            RunState.QUEUED, None, NOW - 60, None, None, None, 0, 0, 0, None,
-                            None, False, held_by=held_by))  # fmt: skip
+    store.insert_run(
+        RunRow(
+            name=name,
+            workspace="default",
+            owner="alice",
+            uid=1000,
+            gid=1000,
+            spec_text=json.dumps(doc),
+            priority=0,
+            state=RunState.QUEUED,
+            reason=None,
+            submitted_at=NOW - 60,
+            started_at=None,
+            finished_at=None,
+            exit_code=None,
+            restarts=0,
+            preemptions=0,
+            attempts=0,
+            preempted_by=None,
+            stop_request=None,
+            quota_noted=False,
+            held_by=held_by,
+        )
+    )
 
 
 def test_held_and_later_runs_are_not_submitted_until_they_may_join(tmp_path: Path) -> None:

@@ -72,16 +72,48 @@ def test_states_written_inside_the_stores_sql_are_enum_values() -> None:
 
 def _run_row(state: str) -> RunRow:
     return RunRow(
-        "train", "team", "ann", 1000, 1000, "{}", 0, RunState(state), None, 100.0, 110.0,
-        None, None, 0, 0, 1, None, None, False,
-    )  # fmt: skip
+        name="train",
+        workspace="team",
+        owner="ann",
+        uid=1000,
+        gid=1000,
+        spec_text="{}",
+        priority=0,
+        state=RunState(state),
+        reason=None,
+        submitted_at=100.0,
+        started_at=110.0,
+        finished_at=None,
+        exit_code=None,
+        restarts=0,
+        preemptions=0,
+        attempts=1,
+        preempted_by=None,
+        stop_request=None,
+        quota_noted=False,
+    )
 
 
 def _worker_row(state: WorkerState, reason: StopReason | None) -> WorkerRow:
     return WorkerRow(
-        1, "train", 1, 0, state, "h", (0,), 1000, 1 << 30, 110.0, reason, 200.0, None,
-        False, None, None, None,
-    )  # fmt: skip
+        id=1,
+        run="train",
+        attempt=1,
+        worker=0,
+        state=state,
+        handle="h",
+        gpus=(0,),
+        cpu_milli=1000,
+        memory=1 << 30,
+        started_at=110.0,
+        stop_reason=reason,
+        stop_deadline=200.0,
+        stopping_for=None,
+        killed=False,
+        exit_code=None,
+        error=None,
+        finished_at=None,
+    )
 
 
 def test_the_wire_and_messages_show_the_value() -> None:

@@ -19,11 +19,27 @@ T0 = 1_800_000_000.0  # a bucket's start (divisible by 300)
 
 
 def _gpu(at: float, util: float, gpu: int = 0) -> GpuSample:
-    return GpuSample(at, gpu, util, int(util) << 20, 40.0, 100.0 + util)
+    return GpuSample(
+        at=at,
+        gpu=gpu,
+        utilization=util,
+        memory_used=int(util) << 20,
+        temperature=40.0,
+        power_watts=100.0 + util,
+    )
 
 
 def _run(at: float, cpu: float, uid: str = "uid-a", memory: int = 1 << 30) -> RunSample:
-    return RunSample(at, uid, "vision", (0,), cpu, memory, 2 << 30, cpu / 2)
+    return RunSample(
+        at=at,
+        run_uid=uid,
+        workspace="vision",
+        gpus=(0,),
+        cpu_percent=cpu,
+        memory_bytes=memory,
+        gpu_memory_bytes=2 << 30,
+        gpu_util=cpu / 2,
+    )
 
 
 def _count(store: Store, table: str, coarse: int) -> int:

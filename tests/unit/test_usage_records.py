@@ -27,9 +27,27 @@ NOW = 1_790_000_000.0
 
 def _run(name: str = "train") -> RunRow:
     return RunRow(
-        name, "vision", "ann", 1000, 1000, "{}", 0, RunState.QUEUED, None, NOW, None, None,
-        None, 0, 0, 0, None, None, False, run_uid="ab" * 16,
-    )  # fmt: skip
+        name=name,
+        workspace="vision",
+        owner="ann",
+        uid=1000,
+        gid=1000,
+        spec_text="{}",
+        priority=0,
+        state=RunState.QUEUED,
+        reason=None,
+        submitted_at=NOW,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        restarts=0,
+        preemptions=0,
+        attempts=0,
+        preempted_by=None,
+        stop_request=None,
+        quota_noted=False,
+        run_uid="ab" * 16,
+    )
 
 
 def _life(store: Store, attempt: int, start: float, gpu_s: float, end: float) -> None:
@@ -129,14 +147,47 @@ def test_nearest_rank_percentiles() -> None:
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
 
 
-RECORD = UsageRecord(7, "ab" * 16, "train", "vision", "ann", RunState.FAILED, 3, NOW,
-                     NOW + 10, NOW + 3610, 2, 7200.0, 14400.0, 10.0, 1, 2, 5, 7200, 2, None,
-                     2.0, 8 << 30, 3600.0)  # fmt: skip
+RECORD = UsageRecord(
+    id=7,
+    run_uid="ab" * 16,
+    run="train",
+    workspace="vision",
+    owner="ann",
+    outcome=RunState.FAILED,
+    exit_code=3,
+    submitted_at=NOW,
+    started_at=NOW + 10,
+    finished_at=NOW + 3610,
+    gpus=2,
+    gpu_seconds=7200.0,
+    cpu_seconds=14400.0,
+    wait_seconds=10.0,
+    preemptions=1,
+    restarts=2,
+    priority=5,
+    time_limit_seconds=7200,
+    workers=2,
+    gpu_memory=None,
+    cpus=2.0,
+    memory=8 << 30,
+    run_seconds=3600.0,
+)
 
 
 def test_the_wire_shapes_byte_for_byte() -> None:
     totals = UsageTotals("vision")
-    totals.add(UsageSum("vision", "ann", RunState.FAILED, 1, 7200.0, 14400.0, 1, 2))
+    totals.add(
+        UsageSum(
+            workspace="vision",
+            owner="ann",
+            outcome=RunState.FAILED,
+            runs=1,
+            gpu_seconds=7200.0,
+            cpu_seconds=14400.0,
+            preemptions=1,
+            restarts=2,
+        )
+    )
     totals.waits.append(10.0)
     usage = Usage(since="2026-09-14T00:00:00Z", until="2026-09-21T00:00:00Z", by="workspace",
                   rows=[usage_row(totals)], total=usage_row(totals))  # fmt: skip

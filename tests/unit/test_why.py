@@ -183,7 +183,9 @@ def test_drained_gpus_are_named_when_work_on_them_frees_nothing() -> None:
         running("eq", gpus=(4, 5, 6, 7), priority=10),
         waiting("hp", gpus=4, priority=10),
     )
-    drain = Drain.of([DrainRow(str(g), "fan", "root", NOW) for g in (0, 1, 2, 3)])
+    drain = Drain.of(
+        [DrainRow(target=str(g), reason="fan", by="root", at=NOW) for g in (0, 1, 2, 3)]
+    )
     why = explain(drained_snapshot(full, drain), NOW, "hp", ADMIN, 10, drain.drained_gpus)
     assert why is not None and why.preemption is not None
     assert why.preemption.text == (

@@ -72,11 +72,24 @@ def _groups() -> list[tuple[GroupRow, list[RunRow]]]:
     ]
     runs = [run_row("sweep-a-0", "vision", "Running"), run_row("sweep-a-1", "vision", "Queued")]
     return [
-        (GroupRow(name, kind, "vision", "alice", 1000, 1000, json.dumps(doc), T0, replicas=2,
-                  next_at=T0 + 60, last_fired_at=T0 - 60 if kind == "schedule" else None),
-         runs if kind != "schedule" else [])
+        (
+            GroupRow(
+                name=name,
+                kind=kind,
+                workspace="vision",
+                owner="alice",
+                uid=1000,
+                gid=1000,
+                spec_text=json.dumps(doc),
+                created_at=T0,
+                replicas=2,
+                next_at=T0 + 60,
+                last_fired_at=T0 - 60 if kind == "schedule" else None,
+            ),
+            runs if kind != "schedule" else [],
+        )
         for name, kind, doc in docs
-    ]  # fmt: skip
+    ]
 
 
 M = ReasonCode.MESSAGE
@@ -84,13 +97,35 @@ M = ReasonCode.MESSAGE
 
 def _events() -> list[EventRow]:
     return [
-        EventRow(1, "behind", "vision", T0, "Submitted", Reason.of("Submitted by alice", code=M),
-                 code=ReasonCode.SUBMITTED),
-        EventRow(2, "victim", "nlp", T0 + 5, "Preempted",
-                 Reason.of("Preempted for {0}", URGENT, code=M), code=ReasonCode.PREEMPTED),
-        EventRow(3, "nightly", "vision", T0 + 6, "Fired", Reason.of("Fired", code=M), grp="nightly",
-                 code=ReasonCode.FIRED),
-    ]  # fmt: skip
+        EventRow(
+            id=1,
+            run="behind",
+            workspace="vision",
+            time=T0,
+            kind="Submitted",
+            message=Reason.of("Submitted by alice", code=M),
+            code=ReasonCode.SUBMITTED,
+        ),
+        EventRow(
+            id=2,
+            run="victim",
+            workspace="nlp",
+            time=T0 + 5,
+            kind="Preempted",
+            message=Reason.of("Preempted for {0}", URGENT, code=M),
+            code=ReasonCode.PREEMPTED,
+        ),
+        EventRow(
+            id=3,
+            run="nightly",
+            workspace="vision",
+            time=T0 + 6,
+            kind="Fired",
+            message=Reason.of("Fired", code=M),
+            grp="nightly",
+            code=ReasonCode.FIRED,
+        ),
+    ]
 
 
 def rendered(views: Any = None) -> dict[str, str]:
