@@ -275,14 +275,23 @@ class Store(
                 " reason, submitted_at, grp, run_uid, template, held_by)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    run.name, run.workspace, run.owner, run.uid, run.gid,
-                    run.spec_text, run.priority, run.state,
-                    reason_json(run.reason), run.submitted_at, run.grp,
+                    run.name,
+                    run.workspace,
+                    run.owner,
+                    run.uid,
+                    run.gid,
+                    run.spec_text,
+                    run.priority,
+                    run.state,
+                    reason_json(run.reason),
+                    run.submitted_at,
+                    run.grp,
                     run.run_uid or new_run_uid(run.submitted_at),
-                    run.template, run.held_by,
+                    run.template,
+                    run.held_by,
                 ),
                 run=run.name,
-            )  # fmt: skip
+            )
         except sqlite3.IntegrityError as e:
             raise NameInUse(run.name) from e
         why = message if isinstance(message, Reason) else Reason(message, code=ReasonCode.MESSAGE)
@@ -380,9 +389,19 @@ class Store(
             "INSERT INTO workers (run, attempt, worker, state, gpus, cpu_milli, memory,"
             " started_at, started_mono, boot_id, executor)"
             " VALUES (?,?,?,'Starting',?,?,?,?,?,?,?)",
-            (run, attempt, worker, json.dumps(list(gpus)), cpu_milli, memory, now, mono, boot,
-             executor),
-        )  # fmt: skip
+            (
+                run,
+                attempt,
+                worker,
+                json.dumps(list(gpus)),
+                cpu_milli,
+                memory,
+                now,
+                mono,
+                boot,
+                executor,
+            ),
+        )
 
     def live_workers(self) -> list[WorkerRow]:
         sql = f"{_WORKERS} WHERE w.state IN {sql_list(WorkerState.LIVE)} ORDER BY w.run, w.worker"
@@ -406,9 +425,16 @@ class Store(
         tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,?,?,?,?)",
-            (run, workspace, time.time() if now is None else now, event_kind(code),
-             reason_json(message), grp, code.value),
-        )  # fmt: skip
+            (
+                run,
+                workspace,
+                time.time() if now is None else now,
+                event_kind(code),
+                reason_json(message),
+                grp,
+                code.value,
+            ),
+        )
 
     def events(
         self, run: str | None = None, *, after: int = 0, grp: str | None = None

@@ -72,10 +72,20 @@ class GroupTables:
                 "INSERT INTO groups (name, kind, workspace, owner, uid, gid, spec, created_at,"
                 " replicas, paused, next_at, template) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    g.name, g.kind, g.workspace, g.owner, g.uid, g.gid, g.spec_text,
-                    g.created_at, g.replicas, int(g.paused), g.next_at, g.template,
+                    g.name,
+                    g.kind,
+                    g.workspace,
+                    g.owner,
+                    g.uid,
+                    g.gid,
+                    g.spec_text,
+                    g.created_at,
+                    g.replicas,
+                    int(g.paused),
+                    g.next_at,
+                    g.template,
                 ),
-            )  # fmt: skip
+            )
         except sqlite3.IntegrityError:
             return False
         return True

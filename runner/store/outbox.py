@@ -112,9 +112,15 @@ class OutboxTables:
         if not targets:
             return 0
         notice = Notice(
-            event, run.name, run.run_uid, run.workspace, run.state.value, run.exit_code,
-            message.render(Viewer(frozenset({run.workspace}))), now,
-        )  # fmt: skip
+            event=event,
+            run=run.name,
+            run_uid=run.run_uid,
+            workspace=run.workspace,
+            state=run.state.value,
+            exit_code=run.exit_code,
+            reason=message.render(Viewer(frozenset({run.workspace}))),
+            time=now,
+        )
         urls: set[str] = set()
         for target, prefix in targets:
             if target.url in urls:
@@ -134,9 +140,16 @@ class OutboxTables:
             tx._sql(
                 "INSERT INTO outbox (run_uid, workspace, event, url, label, notice,"
                 " created_at) VALUES (?,?,?,?,?,?,?)",
-                (run.run_uid, run.workspace, event.value, target.url,
-                 prefix + label(target.url), notice.to_json(), now),
-            )  # fmt: skip
+                (
+                    run.run_uid,
+                    run.workspace,
+                    event.value,
+                    target.url,
+                    prefix + label(target.url),
+                    notice.to_json(),
+                    now,
+                ),
+            )
             queued += 1
         return queued
 

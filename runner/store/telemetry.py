@@ -101,16 +101,35 @@ def _int(value: float | None) -> int | None:
 def write_samples(store: Store, gpus: Iterable[GpuSample], runs: Iterable[RunSample]) -> None:
     """Every row given, in one transaction."""
     gpu_rows = [
-        (g.at, g.gpu, g.utilization, g.utilization, g.memory_used, g.memory_used,
-         g.temperature, g.power_watts)
+        (
+            g.at,
+            g.gpu,
+            g.utilization,
+            g.utilization,
+            g.memory_used,
+            g.memory_used,
+            g.temperature,
+            g.power_watts,
+        )
         for g in gpus
-    ]  # fmt: skip
+    ]
     run_rows = [
-        (r.at, r.run_uid, r.workspace, json.dumps(list(r.gpus)), r.cpu_percent, r.cpu_percent,
-         r.memory_bytes, r.memory_bytes, r.gpu_memory_bytes, r.gpu_memory_bytes,
-         r.gpu_util, r.gpu_util)
+        (
+            r.at,
+            r.run_uid,
+            r.workspace,
+            json.dumps(list(r.gpus)),
+            r.cpu_percent,
+            r.cpu_percent,
+            r.memory_bytes,
+            r.memory_bytes,
+            r.gpu_memory_bytes,
+            r.gpu_memory_bytes,
+            r.gpu_util,
+            r.gpu_util,
+        )
         for r in runs
-    ]  # fmt: skip
+    ]
     if not gpu_rows and not run_rows:
         return
     with store.transaction() as tx:

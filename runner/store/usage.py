@@ -196,12 +196,30 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
         " gpu_memory, cpus, memory, run_seconds)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            uid, name, run["workspace"], run["owner"], run["state"], run["exit_code"],
-            begin, first, run["finished_at"], int(gpus), gpu_s, cpu_s, wait,
-            max(0, run["preemptions"] - int(before[4])), run["restarts"], run["priority"],
-            a.time_limit_seconds, a.workers, a.gpu_memory, a.cpus, a.memory, float(ran),
+            uid,
+            name,
+            run["workspace"],
+            run["owner"],
+            run["state"],
+            run["exit_code"],
+            begin,
+            first,
+            run["finished_at"],
+            int(gpus),
+            gpu_s,
+            cpu_s,
+            wait,
+            max(0, run["preemptions"] - int(before[4])),
+            run["restarts"],
+            run["priority"],
+            a.time_limit_seconds,
+            a.workers,
+            a.gpu_memory,
+            a.cpus,
+            a.memory,
+            float(ran),
         ),
-    )  # fmt: skip
+    )
 
 
 class UsageTables:

@@ -64,11 +64,26 @@ class RunWrites:
         tx._many(
             "INSERT INTO runs (name, workspace, owner, uid, gid, spec, priority, state,"
             " reason, submitted_at, grp, run_uid, template) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            ((r.name, r.workspace, r.owner, r.uid, r.gid, r.spec_text, r.priority, r.state,
-              reason_json(r.reason), r.submitted_at, r.grp,
-              r.run_uid or new_run_uid(r.submitted_at), r.template) for r in runs),
+            (
+                (
+                    r.name,
+                    r.workspace,
+                    r.owner,
+                    r.uid,
+                    r.gid,
+                    r.spec_text,
+                    r.priority,
+                    r.state,
+                    reason_json(r.reason),
+                    r.submitted_at,
+                    r.grp,
+                    r.run_uid or new_run_uid(r.submitted_at),
+                    r.template,
+                )
+                for r in runs
+            ),
             runs=True,  # many at once: the queue is read again whole
-        )  # fmt: skip
+        )
         why, code = reason_json(message), ReasonCode.SUBMITTED.value
         tx._many(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
