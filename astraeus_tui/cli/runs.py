@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import sys
 from typing import Annotated, Any
 
@@ -21,6 +20,7 @@ from astraeus_tui.cli.common import (
     parse_duration,
     spec_document,
 )
+from astraeus_tui.cli.fast.document import document_of
 from astraeus_tui.cli.fast.options import LS, RUN, SUBMIT, WAIT
 from astraeus_tui.cli.fast.preview import show_preview
 from astraeus_tui.cli.fast.preview import when as _when
@@ -138,33 +138,10 @@ def run(
 
     `astra run -it --gpus 1 -- bash` waits in the queue like any run, then gives this
     terminal to it; closing the terminal cancels it."""
-    from runner.runspec.build import (
-        FieldError,
-        begin_time,
-        default_name,
-        drive_ref,
-        env_vars,
-        event_names,  # --notify-on
-        exported,
-        folder_given,
-        here,
-        run_document,
-    )
+    from runner.runspec.build import FieldError
 
-    carried, named = exported(export, os.environ)
     try:
-        document = run_document(
-            name or default_name(command[0]), command, image=image, gpus=gpus, cpus=cpus,
-            memory=memory, env={**named, **env_vars(env or [])},
-            drives=[drive_ref(d) for d in drive or []],
-            time_limit_seconds=None if time_limit is None else parse_duration(time_limit),
-            priority=priority, workspace=workspace, workers=workers, after=after or (),
-            interactive=interactive or tty,
-            hold=hold, begin_at=None if begin is None else begin_time(begin),
-            notify=notify or (), notify_on=event_names(notify_on), gpu_memory=gpu_mem,
-            working_dir=None if chdir is None else folder_given(chdir), submit_dir=here(),
-            submit_env=carried,
-        )  # fmt: skip
+        document = document_of(command, locals(), parse_duration)  # every option by its name
     except FieldError as e:
         raise typer.BadParameter(e.message) from None
     if dry_run:

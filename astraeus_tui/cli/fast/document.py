@@ -9,27 +9,47 @@ from __future__ import annotations
 
 import os
 
-from astraeus_tui.cli.fast.args import Parsed, text, texts
+from astraeus_tui.cli.fast.args import Parsed, text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 
-def _numbers(p: Parsed) -> tuple[int, float, int, int] | None:
+def _numbers(p: Parsed) -> dict[str, float] | None:
     """``--gpus``, ``--cpus``, ``--priority``, ``--workers`` converted as click converts them."""
     try:
-        return (int(text(p, "gpus") or 0), float(text(p, "cpus") or 0),
-                int(text(p, "priority") or 0), int(text(p, "workers") or 1))  # fmt: skip
+        return {"gpus": int(text(p, "gpus") or 0), "cpus": float(text(p, "cpus") or 0),
+                "priority": int(text(p, "priority") or 0),
+                "workers": int(text(p, "workers") or 1)}  # fmt: skip
     except ValueError:
         return None
 
 
 def run_document(p: Parsed) -> dict[str, Any] | None:
-    """The document cli/runs.py's ``run`` sends, from the one builder (runner.runspec.build)."""
+    """The document cli/runs.py's ``run`` sends, from the same values."""
+    from runner.runspec.build import FieldError
+
+    if (numbers := _numbers(p)) is None:
+        return None
+    image = text(p, "image")
+    image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
+    values = {**p.options, **numbers, "image": image}
+    try:
+        return document_of(p.rest or [], values, _seconds)
+    except (FieldError, ValueError):
+        return None  # typer's parser says what is wrong, in its words
+
+
+def document_of(command: list[str], values: Mapping[str, Any],
+                seconds: Callable[[str], int]) -> dict[str, Any]:  # fmt: skip
+    """`astra run`'s document (runner.runspec.build) from its options by destination
+    (cli/fast/options.py's RUN), converted (the image and the numbers always there, the
+    others where given); ``seconds`` reads ``--time-limit``. Both the fast path and typer's
+    ``run`` make it here; FieldError says what is wrong."""
     from runner.runspec.build import (
-        FieldError,
         begin_time,
         default_name,
         drive_ref,
@@ -41,31 +61,21 @@ def run_document(p: Parsed) -> dict[str, Any] | None:
     )
     from runner.runspec.build import run_document as build
 
-    command = p.rest or []
-    if (numbers := _numbers(p)) is None:
-        return None
-    gpus, cpus, priority, workers = numbers
-    image = text(p, "image")
-    image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
-    limit, begin = text(p, "time_limit"), text(p, "begin")
-    carried, named = exported(text(p, "export"), os.environ)
-    try:
-        return build(
-            text(p, "name") or default_name(command[0]), command, image=image, gpus=gpus,
-            cpus=cpus, memory=text(p, "memory"),
-            env={**named, **env_vars(texts(p, "env") or [])},
-            drives=[drive_ref(d) for d in texts(p, "drive") or []],
-            time_limit_seconds=None if limit is None else _seconds(limit),
-            priority=priority, workspace=text(p, "workspace"), workers=workers,
-            after=texts(p, "after") or (), hold=bool(p.options.get("hold")),
-            begin_at=None if begin is None else begin_time(begin),
-            notify=texts(p, "notify") or (),
-            notify_on=event_names(text(p, "notify_on")), gpu_memory=text(p, "gpu_mem"),
-            working_dir=None if (chdir := text(p, "chdir")) is None else folder_given(chdir),
-            submit_dir=here(), submit_env=carried,
-        )  # fmt: skip
-    except (FieldError, ValueError):
-        return None  # typer's parser says what is wrong, in its words
+    v = values.get
+    carried, named = exported(v("export"), os.environ)
+    limit, begin, chdir = v("time_limit"), v("begin"), v("chdir")
+    return build(
+        v("name") or default_name(command[0]), command, image=values["image"],
+        gpus=values["gpus"], cpus=values["cpus"], memory=v("memory"),
+        env={**named, **env_vars(v("env") or [])}, drives=[drive_ref(d) for d in v("drive") or []],
+        time_limit_seconds=None if limit is None else seconds(limit),
+        priority=values["priority"], workspace=v("workspace"), workers=values["workers"],
+        after=v("after") or (), interactive=bool(v("interactive") or v("tty")),
+        hold=bool(v("hold")), begin_at=None if begin is None else begin_time(begin),
+        notify=v("notify") or (), notify_on=event_names(v("notify_on")), gpu_memory=v("gpu_mem"),
+        working_dir=None if chdir is None else folder_given(chdir), submit_dir=here(),
+        submit_env=carried,
+    )  # fmt: skip
 
 
 def _seconds(limit: str) -> int:
