@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from runner.store.rows import from_columns
 from runner.store.tx import Tx
 
 
@@ -37,21 +38,7 @@ class GroupRow:
 
 
 def _group(row: sqlite3.Row) -> GroupRow:
-    return GroupRow(
-        name=row["name"],
-        kind=row["kind"],
-        workspace=row["workspace"],
-        owner=row["owner"],
-        uid=row["uid"],
-        gid=row["gid"],
-        spec_text=row["spec"],
-        created_at=row["created_at"],
-        replicas=row["replicas"],
-        paused=bool(row["paused"]),
-        next_at=row["next_at"],
-        last_fired_at=row["last_fired_at"],
-        template=row["template"],
-    )
+    return from_columns(GroupRow, row, spec_text=row["spec"], paused=bool(row["paused"]))
 
 
 class GroupTables:

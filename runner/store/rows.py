@@ -8,11 +8,13 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from runner.model import RunState, StopReason, WorkerState
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.runspec.templates import run_document
+
+_Row = TypeVar("_Row")
 
 
 def new_run_uid(now: float | None = None) -> str:
@@ -201,41 +203,36 @@ def run_from_tuple(row: tuple[Any, ...], template: dict[str, Any] | None) -> Run
 _WORKERS = "SELECT w.*, r.run_uid AS run_uid FROM workers w LEFT JOIN runs r ON r.name = w.run"
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def from_columns(cls: type[_Row], row: sqlite3.Row, **decoded: Any) -> _Row:
+    """A row type built from the columns named as its fields, each value put at its
+    field's place (``fields(cls)`` gives the order); ``decoded``: the fields whose stored
+    value is decoded first, or whose column has another name."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cast(Any, cls)))
+    return cls(*[decoded[n] if n in decoded else row[n] for n in names])  # in fields' order
+
+
 def _worker(row: sqlite3.Row) -> WorkerRow:
-    return WorkerRow(
-        id=row["id"],
-        run=row["run"],
-        attempt=row["attempt"],
-        worker=row["worker"],
+    return from_columns(
+        WorkerRow,
+        row,
         state=WorkerState(row["state"]),
-        handle=row["handle"],
         gpus=tuple(json.loads(row["gpus"])),
-        cpu_milli=row["cpu_milli"],
-        memory=row["memory"],
-        started_at=row["started_at"],
         stop_reason=_stop(row["stop_reason"]),
-        stop_deadline=row["stop_deadline"],
         stopping_for=_ref(row["stopping_for"]),
         killed=bool(row["killed"]),
-        exit_code=row["exit_code"],
-        error=row["error"],
-        finished_at=row["finished_at"],
         run_uid=row["run_uid"] or "",
-        started_mono=row["started_mono"],
-        stop_deadline_mono=row["stop_deadline_mono"],
-        boot_id=row["boot_id"],
-        executor=row["executor"],
     )
 
 
 def _event(row: sqlite3.Row) -> EventRow:
-    return EventRow(
-        id=row["id"],
-        run=row["run"],
-        workspace=row["workspace"],
-        time=row["time"],
-        kind=row["kind"],
+    return from_columns(
+        EventRow,
+        row,
         message=Reason.from_json(json.loads(row["message"])),
-        grp=row["grp"],
         code=ReasonCode(row["code"]),
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from runner.model import RunState
 from runner.runspec.parse import parse_spec
 from runner.runspec.templates import run_document
+from runner.store.rows import from_columns
 from runner.store.tx import Tx
 
 USAGE_KEPT = 400 * 86_400.0  # seconds a usage record is kept (about 13 months)
@@ -91,31 +92,7 @@ class Asked:
 
 
 def _record(r: sqlite3.Row) -> UsageRecord:
-    return UsageRecord(
-        id=r["id"],
-        run_uid=r["run_uid"],
-        run=r["run"],
-        workspace=r["workspace"],
-        owner=r["owner"],
-        outcome=RunState(r["outcome"]),
-        exit_code=r["exit_code"],
-        submitted_at=r["submitted_at"],
-        started_at=r["started_at"],
-        finished_at=r["finished_at"],
-        gpus=r["gpus"],
-        gpu_seconds=r["gpu_seconds"],
-        cpu_seconds=r["cpu_seconds"],
-        wait_seconds=r["wait_seconds"],
-        preemptions=r["preemptions"],
-        restarts=r["restarts"],
-        priority=r["priority"],
-        time_limit_seconds=r["time_limit_seconds"],
-        workers=r["workers"],
-        gpu_memory=r["gpu_memory"],
-        cpus=r["cpus"],
-        memory=r["memory"],
-        run_seconds=r["run_seconds"],
-    )
+    return from_columns(UsageRecord, r, outcome=RunState(r["outcome"]))
 
 
 def _asked(tx: Tx, name: str) -> Asked:
