@@ -209,8 +209,8 @@ class Daemon:
         self.groups = GroupService(self.service)
         groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
         self.backend: Backend = self._backend(slurm, groups, clock)
-        learned = self.backend.learned if isinstance(self.backend, Loop) else None
-        self.explainer = Explainer(self.service, self.backend, self.settings, learned)
+        forecaster = self.backend.forecaster if isinstance(self.backend, Loop) else None
+        self.explainer = Explainer(self.service, self.backend, self.settings, forecaster)
         # notifications: the store queues them with their events, this thread sends them
         self.store.notify_targets = self.config.notify
         self.notifier = Sender(self.store)

@@ -4,14 +4,22 @@ from the usage records the store keeps of every run that finished.
 ``refresh`` reads only the records written since the last call. A record counts when the
 run's own work ended it (it succeeded, or failed: a crash, a time limit) and its length is
 known; a run cancelled says nothing of how long it would have taken.
+
+``Forecaster`` makes the start forecasts from them, corrected by how the forecasts made
+here before compared with the starts that followed (runner/planner/lengths.py ``Errors``).
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from runner.model import RunState
-from runner.planner.lengths import Lengths, RunKey
+from runner.planner.estimates import Estimate, with_forecasts
+from runner.planner.lengths import Errors, Lengths, RunKey
+from runner.planner.plan import Snapshot
 from runner.store.db import Store
 
 LEARNED_FROM = (RunState.SUCCEEDED, RunState.FAILED)
@@ -48,3 +56,53 @@ class Learned:
             self._since = found[-1].finished_at
             self._seen = {r.id for r in found if r.finished_at == self._since}
         return len(fresh)
+
+
+class Forecaster:
+    """Start forecasts from learned lengths (runner/planner/estimates.py ``with_forecasts``),
+    corrected by their past errors: the first forecast each waiting run was shown is kept
+    until it starts, and the wait it then had against the wait forecast calibrates the
+    next. (Every forecast a run is shown while it waits, kept alike, calibrates worse: the
+    runs that wait longest are learned from only once they start, late.) The 90 % start
+    is said to the minute, rounded up."""
+
+    def __init__(self, learned: Learned) -> None:
+        self.learned = learned
+        self.likely, self.high = Errors(), Errors()
+        self._first: dict[str, tuple[float, float, float]] = {}  # run -> made, likely, by
+        self._lock = threading.Lock()
+
+    def estimates(
+        self, snapshot: Snapshot, now: float, bounds: Mapping[str, Estimate],
+        owner: Callable[[str], str], steps: int, *, record: bool = True,
+    ) -> dict[str, Estimate]:  # fmt: skip
+        """``bounds`` with their corrected forecasts. ``record``: the forecasts are shown
+        (each waiting run's first is kept to learn from); a preview's are not."""
+        made = with_forecasts(snapshot, now, bounds, self.learned.refresh_lengths(), owner, steps)
+        with self._lock:
+            if record:
+                self._learn(snapshot, now, made)
+            return {name: self._corrected(e, now) for name, e in made.items()}
+
+    def _learn(self, snapshot: Snapshot, now: float, made: Mapping[str, Estimate]) -> None:
+        waiting = {w.name for w in snapshot.waiting}
+        for name in [n for n in self._first if n not in waiting]:
+            at, likely, by = self._first.pop(name)
+            row = self.learned.store.get_run(name)
+            if row is None or row.started_at is None or row.started_at < at:
+                continue  # deleted, held or forgotten before it started: nothing to learn
+            if row.submitted_at <= at:  # (not a later run of the same name)
+                self.likely.observe(likely - at, row.started_at - at)
+                self.high.observe(by - at, row.started_at - at)
+        for name, e in made.items():
+            if name not in self._first and e.likely is not None and e.likely_by is not None:
+                self._first[name] = (now, e.likely, e.likely_by)
+
+    def _corrected(self, e: Estimate, now: float) -> Estimate:
+        if e.likely is None or e.likely_by is None:
+            return e
+        by = float(math.ceil((now + self.high.scaled(0.9, e.likely_by - now)) / 60) * 60)
+        if e.starts_by is not None:
+            by = min(by, e.starts_by)
+        likely = min(now + self.likely.scaled(0.5, e.likely - now), by)
+        return replace(e, likely=likely, likely_by=by)

@@ -24,7 +24,7 @@ from runner.engine.collector import Collector
 from runner.engine.crash import crash_point
 from runner.engine.drain import drained_snapshot, explained
 from runner.engine.idle import IdleWatch
-from runner.engine.learned import Learned
+from runner.engine.learned import Forecaster, Learned
 from runner.engine.lifecycle import settle_run
 from runner.engine.published import Publisher
 from runner.engine.retention import (
@@ -43,7 +43,7 @@ from runner.executors.base import Executor, ExecutorError, Observed, worker_key
 from runner.executors.logcap import worker_logs
 from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
-from runner.planner.estimates import Estimate, estimate_starts, estimate_steps, with_forecasts
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Plan, Snapshot, WaitingRun, plan
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
@@ -98,6 +98,7 @@ class Loop:
         # the plan published at once, its estimates by a helper thread (run_forever's)
         self.publisher = Publisher(self.status, self.estimates, lambda: self._on_change())
         self.learned = Learned(store)  # run lengths from finished runs: the forecasts'
+        self.forecaster = Forecaster(self.learned)
         self.groups = groups or (lambda now: False)  # schedules and replicas, each tick
         self.idle: IdleWatch | None = None  # idle GPUs: marks, events, the stop policy
         if settings.idle is not None and settings.idle_tracker is not None:
@@ -173,9 +174,7 @@ class Loop:
         )
         now, steps = self.clock(), estimate_steps(self.status.last_plan_ms)
         bounds = estimate_starts(snapshot, now, steps)
-        self.learned.refresh()
-        lengths = self.learned.lengths
-        return with_forecasts(snapshot, now, bounds, lengths, lambda n: owners.get(n, ""), steps)
+        return self.forecaster.estimates(snapshot, now, bounds, lambda n: owners.get(n, ""), steps)
 
     def log_files(self, run: RunRow) -> list[Path]:
         """Its workers' logs, by the run's id (never an earlier run's of that name)."""

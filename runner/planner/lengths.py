@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 GROWTH = 1.25  # each bucket 25 % longer than the one before
@@ -188,3 +188,36 @@ def _workspace_of(group: tuple[str, ...]) -> str | None:
     """The workspace of a group that may be forgotten (by name or command), else None."""
     level = group[1:] if group[0] == "share" else group
     return level[1] if len(level) >= 3 else None
+
+
+MIN_WAIT = 60.0  # seconds: a forecast wait shorter than this says "now", not a scale
+ERRORS_KEPT = 2000  # the latest forecasts' errors a correction rests on
+MIN_ERRORS = 20  # before this many, forecasts stand as made
+
+
+class Errors:
+    """How the waits runs really had compare with the waits forecast for them: the ratio
+    of one to the other, for the latest ERRORS_KEPT runs that started. A forecast is
+    then corrected by the ratio's quantile (the 90 % start by the 90th percentile of its
+    ratios, the likely one by the median): calibrated by what happened here, as a queue's
+    past delays calibrate a bound on the next (QBETS)."""
+
+    def __init__(self, kept: int = ERRORS_KEPT, min_seen: int = MIN_ERRORS) -> None:
+        self.ratios: deque[float] = deque(maxlen=kept)
+        self.min_seen = min_seen
+        self._sorted: list[float] | None = None
+
+    def observe(self, forecast_wait: float, wait: float) -> None:
+        if forecast_wait < MIN_WAIT:
+            return
+        self.ratios.append(max(0.0, wait) / forecast_wait)
+        self._sorted = None
+
+    def scaled(self, q: float, forecast_wait: float) -> float:
+        """``forecast_wait`` corrected by the ``q`` quantile of the ratios seen."""
+        if len(self.ratios) < self.min_seen or forecast_wait < MIN_WAIT:
+            return forecast_wait
+        if self._sorted is None:
+            self._sorted = sorted(self.ratios)
+        ordered = self._sorted
+        return forecast_wait * ordered[min(len(ordered) - 1, int(q * len(ordered)))]

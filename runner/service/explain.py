@@ -14,12 +14,12 @@ from runner.engine.backend import Backend
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.drain import Drain, draining_reason, explained
 from runner.engine.holds import begin_reason, held_reason, kept_out
-from runner.engine.learned import Learned
+from runner.engine.learned import Forecaster
 from runner.engine.revocation import revoked
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import snapshot_and_owners, snapshot_now, waiting_run
 from runner.model import RunState
-from runner.planner.estimates import Estimate, estimate_starts, estimate_steps, with_forecasts
+from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, plan
 from runner.planner.why import as_json, explain
 from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef
@@ -57,12 +57,12 @@ class Explainer:
 
     def __init__(
         self, service: Service, backend: Backend, settings: LoopSettings,
-        learned: Learned | None = None,
+        forecaster: Forecaster | None = None,
     ) -> None:  # fmt: skip
         self.service = service
         self.backend = backend
         self.settings = settings
-        self.learned = learned  # the loop's run lengths: a preview's forecast (None: none)
+        self.forecaster = forecaster  # the loop's: a preview's forecast (None: none)
 
     def snapshot(self) -> Snapshot:
         """The planner's view of the store right now (the loop's own builder)."""
@@ -168,11 +168,11 @@ class Explainer:
                           for p in result.preemptions if p.for_run.name == spec.name})  # fmt: skip
         steps = estimate_steps(backend.status.last_plan_ms)
         estimates = estimate_starts(snapshot, now, steps)
-        if self.learned is not None:  # the likely start, from the lengths of finished runs
-            lengths = self.learned.refresh_lengths()
+        if self.forecaster is not None:  # the likely start, from the lengths of finished runs
             owner = {**owners, spec.name: caller.user}.get
-            estimates = with_forecasts(snapshot, now, estimates, lengths, lambda n: owner(n, ""),
-                                       steps)  # fmt: skip
+            estimates = self.forecaster.estimates(
+                snapshot, now, estimates, lambda n: owner(n, ""), steps, record=False
+            )
         estimate = estimates.get(spec.name)
         return {
             "name": spec.name, "workspace": workspace, "priority": spec.priority,

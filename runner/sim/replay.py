@@ -32,7 +32,7 @@ from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import snapshot_now
 from runner.model import MAX_PRIORITY, StopReason
-from runner.planner.estimates import MAX_STEPS, estimate_starts, with_forecasts
+from runner.planner.estimates import MAX_STEPS, estimate_starts
 from runner.planner.plan import Plan, Snapshot, plan
 from runner.planner.types import SIMULATED_GPU_MEMORY, Machine
 from runner.runspec.build import run_document
@@ -255,8 +255,7 @@ class Replay:
             if estimate.starts_by is not None:
                 shown = (self.clock.at, estimate.starts_by - EPOCH, name == head)
                 self.shown.setdefault(name, []).append(shown)
-        loop.learned.refresh()
-        made = with_forecasts(snapshot, now, bounds, loop.learned.lengths, lambda _: CALLER)
+        made = loop.forecaster.estimates(snapshot, now, bounds, lambda _: CALLER, MAX_STEPS)
         for name, e in made.items():
             if e.likely is None or e.likely_by is None:
                 continue  # no history yet, or work of unknown length in the way

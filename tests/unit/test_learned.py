@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.engine.learned import Learned
-from runner.planner.lengths import Lengths, RunKey
+from runner.planner.lengths import Errors, Lengths, RunKey
 from tests.unit.engine_fakes import Engine
 
 
@@ -30,3 +30,48 @@ def test_finished_runs_are_learned_once_each_and_cancelled_ones_not_at_all(
     assert found is not None and found.level == "name" and found.runs == 2
     assert 100 <= found.likely <= 300 * 1.13
     assert learned.lengths.sketches[("machine",)].total == 2
+
+
+def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path: Path) -> None:
+    """Runs like ``job-*`` took 100 s; the next one runs 300 s. The run waiting behind it
+    was forecast to start in ~100 s and waited 300: the next forecast is three times longer."""
+    e = Engine(tmp_path, gpus=1)
+    forecaster = e.loop.forecaster
+    forecaster.likely, forecaster.high = Errors(min_seen=1), Errors(min_seen=1)
+    for i in range(5):
+        e.submit(f"job-{i}", gpus=1)
+        e.tick()
+        e.tick(100)
+        e.executor.exit(f"job-{i}", 0)
+        e.tick()
+    e.submit("job-5", gpus=1)
+    e.tick()
+    e.submit("next-0", gpus=1)
+    e.tick()
+    first = e.loop.estimates()["next-0"]
+    now = e.clock()
+    assert first.likely is not None and 80 <= first.likely - now <= 120  # as job-* took
+    e.tick(300)
+    e.executor.exit("job-5", 0)
+    e.tick()
+    assert e.store.get_run("next-0").state == "Running"  # type: ignore[union-attr]
+    e.submit("next-1", gpus=1)
+    e.tick()
+    now = e.clock()
+    second = e.loop.estimates()["next-1"]
+    assert second.likely is not None and second.likely_by is not None
+    assert len(forecaster.likely.ratios) == 1 and 2.5 <= forecaster.likely.ratios[0] <= 3.5
+    # next-0 is forecast ~100 s (the workspace's runs): corrected, three times that
+    assert 250 <= second.likely - now <= 400 and second.likely <= second.likely_by
+
+
+def test_errors_change_nothing_before_enough_are_seen() -> None:
+    errors = Errors(min_seen=3)
+    errors.observe(100, 200)
+    errors.observe(100, 400)
+    assert errors.scaled(0.9, 1000) == 1000
+    errors.observe(10, 1000)  # a forecast of "now" is no scale: not counted
+    assert errors.scaled(0.9, 1000) == 1000
+    errors.observe(100, 300)
+    assert errors.scaled(0.5, 1000) == 3000 and errors.scaled(0.9, 1000) == 4000
+    assert errors.scaled(0.9, 30) == 30  # a forecast of "now" stays now
