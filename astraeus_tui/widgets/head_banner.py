@@ -27,9 +27,18 @@ class HeadBanner(Widget):
         if self.stop_left is not None and preempting:
             return Text(f"starts as victims stop · ≤ {self.stop_left:.0f} s", style="bold red")
         shadow = epoch(head.starts_by)
+        likely = epoch(head.likely_start) if isinstance(head.likely_start, str) else None
+        ahead: tuple[tuple[str, str], ...] = ()  # the likely start, before the bound
+        if likely is not None:
+            near = utc_clock(round(likely / 60) * 60, seconds=False)  # as START says it
+            ahead = (("likely ", "dim"), (f"~{near}", "bold magenta"))
         if shadow is None:
+            if likely is not None:
+                return Text.assemble(*ahead, (" · no bound: work without a limit", "dim"))
             return Text("start time unknown", style="yellow")
         return Text.assemble(
+            *ahead,
+            (" · " if ahead else "", "dim"),
             ("starts by ", "dim"),
             (f"{utc_clock(shadow, seconds=False)} UTC", "bold"),
             (" · ", "dim"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from textual.pilot import Pilot
 from textual.widgets.data_table import RowKey
 
@@ -16,6 +17,7 @@ from astraeus_tui.app import AstraeusApp
 from astraeus_tui.queue_model import Batch, QueueModel
 from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.when import DAY, start_label, utc_clock
+from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.timeline import Timeline
 from runner.clock import iso
@@ -151,3 +153,17 @@ def test_a_forecast_shows_as_the_likely_start_and_a_band_on_the_timeline() -> No
         assert "?" not in chart_rows(timeline)["sweep-lr"]
 
     replay("head", scenario)
+
+
+def test_the_head_banner_gives_the_likely_start_before_its_bound() -> None:
+    fake = FakeClient("head")
+    head = next(r for r in fake.snapshot.runs if r.head)
+    banner = HeadBanner()
+    banner.now = fake.now
+    likely = fake.now + 300
+    near = utc_clock(round(likely / 60) * 60, seconds=False)
+    shown = banner.when(msgspec.structs.replace(head, likely_start=iso(likely))).plain
+    assert shown.startswith(f"likely ~{near} · starts by 12:46 UTC")
+    unbound = msgspec.structs.replace(head, likely_start=iso(likely), starts_by=None)
+    assert banner.when(unbound).plain == f"likely ~{near} · no bound: work without a limit"
+    assert banner.when(msgspec.structs.replace(head, starts_by=None)).plain == "start time unknown"
