@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from runner.model import RunState
 from runner.planner.estimates import Estimate, with_forecasts
-from runner.planner.lengths import Errors, Lengths, RunKey
+from runner.planner.lengths import MIN_WAIT, ByHorizon, Lengths, RunKey, horizon
 from runner.planner.plan import Snapshot
 from runner.store.db import Store
 
@@ -68,7 +68,9 @@ class Forecaster:
 
     def __init__(self, learned: Learned) -> None:
         self.learned = learned
-        self.likely, self.high = Errors(), Errors()
+        # the likely start's errors by horizon (each span has enough for a median); the
+        # 90 % start's all together (a span alone has too few for its 90th percentile)
+        self.likely, self.high = ByHorizon(), ByHorizon(spans=False)
         self._first: dict[str, tuple[float, float, float]] = {}  # run -> made, likely, by
         self._lock = threading.Lock()
 
@@ -82,7 +84,10 @@ class Forecaster:
         with self._lock:
             if record:
                 self._learn(snapshot, now, made)
-            return {name: self._corrected(e, now) for name, e in made.items()}
+            waited = [(now - at, likely - at, by - at) for at, likely, by in self._first.values()]
+            low = self.likely.factors(0.5, [(f, w / f) for w, f, _ in waited if f >= MIN_WAIT])
+            high = self.high.factors(0.9, [(f, w / f) for w, _, f in waited if f >= MIN_WAIT])
+            return {name: self._corrected(e, now, low, high) for name, e in made.items()}
 
     def _learn(self, snapshot: Snapshot, now: float, made: Mapping[str, Estimate]) -> None:
         waiting = {w.name for w in snapshot.waiting}
@@ -98,11 +103,25 @@ class Forecaster:
             if name not in self._first and e.likely is not None and e.likely_by is not None:
                 self._first[name] = (now, e.likely, e.likely_by)
 
-    def _corrected(self, e: Estimate, now: float) -> Estimate:
+    @staticmethod
+    def _corrected(
+        e: Estimate, now: float, low: list[float | None], high: list[float | None]
+    ) -> Estimate:
+        """``e``'s forecasts scaled by the ratios' quantiles, by horizon (``low`` the
+        likely start's, ``high`` the 90 % one's; None: as made)."""
         if e.likely is None or e.likely_by is None:
             return e
-        by = float(math.ceil((now + self.high.scaled(0.9, e.likely_by - now)) / 60) * 60)
+        by = _scaled(e.likely_by, now, high)
+        by = float(math.ceil(by / 60) * 60)
         if e.starts_by is not None:
             by = min(by, e.starts_by)
-        likely = min(now + self.likely.scaled(0.5, e.likely - now), by)
+        likely = min(_scaled(e.likely, now, low), by)
         return replace(e, likely=likely, likely_by=by)
+
+
+def _scaled(at: float, now: float, factors: list[float | None]) -> float:
+    """A start forecast ``at - now`` from now, scaled by its horizon's factor (a wait too
+    short to scale, or no factor yet: as it is)."""
+    wait = at - now
+    factor = None if wait < MIN_WAIT else factors[horizon(wait)]
+    return at if factor is None else now + wait * factor

@@ -25,9 +25,11 @@ Pure like the planner: lengths in, forecasts out; the engine feeds it.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GROWTH = 1.25  # each bucket 25 % longer than the one before
@@ -193,6 +195,8 @@ def _workspace_of(group: tuple[str, ...]) -> str | None:
 MIN_WAIT = 60.0  # seconds: a forecast wait shorter than this says "now", not a scale
 ERRORS_KEPT = 2000  # the latest forecasts' errors a correction rests on
 MIN_ERRORS = 20  # before this many, forecasts stand as made
+# forecast waits told apart: a forecast of an hour errs unlike one of a week
+HORIZONS = (3600.0, 6 * 3600.0, 86400.0, 3 * 86400.0)
 
 
 class Errors:
@@ -200,24 +204,82 @@ class Errors:
     of one to the other, for the latest ERRORS_KEPT runs that started. A forecast is
     then corrected by the ratio's quantile (the 90 % start by the 90th percentile of its
     ratios, the likely one by the median): calibrated by what happened here, as a queue's
-    past delays calibrate a bound on the next (QBETS)."""
+    past delays calibrate a bound on the next (QBETS).
+
+    The runs still waiting are in it too, or the ones that wait longest would count only
+    once they start, late: each is a ratio known to be at least what it has waited so far
+    over its forecast wait (``censored``), and the quantile is the Kaplan–Meier one."""
 
     def __init__(self, kept: int = ERRORS_KEPT, min_seen: int = MIN_ERRORS) -> None:
         self.ratios: deque[float] = deque(maxlen=kept)
         self.min_seen = min_seen
-        self._sorted: list[float] | None = None
 
     def observe(self, forecast_wait: float, wait: float) -> None:
         if forecast_wait < MIN_WAIT:
             return
         self.ratios.append(max(0.0, wait) / forecast_wait)
-        self._sorted = None
 
-    def scaled(self, q: float, forecast_wait: float) -> float:
-        """``forecast_wait`` corrected by the ``q`` quantile of the ratios seen."""
-        if len(self.ratios) < self.min_seen or forecast_wait < MIN_WAIT:
+    def factor(self, q: float, censored: Sequence[float] = ()) -> float | None:
+        """The ``q`` quantile of the ratios, with ``censored`` ratios known only to be at
+        least so large (None: fewer than ``min_seen`` seen)."""
+        if len(self.ratios) < self.min_seen:
+            return None
+        # (ratio, 1 for one seen, 0 for a lower bound): at one ratio, the seen go first
+        events = sorted([(r, 1) for r in self.ratios] + [(c, 0) for c in censored],
+                        key=lambda e: (e[0], -e[1]))  # fmt: skip
+        left, at_risk, i = 1.0, len(events), 0
+        while i < len(events):
+            ratio, seen, j = events[i][0], 0, i
+            while j < len(events) and events[j][0] == ratio:
+                seen += events[j][1]
+                j += 1
+            if seen:
+                left *= 1 - seen / at_risk
+                if 1 - left >= q:
+                    return ratio
+            at_risk -= j - i
+            i = j
+        return events[-1][0]  # beyond what was seen: the largest known
+
+    def scaled(self, q: float, forecast_wait: float, censored: Sequence[float] = ()) -> float:
+        """``forecast_wait`` corrected by the ``q`` quantile of the ratios."""
+        found = self.factor(q, censored)
+        if found is None or forecast_wait < MIN_WAIT:
             return forecast_wait
-        if self._sorted is None:
-            self._sorted = sorted(self.ratios)
-        ordered = self._sorted
-        return forecast_wait * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return forecast_wait * found
+
+
+def horizon(wait: float) -> int:
+    """Which of HORIZONS' spans a forecast wait of ``wait`` seconds falls in."""
+    return bisect.bisect(HORIZONS, wait)
+
+
+class ByHorizon:
+    """Errors by how far ahead the forecast looked; a span with too few of its own is
+    corrected by all of them together."""
+
+    def __init__(
+        self, kept: int = ERRORS_KEPT, min_seen: int = MIN_ERRORS, *, spans: bool = True
+    ) -> None:
+        """``spans`` False: all horizons corrected together."""
+        self.all = Errors(kept, min_seen)
+        self.each = [Errors(kept, min_seen) for _ in range(len(HORIZONS) + 1)] if spans else []
+
+    def observe(self, forecast_wait: float, wait: float) -> None:
+        if forecast_wait < MIN_WAIT:
+            return
+        self.all.observe(forecast_wait, wait)
+        if self.each:
+            self.each[horizon(forecast_wait)].observe(forecast_wait, wait)
+
+    def factors(self, q: float, censored: Sequence[tuple[float, float]]) -> list[float | None]:
+        """The ``q`` quantile of each span's ratios (``Errors.factor``); ``censored``: the
+        runs still waiting, as (forecast wait, the least their ratio can be)."""
+        overall = self.all.factor(q, [r for _, r in censored])
+        if not self.each:
+            return [overall] * (len(HORIZONS) + 1)
+        out = []
+        for span, errors in enumerate(self.each):
+            own = errors.factor(q, [r for f, r in censored if horizon(f) == span])
+            out.append(overall if own is None else own)
+        return out

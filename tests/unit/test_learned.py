@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.engine.learned import Learned
-from runner.planner.lengths import Errors, Lengths, RunKey
+from runner.planner.lengths import ByHorizon, Errors, Lengths, RunKey
 from tests.unit.engine_fakes import Engine
 
 
@@ -37,7 +37,7 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     was forecast to start in ~100 s and waited 300: the next forecast is three times longer."""
     e = Engine(tmp_path, gpus=1)
     forecaster = e.loop.forecaster
-    forecaster.likely, forecaster.high = Errors(min_seen=1), Errors(min_seen=1)
+    forecaster.likely, forecaster.high = ByHorizon(min_seen=1), ByHorizon(min_seen=1)
     for i in range(5):
         e.submit(f"job-{i}", gpus=1)
         e.tick()
@@ -60,7 +60,7 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     now = e.clock()
     second = e.loop.estimates()["next-1"]
     assert second.likely is not None and second.likely_by is not None
-    assert len(forecaster.likely.ratios) == 1 and 2.5 <= forecaster.likely.ratios[0] <= 3.5
+    assert len(forecaster.likely.all.ratios) == 1 and 2.5 <= forecaster.likely.all.ratios[0] <= 3.5
     # next-0 is forecast ~100 s (the workspace's runs): corrected, three times that
     assert 250 <= second.likely - now <= 400 and second.likely <= second.likely_by
 
@@ -75,3 +75,15 @@ def test_errors_change_nothing_before_enough_are_seen() -> None:
     errors.observe(100, 300)
     assert errors.scaled(0.5, 1000) == 3000 and errors.scaled(0.9, 1000) == 4000
     assert errors.scaled(0.9, 30) == 30  # a forecast of "now" stays now
+
+
+def test_runs_still_waiting_past_their_forecast_count_before_they_start() -> None:
+    """Twenty runs started on time; twenty others still wait, five times their forecast
+    wait so far. Learning only from the started, the 90 % start would stay as forecast."""
+    errors = Errors(min_seen=20)
+    for _ in range(20):
+        errors.observe(100, 100)
+    assert errors.factor(0.9) == 1.0
+    assert errors.factor(0.9, [5.0] * 20) == 5.0  # at least 5: the largest known
+    assert errors.factor(0.5, [5.0] * 20) == 1.0  # half started on time
+    assert errors.factor(0.5, [0.5] * 20) == 1.0  # not late yet: they say little
