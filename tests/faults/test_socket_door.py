@@ -67,6 +67,9 @@ def test_out_of_descriptors_it_logs_once_and_serves_again(tmp_path: Path) -> Non
         config.write("[api]\nidle_timeout_seconds = 2\nmax_connections_per_user = 10000\n")
     daemon = Limited(home, tmp_path / "serve.log").start()
     try:
+        # the socket answers before the loop's first round (which reads the workers' and
+        # logs' folders) ends: flooded before, that round fails for want of descriptors too
+        wait_for(lambda: daemon.status()["ticks"] > 0, 30, "the loop's first round")
         with flood(daemon.socket, 2 * FILES) as held:
             assert len(held) > FILES
             wait_for(lambda: "Too many open files" in daemon.log.read_text(), 30, "EMFILE")
