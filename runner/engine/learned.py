@@ -84,9 +84,11 @@ class Forecaster:
         with self._lock:
             if record:
                 self._learn(snapshot, now, made)
-            waited = [(now - at, likely - at, by - at) for at, likely, by in self._first.values()]
-            low = self.likely.factors(0.5, [(f, w / f) for w, f, _ in waited if f >= MIN_WAIT])
-            high = self.high.factors(0.9, [(f, w / f) for w, _, f in waited if f >= MIN_WAIT])
+            # the runs still waiting count for the 90 % start (or the longest waits would
+            # count only once they start); for the likely one they made it worse (measured)
+            waited = [(now - at, by - at) for at, _, by in self._first.values()]
+            low = self.likely.factors(0.5, ())
+            high = self.high.factors(0.9, [(f, w / f) for w, f in waited if f >= MIN_WAIT])
             return {name: self._corrected(e, now, low, high) for name, e in made.items()}
 
     def _learn(self, snapshot: Snapshot, now: float, made: Mapping[str, Estimate]) -> None:
