@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from runner.model import RunState
 from runner.planner.estimates import Estimate, with_forecasts
-from runner.planner.lengths import MIN_WAIT, ByHorizon, Lengths, RunKey, horizon
+from runner.planner.lengths import MIN_WAIT, ByHorizon, Errors, Lengths, RunKey, horizon
 from runner.planner.plan import Snapshot
 from runner.store.db import Store
 
@@ -58,20 +58,34 @@ class Learned:
         return len(fresh)
 
 
+CLASSES = (-1, 0, 1)  # priority below, at or above 0 (``_class``)
+
+
+def _class(priority: int) -> int:
+    """A run's priority class: later arrivals pass low-priority runs, not high ones, so
+    each class errs its own way."""
+    return (priority > 0) - (priority < 0)
+
+
 class Forecaster:
     """Start forecasts from learned lengths (runner/planner/estimates.py ``with_forecasts``),
     corrected by their past errors: the first forecast each waiting run was shown is kept
     until it starts, and the wait it then had against the wait forecast calibrates the
     next. (Every forecast a run is shown while it waits, kept alike, calibrates worse: the
     runs that wait longest are learned from only once they start, late.) The 90 % start
-    is said to the minute, rounded up."""
+    is corrected by the errors of runs of its priority class (all runs' until its class
+    has enough) and said to the minute, rounded up; the likely one by the errors of
+    forecasts that looked as far ahead."""
 
     def __init__(self, learned: Learned) -> None:
         self.learned = learned
         # the likely start's errors by horizon (each span has enough for a median); the
-        # 90 % start's all together (a span alone has too few for its 90th percentile)
-        self.likely, self.high = ByHorizon(), ByHorizon(spans=False)
-        self._first: dict[str, tuple[float, float, float]] = {}  # run -> made, likely, by
+        # 90 % start's by priority class, and all together
+        self.likely = ByHorizon()
+        self.high = Errors()
+        self.high_of = {c: Errors() for c in CLASSES}
+        # run -> its first forecast: made at, likely start, 90 % start, priority class
+        self._first: dict[str, tuple[float, float, float, int]] = {}
         self._lock = threading.Lock()
 
     def estimates(
@@ -81,49 +95,57 @@ class Forecaster:
         """``bounds`` with their corrected forecasts. ``record``: the forecasts are shown
         (each waiting run's first is kept to learn from); a preview's are not."""
         made = with_forecasts(snapshot, now, bounds, self.learned.refresh_lengths(), owner, steps)
+        classes = {w.name: _class(w.priority) for w in snapshot.waiting}
         with self._lock:
             if record:
-                self._learn(snapshot, now, made)
+                self._learn(now, made, classes)
+            low = self.likely.factors(0.5, ())
             # the runs still waiting count for the 90 % start (or the longest waits would
             # count only once they start); for the likely one they made it worse (measured)
-            waited = [(now - at, by - at) for at, _, by in self._first.values()]
-            low = self.likely.factors(0.5, ())
-            high = self.high.factors(0.9, [(f, w / f) for w, f in waited if f >= MIN_WAIT])
-            return {name: self._corrected(e, now, low, high) for name, e in made.items()}
+            late: dict[int, list[float]] = {c: [] for c in CLASSES}
+            for at, _, by, c in self._first.values():
+                if by - at >= MIN_WAIT:
+                    late[c].append((now - at) / (by - at))
+            overall = self.high.factor(0.9, [r for c in CLASSES for r in late[c]])
+            high = {c: self.high_of[c].factor(0.9, late[c]) for c in CLASSES}
+            high = {c: overall if f is None else f for c, f in high.items()}
+            return {
+                name: self._corrected(e, now, low, high[classes.get(name, 0)])
+                for name, e in made.items()
+            }
 
-    def _learn(self, snapshot: Snapshot, now: float, made: Mapping[str, Estimate]) -> None:
-        waiting = {w.name for w in snapshot.waiting}
-        for name in [n for n in self._first if n not in waiting]:
-            at, likely, by = self._first.pop(name)
+    def _learn(self, now: float, made: Mapping[str, Estimate], classes: Mapping[str, int]) -> None:
+        for name in [n for n in self._first if n not in classes]:
+            at, likely, by, c = self._first.pop(name)
             row = self.learned.store.get_run(name)
             if row is None or row.started_at is None or row.started_at < at:
                 continue  # deleted, held or forgotten before it started: nothing to learn
             if row.submitted_at <= at:  # (not a later run of the same name)
                 self.likely.observe(likely - at, row.started_at - at)
                 self.high.observe(by - at, row.started_at - at)
+                self.high_of[c].observe(by - at, row.started_at - at)
         for name, e in made.items():
             if name not in self._first and e.likely is not None and e.likely_by is not None:
-                self._first[name] = (now, e.likely, e.likely_by)
+                self._first[name] = (now, e.likely, e.likely_by, classes.get(name, 0))
 
     @staticmethod
     def _corrected(
-        e: Estimate, now: float, low: list[float | None], high: list[float | None]
+        e: Estimate, now: float, low: list[float | None], high: float | None
     ) -> Estimate:
-        """``e``'s forecasts scaled by the ratios' quantiles, by horizon (``low`` the
-        likely start's, ``high`` the 90 % one's; None: as made)."""
+        """``e``'s forecasts scaled by the ratios' quantiles (``low`` the likely start's, by
+        horizon; ``high`` the 90 % one's; None: as made)."""
         if e.likely is None or e.likely_by is None:
             return e
-        by = _scaled(e.likely_by, now, high)
-        by = float(math.ceil(by / 60) * 60)
+        by = float(math.ceil(_scaled(e.likely_by, now, lambda _: high) / 60) * 60)
         if e.starts_by is not None:
             by = min(by, e.starts_by)
-        likely = min(_scaled(e.likely, now, low), by)
+        likely = min(_scaled(e.likely, now, lambda wait: low[horizon(wait)]), by)
         return replace(e, likely=likely, likely_by=by)
 
 
-def _scaled(at: float, now: float, factors: list[float | None]) -> float:
-    """A start forecast ``at - now`` from now, scaled by its horizon's factor (a wait too
-    short to scale, or no factor yet: as it is)."""
+def _scaled(at: float, now: float, factor: Callable[[float], float | None]) -> float:
+    """A start forecast ``at - now`` from now, scaled by ``factor`` of that wait (a wait
+    too short to scale, or no factor yet: as it is)."""
     wait = at - now
-    factor = None if wait < MIN_WAIT else factors[horizon(wait)]
-    return at if factor is None else now + wait * factor
+    found = None if wait < MIN_WAIT else factor(wait)
+    return at if found is None else now + wait * found

@@ -37,7 +37,8 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     was forecast to start in ~100 s and waited 300: the next forecast is three times longer."""
     e = Engine(tmp_path, gpus=1)
     forecaster = e.loop.forecaster
-    forecaster.likely, forecaster.high = ByHorizon(min_seen=1), ByHorizon(min_seen=1)
+    forecaster.likely, forecaster.high = ByHorizon(min_seen=1), Errors(min_seen=1)
+    forecaster.high_of = {c: Errors(min_seen=1) for c in (-1, 0, 1)}
     for i in range(5):
         e.submit(f"job-{i}", gpus=1)
         e.tick()
@@ -61,6 +62,9 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     second = e.loop.estimates()["next-1"]
     assert second.likely is not None and second.likely_by is not None
     assert len(forecaster.likely.all.ratios) == 1 and 2.5 <= forecaster.likely.all.ratios[0] <= 3.5
+    # its 90 % error counts for its priority class (0) and for all, not for the others
+    assert [len(forecaster.high_of[c].ratios) for c in (-1, 0, 1)] == [0, 1, 0]
+    assert len(forecaster.high.ratios) == 1
     # next-0 is forecast ~100 s (the workspace's runs): corrected, three times that
     assert 250 <= second.likely - now <= 400 and second.likely <= second.likely_by
 
