@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.model import RunState
 from runner.store.db import RunRow, WorkerRow
 
 T0 = 1_790_000_000.0
@@ -25,38 +26,30 @@ def row_spec(
     return {"metadata": {"name": name}, "spec": spec}
 
 
+def queued_row(name: str, spec_text: str, submitted_at: float, **fields: Any) -> RunRow:
+    """A run's row as a submit writes it (queued, nothing started yet): owned by root in
+    the default workspace at priority 0 unless ``fields`` say otherwise."""
+    row: dict[str, Any] = dict(
+        name=name, workspace="default", owner="root", uid=0, gid=0, spec_text=spec_text,
+        priority=0, state=RunState.QUEUED, reason=None, submitted_at=submitted_at,
+        started_at=None, finished_at=None, exit_code=None, restarts=0, preemptions=0,
+        attempts=0, preempted_by=None, stop_request=None, quota_noted=False,
+    )  # fmt: skip
+    row.update(fields)
+    return RunRow(**row)
+
+
 def run_row(name: str, workspace: str, state: str, **fields: Any) -> RunRow:
-    base: dict[str, Any] = dict(
-        name=name,
-        workspace=workspace,
-        owner="alice",
-        uid=1000,
-        gid=1000,
-        spec_text=json.dumps(
-            row_spec(
-                name,
-                fields.pop("workers", 1),
-                fields.pop("after", ()),
-                fields.pop("begin_at", None),
-            )
-        ),
-        priority=5,
-        state=state,
-        reason=None,
-        submitted_at=T0,
-        started_at=None,
-        finished_at=None,
-        exit_code=None,
-        restarts=0,
-        preemptions=0,
-        attempts=0,
-        preempted_by=None,
-        stop_request=None,
-        quota_noted=False,
-        run_uid="ab" * 16,
+    spec = row_spec(
+        name, fields.pop("workers", 1), fields.pop("after", ()), fields.pop("begin_at", None)
     )
+    base: dict[str, Any] = dict(
+        workspace=workspace, owner="alice", uid=1000, gid=1000, priority=5, state=state,
+        run_uid="ab" * 16,
+    )  # fmt: skip
+    text = fields.pop("spec_text") if "spec_text" in fields else json.dumps(spec)
     base.update(fields)
-    return RunRow(**base)
+    return queued_row(name, text, T0, **base)
 
 
 def worker_row(run: str, worker: int, state: str, **fields: Any) -> WorkerRow:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from runner.config.slurm import SlurmConfig, SlurmSettings
-from runner.model import RunState
 from runner.reasons import ReasonCode
 from runner.runspec.build import run_document
 from runner.slurm.front import SlurmFront
-from runner.store.db import RunRow, Store
+from runner.store.db import Store
+from tests.unit.store_rows import queued_row
 
 NOW = 1_790_856_000.0  # 2026-10-01 12:00 UTC
 
@@ -35,30 +35,8 @@ class RecordingSlurm:
 def _insert(store: Store, name: str, *, held_by: str | None = None, begin: str | None = None,
             ) -> None:  # fmt: skip
     doc = run_document(name, ["true"], image="local", begin_at=begin)
-    store.insert_run(
-        RunRow(
-            name=name,
-            workspace="default",
-            owner="alice",
-            uid=1000,
-            gid=1000,
-            spec_text=json.dumps(doc),
-            priority=0,
-            state=RunState.QUEUED,
-            reason=None,
-            submitted_at=NOW - 60,
-            started_at=None,
-            finished_at=None,
-            exit_code=None,
-            restarts=0,
-            preemptions=0,
-            attempts=0,
-            preempted_by=None,
-            stop_request=None,
-            quota_noted=False,
-            held_by=held_by,
-        )
-    )
+    store.insert_run(queued_row(name, json.dumps(doc), NOW - 60, owner="alice", uid=1000,
+                                gid=1000, held_by=held_by))  # fmt: skip
 
 
 def test_held_and_later_runs_are_not_submitted_until_they_may_join(tmp_path: Path) -> None:

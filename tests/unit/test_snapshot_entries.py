@@ -14,32 +14,13 @@ from runner.engine.snapshot import SpecCache, build_snapshot
 from runner.model import RunState
 from runner.planner.types import Machine
 from runner.store.db import RunRow, Store
+from tests.unit.store_rows import queued_row
 
 
 def _row(name: str, submitted: float, workers: int = 1) -> RunRow:
     task = {"command": "true", "requested_resources": {"gpu_requests": {"count": 1}}}
     doc = {"metadata": {"name": name}, "spec": {"task_template": task, "workers": workers}}
-    return RunRow(
-        name=name,
-        workspace="default",
-        owner="root",
-        uid=0,
-        gid=0,
-        spec_text=json.dumps(doc),
-        priority=0,
-        state=RunState.QUEUED,
-        reason=None,
-        submitted_at=submitted,
-        started_at=None,
-        finished_at=None,
-        exit_code=None,
-        restarts=0,
-        preemptions=0,
-        attempts=0,
-        preempted_by=None,
-        stop_request=None,
-        quota_noted=False,
-    )
+    return queued_row(name, json.dumps(doc), submitted)
 
 
 def _settings(tmp_path: Path) -> LoopSettings:

@@ -9,31 +9,12 @@ from pathlib import Path
 from runner.model import RunState
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.store.db import RunRow, Store
+from tests.unit.store_rows import queued_row
 
 
 def _row(name: str, submitted: float) -> RunRow:
     doc = {"metadata": {"name": name}, "spec": {"task_template": {"command": "true"}}}
-    return RunRow(
-        name=name,
-        workspace="default",
-        owner="root",
-        uid=0,
-        gid=0,
-        spec_text=json.dumps(doc),
-        priority=0,
-        state=RunState.QUEUED,
-        reason=None,
-        submitted_at=submitted,
-        started_at=None,
-        finished_at=None,
-        exit_code=None,
-        restarts=0,
-        preemptions=0,
-        attempts=0,
-        preempted_by=None,
-        stop_request=None,
-        quota_noted=False,
-    )
+    return queued_row(name, json.dumps(doc), submitted)
 
 
 def test_the_queue_is_read_again_after_every_committed_change(tmp_path: Path) -> None:

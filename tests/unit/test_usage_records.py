@@ -21,33 +21,14 @@ from runner.service.caller import ServiceError
 from runner.service.usage import UsageTotals, percentile, since_time
 from runner.store.db import MIGRATIONS, SCHEMA_APPLICATION_ID, RunRow, Store, UsageRecord
 from runner.store.usage import USAGE_KEPT, UsageSum
+from tests.unit.store_rows import queued_row
 
 NOW = 1_790_000_000.0
 
 
 def _run(name: str = "train") -> RunRow:
-    return RunRow(
-        name=name,
-        workspace="vision",
-        owner="ann",
-        uid=1000,
-        gid=1000,
-        spec_text="{}",
-        priority=0,
-        state=RunState.QUEUED,
-        reason=None,
-        submitted_at=NOW,
-        started_at=None,
-        finished_at=None,
-        exit_code=None,
-        restarts=0,
-        preemptions=0,
-        attempts=0,
-        preempted_by=None,
-        stop_request=None,
-        quota_noted=False,
-        run_uid="ab" * 16,
-    )
+    return queued_row(name, "{}", NOW, workspace="vision", owner="ann", uid=1000, gid=1000,
+                      run_uid="ab" * 16)  # fmt: skip
 
 
 def _life(store: Store, attempt: int, start: float, gpu_s: float, end: float) -> None:
