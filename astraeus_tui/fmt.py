@@ -68,7 +68,9 @@ def preempted_prefix(reason: str | None) -> str:
 def when(estimate: dict[str, Any] | None) -> str:
     """An estimate as words: ``starts by 14:20 UTC``, or after which runs end; the
     forecasts from learned lengths before it when there are any (``likely 14:10 UTC, by
-    15:30 UTC at 90 % (from 37 finished runs); ``)."""
+    15:30 UTC at 90 % (from 37 finished runs); ``). A 90 % start later than the estimate
+    from the limits (runs submitted later may pass any run but the head) says that
+    estimate holds only if no more urgent run is submitted."""
     if not estimate:
         return "start not known"
     likely, high = epoch(estimate.get("likely")), epoch(estimate.get("likely_90"))
@@ -79,6 +81,8 @@ def when(estimate: dict[str, Any] | None) -> str:
                  f" (from {estimate.get('learned_from')} finished runs); ")  # fmt: skip
     if estimate.get("starts_by"):
         t = epoch(estimate["starts_by"])
+        if t is not None and high is not None and high > t:  # not the head: not a promise
+            return f"{ahead}{utc_clock(t, seconds=False)} UTC if no more urgent run is submitted"
         if t is not None:
             return f"{ahead}starts by {utc_clock(t, seconds=False)} UTC"
     elif estimate.get("after"):

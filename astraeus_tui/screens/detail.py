@@ -74,6 +74,16 @@ def _likely(run: RunDetail) -> tuple[tuple[str, str], ...]:
     return (("likely start", f"{_time(likely)}{by} (from {run.learned_from} finished runs)"),)
 
 
+def _starts_by(run: RunDetail) -> tuple[str, str]:
+    """Its start if running work takes its whole limits; a 90 % forecast later than that
+    (it is not the head: runs submitted later may pass it) says it is no promise."""
+    forecast = run.likely_start_90
+    bound, high = epoch(run.starts_by), epoch(forecast if isinstance(forecast, str) else None)
+    if bound is not None and high is not None and high > bound:
+        return ("by the limits", f"{_time(run.starts_by)} if no more urgent run is submitted")
+    return ("starts by", _time(run.starts_by))
+
+
 def _gpus(indices: list[int] | None) -> str:
     return ", ".join(map(str, indices)) if indices else "none"
 
@@ -104,7 +114,7 @@ def facts(run: RunDetail) -> Table:
         ("submitted", _time(run.submitted_at)),
         ("started", _time(run.started_at)),
         ("finished", _time(run.finished_at)),
-        ("starts by", _time(run.starts_by)),
+        _starts_by(run),
         *_likely(run),
         ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
         ("checkpoint", _checkpoint(run.checkpoint)),

@@ -137,7 +137,7 @@ class Forecaster:
         if e.likely is None or e.likely_by is None:
             return e
         by = float(math.ceil(_scaled(e.likely_by, now, lambda _: high) / 60) * 60)
-        if e.starts_by is not None:
+        if e.promise and e.starts_by is not None:  # the head's: no forecast breaks it
             by = min(by, e.starts_by)
         likely = min(_scaled(e.likely, now, lambda wait: low[horizon(wait)]), by)
         return replace(e, likely=likely, likely_by=by)

@@ -39,13 +39,16 @@ class Estimate:
     The forecasts from learned lengths (``with_forecasts``): ``likely``, the start when
     every run takes its likely (median) length, and ``likely_by``, when every run takes
     its 90th-percentile length (None: no forecast: too little history, or work of unknown
-    length in the way); ``learned_from``: how many finished runs the lengths rest on."""
+    length in the way); ``learned_from``: how many finished runs the lengths rest on.
+    ``promise``: the run is the head and ``starts_by`` its shadow time, which the planner
+    protects; every other estimate can move later as more urgent work is submitted."""
 
     starts_by: float | None
     after: tuple[str, ...] = ()
     likely: float | None = None
     likely_by: float | None = None
     learned_from: int = 0
+    promise: bool = False
 
 
 def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> list[RunningUnit]:
@@ -97,11 +100,14 @@ def estimate_starts(
     running = list(snapshot.running)
     out: dict[str, Estimate] = {}
     t = now
-    for _ in range(max_steps):
+    head: str | None = None
+    for step in range(max_steps):
         state = replace(snapshot, running=tuple(running), waiting=tuple(waiting.values()))
         result = plan(state, t)
+        if step == 0 and result.head is not None and result.head.shadow is not None:
+            head = result.head.run
         for start in result.starts:
-            out.setdefault(start.run, Estimate(t))
+            out.setdefault(start.run, Estimate(t, promise=start.run == head))
         running = _preempt(result, running, t, grace) + _started_units(result, waiting, t)
         if not waiting:
             break
@@ -160,8 +166,8 @@ def with_forecasts(
     ``lengths``: the queue replayed twice more, every run ending when its learned length
     says (a running run's conditioned on how long it has run; at its limit at the latest).
     ``owner``: a run's owner, by its name (its length's group). Nothing is forecast before
-    the lengths rest on ``lengths.min_runs`` runs. A forecast is never later than the
-    bound, and the likely start never later than the 90 % one."""
+    the lengths rest on ``lengths.min_runs`` runs. The head's forecast is never later than
+    its promise, and the likely start never later than the 90 % one."""
     learned = lengths.runs
     if learned < lengths.min_runs:
         return {name: replace(e, learned_from=learned) for name, e in bounds.items()}
@@ -179,7 +185,7 @@ def with_forecasts(
     out = {}
     for name, bound in bounds.items():
         by = _start(high.get(name))
-        if by is not None and bound.starts_by is not None:
+        if by is not None and bound.promise and bound.starts_by is not None:
             by = min(by, bound.starts_by)
         at = _start(middle.get(name))
         if at is not None and by is not None:

@@ -1,9 +1,10 @@
 """How long a run will take, learned from how long similar runs really took.
 
 Each finished run's length (the time its workers ran, over its attempts) goes into a small
-histogram (``Sketch``: counts in buckets growing 25 % each, 1 s to 60 days; a quantile is
-good to half a bucket, about 12 %) for each group it belongs to, from the most specific to
-the machine as a whole:
+histogram (``Sketch``: counts in buckets growing 25 % each, 1 s to 60 days, each with
+the shortest and longest length it holds; a quantile is good to half a bucket, about
+12 %, and exact where a bucket holds one length) for each group it belongs to, from the
+most specific to the machine as a whole:
 
 1. its workspace, owner and name stem (``train-lr0.1`` and ``train-lr0.3`` are both
    ``train-lr*``: a sweep's or a schedule's runs);
@@ -14,11 +15,12 @@ the machine as a whole:
 A run with a time limit is forecast from how much of their limits similar runs used (a
 sketch of ``length / limit`` beside the lengths, for the runs that had a limit), times its
 own limit; one without, from the lengths. A forecast comes from the most specific group
-with at least ``MIN_RUNS`` runs, is capped by the run's time limit, and, for a running
-run, is conditioned on how long it has already run (the quantiles of the lengths longer
-than that). Groups are bounded per workspace (the least recently fed are forgotten
-first). A forecast says how many runs it rests on and at which level, never which runs:
-the planner sees numbers only.
+with at least ``MIN_RUNS`` runs (the likely length its median, the 90 % length its 90th
+percentile widened by the sketch's error, half a bucket), is capped by the run's time
+limit, and, for a running run, is conditioned on how long it has already run (the
+quantiles of the lengths longer than that). Groups are bounded per workspace (the least
+recently fed are forgotten first). A forecast says how many runs it rests on and at which
+level, never which runs: the planner sees numbers only.
 
 Pure like the planner: lengths in, forecasts out; the engine feeds it.
 """
@@ -38,6 +40,7 @@ BUCKETS = 1 + math.ceil(math.log(60 * 86400 / FIRST, GROWTH))  # up to 60 days
 MIN_RUNS = 5  # runs a group needs before its forecast is used
 GROUPS_PER_WORKSPACE = 256
 LEVELS = ("name", "command", "workspace", "machine")
+WIDER = math.sqrt(GROWTH)  # the 90 % length, widened by a sketch's error (half a bucket)
 RATIO = 1e6  # a share of the time limit is sketched as this many "seconds" per limit
 _DIGITS = re.compile(r"\d+(?:[._]\d+)*")
 
@@ -53,29 +56,38 @@ def _bucket(seconds: float) -> int:
     return min(BUCKETS - 1, math.ceil(math.log(seconds / FIRST, GROWTH)))
 
 
-def _edge(bucket: int) -> float:
-    """A bucket's upper edge in seconds (bucket 0: up to FIRST)."""
-    return FIRST * GROWTH**bucket
-
-
 class Sketch:
-    """Counts of lengths by bucket; quantiles by interpolating within a bucket."""
+    """Counts of lengths by bucket, with the shortest and longest each bucket holds;
+    quantiles by interpolating between those two. Where every length of a bucket is the
+    same (runs that all used their whole limit) the quantile is that length, not a point
+    inside the bucket."""
 
-    __slots__ = ("counts", "total")
+    __slots__ = ("counts", "highs", "lows", "total")
 
     def __init__(self) -> None:
         self.counts = [0] * BUCKETS
         self.total = 0
+        self.lows = [math.inf] * BUCKETS
+        self.highs = [0.0] * BUCKETS
 
     def add(self, seconds: float) -> None:
-        self.counts[_bucket(max(0.0, seconds))] += 1
+        seconds = max(0.0, seconds)
+        b = _bucket(seconds)
+        self.counts[b] += 1
         self.total += 1
+        self.lows[b] = min(self.lows[b], seconds)
+        self.highs[b] = max(self.highs[b], seconds)
 
     def below(self, seconds: float) -> float:
         """How many lengths are at most ``seconds`` (interpolated within its bucket)."""
         b = _bucket(seconds)
-        low = 0.0 if b == 0 else _edge(b - 1)
-        part = 1.0 if b == 0 else min(1.0, max(0.0, (seconds - low) / (_edge(b) - low)))
+        low, high = self.lows[b], self.highs[b]
+        if seconds >= high:
+            part = 1.0
+        elif seconds < low:
+            part = 0.0
+        else:
+            part = (seconds - low) / (high - low)
         return sum(self.counts[:b]) + part * self.counts[b]
 
     def quantile(self, q: float, after: float = 0.0) -> float:
@@ -87,11 +99,11 @@ class Sketch:
         target, seen = done + q * left, 0.0
         for b, n in enumerate(self.counts):
             if n and seen + n >= target:
-                low = 0.0 if b == 0 else _edge(b - 1)
-                value = low + (target - seen) / n * (_edge(b) - low)
+                low, high = self.lows[b], self.highs[b]
+                value = low + (target - seen) / n * (high - low)
                 return max(value, after)
             seen += n
-        return max(_edge(BUCKETS - 1), after)
+        return max(max(self.highs), after)  # (rounding past the last): the longest
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +184,14 @@ class Lengths:
                 if sketch is None or sketch.total < self.min_runs:
                     continue
                 used = min(elapsed / limit, 1.0) * RATIO
-                likely, by = sketch.quantile(0.5, used), sketch.quantile(0.9, used)
+                likely, by = sketch.quantile(0.5, used), sketch.quantile(0.9, used) * WIDER
                 return Forecast(min(likely / RATIO, 1.0) * limit, min(by / RATIO, 1.0) * limit,
                                 sketch.total, group[0])  # fmt: skip
         for group in key.groups():
             sketch = self.sketches.get(group)
             if sketch is None or sketch.total < self.min_runs:
                 continue
-            likely, by = sketch.quantile(0.5, elapsed), sketch.quantile(0.9, elapsed)
+            likely, by = sketch.quantile(0.5, elapsed), sketch.quantile(0.9, elapsed) * WIDER
             if limit is not None:
                 likely, by = min(likely, limit), min(by, limit)
             return Forecast(likely, by, sketch.total, group[0])

@@ -28,6 +28,8 @@ def test_worked_example() -> None:
     assert e["big"].starts_by == NOW + HOUR + 30
     assert e["after-big"].starts_by == NOW + HOUR + 30 + 2 * HOUR + 30
     assert e["nolimit"].starts_by == e["after-big"].starts_by + HOUR + 30
+    # the head's is its shadow time, a promise; the others' can move later
+    assert e["big"].promise and not any(e[n].promise for n in ("short", "after-big", "nolimit"))
     # behind a run without a time limit: no bound, and who is in the way
     assert e["last"].starts_by is None and e["last"].after == ("nolimit",)
 
@@ -164,10 +166,11 @@ def test_a_forecast_behind_work_without_a_limit_from_what_similar_runs_took() ->
     assert other.likely is not None and abs(other.likely - w.likely) < 120
 
 
-def test_a_forecast_is_never_later_than_the_bound() -> None:
-    """Learned lengths longer than the limit allows: the bound caps the forecast."""
+def test_the_heads_forecast_is_never_later_than_its_promise() -> None:
+    """Learned lengths longer than the limit allows: the head's shadow caps its forecast."""
     s = snap(running("job-7", gpus=tuple(range(8)), started=-100, limit=HOUR), waiting("w", gpus=8))
     bounds = estimate_starts(s, NOW)
+    assert bounds["w"].promise
     made = with_forecasts(s, NOW, bounds, _learned(20, 100 * HOUR), lambda _: "ann")["w"]
     assert made.starts_by is not None and made.likely_by is not None and made.likely is not None
     assert made.likely <= made.likely_by <= made.starts_by

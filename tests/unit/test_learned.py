@@ -3,9 +3,11 @@ real loop and store with the fake executor and a clock moved by hand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from runner.engine.learned import Learned
+from runner.engine.learned import Forecaster, Learned
+from runner.planner.estimates import Estimate
 from runner.planner.lengths import ByHorizon, Errors, Lengths, RunKey
 from tests.unit.engine_fakes import Engine
 
@@ -91,3 +93,15 @@ def test_runs_still_waiting_past_their_forecast_count_before_they_start() -> Non
     assert errors.factor(0.9, [5.0] * 20) == 5.0  # at least 5: the largest known
     assert errors.factor(0.5, [5.0] * 20) == 1.0  # half started on time
     assert errors.factor(0.5, [0.5] * 20) == 1.0  # not late yet: they say little
+
+
+def test_only_the_heads_promise_caps_its_90_percent_start() -> None:
+    """Runs submitted later with a higher priority can pass any run but the head: a run
+    behind it may be forecast to start later than every running run's limit says; the
+    head's shadow time is a promise, and no forecast is later."""
+    now = 1_000_020.0  # on a minute: the 90 % start is said to the minute, rounded up
+    made = Estimate(now + 600, likely=now + 300, likely_by=now + 600, learned_from=40)
+    behind = Forecaster._corrected(made, now, [None] * 5, 3.0)
+    assert behind.likely_by == now + 1800 and behind.likely == now + 300
+    head = Forecaster._corrected(replace(made, promise=True), now, [None] * 5, 3.0)
+    assert head.likely_by == now + 600 == head.starts_by

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from runner.planner.lengths import Lengths, RunKey, Sketch, stem
+from runner.planner.lengths import WIDER, Lengths, RunKey, Sketch, stem
 
 
 def test_a_name_stem_keeps_the_words_and_drops_the_numbers() -> None:
@@ -25,6 +25,23 @@ def test_the_sketch_quantiles_are_within_a_bucket_of_the_true_ones(q: float) -> 
         sketch.add(s)
     true = samples[int(q * len(samples))]
     assert sketch.quantile(q) == pytest.approx(true, rel=0.13)
+
+
+def test_a_bucket_of_one_length_gives_that_length_not_a_point_inside_the_bucket() -> None:
+    lengths = Lengths(min_runs=3)
+    for limit in (1000, 2000, 4000):  # each ran to its limit
+        lengths.learn(RunKey("ws", "u", "full"), limit, limit)
+        lengths.learn(RunKey("ws", "u", "half"), limit / 2, limit)
+    full = lengths.forecast(RunKey("ws", "u", "full"), limit=3000)
+    half = lengths.forecast(RunKey("ws", "u", "half"), limit=3000)
+    assert full is not None and full.likely == full.by == 3000
+    assert half is not None and half.likely == pytest.approx(1500)
+    assert half.by == pytest.approx(1500 * WIDER)  # the 90 % length: widened by half a bucket
+    sketch = Sketch()
+    for s in (100, 101, 102, 103):  # one bucket: the quantiles stay within what was seen
+        sketch.add(s)
+    assert 100 <= sketch.quantile(0.1) < sketch.quantile(0.9) <= 103
+    assert sketch.below(99) == 0 and sketch.below(103) == 4
 
 
 def test_a_running_run_is_forecast_from_the_lengths_longer_than_it_has_run() -> None:

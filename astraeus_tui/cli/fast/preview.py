@@ -18,12 +18,14 @@ DEPENDENCIES = "not in the order until its dependencies succeed"
 def when(estimate: dict[str, Any]) -> str:
     """The estimate in words: the forecasts from learned lengths first, when there are any
     (``likely 14:10 UTC, by 15:30 UTC at 90 % (from 37 finished runs); ``), then the start
-    if running work takes its whole limits."""
+    if running work takes its whole limits (``fmt.when``'s words)."""
     likely = ""
     if estimate.get("likely"):
         likely = (f"likely {_utc(estimate['likely'])}, by {_utc(estimate['likely_90'])} at 90 %"
                   f" (from {estimate['learned_from']} finished runs); ")  # fmt: skip
     if estimate["starts_by"]:
+        if likely and estimate["likely_90"] > estimate["starts_by"]:  # not a promise
+            return f"{likely}{_utc(estimate['starts_by'])} if no more urgent run is submitted"
         return f"{likely}starts by {_utc(estimate['starts_by'])}"
     if estimate["after"]:
         return f"{likely}starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
