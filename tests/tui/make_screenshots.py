@@ -19,6 +19,7 @@ from astraeus_tui.widgets.usage_panel import UsagePanel
 from tests.tui.helpers import PROJECT, STATES, app_for, new_run_filled, settled, until
 from tests.tui.scenes import (
     app_with_a_held_run,
+    app_with_forecasts,
     draining,
     on_the_run_page,
     sampled_app,
@@ -40,6 +41,8 @@ SHOTS = [(state, state, 120, 36, ()) for state in STATES] + [
     ("run-page", "run-page", 120, 36, ()),  # a run's page: its use over its life, plotted
     ("shared", "shared", 120, 36, ()),  # runs sharing GPUs by memory, a shared head
     ("new-run", "new-run", 120, 36, ()),  # the New run form: JSON in step, More options
+    ("forecasts", "forecasts", 120, 36, ()),  # likely starts from the lengths of finished runs
+    ("forecasts", "forecasts", 80, 24, ("v",)),  # and their bands on the timeline
 ]
 
 
@@ -50,6 +53,8 @@ def app_of(state: str) -> AstraeusApp:
         return usage_app()
     if state == "held":
         return app_with_a_held_run()
+    if state == "forecasts":
+        return app_with_forecasts()
     if state == "new-run":
         return app_for("head")
     if state == "draining":

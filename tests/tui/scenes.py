@@ -1,5 +1,6 @@
 """The dashboard in the states that its snapshot tests and the screenshots (make_screenshots.py)
-show, from recorded answers: draining, a held run, sampled telemetry, a week of usage."""
+show, from recorded answers: draining, a held run, forecasts, sampled telemetry, a week of
+usage."""
 
 from __future__ import annotations
 
@@ -44,6 +45,25 @@ def held_queue() -> dict[str, Any]:
         elif run["name"] == "nlp-big":
             run.update(position=2)
     return data
+
+
+# forecasts from learned lengths: (likely, 90 %), on the head fixture's day (now 12:00:21)
+FORECASTS = {"pretrain-7b": ("12:21:00", "12:44:00"), "nlp-big": ("12:14:00", "12:52:00"),
+             "sweep-lr": ("13:10:00", "16:05:00")}  # fmt: skip
+
+
+def app_with_forecasts() -> AstraeusApp:
+    """The recorded head state once 37 runs have finished: each waiting run has its likely
+    and 90 % start; nlp-big's and sweep-lr's are later than their estimates from the
+    limits."""
+    data = copy.deepcopy(load_fixture("head"))
+    for run in data["snapshot"]:
+        if run["name"] in FORECASTS:
+            likely, high = FORECASTS[run["name"]]
+            run.update(likely_start=f"2026-10-01T{likely}Z", likely_start_90=f"2026-10-01T{high}Z",
+                       learned_from=37)  # fmt: skip
+    fake = FakeClient(data)
+    return AstraeusApp(fake, clock=fake.clock)
 
 
 def app_with_a_held_run() -> AstraeusApp:
