@@ -78,7 +78,7 @@ def utc_clock(t: float, seconds: bool = True) -> str:
     return time.strftime("%H:%M:%S" if seconds else "%H:%M", utc_struct(t))
 
 
-def start_label(run: Run, now: float) -> str:
+def start_label(run: Run, now: float, wide: bool = False) -> str:
     """When a waiting run starts, as the queue's tables say it (docs/scheduling.md,
     "Start estimates").
 
@@ -89,18 +89,29 @@ def start_label(run: Run, now: float) -> str:
     without a time limit is in the way), and nothing for a run that does not wait, or is
     held (it starts only once released). A failed run waiting for its restart back-off:
     the time it may start again, to the second.
+
+    ``wide`` (``astra ls --wide``): a forecast's 90 % start and the start from the limits
+    after the likely one, ``~14:10 ≤15:30 (90%) limits 15:31``.
     """
     if run.state != RunState.QUEUED or run.held:
         return ""
     if isinstance(run.restart_at, str) and (again := epoch(run.restart_at)) is not None:
         return utc_clock(again)
     likely = run.likely_start
+    bound = epoch(run.starts_by)
     if isinstance(likely, str) and (at := epoch(likely)) is not None:
-        return "~" + _day_clock(round(at / 60) * 60, now)
-    at = epoch(run.starts_by)
-    if at is None:
+        label = "~" + _day_clock(round(at / 60) * 60, now)
+        if not wide:
+            return label
+        high = run.likely_start_90
+        if isinstance(high, str) and (by := epoch(high)) is not None:
+            label += f" ≤{_day_clock(math.ceil(by / 60) * 60, now)} (90%)"
+        if bound is not None:
+            label += f" limits {_day_clock(math.ceil(bound / 60) * 60, now)}"
+        return label
+    if bound is None:
         return "?"
-    return _day_clock(math.ceil(at / 60) * 60, now)
+    return _day_clock(math.ceil(bound / 60) * 60, now)
 
 
 def _day_clock(at: float, now: float) -> str:

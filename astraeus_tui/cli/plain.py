@@ -51,8 +51,9 @@ class Cells:
     """Rows of cells at one ``now``: an age or a start said once per distinct time (a
     queue's runs share their submit seconds and their estimates)."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, wide: bool = False) -> None:
         self.now = now
+        self.wide = wide  # START with a forecast's 90 % start and the limits' (when.py)
         self._ages: dict[str | None, str] = {}
         self._starts: dict[tuple[object, ...], str] = {}
 
@@ -65,10 +66,10 @@ class Cells:
         aged = self._ages.get(submitted)
         if aged is None:
             aged = self._ages[submitted] = age(submitted, self.now)
-        key = (state, r.starts_by, r.likely_start, r.restart_at)  # restart_at: a back-off
+        key = (state, r.starts_by, r.likely_start, r.likely_start_90, r.restart_at)
         start = self._starts.get(key)
         if start is None:
-            start = self._starts[key] = start_label(r, self.now)
+            start = self._starts[key] = start_label(r, self.now, self.wide)
         shown_state = str(state)
         if r.idle_since is not None and (idle := idle_label(r, self.now)):
             shown_state = f"{state} ({idle})"  # its GPUs idle: the mark after the state
@@ -88,7 +89,9 @@ class Cells:
             ages[s] if (s := r.submitted_at) in ages else self._age(s) for r in runs
         ]  # fmt: skip
         start = [
-            starts[k] if (k := (r.state, r.starts_by, r.likely_start, r.restart_at)) in starts
+            starts[k]
+            if (k := (r.state, r.starts_by, r.likely_start, r.likely_start_90, r.restart_at))
+            in starts
             else self._start(k, r)
             for r in runs
         ]  # fmt: skip
@@ -110,7 +113,7 @@ class Cells:
         return aged
 
     def _start(self, key: tuple[object, ...], r: Run) -> str:
-        start = self._starts[key] = start_label(r, self.now)
+        start = self._starts[key] = start_label(r, self.now, self.wide)
         return start
 
     @staticmethod

@@ -74,13 +74,14 @@ def print_json_line(data: object) -> None:
 def print_runs(runs: list[Run], wide: bool = False) -> None:
     """The queue as `astra ls` shows it: one line a run, the reason cut with `…` to fit.
 
-    With ``wide`` the whole reason is shown (it may wrap); `show` and `why` always have it.
+    With ``wide`` the whole reason is shown (it may wrap; `show` and `why` always have it),
+    and START gives a forecast's 90 % start and the start from the limits too.
     Laid out here as Rich lays out its table (same widths, same cuts, same bytes when not
     on a terminal) without importing Rich; the rare layouts it does not know go to Rich.
     """
     from astraeus_tui.cli.plain import Cells, layout_columns
 
-    lines = layout_columns(Cells(time.time()).columns(runs), wide)
+    lines = layout_columns(Cells(time.time(), wide).columns(runs), wide)
     if lines is None:
         print_runs_rich(runs, wide)
         return
@@ -115,7 +116,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
         idle = idle_label(r, now)  # its GPUs idle: the mark after the state
         state = f"{r.state} ({idle})" if idle else r.state
         cells = (mark, r.name, r.workspace, str(r.priority), state, gpus,
-                 age(r.submitted_at), start_label(r, now), r.reason or "")  # fmt: skip
+                 age(r.submitted_at), start_label(r, now, wide), r.reason or "")  # fmt: skip
         *shown, reason = (plain(c) for c in cells)  # no markup, nothing unprintable
         if not wide:  # one line a run, as squeue: the cell shrinks, the text is cut with …
             reason.no_wrap, reason.overflow = True, "ellipsis"

@@ -38,6 +38,9 @@ def test_the_next_run_starts_within_its_band(served: Start) -> None:
     assert f"(from {HISTORY} finished runs); starts after hist-{HISTORY} end(s)" in text, text
     listed = d.astra("ls").stdout
     assert "~" in next(line for line in listed.splitlines() if " next " in line), listed
+    wide = d.astra("ls", "--wide").stdout  # the 90 % start too (no limits' start: none)
+    assert " ≤" in next(line for line in wide.splitlines() if " next " in line), wide
+    assert "(90%)" in wide, wide
     assert "likely_start:" in d.astra("show", "next").stdout
     dry = d.astra("run", "--dry-run", "--name", "probe", "--gpus", "3", "--", "true").stdout
     assert "likely " in dry and f"(from {HISTORY} finished runs)" in dry, dry

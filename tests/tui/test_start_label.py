@@ -48,3 +48,20 @@ def test_a_run_backing_off_shows_when_it_starts_again_and_its_page_counts_down()
     assert _restarts(run, NOW) == "3 of 10 · again at 12:00:44 UTC (in 23 s)"
     assert _restarts(run, NOW + 23) == "3 of 10 · again at 12:00:44 UTC (now)"
     assert _restarts(queued(None), NOW) == "0 of 10"
+
+
+def test_a_forecast_shows_the_likely_start_and_wide_its_90_percent_and_the_limits() -> None:
+    run = Run(id="r", name="r", workspace="w", state=RunState.QUEUED,
+              starts_by="2026-10-01T15:30:44Z", likely_start="2026-10-01T14:09:40Z",
+              likely_start_90="2026-10-01T15:30:00Z", learned_from=37)  # fmt: skip
+    assert start_label(run, NOW) == "~14:10"
+    assert start_label(run, NOW, wide=True) == "~14:10 ≤15:30 (90%) limits 15:31"
+    unbound = Run(
+        id="r",
+        name="r",
+        workspace="w",
+        state=RunState.QUEUED,
+        likely_start="2026-10-01T14:09:40Z",
+        likely_start_90="2026-10-02T01:00:00Z",
+    )
+    assert start_label(unbound, NOW, wide=True) == "~14:10 ≤10-02 01:00 (90%)"

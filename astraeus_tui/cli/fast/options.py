@@ -26,7 +26,11 @@ LS: Options = {
     "workspace": (("--workspace",), VALUE, "Only this workspace."),
     "state": (("--state",), VALUE, "Only these states, e.g. Queued,Running."),
     "as_json": JSON,
-    "wide": (("--wide", "-w"), FLAG, "Whole reasons (else cut to one line)."),
+    "wide": (
+        ("--wide", "-w"),
+        FLAG,
+        "Whole reasons (else cut to one line); START with the 90 % start and the limits'.",
+    ),
 }
 SHOW: Options = {"as_json": JSON}
 WAIT: Options = {"timeout": (("--timeout",), VALUE, "Give up after this many seconds.")}
