@@ -14,9 +14,9 @@ from aiohttp import web
 from runner.api.context import daemon_of, peer_caller, read_document
 from runner.api.served import Daemon
 from runner.api.views import iso
+from runner.rows import DrainRow
 from runner.service.caller import ServiceError
 from runner.service.drain import drain, resume
-from runner.store.drains import DrainRow
 
 
 def drain_object(rows: list[DrainRow]) -> dict[str, Any]:

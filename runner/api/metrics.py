@@ -33,8 +33,8 @@ from runner.api.served import Daemon
 from runner.engine.plantimes import PLAN_BUCKETS_MS
 from runner.model import RunState
 from runner.reasons import ReasonCode
+from runner.rows import RunRow
 from runner.store.counts import event_counts_since
-from runner.store.db import RunRow
 
 __all__ = [
     "CONTENT_TYPE",

@@ -21,8 +21,8 @@ from runner.model import RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.reasons import ADMIN, RunRef, Viewer
+from runner.rows import RunRow, WorkerRow
 from runner.service.runs import Caller
-from runner.store.db import RunRow, WorkerRow
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon

@@ -19,8 +19,8 @@ from runner.api.served import Daemon
 from runner.api.views import iso
 from runner.durations import parse_duration
 from runner.reasons import ANONYMOUS_RUN
+from runner.rows import RunRow
 from runner.service.caller import ServiceError
-from runner.store.db import RunRow
 from runner.store.telemetry import COARSE_KEPT, GpuSample, RunSample, RunSummary
 from runner.telemetry.gpus import GpuReading
 from runner.telemetry.sampler import HISTORY_SECONDS, RunReading, Sampler

@@ -13,10 +13,10 @@ from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller
 from runner.api.views import iso
+from runner.rows import UsageRecord
 from runner.schema import UNSET, History, HistoryEntry, Usage, UsageRow
 from runner.service.caller import ServiceError
 from runner.service.usage import UsageTotals, history, percentile, usage_report
-from runner.store.db import UsageRecord
 
 _HOURS = 3600.0
 

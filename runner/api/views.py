@@ -21,8 +21,7 @@ from runner.model import RunSpec, RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.reasons import ANONYMOUS_RUN, ReasonCode, Viewer
-from runner.store.db import EventRow, RunRow, WorkerRow
-from runner.store.groups import GroupRow
+from runner.rows import EventRow, GroupRow, RunRow, WorkerRow
 
 PAUSED = "Paused to make room for higher-priority work"
 PRIVATE_REASON = "details are private"  # an error of a run in another workspace

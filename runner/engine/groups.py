@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode, RunRef
+from runner.rows import GroupRow
 from runner.runspec.fields import MAX_NAME
 from runner.runspec.groups import (
     QUICK_EXIT,
@@ -29,7 +30,6 @@ from runner.runspec.groups import (
 )
 from runner.runspec.templates import run_part
 from runner.store.db import NameInUse, RunRow, Store
-from runner.store.groups import GroupRow
 from runner.store.tx import Tx
 
 log = logging.getLogger("astraeus.groups")

@@ -13,11 +13,11 @@ import time
 from collections.abc import Collection
 
 from runner.reasons import Reason, ReasonCode
+from runner.rows import MACHINE, DrainRow
 from runner.runspec.parse import SpecError
 from runner.runspec.printable import check_line
 from runner.service.caller import Caller, ServiceError
 from runner.store.db import Store
-from runner.store.drains import MACHINE, DrainRow
 
 MAX_REASON = 200  # characters of a drain's reason
 MAX_GPUS = 1024  # GPUs named in one drain

@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.model import RunSpec, RunState, StopReason
 from runner.reasons import Reason, ReasonCode, RunRef
+from runner.rows import GroupRow
 from runner.runspec.groups import (
     MAX_REPLICAS,
     GroupSpec,
@@ -29,7 +30,6 @@ from runner.runspec.parse import SpecError, spec_to_dict
 from runner.runspec.templates import run_part
 from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.store.db import NameInUse, RunRow, Store
-from runner.store.groups import GroupRow
 from runner.store.tx import Tx
 
 SWEEP_SPACING = 1e-6  # seconds between a sweep's runs' submit times: they queue in index order

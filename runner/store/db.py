@@ -26,6 +26,15 @@ from typing import Any
 
 from runner.model import RunState, WorkerState, sql_list
 from runner.reasons import Reason, ReasonCode, event_kind
+from runner.rows import (
+    EventRow,
+    RunRow,
+    UsageRecord,
+    WorkerRow,
+    is_run_uid,
+    latest_workers,
+    new_run_uid,
+)
 from runner.store.drains import DrainTables
 from runner.store.forget import ForgetTables
 from runner.store.groups import GroupTables
@@ -35,19 +44,13 @@ from runner.store.rows import (
     _WORKERS,
     RUN_COLUMNS,
     RUN_TEMPLATE,
-    EventRow,
-    RunRow,
-    WorkerRow,
     _event,
     _worker,
-    is_run_uid,
-    latest_workers,
-    new_run_uid,
     reason_json,
     run_from_tuple,
 )
 from runner.store.tx import Tx
-from runner.store.usage import UsageRecord, UsageTables
+from runner.store.usage import UsageTables
 from runner.store.writes import RunWrites, WorkerWrites
 
 __all__ = [

@@ -7,23 +7,9 @@ starting nothing where it was told to (migration 10, table ``drains``).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
+from runner.rows import DrainRow
 from runner.store.tx import Tx
-
-MACHINE = "machine"  # the target of a whole-machine drain; a GPU's is its index
-
-
-@dataclass(frozen=True, slots=True)
-class DrainRow:
-    target: str  # MACHINE, or a GPU's index as text
-    reason: str
-    by: str  # the admin who drained it
-    at: float  # when, on the wall clock (written down only)
-
-    @property
-    def gpu(self) -> int | None:
-        return None if self.target == MACHINE else int(self.target)
 
 
 class DrainTables:

@@ -9,32 +9,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
+from runner.rows import GroupRow
 from runner.store.rows import from_columns
 from runner.store.tx import Tx
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRow:
-    name: str
-    kind: str  # sweep | replicas | schedule
-    workspace: str
-    owner: str
-    uid: int
-    gid: int
-    spec_text: str  # the group document as JSON, its run template included
-    created_at: float
-    replicas: int = 0  # replicas: how many are wanted
-    paused: bool = False  # schedules
-    next_at: float | None = None  # schedules: the next firing
-    last_fired_at: float | None = None
-    template: int | None = None  # its run template's row (runner/runspec/templates.py)
-
-    def document(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.spec_text)
-        return value
 
 
 def _group(row: sqlite3.Row) -> GroupRow:

@@ -28,7 +28,8 @@ from typing import Any
 from runner.notify.outbox import Notice, Pending
 from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
 from runner.reasons import Reason, ReasonCode, Viewer
-from runner.store.rows import RUN_COLUMNS, RUN_TEMPLATE, RunRow, run_from_tuple
+from runner.rows import RunRow
+from runner.store.rows import RUN_COLUMNS, RUN_TEMPLATE, run_from_tuple
 from runner.store.tx import Tx
 
 log = logging.getLogger(__name__)

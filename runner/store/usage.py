@@ -20,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from runner.model import RunState
+from runner.rows import UsageRecord
 from runner.runspec.parse import parse_spec
 from runner.runspec.templates import run_document
 from runner.store.rows import from_columns
@@ -45,38 +46,6 @@ class UsageSum:
     cpu_seconds: float
     preemptions: int
     restarts: int
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRecord:
-    """One finished run (or one life of a replica), as the accounting keeps it."""
-
-    id: int
-    run_uid: str
-    run: str
-    workspace: str
-    owner: str
-    outcome: RunState
-    exit_code: int | None
-    submitted_at: float
-    started_at: float | None  # its first start, None if it never started
-    finished_at: float
-    gpus: int  # GPUs its last attempt held
-    gpu_seconds: float
-    cpu_seconds: float
-    wait_seconds: float | None  # submit (or a replica's restart) to first start
-    preemptions: int
-    restarts: int
-    priority: int = 0
-    time_limit_seconds: int | None = None
-    workers: int = 1
-    gpu_memory: int | None = None  # a shared run: bytes on each of its GPUs; None: whole GPUs
-    cpus: float = 0.0  # cores one worker asked
-    memory: int | None = None  # bytes one worker asked; None: none asked
-    # how long its workers ran: per attempt of this life, the mean of its workers' times
-    # from start to end, summed over the attempts; None on a record written before it was
-    # kept, of a run that held no GPU (migration 16 tells it for the others)
-    run_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from typing import NamedTuple
 from runner.clock import Now
 from runner.model import RunState, StopReason, WorkerState, sql_list
 from runner.reasons import Reason, ReasonCode, RunRef
-from runner.store.rows import RunRow, _ref_json, new_run_uid, reason_json
+from runner.rows import RunRow, new_run_uid
+from runner.store.rows import _ref_json, reason_json
 from runner.store.tx import KEEP, Keep, Tx
 from runner.store.usage import record_finish
 

@@ -14,7 +14,7 @@ from runner.engine.drain import Drain, drained_snapshot
 from runner.model import GIB, Quota, Resources, Workspace
 from runner.planner.plan import RunningUnit, Snapshot, WaitingRun
 from runner.planner.types import SIMULATED_GPU_MEMORY
-from runner.store.drains import DrainRow
+from runner.rows import DrainRow
 from tests.unit.planner_builders import NOW, machine
 
 WORKSPACES = ("a", "b", "c")

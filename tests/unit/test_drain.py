@@ -5,7 +5,7 @@ from __future__ import annotations
 from runner.engine.drain import Drain, drained_snapshot, explained
 from runner.planner.plan import plan
 from runner.reasons import ReasonCode
-from runner.store.drains import DrainRow
+from runner.rows import DrainRow
 from tests.unit.planner_builders import NOW, machine, running, snap, waiting
 
 FAN = Drain.of([DrainRow(target="3", reason="fan failing", by="root", at=NOW)])

@@ -16,7 +16,7 @@ from runner.engine.drain import Drain, drained_snapshot
 from runner.model import GIB, Quota, Workspace
 from runner.planner.plan import Plan, RunningUnit, Snapshot, plan
 from runner.reasons import ReasonCode
-from runner.store.drains import DrainRow
+from runner.rows import DrainRow
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 GPU = 80  # GiB: the memory each GPU of machine() counts as

@@ -20,7 +20,7 @@ import msgspec
 from runner.api.views import run_object, run_view
 from runner.model import RunSpec, RunState, StopReason, TaskTemplate, WorkerState, sql_list
 from runner.reasons import Viewer
-from runner.store.rows import RunRow, WorkerRow
+from runner.rows import RunRow, WorkerRow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from runner.engine.drain import Drain, drained_snapshot
 from runner.planner.plan import Snapshot, WaitingRun, plan
 from runner.planner.why import Verdict, as_json, explain
 from runner.reasons import ReasonCode, Viewer
-from runner.store.drains import DrainRow
+from runner.rows import DrainRow
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 ADMIN = Viewer()

@@ -17,9 +17,9 @@ from runner.model import Resources
 from runner.planner.estimates import Estimate
 from runner.planner.types import Head, Plan
 from runner.reasons import Reason, ReasonCode, RunRef, Viewer
+from runner.rows import GroupRow
 from runner.runspec.parse import parse_spec
 from runner.store.db import EventRow, RunRow, WorkerRow
-from runner.store.groups import GroupRow
 from tests.unit.store_rows import T0, row_spec, run_row, worker_row
 
 FIXTURE = Path(__file__).parent / "fixtures" / "views.json"
