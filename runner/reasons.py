@@ -198,3 +198,11 @@ def join_runs(names: list[str]) -> str:
     elif hidden > 1:
         named.append(f"{hidden} jobs in other namespaces")
     return ", ".join(named)
+
+
+HELD_ANONYMOUS = "Held"  # what another workspace reads of a held run's reason
+
+
+def held_reason(user: str) -> Reason:
+    """A held run's reason (astra hold): who holds it, which its workspace alone reads."""
+    return Reason(f"Held by {user}", code=ReasonCode.HELD)

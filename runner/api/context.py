@@ -21,8 +21,8 @@ from runner.api.served import Daemon
 from runner.api.streams import Changes
 from runner.runspec.documents import decode_document
 from runner.runspec.parse import SpecError, one_line
+from runner.service.caller import DiskFull
 from runner.service.runs import Caller, ServiceError, caller_for
-from runner.store.db import DiskFull
 
 log = logging.getLogger("astraeus.api")
 # A run spec's command, args and env are at most 64 KiB (runner/runspec/parse.py), a sweep's

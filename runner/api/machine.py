@@ -15,7 +15,6 @@ from runner.config.files import update_config_file
 from runner.config.load import ConfigError
 from runner.gpus import foreign_processes, read_inventory
 from runner.model import RESOURCE_NAMES, Quota, Resources, quota_amounts
-from runner.planner.plan import dominant_share
 from runner.reasons import ANONYMOUS_RUN
 from runner.service.runs import ServiceError
 
@@ -81,12 +80,11 @@ def _usage_json(used: Resources) -> dict[str, int]:
 async def workspaces(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     mine = daemon.service.default_workspace_of(caller)
-    used = daemon.service.usage_now()
+    shares = daemon.service.shares_now({n: ws.quota for n, ws in daemon.config.workspaces.items()})
     history = daemon.service.usage_history()
     rows = []
     for name, ws in sorted(daemon.config.workspaces.items()):
-        u = used.get(name, Resources())
-        share = dominant_share(u, ws.quota)
+        u, share = shares[name]
         rows.append({
             "name": name, "members": list(ws.members), "weight": ws.weight,
             "max_priority": ws.max_priority, "quota": _quota_json(ws.quota),

@@ -30,11 +30,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from runner.api.served import Daemon
-from runner.engine.plantimes import PLAN_BUCKETS_MS
 from runner.model import RunState
 from runner.reasons import ReasonCode
 from runner.rows import RunRow
-from runner.store.counts import event_counts_since
 
 __all__ = [
     "CONTENT_TYPE",
@@ -72,7 +70,7 @@ class _DaemonCollector(Collector):
     def _event_counts(self) -> Counter[tuple[ReasonCode, str]]:
         codes = [c for codes, _doc in _COUNTERS.values() for c in codes]
         with self._lock:
-            self._after, more = event_counts_since(self.daemon.store, self._after, codes)
+            self._after, more = self.daemon.service.event_counts_since(self._after, codes)
             self._counts.update(more)
             return Counter(self._counts)
 
@@ -192,7 +190,7 @@ class _DaemonCollector(Collector):
     def _plans(self) -> Iterable[Metric]:
         status = self.daemon.backend.status
         times = status.plan_times.read()
-        buckets = [(f"{b / 1000:g}", n) for b, n in zip(PLAN_BUCKETS_MS, times.cumulative,
+        buckets = [(f"{b / 1000:g}", n) for b, n in zip(times.buckets_ms, times.cumulative,
                                                          strict=True)]  # fmt: skip
         yield HistogramMetricFamily(
             "astraeus_plan_seconds", "How long each plan took",

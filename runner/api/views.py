@@ -16,11 +16,10 @@ import msgspec
 
 from runner import schema
 from runner.clock import iso as iso  # the wire's times (other API modules take it from here)
-from runner.engine.holds import HELD_ANONYMOUS
 from runner.model import RunSpec, RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
-from runner.reasons import ANONYMOUS_RUN, ReasonCode, Viewer
+from runner.reasons import ANONYMOUS_RUN, HELD_ANONYMOUS, ReasonCode, Viewer
 from runner.rows import EventRow, GroupRow, RunRow, WorkerRow
 
 PAUSED = "Paused to make room for higher-priority work"

@@ -22,15 +22,9 @@ from dataclasses import dataclass
 from runner.clock import Now
 from runner.engine.backoff import resting_for
 from runner.model import RunSpec, RunState
-from runner.reasons import Reason, ReasonCode
+from runner.reasons import Reason, ReasonCode, held_reason
 from runner.runspec.begin import shown_begin
 from runner.store.db import RunRow
-
-HELD_ANONYMOUS = "Held"  # what another workspace reads of a held run's reason
-
-
-def held_reason(user: str) -> Reason:
-    return Reason(f"Held by {user}", code=ReasonCode.HELD)
 
 
 def begin_reason(begin_at: float) -> Reason:

@@ -19,11 +19,12 @@ PLAN_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 10
 
 @dataclass(frozen=True, slots=True)
 class PlanTimesRead:
-    """A copy: ``cumulative[i]`` plans took at most ``PLAN_BUCKETS_MS[i]``."""
+    """A copy: ``cumulative[i]`` plans took at most ``buckets_ms[i]``."""
 
     cumulative: tuple[int, ...]
     count: int
     total_ms: float
+    buckets_ms: tuple[float, ...] = PLAN_BUCKETS_MS
 
 
 @dataclass

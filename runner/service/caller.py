@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from runner.config.load import Config
 from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
 from runner.reasons import Viewer
+from runner.store.db import DiskFull as DiskFull  # a write found no space: the API says 507
 
 
 class ServiceError(Exception):

@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from runner.engine.holds import held_reason
 from runner.model import RunState, StopReason
-from runner.reasons import Reason, ReasonCode
+from runner.reasons import Reason, ReasonCode, held_reason
 from runner.service.caller import Caller, ServiceError
 from runner.service.runs import Service
 from runner.store.db import RunRow

@@ -13,7 +13,7 @@ from runner.clock import iso
 from runner.engine.backend import Backend
 from runner.engine.dependencies import WAITS_FOR, check_dependencies
 from runner.engine.drain import Drain, draining_reason, explained
-from runner.engine.holds import begin_reason, held_reason, kept_out
+from runner.engine.holds import begin_reason, kept_out
 from runner.engine.learned import Forecaster
 from runner.engine.revocation import revoked
 from runner.engine.settings import LoopSettings
@@ -22,7 +22,7 @@ from runner.model import RunState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Snapshot, plan
 from runner.planner.why import as_json, explain
-from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef
+from runner.reasons import ANONYMOUS_RUN, Reason, ReasonCode, RunRef, held_reason
 from runner.service.runs import Caller, Service, ServiceError
 
 __all__ = ["Explainer", "Why", "estimate_json"]

@@ -8,12 +8,14 @@ is shown only to those who see its workspace. :class:`Reads` is a part of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from runner.model import Resources
-from runner.reasons import Viewer
+from runner.model import Quota, Resources
+from runner.planner.plan import dominant_share
+from runner.reasons import ReasonCode, Viewer
 from runner.runspec.parse import parse_spec
 from runner.service.caller import Caller, ServiceError
+from runner.store.counts import event_counts_since
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 
 DETAILS_PRIVATE = "a job in another namespace: details are private"
@@ -114,6 +116,23 @@ class Reads:
             share = 0 if run is None else parse_spec(run.spec(), stored=True).task.gpu_share
             shares.append((w, visible, share))
         return shares
+
+    def event_counts_since(
+        self, after: int, codes: Iterable[ReasonCode]
+    ) -> tuple[int, dict[tuple[ReasonCode, str], int]]:
+        """The newest event's id, and the runs' events of ``codes`` after ``after``,
+        counted by (code, workspace): the metrics' counters (runner/store/counts.py)."""
+        return event_counts_since(self.store, after, codes)
+
+    def shares_now(self, quotas: Mapping[str, Quota | None]) -> dict[str, tuple[Resources, float]]:
+        """What each workspace of ``quotas`` holds now, and its dominant share of its quota
+        (of the machine where it has none): the measure fair share orders by."""
+        used = self.usage_now()
+        return {
+            name: (u, dominant_share(u, quota))
+            for name, quota in quotas.items()
+            for u in [used.get(name, Resources())]
+        }
 
     def usage_now(self) -> dict[str, Resources]:
         """What each workspace's live workers hold now."""

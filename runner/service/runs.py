@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from runner.config.load import Config
-from runner.engine.holds import begin_reason, held_reason
+from runner.engine.holds import begin_reason
 from runner.model import RunSpec, RunState, StopReason, format_size
-from runner.reasons import Reason, ReasonCode
+from runner.reasons import Reason, ReasonCode, held_reason
 from runner.runspec.groups import schedule_of_firing
 from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
 from runner.runspec.printable import check_spec
