@@ -7,8 +7,9 @@ straight from the Structs: the documented keys in their order (runner/schema.py)
 
 A body is kept for the next identical request (same caller's view, same query) while
 nothing it was made from has moved: the store's generation (bumped by every transaction
-that changed a row), the loop's plan, the estimates. A list with a run stopping under a
-deadline (its grace left changes by the second) is never kept.
+that changed a row) and the published plan's version (bumped by every new plan and every
+change of its estimates). A list with a run stopping under a deadline (its grace left
+changes by the second) is never kept.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from runner import schema
 from runner.api.views import run_views
 from runner.engine.published import Published
 from runner.model import RunState
-from runner.planner.estimates import Estimate
 from runner.reasons import Viewer
 from runner.service.runs import Caller, ServiceError
 
@@ -49,11 +49,10 @@ def fields_of(query: Mapping[str, str]) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class _Made:
-    """What a kept body was made from (compared by identity: the plan, the estimates)."""
+    """What a kept body was made from: the store's generation, the published version."""
 
     generation: int
-    plan: object
-    estimates: Mapping[str, Estimate]
+    published: int
 
 
 class ListCache:
@@ -64,15 +63,7 @@ class ListCache:
 
     def get(self, key: tuple[Viewer, tuple[tuple[str, str], ...]], made: _Made) -> bytes | None:
         kept = self._bodies.get(key)
-        if kept is None:
-            return None
-        was = kept[0]
-        same = (
-            was.generation == made.generation
-            and was.plan is made.plan
-            and was.estimates is made.estimates
-        )
-        return kept[1] if same else None
+        return kept[1] if kept is not None and kept[0] == made else None
 
     def put(
         self, key: tuple[Viewer, tuple[tuple[str, str], ...]], made: _Made, body: bytes
@@ -93,7 +84,7 @@ def list_body(
     ``shown``."""
     fields = fields_of(query)
     backend, plan, estimates = daemon.backend, shown.plan, shown.estimates
-    made = _Made(daemon.service.runs_generation(), plan, estimates)  # before the reads
+    made = _Made(daemon.service.runs_generation(), shown.version)  # before the reads
     key = (caller.viewer, tuple(sorted(query.items())))
     body = cache.get(key, made)
     if body is not None:

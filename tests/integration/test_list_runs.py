@@ -114,9 +114,10 @@ def _doc(name: str, workspace: str) -> dict[str, object]:
 def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
     make_daemon: Callable[..., Harness], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a kept list was made from is compared by identity (runner/api/lists.py): a plan
-    made again with nothing moved, or estimates computed again to the same values, must be
-    the objects before, or every replan and every estimate's age made the list again."""
+    """A kept list is kept while the published version stands (runner/api/lists.py): a plan
+    made again with nothing moved, or estimates computed again to the same values, keep
+    the objects and the version before, or every replan and every estimate's age made the
+    list again; a plan that moved is a new version."""
     monkeypatch.setattr(published, "ESTIMATE_EVERY", 3600.0)  # none for the clock's sake
     h = make_daemon(gpus=1)
     backend = h.daemon.backend
@@ -142,9 +143,10 @@ def test_a_plan_or_estimates_equal_to_the_last_are_the_last_objects(
     backend.publisher.made(shown, backend.estimates())  # estimated again, to the same values
     again = backend.status.published
     assert again.estimates is shown.estimates and again.plan is first
+    assert again.version == shown.version
     h.submit(spec("c", ["true"], gpus=1, priority=-1))  # the plan moves: a new object
     wait_for(lambda: (p := backend.status.plan) is not None and "c" in p.order, message="c")
-    assert backend.status.plan is not first
+    assert backend.status.plan is not first and backend.status.published.version > shown.version
     wait_for(lambda: "c" in backend.status.published.estimates, message="c estimated")
     assert set(backend.status.published.estimates) == {"a", "b", "c"}
     assert backend.status.published.estimates is not shown.estimates
