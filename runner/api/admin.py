@@ -16,7 +16,6 @@ from runner.api.served import Daemon
 from runner.api.views import iso
 from runner.rows import DrainRow
 from runner.service.caller import ServiceError
-from runner.service.drain import drain, resume
 
 
 def drain_object(rows: list[DrainRow]) -> dict[str, Any]:
@@ -32,7 +31,7 @@ def drain_object(rows: list[DrainRow]) -> dict[str, Any]:
 
 
 def drain_now(daemon: Daemon) -> dict[str, Any]:
-    return drain_object(daemon.store.drains())
+    return drain_object(daemon.service.drains())
 
 
 def _gpus(body: dict[str, Any]) -> list[int] | None:
@@ -62,7 +61,7 @@ async def post_drain(request: web.Request) -> web.Response:
     gpus = daemon.settings.machine.gpus
     local = daemon.backend.capabilities.plans_locally
     rows = await asyncio.to_thread(
-        drain, daemon.store, caller, body.get("reason"), _gpus(body), gpus, local
+        daemon.service.drain, caller, body.get("reason"), _gpus(body), gpus, local
     )
     daemon.service.poke()
     return web.json_response(drain_object(rows))
@@ -72,7 +71,7 @@ async def post_resume(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await _body(request)
     gpus = daemon.settings.machine.gpus
-    rows = await asyncio.to_thread(resume, daemon.store, caller, _gpus(body), gpus)
+    rows = await asyncio.to_thread(daemon.service.resume, caller, _gpus(body), gpus)
     daemon.service.poke()
     return web.json_response(drain_object(rows))
 

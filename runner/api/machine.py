@@ -41,7 +41,7 @@ async def gpus(request: web.Request) -> web.Response:
     if head is not None:
         head_name = head.run if caller.viewer.sees(head.workspace) else ANONYMOUS_RUN
     foreign = foreign_processes(inventory, set()) if not inventory.simulated else {}
-    drained = {r.gpu: r.reason for r in daemon.store.drains() if r.gpu is not None}
+    drained = {r.gpu: r.reason for r in daemon.service.drains() if r.gpu is not None}
     rows = []
     for g in inventory.gpus:
         rows.append({

@@ -76,7 +76,7 @@ class _DaemonCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         daemon = self.daemon
-        runs = daemon.store.runs(active_only=True)  # the loop's read, kept while nothing moves
+        runs = daemon.service.active_runs()  # the loop's read, kept while nothing moves
         by = Counter((r.workspace, r.state) for r in runs)
         workspaces = sorted(set(daemon.config.workspaces) | {ws for ws, _state in by})
         depth = GaugeMetricFamily(
@@ -102,11 +102,11 @@ class _DaemonCollector(Collector):
         total = daemon.inventory.count
         held_by: dict[str, int] = Counter()
         held: set[int] = set()
-        for w in daemon.store.live_workers():
+        for w in daemon.service.live_workers():
             held.update(w.gpus)
             held_by[w.run] += len(w.gpus)
         workspace_of = {r.name: r.workspace for r in runs if r.name in held_by}
-        drains = daemon.store.drains()
+        drains = daemon.service.drains()
         if any(d.gpu is None for d in drains):  # the whole machine
             drained = set(range(total))
         else:

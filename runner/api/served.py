@@ -16,7 +16,6 @@ from runner.gpus import Inventory
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
 from runner.service.runs import Service
-from runner.store.db import Store
 from runner.telemetry.sampler import Sampler
 
 __all__ = ["Daemon"]
@@ -24,7 +23,6 @@ __all__ = ["Daemon"]
 
 class Daemon(Protocol):
     config: Config  # the current one (admin commands change it: apply_config)
-    store: Store
     service: Service  # runs: every read with its visibility rule, every change
     groups: GroupService
     explainer: Explainer  # why a run waits, what a submit would do

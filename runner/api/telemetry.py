@@ -153,12 +153,12 @@ def _unsampled(
     """The running runs no sample has measured yet (started since the last one): listed
     from their start, their figures unknown (``-`` in astra top)."""
     gpus: dict[str, list[int]] = {}
-    for w in daemon.store.live_workers():
+    for w in daemon.service.live_workers():
         if w.run_uid not in sampled:
             gpus.setdefault(w.run, []).extend(w.gpus)
     out = []
     for name, held in sorted(gpus.items()):
-        run = daemon.store.get_run(name)
+        run = daemon.service.run_now(name)
         if run is None:
             continue
         visible = sees(run.workspace)

@@ -16,7 +16,7 @@ from runner.api.views import iso
 from runner.rows import UsageRecord
 from runner.schema import UNSET, History, HistoryEntry, Usage, UsageRow
 from runner.service.caller import ServiceError
-from runner.service.usage import UsageTotals, history, percentile, usage_report
+from runner.service.usage import UsageTotals, percentile
 
 _HOURS = 3600.0
 
@@ -63,9 +63,7 @@ async def usage(request: web.Request) -> web.Response:
     since, by = request.query.get("since"), request.query.get("by")
     daily = request.query.get("daily", "0") not in ("", "0", "false")
     names = sorted(daemon.config.workspaces)
-    report = await asyncio.to_thread(
-        usage_report, daemon.store, caller, since, by, names, None, daily
-    )
+    report = await asyncio.to_thread(daemon.service.usage_report, caller, since, by, names, daily)
     return _json(Usage(
         since=iso(report.since), until=iso(report.until), by=report.by,
         rows=[usage_row(t) for t in report.rows], total=usage_row(report.total),
@@ -84,7 +82,9 @@ async def history_route(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     q = request.query
     since, workspace, limit = q.get("since"), q.get("workspace"), _limit(q.get("limit"))
-    start, records = await asyncio.to_thread(history, daemon.store, caller, since, workspace, limit)
+    start, records = await asyncio.to_thread(
+        daemon.service.history, caller, since, workspace, limit
+    )
     return _json(History(since=iso(start), runs=[history_entry(r) for r in records]))
 
 

@@ -13,8 +13,10 @@ from collections.abc import Iterable, Mapping
 from runner.model import Quota, Resources
 from runner.planner.plan import dominant_share
 from runner.reasons import ReasonCode, Viewer
+from runner.rows import DrainRow, UsageRecord
 from runner.runspec.parse import parse_spec
 from runner.service.caller import Caller, ServiceError
+from runner.service.usage import UsageReport, history, usage_report
 from runner.store.counts import event_counts_since
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 
@@ -116,6 +118,31 @@ class Reads:
             share = 0 if run is None else parse_spec(run.spec(), stored=True).task.gpu_share
             shares.append((w, visible, share))
         return shares
+
+    def live_workers(self) -> list[WorkerRow]:
+        """Every live worker (what the metrics and the telemetry count; no run named)."""
+        return self.store.live_workers()
+
+    def active_runs(self) -> list[RunRow]:
+        """The runs not finished (the metrics' counts by workspace and state)."""
+        return self.store.runs(active_only=True)
+
+    def drains(self) -> list[DrainRow]:
+        """The machine's drains and its GPUs' (anyone may read them)."""
+        return self.store.drains()
+
+    def usage_report(
+        self, caller: Caller, since: str | None, by: str | None, workspaces: Iterable[str],
+        daily: bool = False,
+    ) -> UsageReport:  # fmt: skip
+        """The usage of runs finished since ``since`` (runner/service/usage.py)."""
+        return usage_report(self.store, caller, since, by, workspaces, None, daily)
+
+    def history(
+        self, caller: Caller, since: str | None, workspace: str | None, limit: int | None
+    ) -> tuple[float, list[UsageRecord]]:
+        """The runs finished since ``since`` the caller may see (runner/service/usage.py)."""
+        return history(self.store, caller, since, workspace, limit)
 
     def event_counts_since(
         self, after: int, codes: Iterable[ReasonCode]

@@ -11,17 +11,19 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 from runner.config.load import Config
 from runner.engine.holds import begin_reason
 from runner.model import RunSpec, RunState, StopReason, format_size
 from runner.reasons import Reason, ReasonCode, held_reason
+from runner.rows import DrainRow
 from runner.runspec.groups import schedule_of_firing
 from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
 from runner.runspec.printable import check_spec
 from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
+from runner.service.drain import drain, resume
 from runner.service.reads import Reads
 from runner.store.db import (
     NameInUse,
@@ -62,6 +64,21 @@ class Service(Reads):
         # a Slurm shard's memory on this machine ([machine] gpu_shards): a shared request in
         # shards is stored as memory_bytes; 0 (in front of Slurm) keeps the shards
         self.shard_bytes = 0
+
+    # --------------------------------------------------------------- drains
+
+    def drain(
+        self, caller: Caller, reason: object, gpus: list[int] | None,
+        machine_gpus: Collection[int], plans_locally: bool = True,
+    ) -> list[DrainRow]:  # fmt: skip
+        """Drain the machine or those GPUs, admins only (runner/service/drain.py)."""
+        return drain(self.store, caller, reason, gpus, machine_gpus, plans_locally)
+
+    def resume(
+        self, caller: Caller, gpus: list[int] | None, machine_gpus: Collection[int]
+    ) -> list[DrainRow]:
+        """Resume the machine or those GPUs, admins only (runner/service/drain.py)."""
+        return resume(self.store, caller, gpus, machine_gpus)
 
     # --------------------------------------------------------------- checks
 
