@@ -74,8 +74,11 @@ class Forecaster:
     next. (Every forecast a run is shown while it waits, kept alike, calibrates worse: the
     runs that wait longest are learned from only once they start, late.) The 90 % start
     is corrected by the errors of runs of its priority class (all runs' until its class
-    has enough) and said to the minute, rounded up; the likely one by the errors of
-    forecasts that looked as far ahead."""
+    has enough) and said to the minute, rounded up; the likely one, where work without a
+    time limit is in its way (no bound), by the errors of forecasts that looked as far
+    ahead. Where every run in the way has a limit, the lengths are shares of those
+    limits and the likely start stands as replayed: corrected, it was further off
+    (measured: README, "Start forecasts")."""
 
     def __init__(self, learned: Learned) -> None:
         self.learned = learned
@@ -139,8 +142,10 @@ class Forecaster:
         by = float(math.ceil(_scaled(e.likely_by, now, lambda _: high) / 60) * 60)
         if e.promise and e.starts_by is not None:  # the head's: no forecast breaks it
             by = min(by, e.starts_by)
-        likely = min(_scaled(e.likely, now, lambda wait: low[horizon(wait)]), by)
-        return replace(e, likely=likely, likely_by=by)
+        likely = e.likely
+        if e.starts_by is None:  # work of unknown length in the way: its guess corrected
+            likely = _scaled(e.likely, now, lambda wait: low[horizon(wait)])
+        return replace(e, likely=min(likely, by), likely_by=by)
 
 
 def _scaled(at: float, now: float, factor: Callable[[float], float | None]) -> float:

@@ -105,3 +105,15 @@ def test_only_the_heads_promise_caps_its_90_percent_start() -> None:
     assert behind.likely_by == now + 1800 and behind.likely == now + 300
     head = Forecaster._corrected(replace(made, promise=True), now, [None] * 5, 3.0)
     assert head.likely_by == now + 600 == head.starts_by
+
+
+def test_the_likely_start_is_corrected_only_where_no_limit_bounds_it() -> None:
+    """Behind work with time limits the lengths are shares of those limits and the likely
+    start stands as replayed; behind work without one it is a guess, scaled by how the
+    guesses before it erred (here: twice as late)."""
+    now = 1_000_020.0
+    bounded = Estimate(now + 3600, likely=now + 600, likely_by=now + 3600, learned_from=40)
+    twice = [2.0] * 5
+    assert Forecaster._corrected(bounded, now, twice, None).likely == now + 600
+    unbounded = replace(bounded, starts_by=None)
+    assert Forecaster._corrected(unbounded, now, twice, None).likely == now + 1200
