@@ -27,11 +27,10 @@ from aiohttp import WSMsgType, web
 from runner.api.context import DAEMON, peer_caller
 from runner.api.served import Daemon
 from runner.api.streams import run_objects
-from runner.executors.sessions import STDIN, STDOUT, EnterRequest, Session
-from runner.executors.terminal import BACKLOG
 from runner.model import RunState
 from runner.service.caller import Caller, ServiceError
 from runner.service.enter import Entries, Entry
+from runner.sessions import BACKLOG, STDIN, STDOUT, EnterRequest, Session
 
 ENTRIES: web.AppKey[Entries] = web.AppKey("entries", Entries)
 MAX_FRAME = 1 << 20  # bytes one message from the client may hold

@@ -20,9 +20,9 @@ from runner.clock import Clock
 from runner.engine.plantimes import PlanTimes
 from runner.engine.published import NOTHING, Published
 from runner.engine.snapshot import SpecCache
-from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec
 from runner.planner.plan import Plan
+from runner.sessions import EnterRequest, Session
 from runner.store.db import RunRow
 
 __all__ = ["Backend", "BackendCapabilities", "BackendKind", "LoopStatus"]

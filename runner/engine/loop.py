@@ -41,11 +41,11 @@ from runner.engine.starts import StartContext, executor_reachable, launch_for
 from runner.engine.withdrawals import record_withdrawal, withdrawals
 from runner.executors.base import Executor, ExecutorError, Observed, worker_key
 from runner.executors.logcap import worker_logs
-from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.planner.estimates import Estimate, estimate_starts, estimate_steps
 from runner.planner.plan import Plan, Snapshot, WaitingRun, plan
 from runner.reasons import Reason, ReasonCode, RunRef
+from runner.sessions import EnterRequest, Session
 from runner.store.db import RunRow, Store, WorkerRow, is_run_uid
 
 _LIMIT = ReasonCode.TIME_LIMIT

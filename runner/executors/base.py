@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from runner.executors.sessions import EnterRequest, Session
+from runner.sessions import EnterRequest, Session
 
 LABEL_PREFIX = "io.astraeus"
 SCHEMA_VERSION = "1"

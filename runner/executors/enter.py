@@ -43,9 +43,9 @@ from pathlib import Path
 
 from runner.executors.base import ExecutorError
 from runner.executors.cgroupfs import WorkerGroup
-from runner.executors.sessions import STDERR, STDOUT, EnterRequest
 from runner.executors.tree import is_alive
 from runner.executors.workerfiles import META, read_json, write_json_atomic
+from runner.sessions import STDERR, STDOUT, EnterRequest
 
 ENTER = "enter.json"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])

@@ -87,7 +87,6 @@ from runner.executors.launcher import (
     LauncherTimeout,
     launches_for,
 )
-from runner.executors.sessions import EnterRequest
 from runner.executors.terminal import TerminalSession
 from runner.executors.tree import (
     cmdlines,
@@ -107,6 +106,7 @@ from runner.executors.workerfiles import (
     read_json,
     write_json_atomic,
 )
+from runner.sessions import EnterRequest
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NO_BWRAP = (

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runner.executors.logcap import CappedLog
+from runner.sessions import BACKLOG
 
 SOCKET = "tty.sock"
-BACKLOG = 64 * 1024  # bytes of recent output a new attach gets first
 CHUNK = 1 << 16
 _HEADER = struct.Struct(">cI")
 _SIZE = struct.Struct(">HH")

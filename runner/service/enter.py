@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runner.executors.base import ExecutorError
-from runner.executors.sessions import MAX_ARGV, MAX_ARGV_CHARS, EnterRequest, Session
 from runner.model import RunSpec, RunState, WorkerState
 from runner.service.caller import Caller, ServiceError
 from runner.service.reads import Reads
+from runner.sessions import MAX_ARGV, MAX_ARGV_CHARS, EnterRequest, Session
 from runner.store.db import RunRow, WorkerRow
 
 MAX_SESSIONS = 8  # exec sessions one user may hold at once

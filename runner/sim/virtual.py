@@ -24,7 +24,7 @@ from runner.executors.base import (
     WorkerLaunch,
     WorkerStatus,
 )
-from runner.executors.sessions import EnterRequest, Session
+from runner.sessions import EnterRequest, Session
 
 EPOCH = 1_700_000_000.0  # the wall time of a trace's second 0
 STOPPED = 128 + signal.SIGTERM  # the exit code of a worker stopped by a signal

@@ -37,9 +37,9 @@ from runner.engine.holds import Kept, kept_out
 from runner.engine.published import Published
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import ExecutorError
-from runner.executors.sessions import EnterRequest, Session
 from runner.model import RunSpec, RunState, StopReason, WorkerState
 from runner.reasons import Reason, ReasonCode
+from runner.sessions import EnterRequest, Session
 from runner.slurm.client import SlurmClient
 from runner.slurm.errors import SlurmError
 from runner.slurm.jobs import SlurmJob

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from runner.executors.docker.exec import docker_enter
-from runner.executors.sessions import EnterRequest
+from runner.sessions import EnterRequest
 from tests.docker.helpers import IMAGE, SKIP_REASON, engine_client
 from tests.support.pid_reuse import LAST_PID, with_pid
 

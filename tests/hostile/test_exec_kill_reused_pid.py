@@ -15,7 +15,7 @@ import time
 import pytest
 
 from runner.executors.enter import ProcessSession
-from runner.executors.sessions import STDOUT
+from runner.sessions import STDOUT
 from tests.support.pid_reuse import LAST_PID, with_pid
 
 pytestmark = pytest.mark.skipif(

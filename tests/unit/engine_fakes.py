@@ -29,9 +29,9 @@ from runner.executors.base import (
     WorkerLaunch,
     WorkerStatus,
 )
-from runner.executors.sessions import EnterRequest, Session
 from runner.gpus import read_inventory
 from runner.service.runs import Service, caller_for, start_refusal
+from runner.sessions import EnterRequest, Session
 from runner.store.db import RunRow, Store, WorkerRow
 from tests.support.harness import spec, write_config
 

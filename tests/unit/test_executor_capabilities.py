@@ -10,7 +10,7 @@ from runner.config.slurm import SlurmConfig, SlurmSettings
 from runner.engine.backend import Backend, BackendCapabilities
 from runner.executors.base import Capabilities, Executor, ExecutorError
 from runner.executors.process import ProcessExecutor
-from runner.executors.sessions import EnterRequest
+from runner.sessions import EnterRequest
 from runner.slurm.front import SlurmFront
 from runner.store.db import Store
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from runner.executors.docker.errors import docker_errors
-from runner.executors.sessions import STDERR, STDOUT, EnterRequest
+from runner.sessions import STDERR, STDOUT, EnterRequest
 
 READ = 65536
 STARTING_WAIT = 5.0  # s a kill waits for a started exec's process to be made

@@ -67,7 +67,7 @@ from runner.executors.docker.logs import (
     resume_point,
     split_timestamp,
 )
-from runner.executors.sessions import EnterRequest
+from runner.sessions import EnterRequest
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""A command run inside a live worker (``astra exec``): what executors hand back.
+"""A command run inside a live worker (``astra exec``): what executors hand back, and
+what the API bridges to a WebSocket.
 
 A :class:`Session` is the command's standard streams and its exit. Executors make
 them (:meth:`runner.executors.base.Executor.enter`): the process executor runs the
@@ -16,6 +17,7 @@ from typing import Protocol
 STDIN, STDOUT, STDERR = 0, 1, 2  # the channels of a session's frames
 MAX_ARGV = 1024  # arguments an exec may give
 MAX_ARGV_CHARS = 65536  # and their characters together
+BACKLOG = 64 * 1024  # bytes of an interactive worker's recent output a new attach gets first
 
 
 @dataclass(frozen=True, slots=True)
