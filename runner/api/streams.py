@@ -16,12 +16,12 @@ from aiohttp import web
 
 from runner.api.stopping import pause
 from runner.api.views import event_object, run_id, run_object
-from runner.executors.logcap import read_cut
 from runner.model import RunState, WorkerState
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
 from runner.reasons import ADMIN, RunRef, Viewer
 from runner.rows import RunRow, WorkerRow
+from runner.service.logs import read_new, tail_start
 from runner.service.runs import Caller
 
 if TYPE_CHECKING:
@@ -390,64 +390,6 @@ def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
     return daemon.backend.log_files(run)  # by the run's id: never an earlier run's of that name
 
 
-LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in memory
-
-
-def _tail_start(paths: list[Path], lines: int) -> dict[Path, int]:
-    """Positions (see :func:`_read_new`) from which the files, read in order, hold their
-    last ``lines`` lines."""
-    return {path: _position(path, at) for path, at in _tail_offsets(paths, lines).items()}
-
-
-def _position(path: Path, offset: int) -> int:
-    """The position in everything the worker wrote of byte ``offset`` of the file."""
-    with path.open("rb") as f:
-        cut, header = read_cut(f)
-    return 0 if offset < header else cut + offset - header
-
-
-def _tail_offsets(paths: list[Path], lines: int) -> dict[Path, int]:
-    offsets = {p: p.stat().st_size for p in paths}
-    wanted = lines + 1  # the newline before the first line shown
-    for path in reversed(paths):
-        with path.open("rb") as f:
-            pos = offsets[path]
-            while pos > 0 and wanted > 0:
-                step = min(LOG_CHUNK, pos)
-                f.seek(pos - step)
-                block = f.read(step)
-                count = block.count(b"\n")
-                if count >= wanted:
-                    cut = len(block)
-                    for _ in range(wanted):
-                        cut = block.rindex(b"\n", 0, cut)
-                    offsets[path] = pos - step + cut + 1
-                    return offsets
-                wanted -= count
-                pos -= step
-            offsets[path] = 0
-    return offsets
-
-
-def _read_new(paths: list[Path], positions: dict[Path, int]) -> bytes:
-    """At most LOG_CHUNK new bytes, oldest file first.
-
-    ``positions`` count every byte the worker wrote, also those a ``log_limit`` cut
-    since (runner.executors.logcap): so a follower goes on where it was across a cut,
-    and one that fell behind the cut gets the file from its cut line on.
-    """
-    for path in paths:
-        with path.open("rb") as f:
-            cut, header = read_cut(f)
-            seen = positions.get(path, 0)
-            f.seek(header + seen - cut if seen >= cut and seen > 0 else 0)
-            data = f.read(LOG_CHUNK)
-            positions[path] = cut + max(0, f.tell() - header)
-        if data:
-            return data
-    return b""
-
-
 async def follow_log(
     request: web.Request, daemon: Daemon, run: RunRow, follow: bool
 ) -> web.StreamResponse:
@@ -458,11 +400,11 @@ async def follow_log(
     await response.prepare(request)
     tail = int(request.query.get("tail", "0") or 0)
     paths = _log_files(daemon, run)
-    offsets = await asyncio.to_thread(_tail_start, paths, tail) if tail else {}
+    offsets = await asyncio.to_thread(tail_start, paths, tail) if tail else {}
     try:
         while True:
             paths = _log_files(daemon, run)
-            chunk = await asyncio.to_thread(_read_new, paths, offsets)
+            chunk = await asyncio.to_thread(read_new, paths, offsets)
             if chunk:
                 await response.write(chunk)
                 continue

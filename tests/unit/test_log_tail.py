@@ -1,4 +1,4 @@
-"""The API's log reading: the last N lines across attempts, in bounded chunks."""
+"""A run's logs read for a follower: the last N lines across attempts, in bounded chunks."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.api import streams as api_streams
-from runner.api.streams import _read_new, _tail_start
+from runner.service import logs
+from runner.service.logs import read_new, tail_start
 
 
 def read_all(paths: list[Path], offsets: dict[Path, int]) -> bytes:
     out = b""
-    while chunk := _read_new(paths, offsets):
+    while chunk := read_new(paths, offsets):
         out += chunk
     return out
 
@@ -22,12 +22,12 @@ def read_all(paths: list[Path], offsets: dict[Path, int]) -> bytes:
 def test_tail_across_files_and_chunks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, lines: int
 ) -> None:
-    monkeypatch.setattr(api_streams, "LOG_CHUNK", chunk)
+    monkeypatch.setattr(logs, "LOG_CHUNK", chunk)
     first, second = tmp_path / "1-0.log", tmp_path / "2-0.log"
     first.write_bytes(b"".join(f"a{i}\n".encode() for i in range(5)))
     second.write_bytes(b"".join(f"b{i}\n".encode() for i in range(4)))
     every = (first.read_bytes() + second.read_bytes()).splitlines(keepends=True)
-    got = read_all([first, second], _tail_start([first, second], lines))
+    got = read_all([first, second], tail_start([first, second], lines))
     assert got == b"".join(every[-lines:])
 
 
