@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from astraeus_tui.when import epoch, utc_clock
+from astraeus_tui.when import UNLESS_URGENT, epoch, utc_clock
 from runner.durations import spoken
 from runner.model import RunState
 from runner.schema import Run as Run  # a run object as the API returns it (docs/api.md)
@@ -82,7 +82,7 @@ def when(estimate: dict[str, Any] | None) -> str:
     if estimate.get("starts_by"):
         t = epoch(estimate["starts_by"])
         if t is not None and high is not None and high > t:  # not the head: not a promise
-            return f"{ahead}{utc_clock(t, seconds=False)} UTC if no more urgent run is submitted"
+            return f"{ahead}{utc_clock(t, seconds=False)} UTC {UNLESS_URGENT}"
         if t is not None:
             return f"{ahead}starts by {utc_clock(t, seconds=False)} UTC"
     elif estimate.get("after"):

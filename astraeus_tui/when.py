@@ -11,6 +11,10 @@ import time
 from runner.durations import compact
 from runner.states import RunState
 
+# what a run's start from the limits says once its 90 % start is later: behind the head
+# it is no promise (runs submitted later may pass it); docs/scheduling.md, "Start estimates"
+UNLESS_URGENT = "if no more urgent run is submitted"
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
-from astraeus_tui.when import epoch, idle_label, utc_clock
+from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, utc_clock
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
 from runner.model import RunState, StopReason
@@ -80,7 +80,7 @@ def _starts_by(run: RunDetail) -> tuple[str, str]:
     forecast = run.likely_start_90
     bound, high = epoch(run.starts_by), epoch(forecast if isinstance(forecast, str) else None)
     if bound is not None and high is not None and high > bound:
-        return ("by the limits", f"{_time(run.starts_by)} if no more urgent run is submitted")
+        return ("by the limits", f"{_time(run.starts_by)} {UNLESS_URGENT}")
     return ("starts by", _time(run.starts_by))
 
 

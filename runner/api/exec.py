@@ -16,10 +16,8 @@ import asyncio
 import contextlib
 import functools
 import json
-import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import WSMsgType, web
@@ -30,6 +28,7 @@ from runner.api.streams import run_objects
 from runner.model import RunState
 from runner.service.caller import Caller, ServiceError
 from runner.service.enter import Entries, Entry
+from runner.service.logs import last_bytes
 from runner.sessions import BACKLOG, STDIN, STDOUT, EnterRequest, Session
 
 ENTRIES: web.AppKey[Entries] = web.AppKey("entries", Entries)
@@ -277,21 +276,12 @@ async def _ended_before_attach(
     if run is None or run.state not in RunState.FINISHED:
         return False
     await ws.send_str(json.dumps({"started": {"worker": 0}}))
-    tail = await asyncio.to_thread(_log_tail, daemon.backend.log_files(run))
+    tail = await asyncio.to_thread(last_bytes, daemon.backend.log_files(run), BACKLOG)
     if tail:
         await ws.send_bytes(bytes([STDOUT]) + tail)
     code = run.exit_code if run.exit_code is not None else 1
     await ws.send_str(json.dumps({"exit_code": code, **await _shown(daemon, caller, name)}))
     return True
-
-
-def _log_tail(paths: list[Path]) -> bytes:
-    if not paths:
-        return b""
-    with paths[-1].open("rb") as log:
-        log.seek(0, os.SEEK_END)
-        log.seek(max(log.tell() - BACKLOG, 0))
-        return log.read()
 
 
 async def _settled(daemon: Daemon, name: str, run_uid: str | None) -> None:

@@ -1,5 +1,6 @@
 """A run's logs read for a follower (``astra logs``, ``GET /v1/runs/{name}/logs``): the
-last N lines across its attempts' files, and what is new since, in bounded chunks.
+last N lines across its attempts' files, and what is new since, in bounded chunks; and
+the last bytes of a terminal's log (what an attach to an ended terminal is shown).
 
 The files are the back end's for the run's id (never a path a member chose); who may
 read them is decided before (runner/service/reads.py, ``LOGS_PRIVATE``). A position
@@ -9,6 +10,7 @@ counts every byte the worker wrote, also those a ``log_limit`` cut since
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from runner.executors.logcap import read_cut
@@ -69,3 +71,13 @@ def read_new(paths: list[Path], positions: dict[Path, int]) -> bytes:
         if data:
             return data
     return b""
+
+
+def last_bytes(paths: list[Path], size: int) -> bytes:
+    """The last ``size`` bytes of the latest file (of an attempt's logs: the newest)."""
+    if not paths:
+        return b""
+    with paths[-1].open("rb") as log:
+        log.seek(0, os.SEEK_END)
+        log.seek(max(log.tell() - size, 0))
+        return log.read()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus_tui.cli.fast.out import echo, print_json
+from astraeus_tui.when import UNLESS_URGENT
 
 OUT_OF_ORDER = {  # why a run would not be in the order, by its reason's code
     "HELD": "not in the order until it is released",
@@ -25,7 +26,7 @@ def when(estimate: dict[str, Any]) -> str:
                   f" (from {estimate['learned_from']} finished runs); ")  # fmt: skip
     if estimate["starts_by"]:
         if likely and estimate["likely_90"] > estimate["starts_by"]:  # not a promise
-            return f"{likely}{_utc(estimate['starts_by'])} if no more urgent run is submitted"
+            return f"{likely}{_utc(estimate['starts_by'])} {UNLESS_URGENT}"
         return f"{likely}starts by {_utc(estimate['starts_by'])}"
     if estimate["after"]:
         return f"{likely}starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
