@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner.service import logs
-from runner.service.logs import read_new, tail_start
+from runner.service.logs import last_bytes, read_new, tail_start
 
 
 def read_all(paths: list[Path], offsets: dict[Path, int]) -> bytes:
@@ -39,3 +39,12 @@ def test_reading_resumes_where_it_stopped(tmp_path: Path) -> None:
     with log.open("ab") as f:
         f.write(b"two\n")
     assert read_all([log], offsets) == b"two\n"
+
+
+def test_an_ended_terminal_shows_the_last_bytes_of_its_newest_log(tmp_path: Path) -> None:
+    first, second = tmp_path / "1-0.log", tmp_path / "2-0.log"
+    first.write_bytes(b"old attempt\n")
+    second.write_bytes(b"0123456789")
+    assert last_bytes([first, second], 4) == b"6789"
+    assert last_bytes([first, second], 64) == b"0123456789"
+    assert last_bytes([], 4) == b""
