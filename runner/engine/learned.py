@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from runner.model import RunState
+from runner.planner.arrivals import Arrivals
 from runner.planner.estimates import Estimate, with_forecasts
 from runner.planner.lengths import MIN_WAIT, ByHorizon, Errors, Lengths, RunKey, horizon
 from runner.planner.plan import Snapshot
@@ -31,6 +32,7 @@ class Learned:
     def __init__(self, store: Store, lengths: Lengths | None = None) -> None:
         self.store = store
         self.lengths = lengths or Lengths()
+        self.arrivals = Arrivals()  # the work of each priority submitted lately
         self._since = 0.0  # the newest record's finish seen
         self._seen: set[int] = set()  # the records at that finish already learned
         self._lock = threading.Lock()  # the estimates' helper and the API's previews
@@ -49,6 +51,7 @@ class Learned:
         found = self.store.usage_records(self._since)
         fresh = [r for r in found if r.id not in self._seen]
         for record in fresh:
+            self.arrivals.finished(record.submitted_at, record.priority, record.gpu_seconds)
             if record.outcome in LEARNED_FROM and record.run_seconds is not None:
                 key = RunKey(record.workspace, record.owner, record.run)
                 self.lengths.learn(key, record.run_seconds, record.time_limit_seconds)
@@ -56,6 +59,23 @@ class Learned:
             self._since = found[-1].finished_at
             self._seen = {r.id for r in found if r.finished_at == self._since}
         return len(fresh)
+
+    def stretches(
+        self, snapshot: Snapshot, now: float, owner: Callable[[str], str]
+    ) -> dict[int, float]:
+        """By how much each waiting priority's forecast waits stretch for the work of
+        higher priority arriving meanwhile (runner/planner/arrivals.py); a run without a
+        time limit counts its learned likely length."""
+
+        def length(workspace: str, run: str, limit: float | None) -> float | None:
+            if limit:
+                return limit
+            found = self.lengths.forecast(RunKey(workspace, owner(run), run))
+            return None if found is None else found.likely
+
+        with self._lock:
+            self._refresh()
+            return self.arrivals.stretches(snapshot, now, length)
 
 
 CLASSES = (-1, 0, 1)  # priority below, at or above 0 (``_class``)
@@ -98,6 +118,10 @@ class Forecaster:
         """``bounds`` with their corrected forecasts. ``record``: the forecasts are shown
         (each waiting run's first is kept to learn from); a preview's are not."""
         made = with_forecasts(snapshot, now, bounds, self.learned.refresh_lengths(), owner, steps)
+        stretch = self.learned.stretches(snapshot, now, owner)
+        for w in snapshot.waiting:
+            if (e := made.get(w.name)) is not None and e.likely_by is not None:
+                made[w.name] = replace(e, likely_by=now + (e.likely_by - now) * stretch[w.priority])
         classes = {w.name: _class(w.priority) for w in snapshot.waiting}
         with self._lock:
             if record:
