@@ -141,8 +141,7 @@ class _DaemonCollector(Collector):
     def _telemetry(self) -> Iterable[Metric]:
         """The sampler's last readings: each GPU's utilisation, memory, temperature and
         power (``simulated`` says which are), and each workspace's runs' GPU memory."""
-        sampler = self.daemon.telemetry
-        sample = sampler.latest() if sampler is not None else None
+        sample = self.daemon.telemetry.latest()
         if sample is None:
             return
         labels = ["gpu", "simulated"]

@@ -14,7 +14,6 @@ from runner.api.context import CHANGES, daemon_of, peer_caller, read_document
 from runner.api.lists import LISTS, ListCache, list_body
 from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, sse
-from runner.api.telemetry import run_usage
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import published
 from runner.drives import Member, latest_checkpoint
@@ -67,7 +66,7 @@ async def show_run(request: web.Request) -> web.Response:
     owner = Member.of(run.uid, run.gid)  # the scan sees what the run's owner may list
     found = latest_checkpoint(daemon.backend.specs.shown(run), daemon.settings.drives, name, owner)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
-    usage = await asyncio.to_thread(run_usage, daemon, run)  # its telemetry, once sampled
+    usage = await asyncio.to_thread(daemon.telemetry.run_usage, run)  # its telemetry, once sampled
     if usage is not None:
         obj["usage"] = msgspec.to_builtins(usage)
     return web.json_response(obj)

@@ -16,7 +16,7 @@ from runner.gpus import Inventory
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
 from runner.service.runs import Service
-from runner.telemetry.sampler import Sampler
+from runner.service.telemetry import Telemetry
 
 __all__ = ["Daemon"]
 
@@ -32,7 +32,7 @@ class Daemon(Protocol):
     executor_why: str  # why this executor: shown by the status route
     not_enforced: str | None  # what a run is not held to here, and why (status, gpus)
     metrics_state: str  # [api] metrics_address's listener: listening, or why not yet
-    telemetry: Sampler | None  # GPUs' and runs' readings; None in front of Slurm
+    telemetry: Telemetry  # GPUs' and runs' readings for a caller (none in front of Slurm)
 
     def apply_config(self, config: Config) -> None:
         """A changed config (admin commands): workspaces and drives take effect now."""

@@ -34,6 +34,7 @@ from runner.planner.plan import Machine
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
+from runner.service.telemetry import Telemetry
 from runner.store.db import RunRow, Store
 from runner.telemetry.history import Recorder
 from runner.telemetry.idle import IdleTracker
@@ -216,9 +217,9 @@ class Daemon:
         self.notifier = Sender(self.store)
         self.store.outbox_listener = self.notifier.wake
         # telemetry: GPUs and live runs sampled on a thread; none in front of Slurm
-        self.telemetry: Sampler | None = None
+        self.sampler: Sampler | None = None
         if self.executor is not None:
-            self.telemetry = Sampler(
+            self.sampler = Sampler(
                 self.config.machine.telemetry_seconds,
                 tuple(g.index for g in self.inventory.gpus),
                 self.inventory.simulated,
@@ -227,6 +228,10 @@ class Daemon:
                 idle=self.idle_tracker,
                 monotonic=self.backend.clock.mono,
             )
+        # what the API serves of them, for each caller
+        self.telemetry = Telemetry(
+            self.sampler, self.service, self.inventory.simulated, self.backend.clock
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -300,8 +305,8 @@ class Daemon:
         )
         self._thread.start()
         self.notifier.start()
-        if self.telemetry is not None:
-            self.telemetry.start()
+        if self.sampler is not None:
+            self.sampler.start()
         return self
 
     def halt(self) -> None:
@@ -315,8 +320,8 @@ class Daemon:
         """Stop the loop; running work goes on and is adopted at the next start."""
         self.halt()
         self.notifier.stop()
-        if self.telemetry is not None:
-            self.telemetry.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
         if self.executor is not None:
             self.executor.close()  # a warm launcher ends; the workers go on
 

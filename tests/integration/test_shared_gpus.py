@@ -189,7 +189,7 @@ def test_a_shared_simulated_gpus_memory_follows_its_runs_shares(make_daemon: Mak
     for name in ("a", "b"):
         h.wait_state(name, "Running")
     (g,) = _gpus(h, "a")
-    sampler = h.daemon.telemetry
+    sampler = h.daemon.sampler
     assert sampler is not None
 
     def both() -> bool:

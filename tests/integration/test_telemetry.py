@@ -105,7 +105,7 @@ def test_running_runs_show_their_gpus_and_memory_anonymous_outside_their_workspa
 
 def test_the_sampler_stops_with_the_daemon(make_daemon: Callable[..., Harness]) -> None:
     harness = make_daemon(gpus=2, machine="telemetry_seconds = 0.2")
-    sampler = harness.daemon.telemetry
+    sampler = harness.daemon.sampler
     assert sampler is not None and sampler.running
     wait_for(lambda: sampler.latest() is not None, 10, "a first sample")
     harness.daemon.stop()
