@@ -33,16 +33,16 @@ def no_length(workspace: str, run: str, limit: float | None) -> float | None:
 
 
 def test_only_work_of_higher_priority_stretches_a_wait() -> None:
-    """Four GPUs for a day: 2 GPU-days of priority 5 finished is half the machine (×2 for
-    the runs below it); what priority 0 used stretches priority −5 only."""
+    """Four GPUs for a day: a GPU-day of priority 5 finished is a quarter of the machine
+    (×4/3 for the runs below it); what priority 0 used stretches priority −5 only."""
     arrivals = Arrivals()
-    arrivals.finished(NOW - 3600, 5, 2 * DAY)
-    arrivals.finished(NOW - 3600, 0, DAY)
+    arrivals.finished(NOW - 3600, 5, DAY)
+    arrivals.finished(NOW - 3600, 0, DAY / 2)
     snapshot = Snapshot(MACHINE, waiting=(waiting("a", 5), waiting("b", 0), waiting("c", -5)))
     found = arrivals.stretches(snapshot, NOW, no_length)
     assert found[5] == 1.0
-    assert found[0] == pytest.approx(2.0)
-    assert found[-5] == pytest.approx(1 / (1 - 0.75))
+    assert found[0] == pytest.approx(1 / (1 - 0.25))
+    assert found[-5] == pytest.approx(1 / (1 - 0.375))
 
 
 def test_runs_submitted_before_the_window_are_forgotten() -> None:
@@ -54,7 +54,7 @@ def test_runs_submitted_before_the_window_are_forgotten() -> None:
     assert arrivals.stretches(snapshot, NOW + DAY, no_length)[0] == 1.0
 
 
-def test_a_machine_overloaded_stretches_at_most_tenfold() -> None:
+def test_a_machine_overloaded_stretches_a_wait_no_further_than_the_cap() -> None:
     arrivals = Arrivals()
     arrivals.finished(NOW, 5, 40 * DAY)
     snapshot = Snapshot(MACHINE, waiting=(waiting("b", 0),))
