@@ -308,3 +308,25 @@ def sql_list(states: frozenset[RunState] | frozenset[WorkerState]) -> str:
     """``states`` as an SQL list of literals, in the enum's order: ``('Queued', 'Running')``."""
     values = dict.fromkeys(s.value for s in (*RunState, *WorkerState) if s in states)
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A waiting run's start estimate (runner/planner/estimates.py makes it).
+
+    ``starts_by``: the start if all work takes its whole limit, or None when work
+    without a limit is in the way (``after`` then names it) or the replay ran out of steps.
+
+    The forecasts from learned lengths (``with_forecasts``): ``likely``, the start when
+    every run takes its likely (median) length, and ``likely_by``, when every run takes
+    its 90th-percentile length (None: no forecast: too little history, or work of unknown
+    length in the way); ``learned_from``: how many finished runs the lengths rest on.
+    ``promise``: the run is the head and ``starts_by`` its shadow time, which the planner
+    protects; every other estimate can move later as more urgent work is submitted."""
+
+    starts_by: float | None
+    after: tuple[str, ...] = ()
+    likely: float | None = None
+    likely_by: float | None = None
+    learned_from: int = 0
+    promise: bool = False

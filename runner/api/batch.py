@@ -38,11 +38,11 @@ async def submit_batch(request: web.Request) -> web.Response:
 
 
 def batch_answer(daemon: Daemon, caller: Caller, outcomes: list[Submitted]) -> schema.Batch:
-    plan, now = daemon.backend.status.plan, daemon.backend.clock()
+    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
     results = []
     for index, o in enumerate(outcomes):
         if o.row is not None and o.spec is not None:
-            run = run_view(o.row, o.spec, caller.viewer, plan, (), now)
+            run = run_view(o.row, o.spec, caller.viewer, shown, (), now)
             results.append(schema.BatchItem(index=index, run=run))
         else:
             e = o.error or ServiceError(500, "INTERNAL", "no outcome")

@@ -23,10 +23,10 @@ from aiohttp import web
 
 from runner import schema
 from runner.api.views import run_views
-from runner.engine.published import Published
 from runner.model import RunState
 from runner.reasons import Viewer
 from runner.service.runs import Caller, ServiceError
+from runner.shown import Shown
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
@@ -78,12 +78,12 @@ LISTS: web.AppKey[ListCache] = web.AppKey("lists", ListCache)
 
 def list_body(
     daemon: Daemon, caller: Caller, query: Mapping[str, str],
-    shown: Published, cache: ListCache,
+    shown: Shown, cache: ListCache,
 ) -> bytes:  # fmt: skip
     """The body of ``GET /v1/runs?{query}`` for ``caller``, with the plan and estimates
     ``shown``."""
     fields = fields_of(query)
-    backend, plan, estimates = daemon.backend, shown.plan, shown.estimates
+    backend = daemon.backend
     made = _Made(daemon.service.runs_generation(), shown.version)  # before the reads
     key = (caller.viewer, tuple(sorted(query.items())))
     body = cache.get(key, made)
@@ -94,8 +94,8 @@ def list_body(
         caller, everything=query.get("all") in ("1", "true"), workspace=query.get("workspace"),
         group=query.get("group"), states=states,
     )  # fmt: skip
-    views = run_views(runs, backend.specs.shown, caller.viewer, plan,
-                      daemon.service.live_by_run(), backend.clock(), estimates,
+    views = run_views(runs, backend.specs.shown, caller.viewer, shown,
+                      daemon.service.live_by_run(), backend.clock(), shown.estimates,
                       backend.status.idle)  # fmt: skip
     views.sort(key=lambda v: (v.state not in _RUNNING, v.position or 1 << 30))
     if fields is None:

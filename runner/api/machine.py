@@ -34,8 +34,7 @@ async def gpus(request: web.Request) -> web.Response:
             if share:
                 shares.setdefault(index, []).append({"run": who, "worker": w.worker,
                                                      "bytes": share})  # fmt: skip
-    plan = daemon.backend.status.plan
-    head = plan.head if plan is not None else None
+    head = daemon.backend.status.published.shown.head
     held = set(head.held_gpus) if head is not None else set()
     head_name = None
     if head is not None:

@@ -17,14 +17,14 @@ from runner.api.streams import follow_events, follow_log, sse
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import published
 from runner.drives import Member, latest_checkpoint
-from runner.engine.published import Published
 from runner.model import RunState
 from runner.service.edits import edit_fields, update_run
 from runner.service.reads import LOGS_PRIVATE
 from runner.service.runs import Caller, ServiceError
+from runner.shown import Shown
 
 
-def _run_json(daemon: Daemon, name: str, caller: Caller, shown: Published) -> dict[str, Any]:
+def _run_json(daemon: Daemon, name: str, caller: Caller, shown: Shown) -> dict[str, Any]:
     """One run's object, with the plan and estimates ``shown``."""
     run = daemon.service.find_run(name)
     spec = daemon.backend.specs.shown(run)
@@ -32,7 +32,7 @@ def _run_json(daemon: Daemon, name: str, caller: Caller, shown: Published) -> di
     estimate = shown.estimates.get(name) if run.state == RunState.QUEUED else None
     now = daemon.backend.clock()
     idle = daemon.backend.status.idle.get(run.run_uid)
-    return run_object(run, spec, caller.viewer, shown.plan, live, now, estimate, idle)
+    return run_object(run, spec, caller.viewer, shown, live, now, estimate, idle)
 
 
 # ------------------------------------------------------------------ runs
@@ -49,8 +49,8 @@ async def submit(request: web.Request) -> web.Response:
     document = await read_document(request)
     run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
     spec = daemon.backend.specs.shown(run)
-    plan, now = daemon.backend.status.plan, daemon.backend.clock()
-    return web.json_response(run_object(run, spec, caller.viewer, plan, (), now), status=201)
+    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
+    return web.json_response(run_object(run, spec, caller.viewer, shown, (), now), status=201)
 
 
 async def show_run(request: web.Request) -> web.Response:
@@ -81,13 +81,15 @@ async def patch_run(request: web.Request) -> web.Response:
     }:  # astra update: runner/service/edits.py
         fields, capacity = edit_fields(body), daemon.settings.machine.capacity()
         await asyncio.to_thread(update_run, daemon.service, name, fields, caller, capacity)
-        return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published))
+        return web.json_response(
+            _run_json(daemon, name, caller, daemon.backend.status.published.shown)
+        )
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
     # the changed run as published now: a change's answer waits for no estimate
-    return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published))
+    return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published.shown))
 
 
 async def delete_run(request: web.Request) -> web.Response:
@@ -120,18 +122,17 @@ async def status(request: web.Request) -> web.Response:
     # as published, not waited for: every dashboard polls it, and the head's start is its
     # shadow time whenever one is known
     s = daemon.backend.status
-    shown = s.published
-    plan = shown.plan
-    head = None
-    if plan is not None and plan.head is not None:
+    shown = s.published.shown
+    first, head = shown.head, None
+    if first is not None:
         head = (
-            _run_json(daemon, plan.head.run, caller, shown)
-            if daemon.service.run_now(plan.head.run)
+            _run_json(daemon, first.run, caller, shown)
+            if daemon.service.run_now(first.run)
             else None
         )
         if head is not None:
-            head["held_gpus"] = list(plan.head.held_gpus)
-            head["preempting"] = plan.head.preempting
+            head["held_gpus"] = list(first.held_gpus)
+            head["preempting"] = first.preempting
     return web.json_response({
         "executor": daemon.backend.capabilities.executor,
         "executor_why": daemon.executor_why,

@@ -16,13 +16,12 @@ from aiohttp import web
 
 from runner.api.stopping import pause
 from runner.api.views import event_object, run_id, run_object
-from runner.model import RunState, WorkerState
-from runner.planner.estimates import Estimate
-from runner.planner.plan import Plan
+from runner.model import Estimate, RunState, WorkerState
 from runner.reasons import ADMIN, RunRef, Viewer
 from runner.rows import RunRow, WorkerRow
 from runner.service.logs import read_new, tail_start
 from runner.service.runs import Caller
+from runner.shown import Shown
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
@@ -41,14 +40,14 @@ def run_objects(
 ) -> list[dict[str, Any]]:
     """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
     live = daemon.service.live_by_run()
-    plan, now = daemon.backend.status.plan, daemon.backend.clock()
+    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
     idle = daemon.backend.status.idle
     return [
         run_object(
             r,
             daemon.backend.specs.shown(r),
             caller.viewer,
-            plan,
+            shown,
             live.get(r.name, ()),
             now,
             estimates.get(r.name),
@@ -69,16 +68,14 @@ class Frame:
     # whose place alone changed is kept as it was, its place given when it is rendered)
     objects: dict[str, dict[str, Any]]
     live: dict[str, list[WorkerRow]]
-    plan: Plan | None
+    shown: Shown  # the plan's head and places, and the estimates, as published
     now: float
-    estimates: Mapping[str, Estimate]
     at: float  # monotonic: when it was read
     timed: bool  # an object holds a stop grace that counts down with the clock
     idle: Mapping[str, float] = dataclasses.field(default_factory=dict)  # uid -> idle since
     # the runs whose object differs from the frame before only in its position (a run
     # ahead of them held, started or moved): sent as [id, position], not whole
     moved: frozenset[str] = frozenset()
-    positions: Mapping[str, int] = dataclasses.field(default_factory=dict)  # the plan's
 
     def render(self, daemon: Daemon, names: list[str], viewer: Viewer) -> list[dict[str, Any]]:
         """The objects of ``names`` for ``viewer``; the admin view as kept, in its place."""
@@ -86,14 +83,14 @@ class Frame:
             return [self.placed(n) for n in names]
         specs, rows = daemon.backend.specs, self.rows
         return [
-            run_object(rows[n], specs.shown(rows[n]), viewer, self.plan, self.live.get(n, ()),
-                       self.now, self.estimates.get(n), self.idle.get(rows[n].run_uid))
+            run_object(rows[n], specs.shown(rows[n]), viewer, self.shown, self.live.get(n, ()),
+                       self.now, self.shown.estimates.get(n), self.idle.get(rows[n].run_uid))
             for n in names
         ]  # fmt: skip
 
     def placed(self, name: str) -> dict[str, Any]:
         """The admin object of ``name`` with its position now."""
-        kept, position = self.objects[name], self.positions.get(name)
+        kept, position = self.objects[name], self.shown.positions.get(name)
         return kept if kept["position"] == position else {**kept, "position": position}
 
 
@@ -173,40 +170,40 @@ class Changes:
         live = daemon.service.live_by_run()
         # the plan and the estimates as published: new estimates, made after a plan by the
         # back end's helper, are published with it and tell this stream (another diff)
-        shown, now = daemon.backend.status.published, daemon.backend.clock()
-        plan, estimates, specs = shown.plan, shown.estimates, daemon.backend.specs
+        shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
+        estimates, specs = shown.estimates, daemon.backend.specs
         idle = dict(daemon.backend.status.idle)  # the marks as this frame saw them
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}
         moved: set[str] = set()
-        positions = {} if plan is None else plan.positions
+        positions = shown.positions
         self._inputs = inputs = {}
         before = self.frame
         # a run with the row it had before and none of the suspects: its inputs are the
         # ones before, its key need not be built again (a queue of 10,000 is mostly such)
-        suspects = set() if before is None else _suspects(before, plan, estimates, idle, live)
+        suspects = set() if before is None else _suspects(before, shown, idle, live)
         rows_then = {} if before is None else before.rows
-        positions_then = {} if before is None else before.positions
+        positions_then = {} if before is None else before.shown.positions
         for n, r in rows.items():
             key: tuple[object, ...] | None
             if n in keys and rows_then.get(n) is r and n not in suspects:
                 key = keys[n]  # surely the inputs before: not built again
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
-                key = _inputs(r, plan, workers, estimate, idle.get(r.run_uid))
+                key = _inputs(r, shown, workers, estimate, idle.get(r.run_uid))
             if key is not None and keys.get(n) == key and n in last:
                 objects[n] = last[n]  # rendered from the same inputs: the same, but its place
                 if positions.get(n) != positions_then.get(n):
                     moved.add(n)
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
-                objects[n] = run_object(r, specs.shown(r), ADMIN, plan, workers, now, estimate,
+                objects[n] = run_object(r, specs.shown(r), ADMIN, shown, workers, now, estimate,
                                         idle.get(r.run_uid))  # fmt: skip
             if key is not None:
                 inputs[n] = key
         timed = any(o["stop_grace_left_seconds"] is not None for o in objects.values())
-        return Frame(self.version, rows, objects, live, plan, now, estimates, time.monotonic(),
-                     timed, idle, frozenset(moved), positions)  # fmt: skip
+        return Frame(self.version, rows, objects, live, shown, now, time.monotonic(), timed, idle,
+                     frozenset(moved))  # fmt: skip
 
     def _diff(self) -> None:
         """Read the store into a new frame and send every subscriber what changed."""
@@ -259,7 +256,7 @@ class Changes:
         if found is None:
             names = [n for n in changed if n in frame.rows]
             gone = [run_id(r.name, r.workspace, viewer) for r in removed]
-            rows, positions = frame.rows, frame.positions
+            rows, positions = frame.rows, frame.shown.positions
             places = [[run_id(n, rows[n].workspace, viewer), positions.get(n)]
                       for n in moved if n in rows]  # fmt: skip
             found = _message("change", {"version": version,
@@ -282,27 +279,24 @@ TIMED_REUSE = 0.5  # seconds a frame whose stop graces count down is reused for 
 SSE_CHUNK = 1 << 20  # bytes written at a time: a big snapshot does not hold the loop
 
 
-def _suspects(before: Frame, plan: Plan | None, estimates: Mapping[str, Estimate],
-              idle: Mapping[str, float], live: Mapping[str, object]) -> set[str]:  # fmt: skip
+def _suspects(before: Frame, shown: Shown, idle: Mapping[str, float],
+              live: Mapping[str, object]) -> set[str]:  # fmt: skip
     """The runs whose inputs (``_inputs``) may differ from those ``before`` rendered them
     from even with the same row: live now or then, the head now or then, or an estimate or
     idle mark that moved (an idle mark is by the run's id: every run, while any mark moved;
     they move rarely). Every other run with its row of then has its inputs of then."""
-    found = {*live, *before.live, *(h for h in (_head(plan), _head(before.plan)) if h)}
-    if estimates is not before.estimates:
-        then = before.estimates
+    heads = (h.run for h in (shown.head, before.shown.head) if h is not None)
+    found = {*live, *before.live, *heads}
+    estimates, then = shown.estimates, before.shown.estimates
+    if estimates is not then:
         found.update(n for n in estimates.keys() | then.keys() if estimates.get(n) != then.get(n))
     if idle != before.idle:
         found.update(before.rows)
     return found
 
 
-def _head(plan: Plan | None) -> str | None:
-    return None if plan is None or plan.head is None else plan.head.run
-
-
 def _inputs(
-    run: RunRow, plan: Plan | None, live: Sequence[WorkerRow], estimate: Estimate | None,
+    run: RunRow, shown: Shown, live: Sequence[WorkerRow], estimate: Estimate | None,
     idle_since: float | None = None,
 ) -> tuple[object, ...] | None:  # fmt: skip
     """All a run's object is rendered from (runner/api/views.py run_view) but its position,
@@ -310,9 +304,9 @@ def _inputs(
     counting down)."""
     if any(w.state == WorkerState.STOPPING and w.stop_deadline is not None for w in live):
         return None
-    head = plan is not None and plan.head is not None and plan.head.run == run.name
-    shadow = plan.head.shadow if head and plan is not None and plan.head is not None else None
-    return (run, tuple(live), head, shadow, estimate, idle_since)  # its position aside
+    head = shown.head if shown.is_head(run.name) else None
+    shadow = None if head is None else head.shadow
+    return (run, tuple(live), head is not None, shadow, estimate, idle_since)  # its position aside
 
 
 def _age(frame: Frame) -> float:

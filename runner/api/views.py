@@ -16,11 +16,10 @@ import msgspec
 
 from runner import schema
 from runner.clock import iso as iso  # the wire's times (other API modules take it from here)
-from runner.model import RunSpec, RunState, WorkerState
-from runner.planner.estimates import Estimate
-from runner.planner.plan import Plan
+from runner.model import Estimate, RunSpec, RunState, WorkerState
 from runner.reasons import ANONYMOUS_RUN, HELD_ANONYMOUS, ReasonCode, Viewer
 from runner.rows import EventRow, GroupRow, RunRow, WorkerRow
+from runner.shown import Shown
 
 PAUSED = "Paused to make room for higher-priority work"
 PRIVATE_REASON = "details are private"  # an error of a run in another workspace
@@ -39,7 +38,7 @@ def run_object(
     run: RunRow,
     spec: RunSpec,
     viewer: Viewer,
-    plan: Plan | None,
+    shown: Shown,
     live: Iterable[WorkerRow] = (),
     now: float | None = None,
     estimate: Estimate | None = None,
@@ -47,7 +46,7 @@ def run_object(
 ) -> dict[str, Any]:
     """One run as ``--json`` prints it and the API returns it (``run_view``'s JSON)."""
     obj: dict[str, Any] = msgspec.to_builtins(
-        run_view(run, spec, viewer, plan, live, now, estimate, idle_since=idle_since)
+        run_view(run, spec, viewer, shown, live, now, estimate, idle_since=idle_since)
     )
     return obj
 
@@ -56,7 +55,7 @@ def run_views(
     runs: Iterable[RunRow],
     spec_of: Callable[[RunRow], RunSpec],
     viewer: Viewer,
-    plan: Plan | None,
+    shown: Shown,
     live: Mapping[str, Sequence[WorkerRow]],
     now: float | None,
     estimates: Mapping[str, Estimate],
@@ -68,7 +67,7 @@ def run_views(
     rendered: dict[tuple[int, bool], str | None] = {}
     idle = idle or {}
     return [
-        run_view(r, spec_of(r), viewer, plan, live.get(r.name, ()), now,
+        run_view(r, spec_of(r), viewer, shown, live.get(r.name, ()), now,
                  estimates.get(r.name), rendered, idle.get(r.run_uid))
         for r in runs
     ]  # fmt: skip
@@ -78,7 +77,7 @@ def run_view(
     run: RunRow,
     spec: RunSpec,
     viewer: Viewer,
-    plan: Plan | None,
+    shown: Shown,
     live: Iterable[WorkerRow] = (),
     now: float | None = None,
     estimate: Estimate | None = None,
@@ -128,10 +127,10 @@ def run_view(
         finished_at=iso(run.finished_at),
         exit_code=run.exit_code,
         time_limit_seconds=spec.task.time_limit_seconds,
-        starts_by=_starts_by(run, plan, estimate),
+        starts_by=_starts_by(run, shown, estimate),
         **_forecast(run, estimate if visible else None),
-        head=_is_head(plan, run) and run.state == RunState.QUEUED,  # not a partly running run
-        position=_position(plan, run.name),
+        head=shown.is_head(run.name) and run.state == RunState.QUEUED,  # not a partly running run
+        position=shown.positions.get(run.name),
         gpu_memory_bytes=spec.task.gpu_share or schema.UNSET,
         stop_grace_left_seconds=grace_left,
         stop_deadline=iso(deadline),
@@ -167,13 +166,9 @@ def _stopping(
     return stopping, None if now is None else max(0.0, deadline - now), deadline
 
 
-def _is_head(plan: Plan | None, run: RunRow) -> bool:
-    return plan is not None and plan.head is not None and plan.head.run == run.name
-
-
-def _starts_by(run: RunRow, plan: Plan | None, estimate: Estimate | None) -> str | None:
-    if plan is not None and plan.head is not None and plan.head.run == run.name:
-        starts_by = iso(plan.head.shadow)
+def _starts_by(run: RunRow, shown: Shown, estimate: Estimate | None) -> str | None:
+    if shown.head is not None and shown.head.run == run.name:
+        starts_by = iso(shown.head.shadow)
         if starts_by is not None:
             return starts_by
     if estimate is not None and run.state == RunState.QUEUED:
@@ -199,10 +194,6 @@ def _reason(run: RunRow, viewer: Viewer, visible: bool) -> str | None:
     if not visible and run.reason.code is ReasonCode.HELD:  # who holds it is the workspace's
         return HELD_ANONYMOUS
     return run.reason.render(viewer) if visible or not run.reason.private else PRIVATE_REASON
-
-
-def _position(plan: Plan | None, name: str) -> int | None:
-    return None if plan is None else plan.positions.get(name)
 
 
 def _stopping_for(stopping: list[WorkerRow], viewer: Viewer) -> str | None:

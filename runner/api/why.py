@@ -15,26 +15,26 @@ from runner.service.explain import estimate_json
 
 if TYPE_CHECKING:
     from runner.api.served import Daemon
-    from runner.engine.published import Published
+    from runner.shown import Shown
 
 log = logging.getLogger(__name__)
 ESTIMATES_WAIT = 2.0  # seconds a request waits for the estimates of the plan it shows
 
 
-async def published(daemon: Daemon, run: str | None = None) -> Published:
+async def published(daemon: Daemon, run: str | None = None) -> Shown:
     """The plan and start estimates as the back end published them, with fresh estimates
     of that plan (runner/engine/published.py: asked for here, a helper makes them); with
     ``run``, once that run is in the plan too (just submitted). At most ESTIMATES_WAIT
     seconds: then as they are."""
     status = daemon.backend.status
 
-    def ready(shown: Published) -> bool:
-        if not status.estimating or shown.plan is None:  # nothing planned: none to make
+    def ready(shown: Shown) -> bool:
+        if not status.estimating or not shown.planned:  # nothing planned: none to make
             return True
-        placed = run is None or run in shown.plan.positions
+        placed = run is None or run in shown.positions
         return shown.fresh(time.monotonic()) and placed
 
-    shown = status.published
+    shown = status.published.shown
     if ready(shown):
         return shown
     status.asking += 1  # the helper makes them while a request waits (Publisher.wanted)
@@ -43,13 +43,13 @@ async def published(daemon: Daemon, run: str | None = None) -> Published:
         deadline = time.monotonic() + ESTIMATES_WAIT
         while time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-            shown = status.published
+            shown = status.published.shown
             if ready(shown):
                 return shown
     finally:
         status.asking -= 1
     log.warning("start estimates not made within %s s: answered with the last", ESTIMATES_WAIT)
-    return status.published
+    return status.published.shown
 
 
 async def why(request: web.Request) -> web.Response:

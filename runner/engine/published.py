@@ -20,11 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan
+from runner.shown import QueueHead, Shown
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +39,30 @@ STOP_SLICE = 0.25  # seconds: how soon the helper sees the daemon stop
 class Published:
     """One plan and the start estimates shown with it. ``current``: the estimates were
     made for this plan (else they are an earlier plan's, until the helper's are made);
-    ``made_at``: when (monotonic)."""
+    ``made_at``: when (monotonic). ``shown``: what the faces show of it
+    (runner/shown.py), made once here: the API reads that, never the plan."""
 
     version: int
     plan: Plan | None
     estimates: Mapping[str, Estimate]
     current: bool
     made_at: float = -1e9
+    shown: Shown = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        plan, head = self.plan, None
+        if plan is not None and plan.head is not None:
+            h = plan.head
+            head = QueueHead(h.run, h.workspace, h.shadow, h.held_gpus, h.preempting)
+        positions = {} if plan is None else plan.positions
+        fresh_until = self.made_at + ESTIMATE_EVERY if self.current else -1e9
+        shown = Shown(self.version, plan is not None, head, positions, self.estimates,
+                      self.current, self.made_at, fresh_until)  # fmt: skip
+        object.__setattr__(self, "shown", shown)
 
     def fresh(self, now: float) -> bool:
         """The estimates are this plan's, made less than ESTIMATE_EVERY ago."""
-        return self.current and now - self.made_at < ESTIMATE_EVERY
+        return self.shown.fresh(now)
 
 
 NOTHING = Published(0, None, {}, False)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from runner.model import Estimate as Estimate  # the planner's answer, plain data
 from runner.model import Resources
 from runner.planner.lengths import Lengths, RunKey
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
@@ -29,26 +30,6 @@ def estimate_steps(last_plan_ms: float) -> int:
     """How many planning cycles fit in the estimate's time budget, at the last cycle's cost."""
     per_plan = max(last_plan_ms, 0.5)
     return int(min(MAX_STEPS, max(5, ESTIMATE_BUDGET_MS / per_plan)))
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """``starts_by``: the start if all work takes its whole limit, or None when work
-    without a limit is in the way (``after`` then names it) or the replay ran out of steps.
-
-    The forecasts from learned lengths (``with_forecasts``): ``likely``, the start when
-    every run takes its likely (median) length, and ``likely_by``, when every run takes
-    its 90th-percentile length (None: no forecast: too little history, or work of unknown
-    length in the way); ``learned_from``: how many finished runs the lengths rest on.
-    ``promise``: the run is the head and ``starts_by`` its shadow time, which the planner
-    protects; every other estimate can move later as more urgent work is submitted."""
-
-    starts_by: float | None
-    after: tuple[str, ...] = ()
-    likely: float | None = None
-    likely_by: float | None = None
-    learned_from: int = 0
-    promise: bool = False
 
 
 def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> list[RunningUnit]:

@@ -156,4 +156,4 @@ def test_a_request_before_the_first_plan_does_not_wait() -> None:
     status = LoopStatus()
     status.estimating = True  # the helper runs, but has no plan to estimate
     shown = asyncio.run(published(SimpleNamespace(backend=SimpleNamespace(status=status))))  # type: ignore[arg-type]
-    assert shown is NOTHING and status.asking == 0 and not status.wake_estimates.is_set()
+    assert shown is NOTHING.shown and status.asking == 0 and not status.wake_estimates.is_set()

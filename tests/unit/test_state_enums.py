@@ -21,6 +21,9 @@ from runner.api.views import run_object, run_view
 from runner.model import RunSpec, RunState, StopReason, TaskTemplate, WorkerState, sql_list
 from runner.reasons import Viewer
 from runner.rows import RunRow, WorkerRow
+from runner.shown import Shown
+
+NOTHING = Shown(0, False, None)  # nothing planned yet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,9 +124,9 @@ def test_the_wire_and_messages_show_the_value() -> None:
     assert f"{WorkerState.LOST}" == "Lost" and f"{StopReason.NEVER_STARTED}" == "never-started"
     spec = RunSpec("train", TaskTemplate(image="x", gpus=1))
     worker = _worker_row(WorkerState.STOPPING, StopReason.PREEMPT)
-    view = run_view(_run_row("Stopping"), spec, Viewer(), None, [worker], now=150.0)
+    view = run_view(_run_row("Stopping"), spec, Viewer(), NOTHING, [worker], now=150.0)
     assert view.state is RunState.STOPPING
-    obj = run_object(_run_row("Stopping"), spec, Viewer(), None, [worker], now=150.0)
+    obj = run_object(_run_row("Stopping"), spec, Viewer(), NOTHING, [worker], now=150.0)
     assert obj["state"] == "Stopping" and obj["workers_live"] == 1
     assert b'"state":"Stopping"' in msgspec.json.encode(view)
     text = json.dumps(obj)

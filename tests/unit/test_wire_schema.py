@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runner.engine.published import Published
 from runner.model import Resources
 from runner.planner.estimates import Estimate
 from runner.planner.types import Head, Plan
@@ -34,6 +35,7 @@ PLAN = Plan(
     head=Head("head-run", "vision", 5, T0 + 3600, Resources(2, 4000, 8 << 30, 1)),
     reasons={},
 )  # fmt: skip
+SHOWN = Published(1, PLAN, {}, False).shown  # what the API is given of it
 
 
 def _runs() -> list[tuple[RunRow, list[WorkerRow], Estimate | None]]:
@@ -137,7 +139,7 @@ def rendered(views: Any = None) -> dict[str, str]:
     for viewer_name, viewer in (("admin", ADMIN), ("member", MEMBER)):
         for run, live, estimate in _runs():
             spec = parse_spec(run.spec(), stored=True)
-            obj = views.run_object(run, spec, viewer, PLAN, live, T0 + 100, estimate)
+            obj = views.run_object(run, spec, viewer, SHOWN, live, T0 + 100, estimate)
             out[f"run {run.name} {viewer_name}"] = json.dumps(obj)
             for w in live:
                 out[f"worker {run.name}/{w.worker} {viewer_name}"] = json.dumps(
@@ -222,8 +224,8 @@ def test_an_idle_run_carries_idle_since_after_begin_at_and_the_client_keeps_it()
 
     run, live, estimate = next((r, w, e) for r, w, e in _runs() if w)
     spec = parse_spec(run.spec(), stored=True)
-    plain = views.run_object(run, spec, ADMIN, PLAN, live, T0 + 100, estimate)
-    idle = views.run_object(run, spec, ADMIN, PLAN, live, T0 + 100, estimate, T0 + 40)
+    plain = views.run_object(run, spec, ADMIN, SHOWN, live, T0 + 100, estimate)
+    idle = views.run_object(run, spec, ADMIN, SHOWN, live, T0 + 100, estimate, T0 + 40)
     assert "idle_since" not in plain
     assert list(idle) == [*plain, "idle_since"] and idle["idle_since"] == views.iso(T0 + 40)
     assert {k: v for k, v in idle.items() if k != "idle_since"} == plain
@@ -231,7 +233,7 @@ def test_an_idle_run_carries_idle_since_after_begin_at_and_the_client_keeps_it()
     decoded = msgspec.json.decode(text, type=schema.Run)
     assert decoded.idle_since == idle["idle_since"]
     assert json.dumps(msgspec.to_builtins(decoded)) == text
-    ended = views.run_object(run, spec, ADMIN, PLAN, (), T0 + 100, estimate, T0 + 40)
+    ended = views.run_object(run, spec, ADMIN, SHOWN, (), T0 + 100, estimate, T0 + 40)
     assert "idle_since" not in ended  # no live worker: nothing is idle
 
 
@@ -246,7 +248,7 @@ def test_a_shared_run_carries_its_gpu_memory_and_a_whole_gpu_run_none() -> None:
         "count": 1, "memory_bytes": 20 << 30, "shared": True}  # fmt: skip
     run = run_row("packed", "vision", "Queued", spec_text=json.dumps(doc))
     obj = json.loads(json.dumps(views.run_object(run, parse_spec(doc, stored=True), ADMIN,
-                                                 PLAN, (), T0, None)))  # fmt: skip
+                                                 SHOWN, (), T0, None)))  # fmt: skip
     assert list(obj)[-1] == "gpu_memory_bytes" and obj["gpu_memory_bytes"] == 20 << 30
     assert obj["gpus_requested"] == 1
     import msgspec
@@ -254,6 +256,6 @@ def test_a_shared_run_carries_its_gpu_memory_and_a_whole_gpu_run_none() -> None:
     assert msgspec.json.decode(json.dumps(obj), type=Run).gpu_memory_bytes == 20 << 30
     whole = run_row("whole", "vision", "Queued")
     plain = views.run_object(
-        whole, parse_spec(whole.spec(), stored=True), ADMIN, PLAN, (), T0, None
+        whole, parse_spec(whole.spec(), stored=True), ADMIN, SHOWN, (), T0, None
     )
     assert "gpu_memory_bytes" not in json.loads(json.dumps(plain))
