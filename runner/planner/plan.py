@@ -221,7 +221,7 @@ class _Walk(InQuota):
             self.within,
         )
         cap_gpus, cap_cpu, cap_memory, cap_workers, cap_gpu_memory = machine_amounts(self.capacity)
-        head, free, behind = self.head, self.free, self.behind
+        head, free, behind, pool = self.head, self.free, self.behind, self.pool
         self.ordering = Order(waiting, self.shares, headroom)
         for piece in self.ordering.pieces():
             for run in piece:
@@ -252,6 +252,8 @@ class _Walk(InQuota):
                         and ask.memory <= cap_memory
                         and ask.workers <= cap_workers
                         and ask.gpu_memory <= cap_gpu_memory
+                        # a shared ask no GPU can hold is too large (visit's step 2)
+                        and not (run.gpu_share and pool is not None and pool.never_fits(run))
                     ):
                         reasons[name] = behind
                         continue
