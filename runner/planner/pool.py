@@ -38,16 +38,20 @@ class GpuPool:
     """Each GPU's memory (``size``), the bytes shared runs promised on it, and the GPUs
     held whole."""
 
-    __slots__ = ("size", "used", "whole")
+    __slots__ = ("_never", "size", "used", "whole")
 
     def __init__(self, size: Mapping[int, int]) -> None:
         self.size = dict(size)
         self.used = dict.fromkeys(self.size, 0)
         self.whole: set[int] = set()
+        # never_fits's answers by ask (share, GPUs a worker, workers): the sizes never
+        # change, so a pool and its copies keep them (a queue asks a few shapes)
+        self._never: dict[tuple[int, int, int], bool] = {}
 
     def copy(self) -> GpuPool:
         other = GpuPool.__new__(GpuPool)
         other.size, other.used, other.whole = self.size, dict(self.used), set(self.whole)
+        other._never = self._never
         return other
 
     def take(self, hold: Hold) -> None:
@@ -103,7 +107,11 @@ class GpuPool:
         worker's on no GPU that large, or all its workers' together."""
         if not run.gpu_share:
             return False
-        return GpuPool(self.size).place(run) is None
+        key = (run.gpu_share, run.gpu_count, len(run.workers))
+        found = self._never.get(key)
+        if found is None:
+            found = self._never[key] = GpuPool(self.size).place(run) is None
+        return found
 
 
 def without_gpus(need: Resources) -> Resources:
