@@ -8,9 +8,10 @@ import threading
 import time
 
 from runner.engine.backend import LoopStatus
-from runner.engine.published import NOTHING, Publisher
+from runner.engine.published import ESTIMATE_EVERY, NOTHING, Publisher
 from runner.planner.estimates import Estimate
 from runner.planner.plan import Plan, plan
+from runner.shown import QueueHead, Shown
 from tests.unit.planner_builders import NOW, machine, running, snap, waiting
 
 
@@ -59,6 +60,27 @@ def test_a_plan_is_published_at_once_and_its_estimates_with_it_later() -> None:
     now = status.published
     assert now.plan is second and not now.current  # an earlier plan's: not current
     assert now.estimates["a"].starts_by == NOW + 7200 and now.version == late.version + 1
+
+
+def test_what_the_faces_are_shown_is_made_once_with_each_publication() -> None:
+    """``Published.shown``: the head as the planner protects it, each waiting run's place
+    and the estimates, fresh for ESTIMATE_EVERY once made for their plan (the API reads
+    only this)."""
+    status, estimator = LoopStatus(), Estimator()
+    publisher = Publisher(status, estimator, lambda: None)
+    assert status.published.shown == Shown(0, False, None)  # nothing planned yet
+    first = _plan("a", "b")
+    publisher.planned(first)
+    shown = status.published.shown
+    assert first.head is not None and shown.planned and shown.version == 1
+    assert shown.head == QueueHead(first.head.run, first.head.workspace, first.head.shadow,
+                                   first.head.held_gpus, first.head.preempting)  # fmt: skip
+    assert shown.is_head("a") and not shown.is_head("b")
+    assert dict(shown.positions) == {"a": 1, "b": 2} and not shown.fresh(time.monotonic())
+    publisher.made(status.published, estimator())
+    made = status.published.shown
+    assert made.estimates is status.published.estimates and made.version == 2
+    assert made.fresh(time.monotonic()) and not made.fresh(made.made_at + ESTIMATE_EVERY)
 
 
 def test_the_helper_estimates_a_burst_of_plans_once_for_the_latest() -> None:
