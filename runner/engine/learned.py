@@ -33,6 +33,10 @@ class Learned:
         self.store = store
         self.lengths = lengths or Lengths()
         self.arrivals = Arrivals()  # the work of each priority submitted lately
+        # the learned likely lengths of the runs last counted as arrivals, and how many
+        # runs the lengths had learned then: read again only once they learned more
+        self._took: dict[tuple[str, str], float | None] = {}
+        self._took_at = -1
         self._since = 0.0  # the newest record's finish seen
         self._seen: set[int] = set()  # the records at that finish already learned
         self._lock = threading.Lock()  # the estimates' helper and the API's previews
@@ -67,15 +71,25 @@ class Learned:
         higher priority arriving meanwhile (runner/planner/arrivals.py); a run without a
         time limit counts its learned likely length."""
 
+        took: dict[tuple[str, str], float | None] = {}
+
         def length(workspace: str, run: str, limit: float | None) -> float | None:
             if limit:
                 return limit
-            found = self.lengths.forecast(RunKey(workspace, owner(run), run))
-            return None if found is None else found.likely
+            key = (workspace, run)
+            if key in known:
+                found = took[key] = known[key]
+                return found
+            forecast = self.lengths.forecast(RunKey(workspace, owner(run), run))
+            found = took[key] = None if forecast is None else forecast.likely
+            return found
 
         with self._lock:
             self._refresh()
-            return self.arrivals.stretches(snapshot, now, length)
+            known = self._took if self._took_at == self.lengths.runs else {}
+            stretch = self.arrivals.stretches(snapshot, now, length)
+            self._took, self._took_at = took, self.lengths.runs  # only the runs of now
+            return stretch
 
 
 CLASSES = (-1, 0, 1)  # priority below, at or above 0 (``_class``)

@@ -108,3 +108,25 @@ def test_the_90_percent_start_of_a_run_below_busy_urgent_work_is_stretched(
     assert 90 <= found.likely - now <= 110  # as job-* took, stretched by nothing
     # 100 s (a little more at 90 %, the sketch's width) doubled, rounded up to the minute
     assert 200 <= found.likely_by - now <= 300
+
+
+def test_a_run_without_a_limit_counts_its_learned_length_as_it_is_learned_now(
+    tmp_path: Path,
+) -> None:
+    """The lengths read for the arrivals are kept between estimates while nothing more
+    was learned, and read again once something was."""
+    from runner.engine.learned import Learned
+    from runner.planner.lengths import Lengths, RunKey
+    from runner.store.db import Store
+
+    lengths = Lengths(min_runs=1)
+    learned = Learned(Store(tmp_path / "state.db"), lengths)
+    lengths.learn(RunKey("team", "ana", "sweep-1"), DAY / 4)
+    snapshot = Snapshot(MACHINE, waiting=(waiting("sweep-2", 5), waiting("low", 0)))
+    assert learned.stretches(snapshot, NOW, lambda run: "ana")[0] == pytest.approx(1 / (1 - 1 / 16))
+    for _ in range(3):  # the sweep's runs turn out longer: a day each
+        lengths.learn(RunKey("team", "ana", "sweep-1"), DAY)
+    found = learned.stretches(snapshot, NOW, lambda run: "ana")[0]
+    now_took = lengths.forecast(RunKey("team", "ana", "sweep-2"))
+    assert now_took is not None and found == pytest.approx(1 / (1 - now_took.likely / 4 / DAY))
+    assert found > 1.2  # a quarter day no more
