@@ -132,7 +132,8 @@ class Forecaster:
         """``bounds`` with their corrected forecasts. ``record``: the forecasts are shown
         (each waiting run's first is kept to learn from); a preview's are not."""
         made = with_forecasts(snapshot, now, bounds, self.learned.refresh_lengths(), owner, steps)
-        stretch = self.learned.stretches(snapshot, now, owner)
+        forecast = any(e.likely_by is not None for e in made.values())
+        stretch = self.learned.stretches(snapshot, now, owner) if forecast else {}
         for w in snapshot.waiting:
             if (e := made.get(w.name)) is not None and e.likely_by is not None:
                 made[w.name] = replace(e, likely_by=now + (e.likely_by - now) * stretch[w.priority])
