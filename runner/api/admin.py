@@ -58,10 +58,9 @@ async def get_drain(request: web.Request) -> web.Response:
 async def post_drain(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await _body(request)
-    gpus = daemon.settings.machine.gpus
     local = daemon.backend.capabilities.plans_locally
     rows = await asyncio.to_thread(
-        daemon.service.drain, caller, body.get("reason"), _gpus(body), gpus, local
+        daemon.service.drain, caller, body.get("reason"), _gpus(body), local
     )
     daemon.service.poke()
     return web.json_response(drain_object(rows))
@@ -70,8 +69,7 @@ async def post_drain(request: web.Request) -> web.Response:
 async def post_resume(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await _body(request)
-    gpus = daemon.settings.machine.gpus
-    rows = await asyncio.to_thread(daemon.service.resume, caller, _gpus(body), gpus)
+    rows = await asyncio.to_thread(daemon.service.resume, caller, _gpus(body))
     daemon.service.poke()
     return web.json_response(drain_object(rows))
 

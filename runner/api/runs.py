@@ -16,7 +16,7 @@ from runner.api.served import Daemon
 from runner.api.streams import follow_events, follow_log, sse
 from runner.api.views import event_object, iso, run_object, worker_object
 from runner.api.why import published
-from runner.drives import Member, latest_checkpoint
+from runner.drives import Member
 from runner.model import RunState
 from runner.service.edits import edit_fields, update_run
 from runner.service.reads import LOGS_PRIVATE
@@ -64,7 +64,7 @@ async def show_run(request: web.Request) -> web.Response:
     seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     owner = Member.of(run.uid, run.gid)  # the scan sees what the run's owner may list
-    found = latest_checkpoint(daemon.backend.specs.shown(run), daemon.settings.drives, name, owner)
+    found = daemon.service.latest_checkpoint(daemon.backend.specs.shown(run), name, owner)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     usage = await asyncio.to_thread(daemon.telemetry.run_usage, run)  # its telemetry, once sampled
     if usage is not None:
@@ -79,8 +79,8 @@ async def patch_run(request: web.Request) -> web.Response:
     if isinstance(body, dict) and set(body) != {
         "priority"
     }:  # astra update: runner/service/edits.py
-        fields, capacity = edit_fields(body), daemon.settings.machine.capacity()
-        await asyncio.to_thread(update_run, daemon.service, name, fields, caller, capacity)
+        fields = edit_fields(body)
+        await asyncio.to_thread(update_run, daemon.service, name, fields, caller)
         return web.json_response(
             _run_json(daemon, name, caller, daemon.backend.status.published.shown)
         )
@@ -139,7 +139,7 @@ async def status(request: web.Request) -> web.Response:
         "not_enforced": daemon.not_enforced,
         "gpus_source": daemon.inventory.source,
         "simulated": daemon.inventory.simulated,
-        "stop_grace_seconds": daemon.settings.machine.stop_grace,
+        "stop_grace_seconds": daemon.service.settings.machine.stop_grace,
         "ticks": s.ticks,
         "last_plan_ms": round(s.last_plan_ms, 2),
         "errors": s.errors,

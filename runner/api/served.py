@@ -11,7 +11,6 @@ from typing import Protocol
 
 from runner.config.load import Config
 from runner.engine.backend import Backend
-from runner.engine.settings import LoopSettings
 from runner.gpus import Inventory
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
@@ -27,7 +26,6 @@ class Daemon(Protocol):
     groups: GroupService
     explainer: Explainer  # why a run waits, what a submit would do
     backend: Backend  # what runs the work, and what it can do (its capabilities)
-    settings: LoopSettings  # the machine, drives and authorisation the back end uses
     inventory: Inventory  # the GPUs as found at the start
     executor_why: str  # why this executor: shown by the status route
     not_enforced: str | None  # what a run is not held to here, and why (status, gpus)

@@ -204,7 +204,9 @@ class Daemon:
         self.idle_tracker = IdleTracker(idle.threshold) if self.executor is not None else None
         self.settings = self._settings()
         name = self.executor.name if self.executor is not None else "slurm"
-        self.service = Service(self.store, self.config, self._poke, name, self._check_spec)
+        self.service = Service(
+            self.store, self.config, self._poke, name, self._check_spec, settings=self.settings
+        )
         if slurm is None:
             self.service.shard_bytes = self.settings.machine.shard_bytes
         self.groups = GroupService(self.service)

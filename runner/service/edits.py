@@ -138,9 +138,7 @@ def _check_running(run: RunRow, old: RunSpec, spec: RunSpec, fields: dict[str, A
         )  # fmt: skip
 
 
-def update_run(
-    service: Service, name: str, fields: dict[str, Any], caller: Caller, capacity: Resources
-) -> RunRow:
+def update_run(service: Service, name: str, fields: dict[str, Any], caller: Caller) -> RunRow:
     """Change the run's ``fields`` (see FIELDS), checked; committed when this returns."""
     run = service._own_run(name, caller)
     if run.state in RunState.FINISHED:
@@ -168,7 +166,7 @@ def update_run(
     if refusal is not None:
         raise ServiceError(422, "INVALID_SPEC", refusal)
     if set(fields) & set(_RESOURCES):
-        _check_fits(spec, run.workspace, service, capacity)
+        _check_fits(spec, run.workspace, service, service.settings.machine.capacity())
     changes = _changes(old, spec, run.priority)
     if not changes:
         return run

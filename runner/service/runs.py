@@ -11,11 +11,13 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from runner.config.load import Config
+from runner.drives import Member, latest_checkpoint
 from runner.engine.holds import begin_reason
+from runner.engine.settings import LoopSettings
 from runner.model import RunSpec, RunState, StopReason, format_size
 from runner.reasons import Reason, ReasonCode, held_reason
 from runner.rows import DrainRow
@@ -55,12 +57,17 @@ class Service(Reads):
         poke: Callable[[], None] = lambda: None,
         executor: str = "process",
         backend_check: Callable[[RunSpec, str], str | None] = lambda spec, workspace: None,
+        *,
+        settings: LoopSettings,
     ) -> None:
         self.store = store
         self.config = config
         self.poke = poke
         self.executor = executor
         self.backend_check = backend_check  # why the back end cannot run a spec, or None
+        # the machine and the drives the back end runs on (the loop's settings, which a
+        # config change updates in place): what drains, edits and checkpoints are read by
+        self.settings = settings
         # a Slurm shard's memory on this machine ([machine] gpu_shards): a shared request in
         # shards is stored as memory_bytes; 0 (in front of Slurm) keeps the shards
         self.shard_bytes = 0
@@ -68,17 +75,22 @@ class Service(Reads):
     # --------------------------------------------------------------- drains
 
     def drain(
-        self, caller: Caller, reason: object, gpus: list[int] | None,
-        machine_gpus: Collection[int], plans_locally: bool = True,
-    ) -> list[DrainRow]:  # fmt: skip
-        """Drain the machine or those GPUs, admins only (runner/service/drain.py)."""
-        return drain(self.store, caller, reason, gpus, machine_gpus, plans_locally)
-
-    def resume(
-        self, caller: Caller, gpus: list[int] | None, machine_gpus: Collection[int]
+        self, caller: Caller, reason: object, gpus: list[int] | None, plans_locally: bool = True
     ) -> list[DrainRow]:
+        """Drain the machine or those GPUs, admins only (runner/service/drain.py)."""
+        machine = self.settings.machine.gpus
+        return drain(self.store, caller, reason, gpus, machine, plans_locally)
+
+    def resume(self, caller: Caller, gpus: list[int] | None) -> list[DrainRow]:
         """Resume the machine or those GPUs, admins only (runner/service/drain.py)."""
-        return resume(self.store, caller, gpus, machine_gpus)
+        return resume(self.store, caller, gpus, self.settings.machine.gpus)
+
+    def latest_checkpoint(
+        self, spec: RunSpec, name: str, owner: Member | None
+    ) -> dict[str, Any] | None:
+        """The newest checkpoint of run ``name`` on its drives, as its owner may list them
+        (runner/drives.py)."""
+        return latest_checkpoint(spec, self.settings.drives, name, owner)
 
     # --------------------------------------------------------------- checks
 

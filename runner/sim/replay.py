@@ -178,7 +178,7 @@ class Replay:
             )
             planner = plan if self.policy == "astraeus" else POLICIES[self.policy]
             loop = Loop(store, self.executor, settings, self.clock, planner=self._counted(planner))
-            service = Service(store, self.config, loop.poke, "process")
+            service = Service(store, self.config, loop.poke, "process", settings=loop.settings)
             refused = self._drive(loop, service)
             outcomes = self._outcomes(store)
             return Replayed(self.policy, outcomes, self.clock.at, self.plans, refused,

@@ -200,7 +200,9 @@ class Engine:
             restart_backoff=backoff,
         )
         self.loop = Loop(self.store, self.executor, self.settings, self.clock)
-        self.service = Service(self.store, self.config, self.loop.poke, "process")
+        self.service = Service(
+            self.store, self.config, self.loop.poke, "process", settings=self.settings
+        )
         self.root = caller_for(0, 0, self.config)
         self.loop.reconcile()  # as run_forever does before its first tick
 
