@@ -32,6 +32,7 @@ HEADER = ("#", "NAME", "WS", "PRIO", "STATE", "GPUS", "AGE", "START", "REASON")
 RIGHT = (True, False, False, True, False, True, True, True, False)
 MAX = (None, 22, 10, None, None, None, None, None, None)
 RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
+WIDE_REASON = 30  # --wide: the reason's room at the least; the table grows past the terminal
 
 
 def age(iso: str | None, now: float | None = None) -> str:
@@ -153,6 +154,22 @@ def terminal_width() -> int:
     return 80
 
 
+def table_width(columns: Sequence[Sequence[str]], wide: bool) -> int:
+    """The width the table is laid out in: the terminal's, or with ``wide`` at least what
+    every column but the reason takes whole and WIDE_REASON for the reason. A wide table
+    longer than the terminal's lines wraps there, as ``kubectl get -o wide`` does, rather
+    than cutting the names and the starts it was asked for."""
+    total = terminal_width()
+    if not wide:
+        return total
+    pads = [1] + [2] * (len(HEADER) - 2)
+    fixed = sum(
+        min(max(len(HEADER[i]), max(map(len, columns[i]), default=0)), MAX[i] or 1 << 30) + pad
+        for i, pad in enumerate(pads)
+    )
+    return max(total, fixed + 1 + WIDE_REASON)
+
+
 def _widths(columns: Sequence[Sequence[str]], total: int) -> list[int] | None:
     """Each column's width with its padding (one space each side, none at the edges)."""
     pads = [1] + [2] * (len(HEADER) - 2) + [1]
@@ -183,7 +200,7 @@ def layout(rows: list[list[str]], wide: bool) -> list[str] | None:
 
 def layout_columns(columns: Sequence[Sequence[str]], wide: bool) -> list[str] | None:
     """The table's lines of ``columns`` (``Cells.columns``), or None: Rich lays it out."""
-    total = terminal_width()
+    total = table_width(columns, wide)
     if total < 1 or any(k in os.environ for k in RICH_ENV):
         return None
     if not all("".join(column).isascii() for column in columns) and not all(

@@ -94,6 +94,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from astraeus_tui.cli.plain import Cells, table_width
     from astraeus_tui.text import plain
     from astraeus_tui.when import idle_label, start_label  # the dashboard's START too
 
@@ -121,7 +122,8 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
         if not wide:  # one line a run, as squeue: the cell shrinks, the text is cut with …
             reason.no_wrap, reason.overflow = True, "ellipsis"
         table.add_row(*shown, reason)
-    Console().print(table)
+    width = table_width(Cells(now, wide).columns(runs), wide) if wide else None
+    Console(width=width).print(table)
 
 
 def show_runs(runs: list[Run], as_json: bool, wide: bool = False) -> None:

@@ -88,3 +88,30 @@ def test_the_columns_are_the_rows_cells_transposed(seed: int) -> None:
         for given in (runs, rows):
             got = plain.Cells(now).columns(given)  # type: ignore[arg-type]
             assert (got if runs else []) == (want if runs else [])
+
+
+def test_a_wide_table_grows_past_a_narrow_terminal_rather_than_cut_what_was_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ls --wide` at 80 columns: the names and the starts with their 90 % and the limits'
+    whole, the reason given WIDE_REASON at the least; lines longer than the terminal (it
+    wraps them). Without --wide the table keeps to the terminal."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    run = msgspec.convert({
+        "id": "b", "name": "finetune-llama-13b", "workspace": "vision", "priority": 5,
+        "state": "Queued", "gpus_requested": 4, "head": True, "position": 1,
+        "starts_by": "2099-01-02T04:39:00Z", "likely_start": "2099-01-02T02:38:00Z",
+        "likely_start_90": "2099-01-02T03:39:00Z", "learned_from": 12,
+        "reason": "Next to run: needs 4 GPUs, 2 are free; starts by 04:39 if no more urgent"
+                  " run is submitted",
+    }, Run)  # fmt: skip
+    start = "~01-02 02:38 ≤01-02 03:39 (90%) limits 01-02 04:39"
+    for printer in (print_runs, print_runs_rich):
+        printer([run], True)
+        lines = capsys.readouterr().out.splitlines()
+        assert "finetune-llama-13b" in lines[1] and start in lines[1]
+        assert max(map(len, lines)) > 80
+        assert lines[1].index(start) + len(start) + 2 + plain.WIDE_REASON <= max(map(len, lines))
+    print_runs([run], False)
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 80

@@ -29,7 +29,8 @@ LS: Options = {
     "wide": (
         ("--wide", "-w"),
         FLAG,
-        "Whole reasons (else cut to one line); START with the 90 % start and the limits'.",
+        "Whole reasons (else cut to one line); START with the 90 % start and the limits';"
+        " wider than the terminal where they need it.",
     ),
 }
 SHOW: Options = {"as_json": JSON}
