@@ -77,12 +77,11 @@ class Learned:
             if limit:
                 return limit
             key = (workspace, run)
-            if key in known:
-                found = took[key] = known[key]
-                return found
-            forecast = self.lengths.forecast(RunKey(workspace, owner(run), run))
-            found = took[key] = None if forecast is None else forecast.likely
-            return found
+            if key not in known:
+                forecast = self.lengths.forecast(RunKey(workspace, owner(run), run))
+                known[key] = None if forecast is None else forecast.likely
+            took[key] = known[key]
+            return took[key]
 
         with self._lock:
             self._refresh()

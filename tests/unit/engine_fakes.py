@@ -211,6 +211,15 @@ class Engine:
         document = spec(name, PROGRAM, workspace="team", **fields)
         return self.service.submit(document, self.root, now=self.clock.wall())
 
+    def ran(self, name: str, seconds: float, **fields: Any) -> None:
+        """Submit ``name``, let it start, run ``seconds`` and succeed (a finished run's
+        usage record, as the learned lengths read it)."""
+        self.submit(name, **fields)
+        self.tick()
+        self.tick(seconds)
+        self.executor.exit(name, 0)
+        self.tick()
+
     def tick(self, seconds: float = TICK) -> None:
         """Let ``seconds`` pass on both clocks, then run one tick."""
         self.clock.advance(seconds)

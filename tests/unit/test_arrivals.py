@@ -88,16 +88,8 @@ def test_the_90_percent_start_of_a_run_below_busy_urgent_work_is_stretched(
     length it is forecast to wait (the likely start stands as replayed)."""
     e = Engine(tmp_path, gpus=1)
     for i in range(5):
-        e.submit(f"job-{i}", gpus=1)
-        e.tick()
-        e.tick(100)
-        e.executor.exit(f"job-{i}", 0)
-        e.tick()
-    e.submit("urgent", gpus=1, priority=5)
-    e.tick()
-    e.tick(DAY / 2)
-    e.executor.exit("urgent", 0)
-    e.tick()
+        e.ran(f"job-{i}", 100, gpus=1)
+    e.ran("urgent", DAY / 2, gpus=1, priority=5)
     e.submit("job-5", gpus=1)
     e.tick()
     e.submit("next", gpus=1)

@@ -18,11 +18,7 @@ def test_finished_runs_are_learned_once_each_and_cancelled_ones_not_at_all(
     e = Engine(tmp_path, gpus=2)
     learned = Learned(e.store, Lengths(min_runs=2))
     for i, seconds in enumerate((100, 300)):
-        e.submit(f"train-{i}", gpus=1, limit=1000)
-        e.tick()
-        e.tick(seconds)
-        e.executor.exit(f"train-{i}", 0)
-        e.tick()
+        e.ran(f"train-{i}", seconds, gpus=1, limit=1000)
     e.submit("gone", gpus=1)
     e.service.delete("gone", e.root)
     e.tick()
@@ -42,11 +38,7 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     forecaster.likely, forecaster.high = ByHorizon(min_seen=1), Errors(min_seen=1)
     forecaster.high_of = {c: Errors(min_seen=1) for c in (-1, 0, 1)}
     for i in range(5):
-        e.submit(f"job-{i}", gpus=1)
-        e.tick()
-        e.tick(100)
-        e.executor.exit(f"job-{i}", 0)
-        e.tick()
+        e.ran(f"job-{i}", 100, gpus=1)
     e.submit("job-5", gpus=1)
     e.tick()
     e.submit("next-0", gpus=1)
