@@ -58,7 +58,7 @@ async def get_drain(request: web.Request) -> web.Response:
 async def post_drain(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     body = await _body(request)
-    local = daemon.backend.capabilities.plans_locally
+    local = daemon.loop.capabilities.plans_locally
     rows = await asyncio.to_thread(
         daemon.service.drain, caller, body.get("reason"), _gpus(body), local
     )

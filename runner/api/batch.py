@@ -38,7 +38,7 @@ async def submit_batch(request: web.Request) -> web.Response:
 
 
 def batch_answer(daemon: Daemon, caller: Caller, outcomes: list[Submitted]) -> schema.Batch:
-    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
+    shown, now = daemon.loop.shown, daemon.loop.clock()
     results = []
     for index, o in enumerate(outcomes):
         if o.row is not None and o.spec is not None:

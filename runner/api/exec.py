@@ -276,7 +276,7 @@ async def _ended_before_attach(
     if run is None or run.state not in RunState.FINISHED:
         return False
     await ws.send_str(json.dumps({"started": {"worker": 0}}))
-    tail = await asyncio.to_thread(last_bytes, daemon.backend.log_files(run), BACKLOG)
+    tail = await asyncio.to_thread(last_bytes, daemon.loop.log_files(run), BACKLOG)
     if tail:
         await ws.send_bytes(bytes([STDOUT]) + tail)
     code = run.exit_code if run.exit_code is not None else 1
@@ -310,8 +310,8 @@ async def _cancel(daemon: Daemon, caller: Caller, name: str) -> None:
 
 def add_exec_routes(app: web.Application) -> None:
     daemon = app[DAEMON]
-    service, backend = daemon.service, daemon.backend
-    app[ENTRIES] = Entries(service, backend.enter, backend.terminal, backend.specs.get)
+    service, loop = daemon.service, daemon.loop
+    app[ENTRIES] = Entries(service, loop.enter, loop.terminal, loop.spec)
 
     async def end_sessions(app: web.Application) -> None:  # the daemon stops: so do they
         await asyncio.to_thread(app[ENTRIES].close_all)

@@ -83,7 +83,6 @@ def list_body(
     """The body of ``GET /v1/runs?{query}`` for ``caller``, with the plan and estimates
     ``shown``."""
     fields = fields_of(query)
-    backend = daemon.backend
     made = _Made(daemon.service.runs_generation(), shown.version)  # before the reads
     key = (caller.viewer, tuple(sorted(query.items())))
     body = cache.get(key, made)
@@ -94,9 +93,9 @@ def list_body(
         caller, everything=query.get("all") in ("1", "true"), workspace=query.get("workspace"),
         group=query.get("group"), states=states,
     )  # fmt: skip
-    views = run_views(runs, backend.specs.shown, caller.viewer, shown,
-                      daemon.service.live_by_run(), backend.clock(), shown.estimates,
-                      backend.status.idle)  # fmt: skip
+    loop = daemon.loop
+    views = run_views(runs, loop.spec_shown, caller.viewer, shown, daemon.service.live_by_run(),
+                      loop.clock(), shown.estimates, loop.idle)  # fmt: skip
     views.sort(key=lambda v: (v.state not in _RUNNING, v.position or 1 << 30))
     if fields is None:
         body = msgspec.json.encode(schema.RunList(runs=views))

@@ -22,7 +22,7 @@ from runner.service.runs import ServiceError
 async def gpus(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     inventory = await asyncio.to_thread(read_inventory, daemon.config.machine.gpus)
-    local = daemon.backend.capabilities.local_gpus
+    local = daemon.loop.capabilities.local_gpus
     if not local:  # the cluster's GPUs, as Slurm numbers them
         inventory = replace(inventory, source=daemon.inventory.source, simulated=False)
     holders: dict[int, dict[str, Any]] = {}
@@ -34,7 +34,7 @@ async def gpus(request: web.Request) -> web.Response:
             if share:
                 shares.setdefault(index, []).append({"run": who, "worker": w.worker,
                                                      "bytes": share})  # fmt: skip
-    head = daemon.backend.status.published.shown.head
+    head = daemon.loop.shown.head
     held = set(head.held_gpus) if head is not None else set()
     head_name = None
     if head is not None:

@@ -187,8 +187,8 @@ class _DaemonCollector(Collector):
             yield busy
 
     def _plans(self) -> Iterable[Metric]:
-        status = self.daemon.backend.status
-        times = status.plan_times.read()
+        loop = self.daemon.loop
+        times = loop.plan_times()
         buckets = [(f"{b / 1000:g}", n) for b, n in zip(times.buckets_ms, times.cumulative,
                                                          strict=True)]  # fmt: skip
         yield HistogramMetricFamily(
@@ -197,7 +197,7 @@ class _DaemonCollector(Collector):
         )  # fmt: skip
         yield GaugeMetricFamily(
             "astraeus_last_plan_seconds", "How long the last plan took",
-            value=status.last_plan_ms / 1000,
+            value=loop.last_plan_ms / 1000,
         )  # fmt: skip
 
 
@@ -212,7 +212,7 @@ class Metrics:
     def __init__(self, daemon: Daemon) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_DaemonCollector(daemon))
-        self._clock = daemon.backend.clock
+        self._clock = daemon.loop.clock
         self._lock = threading.Lock()
         self._kept: tuple[float, bytes] | None = None
 

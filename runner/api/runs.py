@@ -27,11 +27,11 @@ from runner.shown import Shown
 def _run_json(daemon: Daemon, name: str, caller: Caller, shown: Shown) -> dict[str, Any]:
     """One run's object, with the plan and estimates ``shown``."""
     run = daemon.service.find_run(name)
-    spec = daemon.backend.specs.shown(run)
+    spec = daemon.loop.spec_shown(run)
     live = daemon.service.workers_of(name)
     estimate = shown.estimates.get(name) if run.state == RunState.QUEUED else None
-    now = daemon.backend.clock()
-    idle = daemon.backend.status.idle.get(run.run_uid)
+    now = daemon.loop.clock()
+    idle = daemon.loop.idle.get(run.run_uid)
     return run_object(run, spec, caller.viewer, shown, live, now, estimate, idle)
 
 
@@ -48,8 +48,8 @@ async def submit(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     document = await read_document(request)
     run = daemon.service.submit(document, caller)  # quick: a thread hop costs more
-    spec = daemon.backend.specs.shown(run)
-    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
+    spec = daemon.loop.spec_shown(run)
+    shown, now = daemon.loop.shown, daemon.loop.clock()
     return web.json_response(run_object(run, spec, caller.viewer, shown, (), now), status=201)
 
 
@@ -64,7 +64,7 @@ async def show_run(request: web.Request) -> web.Response:
     seen, _ = daemon.service.events_for(caller, name)
     obj["events"] = [event_object(e, caller.viewer) for e in seen]
     owner = Member.of(run.uid, run.gid)  # the scan sees what the run's owner may list
-    found = daemon.service.latest_checkpoint(daemon.backend.specs.shown(run), name, owner)
+    found = daemon.service.latest_checkpoint(daemon.loop.spec_shown(run), name, owner)
     obj["checkpoint"] = None if found is None else {**found, "modified": iso(found["modified"])}
     usage = await asyncio.to_thread(daemon.telemetry.run_usage, run)  # its telemetry, once sampled
     if usage is not None:
@@ -81,15 +81,13 @@ async def patch_run(request: web.Request) -> web.Response:
     }:  # astra update: runner/service/edits.py
         fields = edit_fields(body)
         await asyncio.to_thread(update_run, daemon.service, name, fields, caller)
-        return web.json_response(
-            _run_json(daemon, name, caller, daemon.backend.status.published.shown)
-        )
+        return web.json_response(_run_json(daemon, name, caller, daemon.loop.shown))
     priority = body.get("priority") if isinstance(body, dict) else None
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ServiceError(422, "INVALID_SPEC", "priority: must be a whole number")
     await asyncio.to_thread(daemon.service.set_priority, name, priority, caller)
     # the changed run as published now: a change's answer waits for no estimate
-    return web.json_response(_run_json(daemon, name, caller, daemon.backend.status.published.shown))
+    return web.json_response(_run_json(daemon, name, caller, daemon.loop.shown))
 
 
 async def delete_run(request: web.Request) -> web.Response:
@@ -121,8 +119,8 @@ async def status(request: web.Request) -> web.Response:
     daemon, caller = daemon_of(request), peer_caller(request)
     # as published, not waited for: every dashboard polls it, and the head's start is its
     # shadow time whenever one is known
-    s = daemon.backend.status
-    shown = s.published.shown
+    loop = daemon.loop
+    shown = loop.shown
     first, head = shown.head, None
     if first is not None:
         head = (
@@ -134,15 +132,15 @@ async def status(request: web.Request) -> web.Response:
             head["held_gpus"] = list(first.held_gpus)
             head["preempting"] = first.preempting
     return web.json_response({
-        "executor": daemon.backend.capabilities.executor,
+        "executor": daemon.loop.capabilities.executor,
         "executor_why": daemon.executor_why,
         "not_enforced": daemon.not_enforced,
         "gpus_source": daemon.inventory.source,
         "simulated": daemon.inventory.simulated,
         "stop_grace_seconds": daemon.service.settings.machine.stop_grace,
-        "ticks": s.ticks,
-        "last_plan_ms": round(s.last_plan_ms, 2),
-        "errors": s.errors,
+        "ticks": loop.ticks,
+        "last_plan_ms": round(loop.last_plan_ms, 2),
+        "errors": loop.errors,
         "head": head,
         "caller": {"user": caller.user, "admin": caller.admin,
                    "workspaces": sorted(caller.workspaces)},

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from runner.config.load import Config
-from runner.engine.backend import Backend
 from runner.gpus import Inventory
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
+from runner.service.loopview import LoopView
 from runner.service.runs import Service
 from runner.service.telemetry import Telemetry
 
@@ -25,7 +25,7 @@ class Daemon(Protocol):
     service: Service  # runs: every read with its visibility rule, every change
     groups: GroupService
     explainer: Explainer  # why a run waits, what a submit would do
-    backend: Backend  # what runs the work, and what it can do (its capabilities)
+    loop: LoopView  # the back end as read: what it published, its clock, what it can do
     inventory: Inventory  # the GPUs as found at the start
     executor_why: str  # why this executor: shown by the status route
     not_enforced: str | None  # what a run is not held to here, and why (status, gpus)

@@ -40,12 +40,12 @@ def run_objects(
 ) -> list[dict[str, Any]]:
     """The run objects of ``runs`` for ``caller``: live workers, the plan, estimates."""
     live = daemon.service.live_by_run()
-    shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
-    idle = daemon.backend.status.idle
+    shown, now = daemon.loop.shown, daemon.loop.clock()
+    idle = daemon.loop.idle
     return [
         run_object(
             r,
-            daemon.backend.specs.shown(r),
+            daemon.loop.spec_shown(r),
             caller.viewer,
             shown,
             live.get(r.name, ()),
@@ -81,9 +81,9 @@ class Frame:
         """The objects of ``names`` for ``viewer``; the admin view as kept, in its place."""
         if viewer.workspaces is None:
             return [self.placed(n) for n in names]
-        specs, rows = daemon.backend.specs, self.rows
+        loop, rows = daemon.loop, self.rows
         return [
-            run_object(rows[n], specs.shown(rows[n]), viewer, self.shown, self.live.get(n, ()),
+            run_object(rows[n], loop.spec_shown(rows[n]), viewer, self.shown, self.live.get(n, ()),
                        self.now, self.shown.estimates.get(n), self.idle.get(rows[n].run_uid))
             for n in names
         ]  # fmt: skip
@@ -122,7 +122,7 @@ class Changes:
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.daemon.backend.watch(self.notify_threadsafe)
+        self.daemon.loop.watch(self.notify_threadsafe)
 
     def close(self) -> None:
         """The daemon stops: every stream ends now, not at its next keep-alive."""
@@ -170,9 +170,9 @@ class Changes:
         live = daemon.service.live_by_run()
         # the plan and the estimates as published: new estimates, made after a plan by the
         # back end's helper, are published with it and tell this stream (another diff)
-        shown, now = daemon.backend.status.published.shown, daemon.backend.clock()
-        estimates, specs = shown.estimates, daemon.backend.specs
-        idle = dict(daemon.backend.status.idle)  # the marks as this frame saw them
+        shown, now = daemon.loop.shown, daemon.loop.clock()
+        estimates, spec_shown = shown.estimates, daemon.loop.spec_shown
+        idle = dict(daemon.loop.idle)  # the marks as this frame saw them
         last, keys = self.last, self._inputs
         objects: dict[str, dict[str, Any]] = {}
         moved: set[str] = set()
@@ -197,7 +197,7 @@ class Changes:
                     moved.add(n)
             else:
                 workers, estimate = live.get(n, ()), estimates.get(n)
-                objects[n] = run_object(r, specs.shown(r), ADMIN, shown, workers, now, estimate,
+                objects[n] = run_object(r, spec_shown(r), ADMIN, shown, workers, now, estimate,
                                         idle.get(r.run_uid))  # fmt: skip
             if key is not None:
                 inputs[n] = key
@@ -328,9 +328,9 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
     try:
         snapshot = changes.snapshot(viewer)
         changes.subscribers.add(queue)  # no await since the frame: no diff is missed
-        status = changes.daemon.backend.status
-        status.watchers = len(changes.subscribers)  # estimates made after each plan
-        status.ask_estimates()
+        loop = changes.daemon.loop
+        loop.watchers(len(changes.subscribers))  # estimates made after each plan
+        loop.ask_estimates()
         view = memoryview(snapshot)
         for at in range(0, len(view), SSE_CHUNK):
             await response.write(view[at : at + SSE_CHUNK])
@@ -354,7 +354,7 @@ async def sse(request: web.Request, changes: Changes, caller: Caller) -> web.Str
         pass
     finally:
         changes.subscribers.discard(queue)
-        changes.daemon.backend.status.watchers = len(changes.subscribers)
+        changes.daemon.loop.watchers(len(changes.subscribers))
     return response
 
 
@@ -381,7 +381,7 @@ async def follow_events(
 
 
 def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
-    return daemon.backend.log_files(run)  # by the run's id: never an earlier run's of that name
+    return daemon.loop.log_files(run)  # by the run's id: never an earlier run's of that name
 
 
 async def follow_log(

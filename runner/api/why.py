@@ -26,30 +26,26 @@ async def published(daemon: Daemon, run: str | None = None) -> Shown:
     of that plan (runner/engine/published.py: asked for here, a helper makes them); with
     ``run``, once that run is in the plan too (just submitted). At most ESTIMATES_WAIT
     seconds: then as they are."""
-    status = daemon.backend.status
+    loop = daemon.loop
 
     def ready(shown: Shown) -> bool:
-        if not status.estimating or not shown.planned:  # nothing planned: none to make
+        if not loop.estimating or not shown.planned:  # nothing planned: none to make
             return True
         placed = run is None or run in shown.positions
         return shown.fresh(time.monotonic()) and placed
 
-    shown = status.published.shown
+    shown = loop.shown
     if ready(shown):
         return shown
-    status.asking += 1  # the helper makes them while a request waits (Publisher.wanted)
-    try:
-        status.ask_estimates()
+    with loop.asking():  # the helper makes them while a request waits (Publisher.wanted)
         deadline = time.monotonic() + ESTIMATES_WAIT
         while time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-            shown = status.published.shown
+            shown = loop.shown
             if ready(shown):
                 return shown
-    finally:
-        status.asking -= 1
     log.warning("start estimates not made within %s s: answered with the last", ESTIMATES_WAIT)
-    return status.published.shown
+    return loop.shown
 
 
 async def why(request: web.Request) -> web.Response:

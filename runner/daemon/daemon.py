@@ -28,11 +28,12 @@ from runner.engine.loop import Loop
 from runner.engine.settings import LoopSettings
 from runner.executors.base import Executor, ExecutorError
 from runner.gpus import SIM_DEVICES_ENV, Inventory, read_inventory
-from runner.model import RunSpec, RunState
+from runner.model import RunState
 from runner.notify.sender import Sender
 from runner.planner.plan import Machine
 from runner.service.explain import Explainer
 from runner.service.groups import GroupService
+from runner.service.loopview import LoopView
 from runner.service.runs import LOCAL_IMAGE, Service, start_refusal
 from runner.service.telemetry import Telemetry
 from runner.store.db import RunRow, Store
@@ -204,14 +205,15 @@ class Daemon:
         self.idle_tracker = IdleTracker(idle.threshold) if self.executor is not None else None
         self.settings = self._settings()
         name = self.executor.name if self.executor is not None else "slurm"
-        self.service = Service(
-            self.store, self.config, self._poke, name, self._check_spec, settings=self.settings
-        )
+        self.service = Service(self.store, self.config, executor=name, settings=self.settings)
         if slurm is None:
             self.service.shard_bytes = self.settings.machine.shard_bytes
         self.groups = GroupService(self.service)
         groups = GroupControl(self.store, self.groups).tick  # fires schedules, keeps replicas
         self.backend: Backend = self._backend(slurm, groups, clock)
+        self.loop = LoopView(self.backend)  # the back end as the API reads it
+        # the service's "something changed" and its check of a spec at submit: the back end's
+        self.service.poke, self.service.backend_check = self.backend.poke, self.backend.check_spec
         forecaster = self.backend.forecaster if isinstance(self.backend, Loop) else None
         self.explainer = Explainer(self.service, self.backend, self.settings, forecaster)
         # notifications: the store queues them with their events, this thread sends them
@@ -272,14 +274,6 @@ class Daemon:
             return SlurmFront(self.store, slurm, self.settings.machine.stop_grace, groups=groups)
         assert self.executor is not None
         return Loop(self.store, self.executor, self.settings, clock, groups)
-
-    def _poke(self) -> None:
-        """The service's "something changed": the back end looks again at once."""
-        self.backend.poke()
-
-    def _check_spec(self, spec: RunSpec, workspace: str) -> str | None:
-        """Why the back end cannot run ``spec``, asked by the service at submit."""
-        return self.backend.check_spec(spec, workspace)
 
     def _start_refusal(self, user: str, workspace: str) -> str | None:
         """Why ``user``'s run in ``workspace`` may not start now (the current config)."""

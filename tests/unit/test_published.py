@@ -174,8 +174,10 @@ def test_a_request_before_the_first_plan_does_not_wait() -> None:
     from types import SimpleNamespace
 
     from runner.api.why import published
+    from runner.service.loopview import LoopView
 
     status = LoopStatus()
     status.estimating = True  # the helper runs, but has no plan to estimate
-    shown = asyncio.run(published(SimpleNamespace(backend=SimpleNamespace(status=status))))  # type: ignore[arg-type]
+    loop = LoopView(SimpleNamespace(status=status, capabilities=None))  # type: ignore[arg-type]
+    shown = asyncio.run(published(SimpleNamespace(loop=loop)))  # type: ignore[arg-type]
     assert shown is NOTHING.shown and status.asking == 0 and not status.wake_estimates.is_set()
