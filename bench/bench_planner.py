@@ -1,11 +1,14 @@
 """One planning cycle on a synthetic snapshot, at 1k, 10k and 100k waiting runs.
 
-Run by hand: ``.venv/bin/python bench/bench_planner.py [N ...] [--unordered] [--shared]``.
+Run by hand: ``.venv/bin/python bench/bench_planner.py [N ...] [--unordered] [--shared]
+[--as-shares]``.
 Prints the median of several cycles per size and the growth against n log n.
 The waiting runs come in the order the engine gives them (the store's, by
 submission time and name); ``--unordered`` gives them in no order, the worst
 case for the planner's sort. ``--shared``: a quarter of the waiting runs, and two of
-the eight GPUs' running work, share GPUs by memory (placed GPU by GPU).
+the eight GPUs' running work, share GPUs by memory (placed GPU by GPU). ``--as-shares``:
+each size also planned with every whole GPU asked and held as a full share (the pool twin,
+runner/planner/pool.py ``as_full_shares``): what one rule for both modes would cost.
 Targets on a 2-core machine: <= 20 ms at 10k, <= 250 ms at 100k.
 """
 
@@ -20,6 +23,7 @@ import time
 
 from runner.model import GIB, Quota, Resources, Workspace
 from runner.planner.plan import Machine, RunningUnit, Snapshot, WaitingRun, plan
+from runner.planner.pool import as_full_shares
 
 NOW = 1_790_856_000.0
 
@@ -108,6 +112,7 @@ def median_ms(snapshot: Snapshot, repeat: int) -> tuple[float, float]:
 
 def main() -> None:
     unordered, shared = "--unordered" in sys.argv[1:], "--shared" in sys.argv[1:]
+    as_shares = "--as-shares" in sys.argv[1:]
     sizes = [int(a) for a in sys.argv[1:] if not a.startswith("--")] or [1_000, 10_000, 100_000]
     given = ("unordered" if unordered else "in submission order") + (
         ", a quarter shared by memory" if shared else ""
@@ -116,9 +121,14 @@ def main() -> None:
     results = []
     for n in sizes:
         snapshot = synthetic(n, unordered=unordered, shared=shared)
-        ms, cpu = median_ms(snapshot, repeat=21 if n <= 10_000 else 7)
+        repeat = 21 if n <= 10_000 else 7
+        ms, cpu = median_ms(snapshot, repeat)
         results.append((n, ms))
         print(f"{n:>7} waiting runs: median {ms:8.2f} ms per planning cycle ({cpu:.2f} ms CPU)")
+        if as_shares:  # the same queue with every whole GPU a full share: all in the pool
+            pooled, pooled_cpu = median_ms(as_full_shares(snapshot), repeat)
+            print(f"{'':>7} as full shares: median {pooled:8.2f} ms ({pooled_cpu:.2f} ms CPU), "
+                  f"{pooled_cpu / cpu:.2f} x the CPU of whole GPUs")  # fmt: skip
     base_n, base_ms = results[0]
     for n, ms in results[1:]:
         expected = base_ms * (n * math.log(n)) / (base_n * math.log(base_n))

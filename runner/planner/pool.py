@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from runner.model import Resources
 from runner.planner.shadow import take_gpus
-from runner.planner.types import RunningUnit, WaitingRun
+from runner.planner.types import RunningUnit, Snapshot, WaitingRun
 
 # what a unit or a start holds: its whole GPUs, and (GPU, bytes) it shares
 Hold = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
@@ -183,3 +184,36 @@ def fewest_victims(
         if fits(rest):
             chosen = rest
     return chosen
+
+
+# ------------------------------------------------ whole GPUs as full shares
+# The pool twin of a whole-GPU queue: tests/unit/test_planner_twins.py binds the whole-GPU
+# rules to it, and bench/bench_planner.py --as-shares measures what planning every queue
+# through the pool would cost.
+
+
+def as_shared_run(run: WaitingRun, share: int) -> WaitingRun:
+    """``run``'s whole-GPU ask as ``share`` bytes on as many GPUs (0: kept whole)."""
+    n = run.worker.gpus
+    if not (n and share) or run.gpu_share:
+        return run
+    worker = replace(run.worker, gpus=0, gpu_memory=share * n)  # still holds n for a quota
+    return replace(run, worker=worker, gpu_share=share, gpu_count=n)
+
+
+def as_shared_unit(unit: RunningUnit, share: int) -> RunningUnit:
+    """``unit``'s whole GPUs held as ``share`` bytes on each (0: kept whole)."""
+    if not (unit.gpus and share) or unit.gpu_share:
+        return unit
+    held_now = replace(unit.resources, gpus=0, gpu_memory=share * len(unit.gpus))
+    return replace(unit, resources=held_now, gpu_share=share)
+
+
+def as_full_shares(snapshot: Snapshot) -> Snapshot:
+    """Every whole-GPU ask and hold as a whole GPU's memory on as many GPUs."""
+    whole = snapshot.machine.whole_gpu
+    return replace(
+        snapshot,
+        running=tuple(as_shared_unit(u, whole) for u in snapshot.running),
+        waiting=tuple(as_shared_run(w, whole) for w in snapshot.waiting),
+    )

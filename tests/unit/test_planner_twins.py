@@ -4,12 +4,12 @@ Whole GPUs as full shares
 -------------------------
 A run asking ``n`` whole GPUs is rewritten as a shared run asking a whole GPU's memory
 (``Machine.whole_gpu``) on each of ``n`` GPUs, and a unit holding ``n`` whole GPUs as one
-holding that memory on each of them (``_full_shares``); everything else is kept (GPU
-memory, the GPUs held for a ``gpus`` quota, cores, workers). On a machine whose GPUs are
-all that large the pool places the two the same way: a full share fits only a GPU with
-nothing on it, as a whole GPU does (on GPUs of mixed sizes it also fits a larger GPU partly
-used, which a whole GPU never takes: not drawn here). What differs by construction, and is
-normalised:
+holding that memory on each of them (``as_full_shares``, runner/planner/pool.py); everything
+else is kept (GPU memory, the GPUs held for a ``gpus`` quota, cores, workers). On a machine
+whose GPUs are all that large the pool places the two the same way: a full share fits only a
+GPU with nothing on it, as a whole GPU does (on GPUs of mixed sizes it also fits a larger
+GPU partly used, which a whole GPU never takes: not drawn here). What differs by
+construction, and is normalised:
 
 - which GPUs a start gets: whole GPUs are taken as the smallest block of consecutive empty
   GPUs (``take_gpus``), full shares as the lowest-numbered of the equally free ones (the
@@ -51,7 +51,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from runner.model import GIB, quota_amounts
-from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, plan_generally
+from runner.planner.plan import Plan, Snapshot, plan, plan_generally
+from runner.planner.pool import as_full_shares, as_shared_run, as_shared_unit
 from runner.reasons import ReasonCode, RunRef
 from tests.unit.gpu_share_builders import held, shared, shared_machine
 from tests.unit.planner_builders import NOW, machine, running, waiting, workspace
@@ -60,31 +61,6 @@ from tests.unit.planner_strategies import PROPERTY, snapshots
 _EIGHTHS = st.integers(0, 8)  # a share in eighths of a GPU's memory (0: whole GPUs kept)
 _SAID_ANYWAY = {ReasonCode.HEAD_WAITS, ReasonCode.GPU_MEMORY_WAIT, ReasonCode.TOO_LARGE}
 _IN_QUOTA = {ReasonCode.PREEMPTING, ReasonCode.STARTING, ReasonCode.FITS}
-
-
-def _shared_run(run: WaitingRun, share: int) -> WaitingRun:
-    n = run.worker.gpus
-    if not (n and share) or run.gpu_share:
-        return run
-    worker = replace(run.worker, gpus=0, gpu_memory=share * n)  # still holds n for a quota
-    return replace(run, worker=worker, gpu_share=share, gpu_count=n)
-
-
-def _shared_unit(unit: RunningUnit, share: int) -> RunningUnit:
-    if not (unit.gpus and share) or unit.gpu_share:
-        return unit
-    held_now = replace(unit.resources, gpus=0, gpu_memory=share * len(unit.gpus))
-    return replace(unit, resources=held_now, gpu_share=share)
-
-
-def _full_shares(snapshot: Snapshot) -> Snapshot:
-    """Every whole-GPU ask and hold as a whole GPU's memory on as many GPUs."""
-    whole = snapshot.machine.whole_gpu
-    return replace(
-        snapshot,
-        running=tuple(_shared_unit(u, whole) for u in snapshot.running),
-        waiting=tuple(_shared_run(w, whole) for w in snapshot.waiting),
-    )
 
 
 @st.composite
@@ -98,10 +74,10 @@ def _partly_shared(draw: st.DrawFn, sizes: bool = False) -> Snapshot:
     if sizes:
         m = replace(m, gpu_memory=tuple(draw(st.sampled_from([40, 80])) * GIB for _ in m.gpus))
     small, large = m.whole_gpu, max(m.sizes().values(), default=0)
-    running = tuple(_shared_unit(u, small * draw(_EIGHTHS) // 8) for u in snapshot.running)
+    running = tuple(as_shared_unit(u, small * draw(_EIGHTHS) // 8) for u in snapshot.running)
     waiting = []
     for w in snapshot.waiting:
-        w = _shared_run(w, large * draw(_EIGHTHS) // 8)
+        w = as_shared_run(w, large * draw(_EIGHTHS) // 8)
         by = draw(st.sampled_from([None, "r0", "r1"]))
         waiting.append(w if by is None else replace(w, preempted_by=RunRef(by, w.workspace)))
     return Snapshot(m, snapshot.workspaces, running, tuple(waiting))
@@ -144,7 +120,7 @@ def test_in_the_pool_a_whole_gpu_is_a_full_share_of_its_memory(snapshot: Snapsho
     """Property 1: a whole-GPU ask or hold and a full share plan alike in the pool,
     victims, shadows, backfill and in-quota preemption included."""
     as_whole = plan_generally(snapshot, NOW, pooled=True, fast=True)
-    assert _alike(as_whole) == _alike(plan(_full_shares(snapshot), NOW))
+    assert _alike(as_whole) == _alike(plan(as_full_shares(snapshot), NOW))
 
 
 @settings(PROPERTY, max_examples=600)
@@ -152,7 +128,7 @@ def test_in_the_pool_a_whole_gpu_is_a_full_share_of_its_memory(snapshot: Snapsho
 def test_the_whole_gpu_twins_plan_as_full_shares(snapshot: Snapshot) -> None:
     """Property 2: ``plan`` of whole GPUs (the whole-GPU twins) equals ``plan`` of their
     full shares (the pool twins) but where the shared rules are stricter on purpose."""
-    whole, full = plan(snapshot, NOW), plan(_full_shares(snapshot), NOW)
+    whole, full = plan(snapshot, NOW), plan(as_full_shares(snapshot), NOW)
     assume(not (_stricter_when_shared(whole) or _stricter_when_shared(full)))
     assert _alike(whole) == _alike(full)
 
@@ -170,7 +146,7 @@ def test_where_the_shared_rules_are_stricter_on_purpose() -> None:
                    (waiting("high", gpus=1, ws="a", priority=1, gpu_memory_gib=g),
                     waiting("other", gpus=1, ws="b", at=1, gpu_memory_gib=g)))  # fmt: skip
     for snapshot, started in ((unknown, "gpu"), (own, "other")):
-        whole, full = plan(snapshot, NOW), plan(_full_shares(snapshot), NOW)
+        whole, full = plan(snapshot, NOW), plan(as_full_shares(snapshot), NOW)
         assert [s.run for s in whole.starts] == [started] and full.starts == ()
         assert _stricter_when_shared(whole) and _stricter_when_shared(full)
 
