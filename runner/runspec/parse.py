@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import posixpath
-from typing import NamedTuple
 
 from runner.model import (
     DEFAULT_RESTART_LIMIT,
@@ -181,7 +180,7 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         check_task_text(command, args, env + submit_env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
-    res = _optional(task, path, "requested_resources", _resources, _Resources())
+    resources = _optional(task, path, "requested_resources", _resources, {})
     working_dir = _optional(task, path, "working_dir", _folder, None)
     submit_dir = _optional(task, path, "submit_dir", _folder, None)
     return TaskTemplate(
@@ -191,14 +190,7 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         env=env,
         time_limit_seconds=limit,
         drives=drives,
-        gpus=res.gpus,
-        min_per_machine=res.min_per_machine,
-        per_gpu_cpu_milli=res.per_gpu_cpu_milli,
-        per_gpu_memory=res.per_gpu_memory,
-        cpu_milli=res.cpu_milli,
-        memory=res.memory,
-        gpu_share=res.gpu_share,
-        gpu_shards=res.gpu_shards,
+        **resources,
         working_dir=working_dir,
         submit_dir=submit_dir,
         submit_env=submit_env,
@@ -328,31 +320,21 @@ is_system_dir = _system_dir  # for the executors: where a mount path leads is ch
 SYSTEM_DIRS_SHOWN = _SYSTEM_DIRS_SHOWN
 
 
-class _Resources(NamedTuple):
-    gpus: int = 0
-    min_per_machine: int = 0
-    per_gpu_cpu_milli: int = 0
-    per_gpu_memory: int = 0
-    cpu_milli: int = 0
-    memory: int = 0
-    gpu_share: int = 0
-    gpu_shards: int = 0
-
-
-def _resources(value: object, path: str) -> _Resources:
+def _resources(value: object, path: str) -> dict[str, int]:
+    """The TaskTemplate fields ``requested_resources`` sets (not given: 0 each)."""
     res = _object(value, path, _RESOURCE_KEYS)
     gpus, least, share, shards = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0, 0, 0))
     per_cpu, per_memory = _optional(res, path, "per_gpu", _per_gpu, (0, 0))
-    return _Resources(
-        gpus=gpus,
-        min_per_machine=least,
-        gpu_share=share,
-        gpu_shards=shards,
-        per_gpu_cpu_milli=per_cpu,
-        per_gpu_memory=per_memory,
-        cpu_milli=_optional(res, path, "cpu_cores", _cpu_milli, 0),
-        memory=_optional(res, path, "memory_bytes", _memory, 0),
-    )
+    return {
+        "gpus": gpus,
+        "min_per_machine": least,
+        "gpu_share": share,
+        "gpu_shards": shards,
+        "per_gpu_cpu_milli": per_cpu,
+        "per_gpu_memory": per_memory,
+        "cpu_milli": _optional(res, path, "cpu_cores", _cpu_milli, 0),
+        "memory": _optional(res, path, "memory_bytes", _memory, 0),
+    }
 
 
 _GPU_REQUEST_KEYS = ("count", "min_per_machine", "memory_bytes", "shared", "shards")
