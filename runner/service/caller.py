@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import grp
 import pwd
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from runner.config.load import Config
 from runner.engine.revocation import NO_WORKSPACE, NOT_A_MEMBER
 from runner.reasons import Viewer
+from runner.runspec.fields import SpecError
 from runner.store.db import DiskFull as DiskFull  # a write found no space: the API says 507
 
 
@@ -27,6 +29,15 @@ class ServiceError(Exception):
         return f"{self.status} {self.code}: {self.message}"
 
 
+@contextlib.contextmanager
+def spec_errors() -> Iterator[None]:
+    """A SpecError in the block is the caller's: 422 INVALID_SPEC with its message."""
+    try:
+        yield
+    except SpecError as e:
+        raise ServiceError(422, "INVALID_SPEC", str(e)) from e
+
+
 @dataclass(frozen=True)
 class Caller:
     uid: int
@@ -41,6 +52,13 @@ class Caller:
 
     def may_act_on(self, workspace: str) -> bool:
         return self.admin or workspace in self.workspaces
+
+    def check_acts_on(self, workspace: str, what: str) -> None:
+        """403 unless the caller may act on ``what`` (``run a``, ``group b``) in ``workspace``."""
+        if not self.may_act_on(workspace):
+            raise ServiceError(
+                403, "FORBIDDEN", f"{what} belongs to a namespace you are not a member of"
+            )
 
 
 def caller_for(uid: int, gid: int, config: Config) -> Caller:

@@ -34,10 +34,7 @@ SLURM = "slurm"  # the executor name of the front for Slurm (runner/slurm/front.
 def _run_to_change(service: Service, name: str, caller: Caller) -> RunRow:
     """The run ``caller`` may act on (404, 403 as a priority change answers)."""
     run = service.find_run(name)
-    if not caller.may_act_on(run.workspace):
-        raise ServiceError(
-            403, "FORBIDDEN", f"run {name} belongs to a namespace you are not a member of"
-        )
+    caller.check_acts_on(run.workspace, f"run {name}")
     return run
 
 

@@ -14,9 +14,8 @@ from collections.abc import Collection
 
 from runner.reasons import Reason, ReasonCode
 from runner.rows import MACHINE, DrainRow
-from runner.runspec.parse import SpecError
 from runner.runspec.printable import check_line
-from runner.service.caller import Caller, ServiceError
+from runner.service.caller import Caller, ServiceError, spec_errors
 from runner.store.db import Store
 
 MAX_REASON = 200  # characters of a drain's reason
@@ -64,10 +63,8 @@ def drain(
         raise ServiceError(
             422, "INVALID_SPEC", f"reason: say why, in at most {MAX_REASON} characters"
         )
-    try:
+    with spec_errors():
         check_line(reason, "reason")
-    except SpecError as e:
-        raise ServiceError(422, "INVALID_SPEC", str(e)) from e
     targets = _targets(gpus, machine_gpus)
     reason, now = " ".join(reason.split()), time.time()
     with store.transaction() as tx:

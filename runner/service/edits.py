@@ -29,9 +29,9 @@ from runner.model import (
     quota_amounts,
 )
 from runner.reasons import Reason, ReasonCode
-from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.parse import parse_spec, spec_to_dict
 from runner.runspec.printable import check_spec
-from runner.service.caller import Caller, ServiceError
+from runner.service.caller import Caller, ServiceError, spec_errors
 from runner.service.runs import Service
 from runner.store.db import RunRow
 
@@ -153,11 +153,9 @@ def update_run(service: Service, name: str, fields: dict[str, Any], caller: Call
         )  # fmt: skip
     old = parse_spec(run.spec(), stored=True)
     document = _edited(run.spec(), {"priority": run.priority, **fields}, run.workspace)
-    try:
+    with spec_errors():
         spec = parse_spec(document)
         check_spec(spec)
-    except SpecError as e:
-        raise ServiceError(422, "INVALID_SPEC", str(e)) from e
     if run.state != RunState.QUEUED:
         _check_running(run, old, spec, fields, caller)
     if "priority" in fields:

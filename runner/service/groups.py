@@ -26,8 +26,9 @@ from runner.runspec.groups import (
     sweep_part,
     sweep_runs,
 )
-from runner.runspec.parse import SpecError, spec_to_dict
+from runner.runspec.parse import spec_to_dict
 from runner.runspec.templates import run_part
+from runner.service.caller import spec_errors
 from runner.service.runs import Caller, Service, ServiceError, Template, caller_for
 from runner.store.db import NameInUse, RunRow, Store
 from runner.store.tx import Tx
@@ -83,10 +84,7 @@ class GroupService:
 
     def _own(self, name: str, caller: Caller, kind: str | None = None) -> GroupRow:
         group = self.get(name, caller)
-        if not caller.may_act_on(group.workspace):
-            raise ServiceError(
-                403, "FORBIDDEN", f"group {name} belongs to a namespace you are not a member of"
-            )
+        caller.check_acts_on(group.workspace, f"group {name}")
         if kind is not None and group.kind != kind:
             raise ServiceError(409, "WRONG_KIND", f"{name} is a {group.kind}, not a {kind}")
         return group
@@ -95,10 +93,8 @@ class GroupService:
 
     def check(self, document: object, caller: Caller) -> tuple[GroupSpec, str]:
         """Everything a create checks, writing nothing."""
-        try:
+        with spec_errors():
             group = parse_group(document)
-        except SpecError as e:
-            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         return group, self.service._check_spec(group.template, caller)
 
     def create(self, document: object, caller: Caller, now: float | None = None) -> GroupRow:

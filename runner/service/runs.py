@@ -22,9 +22,9 @@ from runner.model import RunSpec, RunState, StopReason, format_size
 from runner.reasons import Reason, ReasonCode, held_reason
 from runner.rows import DrainRow
 from runner.runspec.groups import schedule_of_firing
-from runner.runspec.parse import SpecError, parse_spec, spec_to_dict
+from runner.runspec.parse import parse_spec, spec_to_dict
 from runner.runspec.printable import check_spec
-from runner.service.caller import Caller, ServiceError, caller_for, start_refusal
+from runner.service.caller import Caller, ServiceError, caller_for, spec_errors, start_refusal
 from runner.service.drain import drain, resume
 from runner.service.reads import Reads
 from runner.store.db import (
@@ -142,29 +142,22 @@ class Service(Reads):
 
     def _own_run(self, name: str, caller: Caller) -> RunRow:
         run = self._visible_run(name, caller)
-        if not caller.may_act_on(run.workspace):
-            raise ServiceError(
-                403, "FORBIDDEN", f"run {name} belongs to a namespace you are not a member of"
-            )
+        caller.check_acts_on(run.workspace, f"run {name}")
         return run
 
     # ------------------------------------------------------------ operations
 
     def check(self, document: object, caller: Caller) -> tuple[RunSpec, str]:
         """Everything a submit checks, writing nothing: the spec and its workspace."""
-        try:
+        with spec_errors():
             spec = parse_spec(document)
-        except SpecError as e:
-            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         return spec, self._check_spec(spec, caller)
 
     def _check_spec(
         self, spec: RunSpec, caller: Caller, pending: dict[str, str] | None = None
     ) -> str:
-        try:
+        with spec_errors():
             check_spec(spec)  # no escape sequences for others' terminals
-        except SpecError as e:
-            raise ServiceError(422, "INVALID_SPEC", str(e)) from e
         workspace = self._workspace_for(spec, caller)
         self._check_not_a_firing(spec.name, workspace)
         self.check_priority(workspace, spec.priority)
@@ -323,10 +316,8 @@ class Service(Reads):
             try:
                 if isinstance(document, ServiceError):
                     raise document  # the API could not read it
-                try:
+                with spec_errors():
                     spec = parse_spec(document)
-                except SpecError as e:
-                    raise ServiceError(422, "INVALID_SPEC", str(e)) from e
                 workspace = self._check_spec(spec, caller, pending)
                 if spec.name in pending:
                     raise ServiceError(409, "NAME_IN_USE", f"a run named {spec.name} exists")
