@@ -23,7 +23,7 @@ MAX_CPU_CORES = 100_000
 MAX_STOP_GRACE = 86_400.0
 MAX_RETENTION = 3650 * 86_400.0
 MAX_BACKOFF = 86_400.0  # seconds: [machine] restart_backoff and _max at most
-_RETENTION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
+_DURATION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 MIN_LOG_LIMIT = 1 << 20
 _NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NAME_RULE = "1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
@@ -172,19 +172,25 @@ def _retention(value: object, path: str) -> float | None:
     """``"14d"``, ``"12h"``, ``"1h30m"``, ``"90s"`` (a unit is required: a bare 14 could
     mean seconds or days), or ``"off"`` (also ``0``, ``"0"``): finished runs are then kept
     until deleted."""
+    return _duration_or_off(value, path, '"14d", "12h" or "90s"', MAX_RETENTION)
+
+
+def _duration_or_off(value: object, path: str, examples: str, most: float) -> float | None:
+    """Seconds from a duration with its unit, at most ``most`` (a whole number of days);
+    ``"off"`` (also ``0``, ``"0"``): None. ``examples`` are what an error shows."""
     if value in ("off", 0, "0") and not isinstance(value, bool):
         return None
     seconds: float | None = None
-    if isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
+    if isinstance(value, str) and _DURATION_RE.fullmatch(value.strip().lower()):
         seconds = unit_seconds(value) or None
     if seconds is None:
         raise _Invalid(
             path,
-            'must be a duration such as "14d", "12h" or "90s" (units s, m, h, d, w), '
+            f"must be a duration such as {examples} (units s, m, h, d, w), "
             f'or "off", got {_show(value)}',
         )
-    if seconds > MAX_RETENTION:
-        raise _Invalid(path, f"must be at most 3650d, got {_show(value)}")
+    if seconds > most:
+        raise _Invalid(path, f"must be at most {most / 86_400:g}d, got {_show(value)}")
     return seconds
 
 
@@ -193,7 +199,7 @@ def _backoff_seconds(value: object, path: str) -> float:
     seconds: float | None = None
     if value == 0 and not isinstance(value, bool):
         seconds = 0.0
-    elif isinstance(value, str) and _RETENTION_RE.fullmatch(value.strip().lower()):
+    elif isinstance(value, str) and _DURATION_RE.fullmatch(value.strip().lower()):
         seconds = float(unit_seconds(value))
     if seconds is None or seconds > MAX_BACKOFF:
         raise _Invalid(

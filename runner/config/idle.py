@@ -10,12 +10,10 @@ stopped with the grace (docs/scheduling.md, "Idle GPUs").
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from runner.config.checks import _Invalid, _number, _show, _Table
-from runner.durations import unit_seconds
+from runner.config.checks import _duration_or_off, _Invalid, _number, _show, _Table
 
 __all__ = ["IDLE_DEFAULTS", "IDLE_KEYS", "IdleConfig", "IdlePolicy", "parse_idle"]
 
@@ -23,7 +21,6 @@ IDLE_KEYS = ("idle_gpu_after", "idle_gpu_threshold", "idle_gpu_policy")
 DEFAULT_IDLE_AFTER = 1800.0  # seconds: half an hour at ~0 % is idle
 DEFAULT_IDLE_THRESHOLD = 5.0  # percent utilisation, at or under which a GPU does nothing
 MAX_IDLE_AFTER = 30 * 86_400.0
-_DURATION_RE = re.compile(r"(?:\d{1,9}[smhdw])+")
 
 
 class IdlePolicy(StrEnum):
@@ -46,21 +43,7 @@ IDLE_DEFAULTS = IdleConfig()
 
 
 def _after(value: object) -> float | None:
-    path = "machine.idle_gpu_after"
-    if value in ("off", 0, "0") and not isinstance(value, bool):
-        return None
-    seconds: float | None = None
-    if isinstance(value, str) and _DURATION_RE.fullmatch(value.strip().lower()):
-        seconds = unit_seconds(value) or None
-    if seconds is None:
-        raise _Invalid(
-            path,
-            'must be a duration such as "30m", "2h" or "90s" (units s, m, h, d, w), '
-            f'or "off", got {_show(value)}',
-        )
-    if seconds > MAX_IDLE_AFTER:
-        raise _Invalid(path, f"must be at most 30d, got {_show(value)}")
-    return seconds
+    return _duration_or_off(value, "machine.idle_gpu_after", '"30m", "2h" or "90s"', MAX_IDLE_AFTER)
 
 
 def parse_idle(machine: _Table) -> IdleConfig:
