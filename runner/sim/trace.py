@@ -13,11 +13,11 @@ import math
 import random
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from runner.durations import parse_duration
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, RunState, parse_size
@@ -45,6 +45,8 @@ class TraceRun:
     time_limit: float | None = None
     workers: int = 1
 
+
+_T = TypeVar("_T")
 
 FORMATS = ("astraeus", "alibaba", "swf")
 LIMITS = ("trace", "exact", "x2", "x5", "none")
@@ -575,10 +577,7 @@ class _Cells:
         text = self.row.get(column, "")
         if not text:
             return default
-        try:
-            value = int(text)
-        except ValueError:
-            raise self.error(column, f"{text[:40]!r} is not a whole number") from None
+        value = self._parsed(column, int, "a whole number")
         if value < low:
             raise self.error(column, f"{value} is below {low}")
         return value
@@ -596,13 +595,18 @@ class _Cells:
     def seconds(self, column: str, low: float = 0.0) -> float:
         """Seconds from a number or a duration such as ``7d``, at least ``low``."""
         text = self.row.get(column, "")
-        try:
-            value = _seconds(text)
-        except ValueError:
-            raise self.error(column, f"{text[:40]!r} is not a time in seconds") from None
+        value = self._parsed(column, _seconds, "a time in seconds")
         if value < low:
             raise self.error(column, f"{text[:40]!r} is negative")
         return value
+
+    def _parsed(self, column: str, parse: Callable[[str], _T], what: str) -> _T:
+        """The cell read by ``parse``; an error saying it is not ``what`` if it fails."""
+        text = self.row.get(column, "")
+        try:
+            return parse(text)
+        except ValueError:
+            raise self.error(column, f"{text[:40]!r} is not {what}") from None
 
 
 def _reason(error: BaseException) -> str:
