@@ -36,30 +36,32 @@ _CUT_RE = re.compile(rb"\[astraeus: [^\]\n]* of earlier output cut \((\d+) bytes
 
 def cut_line(cut: int, limit: int) -> bytes:
     """The first line of a log whose oldest ``cut`` bytes were cut."""
-    from runner.model import format_size  # off the supervisor's start (runner.model is big)
-
-    return (
-        f"[astraeus: {_mib(cut)} of earlier output cut ({cut} bytes): "
-        f"log_limit is {format_size(limit)}]\n"
-    ).encode()
+    return _note(f"{_mib(cut)} of earlier output cut ({cut} bytes): log_limit is {_size(limit)}")
 
 
 def drop_line(reserve: int) -> bytes:
-    from runner.model import format_size  # off the supervisor's start (runner.model is big)
-
-    return (
-        f"[astraeus: output dropped from here: less than log_reserve ({format_size(reserve)})"
-        " is free on the log disk]\n"
-    ).encode()
+    return _note(
+        f"output dropped from here: less than log_reserve ({_size(reserve)})"
+        " is free on the log disk"
+    )
 
 
 def resume_line(dropped: int, reserve: int) -> bytes:
+    return _note(
+        f"{_mib(dropped)} of output dropped: less than log_reserve "
+        f"({_size(reserve)}) was free on the log disk"
+    )
+
+
+def _note(text: str) -> bytes:
+    """A line of the log capture's own in a worker's log."""
+    return f"[astraeus: {text}]\n".encode()
+
+
+def _size(n: int) -> str:
     from runner.model import format_size  # off the supervisor's start (runner.model is big)
 
-    return (
-        f"[astraeus: {_mib(dropped)} of output dropped: less than log_reserve "
-        f"({format_size(reserve)}) was free on the log disk]\n"
-    ).encode()
+    return format_size(n)
 
 
 def _mib(n: int) -> str:
