@@ -127,27 +127,22 @@ class QueueTable(ScrollView, can_focus=True):
         Binding("end", "scroll_end", "End", show=False),
     ]
 
-    class RowHighlighted(Message):
+    class _RowMessage(Message):
+        """About one row of the table (``row_key``: its run id)."""
+
+        def __init__(self, table: QueueTable, row_key: str | None) -> None:
+            super().__init__()
+            self.table, self.row_key = table, row_key
+
+        @property
+        def control(self) -> QueueTable:
+            return self.table
+
+    class RowHighlighted(_RowMessage):
         """The cursor moved to another row (``row_key``: its run id)."""
 
-        def __init__(self, table: QueueTable, row_key: str | None) -> None:
-            super().__init__()
-            self.table, self.row_key = table, row_key
-
-        @property
-        def control(self) -> QueueTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter, or a click on the highlighted row."""
-
-        def __init__(self, table: QueueTable, row_key: str | None) -> None:
-            super().__init__()
-            self.table, self.row_key = table, row_key
-
-        @property
-        def control(self) -> QueueTable:
-            return self.table
 
     class HeaderSelected(Message):
         """A click on a column's header (``column``: its key, one of COLUMNS)."""
