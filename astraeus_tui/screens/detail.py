@@ -33,6 +33,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, utc_clock
+from astraeus_tui.widgets import Latest
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
 from runner.model import RunState, StopReason
@@ -249,32 +250,23 @@ class RunDetailScreen(Screen[None]):
         Binding("f", "follow", "Follow", tooltip="Keep the log scrolled to its end, or stop"),
     ]
 
-    class Loaded(Message):
+    class Loaded(Latest):
         def __init__(self, run: RunDetail, why: dict[str, Any] | None = None) -> None:
             super().__init__()
             self.run, self.why = run, why
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, RunDetailScreen.Loaded)
 
     class Failed(Message):
         def __init__(self, error: str) -> None:
             super().__init__()
             self.error = error
 
-    class Sampled(Message):
+    class Sampled(Latest):
         def __init__(self, telemetry: RunTelemetry) -> None:
             super().__init__()
             self.telemetry = telemetry
 
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, RunDetailScreen.Sampled)
-
-    class LogArrived(Message):
+    class LogArrived(Latest):
         """Lines wait in ``RunDetailScreen.pending``."""
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, RunDetailScreen.LogArrived)
 
     def __init__(
         self, client: DashboardApi, clock: Callable[[], float], name: str, follow: bool = False

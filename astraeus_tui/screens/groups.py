@@ -15,7 +15,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -23,6 +22,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.group_text import describe
 from astraeus_tui.screens.detail import events_text
 from astraeus_tui.text import plain
+from astraeus_tui.widgets import Latest
 from runner.schema import Group, GroupDetail, UnsetType
 
 REFRESH_EVERY = 2.0
@@ -39,13 +39,10 @@ class GroupsScreen(Screen[None]):
         Binding("d", "delete", "Delete", tooltip="Delete the group and its runs (asks first)"),
     ]
 
-    class Loaded(Message):
+    class Loaded(Latest):
         def __init__(self, groups: list[Group], shown: GroupDetail | None) -> None:
             super().__init__()
             self.groups, self.shown = groups, shown
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, GroupsScreen.Loaded)
 
     def __init__(self, client: DashboardApi) -> None:
         super().__init__()

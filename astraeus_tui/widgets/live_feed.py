@@ -26,6 +26,7 @@ from textual.widget import Widget
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.queue_model import Batch
+from astraeus_tui.widgets import Latest
 from runner.schema import Change, GpuList, Run, Snapshot, Telemetry
 
 GPU_EVERY = 2.0
@@ -38,37 +39,25 @@ RETRY_EVERY = 2.0
 class LiveFeed(Widget):
     DEFAULT_CSS = "LiveFeed { display: none; }"
 
-    class RunsChanged(Message):
+    class RunsChanged(Latest):
         """Runs changed; ``LiveFeed.drain()`` has them."""
 
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LiveFeed.RunsChanged)
-
-    class Gpus(Message):
+    class Gpus(Latest):
         def __init__(self, gpus: GpuList) -> None:
             super().__init__()
             self.gpus = gpus
 
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LiveFeed.Gpus)
-
-    class Machine(Message):
+    class Machine(Latest):
         def __init__(self, status: dict[str, Any], workspaces: list[dict[str, Any]]) -> None:
             super().__init__()
             self.status, self.workspaces = status, workspaces
 
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LiveFeed.Machine)
-
-    class Sampled(Message):
+    class Sampled(Latest):
         """The daemon's telemetry, with the last minutes of each GPU's samples."""
 
         def __init__(self, telemetry: Telemetry) -> None:
             super().__init__()
             self.telemetry = telemetry
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LiveFeed.Sampled)
 
     class Connection(Message):
         def __init__(self, connected: bool, error: str = "") -> None:
