@@ -327,10 +327,7 @@ class QueueModel:
 
     def reason_cell(self, rid: str, now: float) -> Text:
         run = self.runs[rid]
-        cell = self._reason(run, now)
-        if over_quota(run):
-            cell.stylize("dim")
-        return cell
+        return _dim_over_quota(run, self._reason(run, now))
 
     def new_day(self, now: float) -> bool:
         """Whether the UTC day turned since last asked: start cells then show other dates."""
@@ -343,10 +340,7 @@ class QueueModel:
 
     def start_cell(self, rid: str, now: float) -> Text:
         run = self.runs[rid]
-        cell = self._start(run, now)
-        if over_quota(run):
-            cell.stylize("dim")
-        return cell
+        return _dim_over_quota(run, self._start(run, now))
 
     def _start(self, run: Run, now: float) -> Text:
         """When a waiting run starts at the latest; ``?`` when no estimate exists."""
@@ -370,6 +364,13 @@ class QueueModel:
         if run.state in RunState.LIVE:
             return Text("●", style="green")
         return Text(f"{pos:>4}", style="grey50")
+
+
+def _dim_over_quota(run: Run, cell: Text) -> Text:
+    """``cell``, dimmed while its run waits only for its namespace's quota (as its row is)."""
+    if over_quota(run):
+        cell.stylize("dim")
+    return cell
 
 
 def _order(run: Run) -> tuple[int, int, str, str]:
