@@ -45,9 +45,9 @@ def fill(store: Store, total: int) -> None:
                 run = RunRow(name, WORKSPACES[i % 3], f"user{i % 7}", 1000, 1000, "{}", 0,
                              RunState.QUEUED, None, now, None, None, None, 0, 0, 0, None, None,
                              False, run_uid=new_run_uid(now))  # fmt: skip
-                store.insert_run_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
+                store.runs.insert_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
                 if i % (total // 64 or 1) == 0:
-                    store.insert_worker(tx, name, 1, 0, (i % 8,), 1000, 0, now)
+                    store.workers.insert(tx, name, 1, 0, (i % 8,), 1000, 0, now)
 
 
 def main() -> int:
@@ -55,7 +55,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         store = Store(Path(folder) / "state.db")
         fill(store, total)
-        store.runs(active_only=True)  # the loop's read: kept while nothing moves
+        store.runs.all(active_only=True)  # the loop's read: kept while nothing moves
         backend = SimpleNamespace(status=LoopStatus(), clock=Clock())
         inventory = simulated_inventory(8, "bench")
         daemon = SimpleNamespace(

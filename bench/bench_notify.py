@@ -2,7 +2,7 @@
 
 Run by hand: ``.venv/bin/python bench/bench_notify.py [N]``.
 
-1. The commit of a run's end (``finish_run`` and its ``Succeeded`` event) with no
+1. The commit of a run's end (``store.runs.finish`` and its ``Succeeded`` event) with no
    notification asked for, and with one URL in the run's ``spec.notify`` (its outbox row
    written in the same transaction): median per commit, on disk and on /dev/shm (where
    no fsync hides the work done in the process). Target: the row adds <= 1 ms.
@@ -42,13 +42,13 @@ def commits(n: int, notify: bool, where: str | None = None) -> float:
             row = RunRow(f"r{i}", "default", "root", 0, 0, json.dumps(spec), 0, RunState.RUNNING,
                          None, time.time(), None, None, None, 0, 0, 1, None, None, False,
                          run_uid=new_run_uid())  # fmt: skip
-            store.insert_run(row)
+            store.runs.insert(row)
         times = []
         for i in range(n):
             start = time.perf_counter()
             with store.transaction() as tx:
-                store.finish_run(tx, f"r{i}", RunState.SUCCEEDED, time.time(), exit_code=0)
-                store.add_event(
+                store.runs.finish(tx, f"r{i}", RunState.SUCCEEDED, time.time(), exit_code=0)
+                store.events.add(
                     tx,
                     f"r{i}",
                     "default",
@@ -56,7 +56,7 @@ def commits(n: int, notify: bool, where: str | None = None) -> float:
                     Reason("Succeeded", code=ReasonCode.MESSAGE),
                 )
             times.append(time.perf_counter() - start)
-        assert len(store.pending_notices(n + 1)) == (n if notify else 0)
+        assert len(store.outbox.pending(n + 1)) == (n if notify else 0)
         store.close()
         return statistics.median(times)
 
@@ -96,7 +96,7 @@ def latency(n: int) -> list[float]:
                     time.sleep(0.01)
             out = []
             for i in range(n):
-                ended = [e.time for e in daemon.store.events(f"n{i}") if e.kind == "Succeeded"]
+                ended = [e.time for e in daemon.store.events.all(f"n{i}") if e.kind == "Succeeded"]
                 out.append(arrived[f"n{i}"] - ended[0])
             return out
         finally:

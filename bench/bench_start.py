@@ -69,14 +69,14 @@ def wait(predicate: Callable[[], bool], timeout: float = 30) -> None:
 
 def state_is(daemon: Daemon, name: str, state: str) -> Callable[[], bool]:
     def check() -> bool:
-        run = daemon.store.get_run(name)
+        run = daemon.store.runs.get(name)
         return run is not None and run.state == state
 
     return check
 
 
 def preempted(daemon: Daemon, name: str) -> Callable[[], bool]:
-    return lambda: any(e.kind == "Preempted" for e in daemon.store.events(name))
+    return lambda: any(e.kind == "Preempted" for e in daemon.store.events.all(name))
 
 
 def through_daemon(daemon: Daemon, n: int) -> list[float]:
@@ -114,7 +114,7 @@ def preemption_latency(daemon: Daemon, n: int) -> list[float]:
         time.sleep(0.3)
         daemon.service.submit(spec(urgent, priority=5, gpus=2), root)
         wait(preempted(daemon, victim))
-        decided = next(e.time for e in daemon.store.events(victim) if e.kind == "Preempted")
+        decided = next(e.time for e in daemon.store.events.all(victim) if e.kind == "Preempted")
         wait(state_is(daemon, urgent, "Running"))
         log = daemon.home / "logs" / victim_uid / "1-0.log"
         wait(lambda log=log: "got-term" in log.read_text())  # type: ignore[misc]

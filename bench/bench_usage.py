@@ -39,13 +39,13 @@ def fill(store: Store, total: int) -> float:
                 run = RunRow(name, ws, f"user{i % 7}", 1000, 1000, "{}", 0, RunState.QUEUED,
                              None, at, None, None, None, 0, 0, 0, None, None, False,
                              run_uid=new_run_uid(at))  # fmt: skip
-                store.insert_run_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
+                store.runs.insert_in(tx, run, Reason("Submitted", code=ReasonCode.MESSAGE))
                 if i % 4:  # three in four started once (a wait to count), then were queued
-                    store.insert_worker(tx, name, 1, 0, (i % 8,), 1000, 0, at + i % 600)
+                    store.workers.insert(tx, name, 1, 0, (i % 8,), 1000, 0, at + i % 600)
         t0 = time.perf_counter()
         with store.transaction() as tx:
             for name in names:
-                store.cancel_queued(tx, name, now)
+                store.runs.cancel_queued(tx, name, now)
         per_finish.append((time.perf_counter() - t0) / len(names))
     return statistics.median(per_finish)
 

@@ -92,9 +92,9 @@ def _refuse_to_orphan_containers(store: Store, why: str) -> None:
     Decided by the executor that started each live worker, as recorded on it; a worker
     from before that was recorded falls back to its run's image."""
     started_by: dict[str, set[str | None]] = {}
-    for w in store.live_workers():
+    for w in store.workers.live():
         started_by.setdefault(w.run, set()).add(w.executor)
-    live = [r.name for r in store.runs(active_only=True) if _in_containers(r, started_by)]
+    live = [r.name for r in store.runs.all(active_only=True) if _in_containers(r, started_by)]
     if live:
         raise DaemonError(
             f"{why}, but {len(live)} run(s) live in containers ({', '.join(live[:3])}): "
@@ -217,9 +217,9 @@ class Daemon:
         forecaster = self.backend.forecaster if isinstance(self.backend, Loop) else None
         self.explainer = Explainer(self.service, self.backend, self.settings, forecaster)
         # notifications: the store queues them with their events, this thread sends them
-        self.store.notify_targets = self.config.notify
-        self.notifier = Sender(self.store)
-        self.store.outbox_listener = self.notifier.wake
+        self.store.outbox.targets = self.config.notify
+        self.notifier = Sender(self.store.outbox)
+        self.store.outbox.listener = self.notifier.wake
         # telemetry: GPUs and live runs sampled on a thread; none in front of Slurm
         self.sampler: Sampler | None = None
         if self.executor is not None:
@@ -291,7 +291,7 @@ class Daemon:
             new = _idle_settings(config)
             self.settings.idle.after, self.settings.idle.threshold = new.after, new.threshold
             self.settings.idle.policy = new.policy
-        self.store.notify_targets = config.notify
+        self.store.outbox.targets = config.notify
         self.backend.poke()
 
     def start(self) -> Daemon:

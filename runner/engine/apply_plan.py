@@ -28,10 +28,10 @@ def settle_dependencies(store: Store, deps: Dependencies, runs: list[RunRow], no
     by_name = {r.name: r for r in runs}
     with store.transaction() as tx:
         for name in deps.met:
-            store.mark_deps_met(tx, name)
+            store.runs.mark_deps_met(tx, name)
         for name, reason in deps.failing.items():
-            store.finish_run(tx, name, RunState.FAILED, now, reason)
-            store.add_event(tx, name, by_name[name].workspace, ReasonCode.FAILED, reason, now)
+            store.runs.finish(tx, name, RunState.FAILED, now, reason)
+            store.events.add(tx, name, by_name[name].workspace, ReasonCode.FAILED, reason, now)
 
 
 def apply_reasons(
@@ -50,12 +50,12 @@ def apply_reasons(
         return
     with store.transaction() as tx:
         for name, reason in changes.items():
-            store.set_reason(tx, name, reason)
+            store.runs.set_reason(tx, name, reason)
         for name in quota_first:  # from the check itself: its reason may name a preemptor
             reached = result.quota_reached[name]
             run = by_name[name]
-            store.add_event(tx, name, run.workspace, ReasonCode.QUOTA_REACHED, reached, now)
-            store.note_quota(tx, name)
+            store.events.add(tx, name, run.workspace, ReasonCode.QUOTA_REACHED, reached, now)
+            store.runs.note_quota(tx, name)
 
 
 def apply_preemptions(
@@ -67,7 +67,7 @@ def apply_preemptions(
     for head in preemptors:  # the head, and runs preempting their own workspace's work
         with store.transaction() as tx:
             message = result.reasons[head.name]
-            store.add_event(tx, head.name, head.workspace, ReasonCode.PREEMPTING, message, now)
+            store.events.add(tx, head.name, head.workspace, ReasonCode.PREEMPTING, message, now)
     stopped: set[int] = set()  # workers stopped by this plan so far (``live`` is older)
     for p in result.preemptions:
         head = p.for_run
@@ -85,12 +85,12 @@ def apply_preemptions(
                     code=_PREEMPTED,
                 )  # fmt: skip
             state = RunState.RUNNING if others else RunState.STOPPING
-            store.set_run_state(tx, p.run, state, reason)
+            store.runs.set_state(tx, p.run, state, reason)
             text = Reason.of(
                 f"Preempted by higher-priority work ({{0}}): SIGTERM sent, "
                 f"SIGKILL after {grace:g} s",
                 head,
                 code=ReasonCode.MESSAGE,
             )
-            store.add_event(tx, p.run, p.workspace, ReasonCode.PREEMPTED, text, now)
+            store.events.add(tx, p.run, p.workspace, ReasonCode.PREEMPTED, text, now)
         stop(p.run, unit, StopReason.PREEMPT, head, now)

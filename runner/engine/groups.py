@@ -71,7 +71,7 @@ class GroupControl:
         """Each group's due action. One that fails is set aside until the next tick, with
         an event (once for the same failure): it never stops the others, nor the plan."""
         changed = False
-        for group in self.store.groups():
+        for group in self.store.groups.all():
             try:
                 if group.kind == "replicas":
                     changed |= self._replicas(group, now)
@@ -96,7 +96,7 @@ class GroupControl:
             code=ReasonCode.SET_ASIDE,
         )
         with contextlib.suppress(Exception), self.store.transaction() as tx:
-            self.store.add_event(
+            self.store.events.add(
                 tx, group.name, group.workspace, ReasonCode.SET_ASIDE, text, now, group.name
             )
 
@@ -115,7 +115,7 @@ class GroupControl:
         spec = replace(self._spec(group).template, name=name)
         stored = None
         if group.template is not None:  # else made before templates were stored once
-            stored = (group.template, self.store.template_doc(group.template), run_part(name))
+            stored = (group.template, self.store.templates.doc(group.template), run_part(name))
         row = self.rules.group_run(group, spec, stored, now)
         return (None, row) if isinstance(row, str) else (row, None)
 
@@ -125,7 +125,7 @@ class GroupControl:
 
     def _still_there(self, tx: Tx, group: GroupRow) -> bool:
         """The group still exists, as read (a delete may have come between read and write)."""
-        return self.store.group_created_at(tx, group.name) == group.created_at
+        return self.store.groups.created_at(tx, group.name) == group.created_at
 
     # ------------------------------------------------------------ schedules
 
@@ -141,7 +141,7 @@ class GroupControl:
         base = schedule_run_name(group.name, group.next_at or now)
         ws = group.workspace
         previous = [
-            r for r in self.store.runs_of_group(group.name)
+            r for r in self.store.runs.of_group(group.name)
             if r.state in RunState.ACTIVE and r.stop_request != StopReason.DELETE
         ]  # fmt: skip
         cause: str | None = None
@@ -165,7 +165,7 @@ class GroupControl:
                             text = Reason(f"{text.template} ({_literal(base)} was taken)",
                                           text.refs, code=text.code)  # fmt: skip
                     if cause is None or self._last_cause.get(group.name) != cause:
-                        self.store.add_event(tx, group.name, ws, code, text, now, group.name)
+                        self.store.events.add(tx, group.name, ws, code, text, now, group.name)
                 break
             except NameInUse:
                 continue
@@ -178,18 +178,18 @@ class GroupControl:
                     RunRef(base, ws),
                     code=ReasonCode.MESSAGE,
                 )
-                self.store.add_event(tx, group.name, ws, ReasonCode.REFUSED, text, now, group.name)
+                self.store.events.add(tx, group.name, ws, ReasonCode.REFUSED, text, now, group.name)
         self._last_cause[group.name] = cause
 
     def _fired(self, tx: Tx, group: GroupRow, spec: GroupSpec, now: float) -> None:
         """Its next firing written; a schedule out of firings ends, and says so."""
         upcoming = next_fire(spec.cron, now)
-        self.store.schedule_fired(tx, group.name, upcoming, now)
+        self.store.groups.schedule_fired(tx, group.name, upcoming, now)
         if upcoming is None:
             text = Reason(
                 f"Ended: {spec.cron} fires no more (its dates are past)", code=ReasonCode.ENDED
             )
-            self.store.add_event(
+            self.store.events.add(
                 tx, group.name, group.workspace, ReasonCode.ENDED, text, now, group.name
             )
 
@@ -205,13 +205,13 @@ class GroupControl:
                 )
                 self.rules.delete_in(tx, r.name, r.workspace, by)
         made = Reason.of("Submitted by schedule {0}", by_schedule, code=ReasonCode.MESSAGE)
-        self.store.insert_run_in(tx, row, made)
+        self.store.runs.insert_in(tx, row, made)
 
     # ------------------------------------------------------------- replicas
 
     def _replicas(self, group: GroupRow, now: float) -> bool:
         runs: dict[int, RunRow] = {}
-        for row in self.store.runs_of_group(group.name):
+        for row in self.store.runs.of_group(group.name):
             slot = replica_slot(group.name, row.name)
             if slot is not None:
                 runs[slot] = row
@@ -241,7 +241,7 @@ class GroupControl:
             return  # once, not on every tick
         self._refused[key] = text
         with self.store.transaction() as tx:
-            self.store.add_event(
+            self.store.events.add(
                 tx, group.name, group.workspace, ReasonCode.REFUSED, text, now, group.name
             )
 
@@ -266,7 +266,7 @@ class GroupControl:
                         RunRef(group.name, group.workspace),
                         code=ReasonCode.MESSAGE,
                     )
-                    self.store.insert_run_in(tx, row, made)
+                    self.store.runs.insert_in(tx, row, made)
         except NameInUse:
             text = Reason.of(
                 "Replica {0} not started: a run named {0} exists outside the group",
@@ -304,11 +304,11 @@ class GroupControl:
                 return False
             refusal = self._room(tx, group)
             if refusal is None:
-                self.store.restart_replica(
+                self.store.runs.restart_replica(
                     tx, run.name, Reason("Waiting for the scheduler", code=ReasonCode.WAITING),
                     streak, fresh.priority,  # the template's, checked against the cap now
                 )  # fmt: skip
-                self.store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
+                self.store.events.add(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
         if refusal is not None:
             text = Reason.of(
                 f"Replica {{0}} not restarted: {_literal(refusal)}", ref, code=ReasonCode.MESSAGE

@@ -73,7 +73,7 @@ class IdleWatch:
             return False  # nothing to mark or unmark (an ended run's mark goes with its
             # next sample; the API shows a mark only on a run with live workers)
         live: dict[str, list[WorkerRow]] = {}
-        for w in self.store.live_workers():
+        for w in self.store.workers.live():
             live.setdefault(w.run_uid, []).append(w)
         due = {uid: s for uid, s in due.items() if uid in live}  # an ended run is not idle
         changed = False
@@ -85,7 +85,7 @@ class IdleWatch:
                 continue
             workers = live.get(uid, [])
             running = [w for w in workers if w.state != WorkerState.STOPPING]
-            run = self.store.get_run(workers[0].run) if workers else None
+            run = self.store.runs.get(workers[0].run) if workers else None
             if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
                 continue  # starting, stopping or going: not for this step
             self.marks[uid] = t.wall - (t.mono - stretch.since)
@@ -93,14 +93,14 @@ class IdleWatch:
             text = f"GPUs idle for {compact(stretch.seconds)} ({under})"
             with self.store.transaction() as tx:
                 if settings.policy is IdlePolicy.STOP:
-                    self.store.request_stop(
+                    self.store.runs.request_stop(
                         tx, run.name, StopReason.IDLE,
                         Reason(f"Stopping: its GPUs were idle for {compact(stretch.seconds)} "
                                "(idle_gpu_policy)", code=ReasonCode.IDLE_STOPPED),
                         stopping=True,
                     )  # fmt: skip
                     text += "; stopping it (idle_gpu_policy)"
-                self.store.add_event(
+                self.store.events.add(
                     tx,
                     run.name,
                     run.workspace,
@@ -116,12 +116,12 @@ class IdleWatch:
     def _busy_again(self, workers: list[WorkerRow], t: Now, idle: float) -> bool:
         if not workers:
             return False  # it ended: its end says so
-        run = self.store.get_run(workers[0].run)
+        run = self.store.runs.get(workers[0].run)
         if run is None or run.state != RunState.RUNNING or run.stop_request is not None:
             return False
         with self.store.transaction() as tx:
             message = Reason(
                 f"GPUs in use again after {compact(idle)} idle", code=ReasonCode.MESSAGE
             )
-            self.store.add_event(tx, run.name, run.workspace, ReasonCode.GPU_BUSY, message, t.wall)
+            self.store.events.add(tx, run.name, run.workspace, ReasonCode.GPU_BUSY, message, t.wall)
         return True

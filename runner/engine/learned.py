@@ -52,7 +52,7 @@ class Learned:
             return self._refresh()
 
     def _refresh(self) -> int:
-        found = self.store.usage_records(self._since)
+        found = self.store.usage.records(self._since)
         fresh = [r for r in found if r.id not in self._seen]
         for record in fresh:
             self.arrivals.finished(record.submitted_at, record.priority, record.gpu_seconds)
@@ -158,7 +158,7 @@ class Forecaster:
     def _learn(self, now: float, made: Mapping[str, Estimate], classes: Mapping[str, int]) -> None:
         for name in [n for n in self._first if n not in classes]:
             at, likely, by, c = self._first.pop(name)
-            row = self.learned.store.get_run(name)
+            row = self.learned.store.runs.get(name)
             if row is None or row.started_at is None or row.started_at < at:
                 continue  # deleted, held or forgotten before it started: nothing to learn
             if row.submitted_at <= at:  # (not a later run of the same name)

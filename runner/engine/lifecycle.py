@@ -61,7 +61,7 @@ def _classify(store: Store, tx: Tx, ended: list[WorkerRow]) -> _Batch:
         else:
             state = WorkerState.FAILED
             batch.failures.append(w)
-        store.settle_worker(tx, w.id, state)
+        store.workers.settle(tx, w.id, state)
         if w.handle:
             batch.handles.append(w.handle)
     return batch
@@ -89,9 +89,9 @@ def _on_failures(
     if restarts > spec.restart_limit:
         text = failure.failed(what, spec.restart_limit)
         failed = Reason(text, private=True, code=ReasonCode.MESSAGE)
-        store.request_stop(tx, run.name, StopReason.FAILED, failed, exit_code=first.exit_code)
-        store.back_off(tx, run.name, failure.fails, failure.quick, None)
-        store.add_event(
+        store.runs.request_stop(tx, run.name, StopReason.FAILED, failed, exit_code=first.exit_code)
+        store.runs.back_off(tx, run.name, failure.fails, failure.quick, None)
+        store.events.add(
             tx,
             run.name,
             run.workspace,
@@ -103,12 +103,12 @@ def _on_failures(
     reason = failure.restarting(what, restarts, spec.restart_limit)
     gang = spec.gang and spec.workers > 1
     request = StopReason.RESTART if gang else run.stop_request
-    store.request_stop(tx, run.name, request, reason, restarts=restarts)
+    store.runs.request_stop(tx, run.name, request, reason, restarts=restarts)
     until = None
     if failure.delay > 0:
         until = Now(now.wall + failure.delay, now.mono + failure.delay, now.boot)
-    store.back_off(tx, run.name, failure.fails, failure.quick, until)
-    store.add_event(
+    store.runs.back_off(tx, run.name, failure.fails, failure.quick, until)
+    store.events.add(
         tx,
         run.name,
         run.workspace,
@@ -130,8 +130,8 @@ def _restart_partial_gang(
         " the gang starts again whole, no restart spent"
     )
     said = Reason(text, code=ReasonCode.MESSAGE)
-    store.request_stop(tx, run.name, StopReason.RESTART, said)
-    store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, said, now)
+    store.runs.request_stop(tx, run.name, StopReason.RESTART, said)
+    store.events.add(tx, run.name, run.workspace, ReasonCode.RESTARTING, said, now)
     return StopReason.RESTART
 
 
@@ -144,8 +144,8 @@ def _finish(
     name, ws = run.name, run.workspace
 
     def ended(state: RunState, event: ReasonCode, reason: str, told: str) -> None:
-        store.finish_run(tx, name, state, now, Reason(reason, code=ReasonCode.MESSAGE))
-        store.add_event(tx, name, ws, event, Reason(told, code=ReasonCode.MESSAGE), now)
+        store.runs.finish(tx, name, state, now, Reason(reason, code=ReasonCode.MESSAGE))
+        store.events.add(tx, name, ws, event, Reason(told, code=ReasonCode.MESSAGE), now)
 
     if request == StopReason.DELETE:
         ended(RunState.CANCELLED, ReasonCode.CANCELLED, "Deleted", "Deleted: stopped and cancelled")
@@ -154,14 +154,14 @@ def _finish(
             RunState.FAILED, ReasonCode.FAILED, "Time limit reached", "Time limit reached: stopped"
         )
     elif request == StopReason.FAILED:
-        store.finish_run(tx, name, RunState.FAILED, now)
+        store.runs.finish(tx, name, RunState.FAILED, now)
     elif request == StopReason.IDLE:  # idle_gpu_policy = "stop": not queued again
-        store.finish_run(tx, name, RunState.FAILED, now, idle_stopped(idle_after))
-        store.add_event(tx, name, ws, ReasonCode.FAILED, idle_stopped(idle_after), now)  # FAILED
+        store.runs.finish(tx, name, RunState.FAILED, now, idle_stopped(idle_after))
+        store.events.add(tx, name, ws, ReasonCode.FAILED, idle_stopped(idle_after), now)  # FAILED
     elif request == StopReason.REQUEUE:  # its submission time and restarts as they were
         reason = Reason("Requeued: waiting to run again", code=ReasonCode.REQUEUED)
-        store.requeue(tx, name, clear_request=True, reason=reason)
-        store.add_event(
+        store.runs.requeue(tx, name, clear_request=True, reason=reason)
+        store.events.add(
             tx,
             name,
             ws,
@@ -170,22 +170,22 @@ def _finish(
             now,
         )
     elif len(latest) == spec.workers and all(w.state == WorkerState.DONE for w in latest.values()):
-        store.finish_run(tx, name, RunState.SUCCEEDED, now, None, exit_code=0)
-        store.add_event(
+        store.runs.finish(tx, name, RunState.SUCCEEDED, now, None, exit_code=0)
+        store.events.add(
             tx, name, ws, ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE), now
         )
     elif preempted_for is not None:
         _requeue_preempted(store, tx, run, preempted_for, now)
-        store.requeue(tx, name)
+        store.runs.requeue(tx, name)
     else:
-        store.requeue(tx, name, clear_request=True)
+        store.runs.requeue(tx, name, clear_request=True)
 
 
 def _requeue_preempted(store: Store, tx: Tx, run: RunRow, head: RunRef, now: float) -> None:
     reason = Reason.of(PREEMPTED_WAITING, head, code=ReasonCode.MESSAGE)
-    store.note_preempted(tx, run.name, head, run.preemptions + 1, reason)
+    store.runs.note_preempted(tx, run.name, head, run.preemptions + 1, reason)
     message = Reason.of("Preempted by {0}; queued again", head, code=ReasonCode.MESSAGE)
-    store.add_event(tx, run.name, run.workspace, ReasonCode.REQUEUED, message, now)
+    store.events.add(tx, run.name, run.workspace, ReasonCode.REQUEUED, message, now)
 
 
 def settle_run(
@@ -210,12 +210,12 @@ def settle_run(
             request = _on_failures(store, tx, run, spec, batch.failures, at, backoff)
         elif request is None and live and spec.gang and spec.workers > 1:
             request = _restart_partial_gang(store, tx, run, ended, now)
-        latest = latest_workers(store.workers_of(run.name)) if ended else latest_workers(workers)
+        latest = latest_workers(store.workers.of(run.name)) if ended else latest_workers(workers)
         if not live:
             _finish(store, tx, run, spec, request, batch.preempted_for, latest, now, idle_after)
         elif batch.preempted_for is not None and not (spec.gang and spec.workers > 1):
             _requeue_preempted(store, tx, run, batch.preempted_for, now)
             stopping = all(w.state == WorkerState.STOPPING for w in live)
             state = RunState.STOPPING if stopping else RunState.RUNNING
-            store.set_run_state(tx, run.name, state)
+            store.runs.set_state(tx, run.name, state)
     return batch.handles

@@ -265,12 +265,12 @@ class Loop:
         due = [] if self._next_begin is None else [self._next_begin - t.wall]
         if self._wake_mono is not None:
             due.append(self._wake_mono - t.mono)
-        for w in self.store.live_workers():
+        for w in self.store.workers.live():
             if w.state == WorkerState.STOPPING:
                 if w.stop_deadline is not None and not w.killed:
                     due.append(t.until(w.stop_deadline, w.stop_deadline_mono, w.boot_id))
                 continue
-            run = self.store.get_run(w.run)
+            run = self.store.runs.get(w.run)
             limit = None if run is None else self.specs.shown(run).task.time_limit_seconds
             if limit is not None:
                 due.append(limit - t.elapsed(w.started_at, w.started_mono, w.boot_id))
@@ -296,14 +296,14 @@ class Loop:
             code=ReasonCode.SET_ASIDE,
         )
         with contextlib.suppress(Exception), self.store.transaction() as tx:
-            self.store.add_event(tx, name, workspace, ReasonCode.SET_ASIDE, text, now)
+            self.store.events.add(tx, name, workspace, ReasonCode.SET_ASIDE, text, now)
 
     # ------------------------------------------------------ 1. observe
 
     def observe(self, now: float) -> bool:
         """Record workers that exited or vanished since the last tick."""
         changed = False
-        for w in self.store.live_workers():
+        for w in self.store.workers.live():
             status = self.executor.status(self.key(w))
             if status.state is Observed.RUNNING:
                 if w.state == WorkerState.STARTING:  # started before a crash: adopt it
@@ -317,8 +317,8 @@ class Loop:
     def _mark_running(self, w: WorkerRow) -> None:
         with self.store.transaction() as tx:
             handle = worker_key(w.run_uid, w.attempt, w.worker, self.settings.instance)
-            self.store.set_worker_running(tx, w.id, handle=handle)
-            self.store.run_started(tx, w.run)
+            self.store.workers.set_running(tx, w.id, handle=handle)
+            self.store.runs.started(tx, w.run)
 
     def _record_end(
         self, w: WorkerRow, state: Observed, code: int | None, error: str | None, now: float
@@ -333,16 +333,16 @@ class Loop:
             # SIGTERM was sent: an end within its grace is the stop's
             left = self.now.until(w.stop_deadline or 0.0, w.stop_deadline_mono, w.boot_id)
             stop_reason = StopReason.PREEMPT if left > 0 else None
-        run = self.store.get_run(w.run)
+        run = self.store.runs.get(w.run)
         with self.store.transaction() as tx:
             ended = WorkerState.EXITED if state is Observed.EXITED else WorkerState.LOST
-            self.store.end_worker(
+            self.store.workers.end(
                 tx, w.id, ended, now, exit_code=code, error=error, stop_reason=stop_reason
             )
             if run is not None:
                 seconds = max(0.0, self.now.elapsed(w.started_at, w.started_mono, w.boot_id))
                 cpu = seconds * w.cpu_milli / 1000
-                self.store.add_usage(tx, run, seconds * len(w.gpus), cpu)
+                self.store.usage.add(tx, run, seconds * len(w.gpus), cpu)
 
     # ------------------------------------------------------ 2. enforce
 
@@ -352,12 +352,12 @@ class Loop:
         Time limits and graces are measured on the monotonic clock (runner/clock.py).
         """
         t, changed = self.now, False
-        live = self.store.live_workers()
+        live = self.store.workers.live()
         by_run: dict[str, list[WorkerRow]] = {}
         for w in live:
             by_run.setdefault(w.run, []).append(w)
         for name, workers in by_run.items():
-            run = self.store.get_run(name)
+            run = self.store.runs.get(name)
             if run is None:
                 continue
             limit = self.specs.shown(run).task.time_limit_seconds
@@ -367,7 +367,7 @@ class Loop:
                 if request == StopReason.DELETE:
                     with self.store.transaction() as tx:
                         reason = Reason("Deleted: stopping", code=ReasonCode.DELETING)
-                        self.store.set_run_state(tx, run.name, RunState.STOPPING, reason)
+                        self.store.runs.set_state(tx, run.name, RunState.STOPPING, reason)
                 self.stop_workers(run.name, running, request, None, now)
                 changed = True
             elif limit is not None and any(
@@ -397,7 +397,7 @@ class Loop:
             return False
         attempt = max(w.attempt for w in running)
         ended = [
-            w for w in self.store.workers_of(run.name)
+            w for w in self.store.workers.of(run.name)
             if w.attempt == attempt and w.state == WorkerState.CANCELLED
             and w.stop_reason == StopReason.PREEMPT
         ]  # fmt: skip
@@ -408,16 +408,16 @@ class Loop:
 
     def _time_limit(self, run: str, workers: list[WorkerRow], now: float) -> None:
         with self.store.transaction() as tx:
-            self.store.request_stop(
+            self.store.runs.request_stop(
                 tx,
                 run,
                 StopReason.TIMELIMIT,
                 Reason("Time limit reached: stopping", code=_LIMIT),
                 stopping=True,
             )
-            row = self.store.get_run(run)
+            row = self.store.runs.get(run)
             ws = row.workspace if row else ""
-            self.store.add_event(
+            self.store.events.add(
                 tx, run, ws, ReasonCode.TIME_LIMIT, Reason("Time limit reached", code=_LIMIT), now
             )
         self.stop_workers(run, workers, StopReason.TIMELIMIT, None, now)
@@ -435,7 +435,7 @@ class Loop:
         with self.store.transaction() as tx:
             for w in workers:
                 started = t.mono - t.elapsed(w.started_at, w.started_mono, w.boot_id)
-                self.store.stop_worker(
+                self.store.workers.stop(
                     tx, w.id, why, now + grace, for_run=for_run, deadline_mono=t.mono + grace,
                     started_mono=started, boot=t.boot,
                 )  # fmt: skip
@@ -450,11 +450,11 @@ class Loop:
         except (ExecutorError, OSError):
             left = ()
         with self.store.transaction() as tx:
-            self.store.mark_killed(tx, w.id)
-            run = self.store.get_run(w.run)
+            self.store.workers.mark_killed(tx, w.id)
+            run = self.store.runs.get(w.run)
             shell = None if run is None else _shell(self.specs.shown(run).task.command)
             message = Reason(killed_message(w.worker, grace, left, shell), code=ReasonCode.MESSAGE)
-            self.store.add_event(
+            self.store.events.add(
                 tx, w.run, run.workspace if run else "", ReasonCode.KILLED, message, now
             )
         crash_point("after-kill-recorded")
@@ -471,8 +471,8 @@ class Loop:
     def settle(self, now: float) -> bool:
         """Turn ended workers into run outcomes: requeue, restart, finish."""
         changed = False
-        for run in self.store.runs_to_settle():
-            workers = self.store.workers_of(run.name)
+        for run in self.store.runs.to_settle():
+            workers = self.store.workers.of(run.name)
             spec = self.specs.shown(run)
             idle_after = None if self.idle is None else self.idle.settings.after
             cleanup = settle_run(self.store, run, spec, workers, self.now, idle_after,
@@ -495,7 +495,7 @@ class Loop:
             self._next_retention = now + RETAIN_EVERY
             forgot = forget_expired(self.store, self.specs, self.settings.finished_retention, now)
             forgot += forget_over_kept(self.store, self.specs, self.settings.max_kept)
-            self.specs.keep_only({r.name for r in self.store.runs(active_only=True)})
+            self.specs.keep_only({r.name for r in self.store.runs.all(active_only=True)})
         removed = remove_forgotten(self.store, self.executor, self.settings.logs_dir)
         return bool(forgot) or removed
 
@@ -512,7 +512,7 @@ class Loop:
                        or n in self._start_failed}  # fmt: skip
         self._next_begin = found.next_begin  # a begin time passing plans again at once
         self._wake_mono = None if found.wake_in is None else self.now.mono + found.wake_in
-        live = self.store.live_workers()
+        live = self.store.workers.live()
         deps, held, active, runs = found.deps, found.held, found.active, found.runs
         if deps.failing or deps.met:
             apply_plan.settle_dependencies(self.store, deps, active, now)  # fail, or mark met
@@ -522,8 +522,8 @@ class Loop:
                                   resting)  # fmt: skip
         waiting = drained_snapshot(snapshot, found.drain).waiting
         if self._withdraw(waiting, active, live, now):  # the victims run on: again
-            live = self.store.live_workers()
-            independent = {name: self.store.workers_of(name) for name in independent}
+            live = self.store.workers.live()
+            independent = {name: self.store.workers.of(name) for name in independent}
             snapshot = build_snapshot(self.settings, runs, live, self.specs, independent,
                                       self.now, resting)  # fmt: skip
         result = explained(
@@ -581,7 +581,7 @@ class Loop:
         died, gets it (again) now, so it can still save its work within the grace.
         """
         tidy_log_folders(self.store, self.settings.logs_dir)
-        live = self.store.live_workers()
+        live = self.store.workers.live()
         known = {self.key(w): w for w in live}
         for w in live:
             if w.state == WorkerState.STOPPING and not w.killed:

@@ -41,7 +41,7 @@ def waited_for(store: Store, specs: SpecCache) -> set[str]:
     """Names that queued runs still wait for (their ``spec.after``, not yet met)."""
     return {
         name
-        for r in store.runs(active_only=True)
+        for r in store.runs.all(active_only=True)
         if r.state == RunState.QUEUED and not r.deps_met and r.attempts == 0
         for name in specs.shown(r).after  # an unreadable spec waits for nothing
     }
@@ -51,14 +51,14 @@ def forget_expired(store: Store, specs: SpecCache, retention: float | None, now:
     """Forget up to BATCH finished runs older than ``retention`` seconds; how many. Usage
     records older than USAGE_KEPT go too (prune_usage)."""
     prune_usage(store, now)
-    if retention is None or not store.expired_runs(now - retention, 1, ()):
+    if retention is None or not store.forget.expired(now - retention, 1, ()):
         return 0
     keep = waited_for(store, specs)
-    names = store.expired_runs(now - retention, BATCH, keep)
+    names = store.forget.expired(now - retention, BATCH, keep)
     forgotten = 0
     with store.transaction() as tx:
         for name in names:
-            if store.forget_if_expired(tx, name, now - retention):
+            if store.forget.if_expired(tx, name, now - retention):
                 forgotten += 1
     if forgotten:
         log.info("forgot %d finished run(s) kept longer than the retention time", forgotten)
@@ -72,12 +72,12 @@ def forget_over_kept(store: Store, specs: SpecCache, kept: tuple[int, int] | Non
     if kept is None:
         return 0
     most, most_bytes = kept
-    names = store.over_kept(most, most_bytes, waited_for(store, specs), BATCH)
+    names = store.forget.over_kept(most, most_bytes, waited_for(store, specs), BATCH)
     forgotten = 0
     if names:
         with store.transaction() as tx:
             for name in names:
-                if store.forget_if_expired(tx, name, float("inf")):
+                if store.forget.if_expired(tx, name, float("inf")):
                     forgotten += 1
     if forgotten:
         log.info("forgot %d finished run(s) past what their user may keep", forgotten)
@@ -87,15 +87,15 @@ def forget_over_kept(store: Store, specs: SpecCache, kept: tuple[int, int] | Non
 def prune_usage(store: Store, now: float) -> int:
     """Forget the usage records kept longer than USAGE_KEPT (runner/store/usage.py), at
     most BATCH at a time; how many."""
-    if not store.usage_expired(now - USAGE_KEPT):
+    if not store.usage.expired(now - USAGE_KEPT):
         return 0
     with store.transaction() as tx:
-        return store.prune_usage(tx, now - USAGE_KEPT, BATCH)
+        return store.usage.prune(tx, now - USAGE_KEPT, BATCH)
 
 
 def remove_forgotten(store: Store, executor: Executor, logs_dir: Path) -> bool:
     """Remove the files of up to BATCH forgotten runs; whether there were any."""
-    notes = store.forgotten(BATCH)
+    notes = store.forget.pending(BATCH)
     for note in notes:
         for handle in note.handles:
             try:
@@ -103,7 +103,7 @@ def remove_forgotten(store: Store, executor: Executor, logs_dir: Path) -> bool:
             except ExecutorError as e:
                 log.warning("cleanup of %s (a forgotten run's) failed: %s", handle, e)
         remove_log_folder(logs_dir, note.run_uid)
-        store.files_removed(note.run_uid)
+        store.forget.files_removed(note.run_uid)
     return bool(notes)
 
 
@@ -151,7 +151,7 @@ def tidy_log_folders(store: Store, logs_dir: Path) -> None:
     folders of runs no longer known (forgotten before files were named by ids) go."""
     if not logs_dir.is_dir():
         return
-    known = store.run_uids()
+    known = store.forget.run_uids()
     by_name = {name: uid for uid, name in known.items() if name}
     for entry in list(os.scandir(logs_dir)):
         if entry.name in known or not entry.is_dir(follow_symlinks=False):

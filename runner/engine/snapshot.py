@@ -319,19 +319,19 @@ class Plannable:
 def plannable(store: Store, settings: LoopSettings, specs: SpecCache, now: Now) -> Plannable:
     """What the planner is given of the store's runs now (their specs parsed into ``specs``);
     ``now``: both clocks, for begin times (calendar times) and back-offs (intervals)."""
-    active = store.runs(active_only=True)
+    active = store.runs.all(active_only=True)
     if len(specs) > len(active):  # runs finished since: out of the planner's cache
         specs.keep_only({run.name for run in active})
     specs.broken.clear()
     readable = [run for run in active if specs.readable(run)]  # the others: set aside
-    deps = check_dependencies(readable, specs.get, store.run_states)
+    deps = check_dependencies(readable, specs.get, store.runs.states)
     held = revoked(readable, settings.authorise)
     kept = kept_out(readable, specs.get, now)
     held = {**held, **kept.reasons}  # held, or before its begin time: out of the order too
     runs = held_back(deps.plannable(active), held)  # a set-aside run's workers still hold
-    independent = {r.name: store.workers_of(r.name) for r in runs if not specs.gang(r.name)}
+    independent = {r.name: store.workers.of(r.name) for r in runs if not specs.gang(r.name)}
     return Plannable(
-        active, deps, held, runs, independent, Drain.of(store.drains()), kept.next_begin,
+        active, deps, held, runs, independent, Drain.of(store.drains.all()), kept.next_begin,
         kept.resting, kept.wake_in,
     )  # fmt: skip
 
@@ -347,7 +347,7 @@ def snapshot_and_owners(
 ) -> tuple[Snapshot, dict[str, str]]:
     """``snapshot_now``, and the owner of each run in it, by name."""
     found = plannable(store, settings, specs, now)
-    live = store.live_workers()
+    live = store.workers.live()
     snapshot = build_snapshot(
         settings, found.runs, live, specs, found.independent, now, found.resting
     )

@@ -175,7 +175,7 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
     """Write the decision: worker rows in Starting. None if the run changed meanwhile."""
     store = ctx.store
     with store.transaction() as tx:
-        row = store.claimable(tx, start.run)
+        row = store.runs.claimable(tx, start.run)
         if (
             row is None
             or row.stop_request is not None
@@ -183,15 +183,15 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         ):
             return None
         attempt = row.attempts + 1
-        run = store.get_run(start.run)
+        run = store.runs.get(start.run)
         assert run is not None
         spec = ctx.specs.get(run)
         worker = spec.worker_resources()
         state = RunState.STARTING if row.state == RunState.QUEUED else row.state
-        store.claim_start(tx, start.run, attempt, state, now, backfilled=start.backfill)
+        store.runs.claim_start(tx, start.run, attempt, state, now, backfilled=start.backfill)
         mono, boot = (ctx.tick.mono, ctx.tick.boot) if ctx.tick else (None, None)
         for index, gpus in zip(start.workers, start.gpus, strict=True):
-            store.insert_worker(
+            store.workers.insert(
                 tx, start.run, attempt, index, gpus, worker.cpu_milli, worker.memory, now,
                 mono, boot, ctx.executor.name,
             )  # fmt: skip
@@ -202,7 +202,7 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
             start.why
         )  # the decision log: the rule that let it start
         code = ReasonCode.BACKFILLED if start.backfill else ReasonCode.STARTED
-        store.add_event(tx, run.name, run.workspace, code, why, now)
+        store.events.add(tx, run.name, run.workspace, code, why, now)
     return run, attempt
 
 
@@ -254,8 +254,8 @@ def launch_for(ctx: StartContext, start: Start, now: float) -> None:
             continue
         crash_point("after-executor-start")
         with ctx.store.transaction() as tx:
-            ctx.store.worker_started(tx, run.name, attempt, index, handle)
-            ctx.store.run_started(tx, run.name)
+            ctx.store.workers.started(tx, run.name, attempt, index, handle)
+            ctx.store.runs.started(tx, run.name)
 
 
 def _start_failed(
@@ -264,6 +264,6 @@ def _start_failed(
     log.warning("could not start %s worker %d: %s", run.name, index, error)
     text = Reason(f"Could not start worker {index}: {error}", private=True, code=ReasonCode.MESSAGE)
     with ctx.store.transaction() as tx:
-        ctx.store.worker_start_failed(tx, run.name, attempt, index, error, now)
-        ctx.store.request_stop(tx, run.name, StopReason.FAILED, text)
-        ctx.store.add_event(tx, run.name, run.workspace, ReasonCode.START_FAILED, text, now)
+        ctx.store.workers.start_failed(tx, run.name, attempt, index, error, now)
+        ctx.store.runs.request_stop(tx, run.name, StopReason.FAILED, text)
+        ctx.store.events.add(tx, run.name, run.workspace, ReasonCode.START_FAILED, text, now)

@@ -84,9 +84,9 @@ def record_withdrawal(store: Store, w: Withdrawal, live: list[WorkerRow], now: f
     ]
     with store.transaction() as tx:
         for x in w.workers:  # the deadline stays: an exit within it is still the stop's
-            store.set_worker_running(tx, x.id, stop_reason=StopReason.WITHDRAWN)
+            store.workers.set_running(tx, x.id, stop_reason=StopReason.WITHDRAWN)
         if not others:
-            store.set_run_state(tx, w.run.name, RunState.RUNNING, None)
-        store.add_event(
+            store.runs.set_state(tx, w.run.name, RunState.RUNNING, None)
+        store.events.add(
             tx, w.run.name, w.run.workspace, ReasonCode.PREEMPTION_WITHDRAWN, w.why, now
         )

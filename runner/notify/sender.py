@@ -49,10 +49,10 @@ IDLE_WAIT = 5.0  # seconds between looks at the outbox when nothing wakes the se
 class Outbox(Protocol):
     """The store's side (runner/store/outbox.py)."""
 
-    def pending_notices(self, limit: int) -> list[Pending]: ...
-    def notice_delivered(self, row: Pending) -> None: ...
-    def notice_retry(self, row: Pending, error: str) -> None: ...
-    def notice_failed(self, row: Pending, error: str) -> None: ...
+    def pending(self, limit: int) -> list[Pending]: ...
+    def delivered(self, row: Pending) -> None: ...
+    def retry(self, row: Pending, error: str) -> None: ...
+    def fail(self, row: Pending, error: str) -> None: ...
 
 
 def _whose(row: Pending) -> str:
@@ -136,7 +136,7 @@ class Sender:
         have a place; the seconds until the next look (a send's end wakes it sooner)."""
         now = self.monotonic()
         self._settle(now)
-        rows = self.outbox.pending_notices(BATCH)
+        rows = self.outbox.pending(BATCH)
         if len(rows) < BATCH:  # every row read: forget the rows that are gone
             live = {row.id for row in rows}
             self._due = {k: v for k, v in self._due.items() if k in live}
@@ -226,15 +226,15 @@ class Sender:
 
     def _record(self, row: Pending, error: str | None) -> None:
         if error is None:
-            self.outbox.notice_delivered(row)
+            self.outbox.delivered(row)
             self._due.pop(row.id, None)
             return
         tries = row.attempts + 1
         if tries >= self.attempts:
-            self.outbox.notice_failed(row, error)
+            self.outbox.fail(row, error)
             self._due.pop(row.id, None)
             return
-        self.outbox.notice_retry(row, error)
+        self.outbox.retry(row, error)
         delay = backoff(tries, self.first_delay)
         self._due[row.id] = self.monotonic() + delay
         log.info("notification %d to %s: %s; again in %.0f s", row.id, row.label, error, delay)

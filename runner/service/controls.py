@@ -44,7 +44,7 @@ def _changing(service: Service, name: str, caller: Caller) -> Iterator[tuple[Tx,
     _run_to_change(service, name, caller)
     store = service.store
     with store.transaction() as tx:
-        run = store.get_run(name)
+        run = store.runs.get(name)
         if run is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {name}")
         yield tx, run
@@ -59,7 +59,7 @@ def hold(service: Service, name: str, caller: Caller) -> str:
         if (
             run.state != RunState.QUEUED
             or run.stop_request is not None
-            or (store.has_live_worker(tx, name))
+            or (store.workers.has_live(tx, name))
         ):
             what = "has finished" if run.state in RunState.FINISHED else "has started"
             if run.state == RunState.QUEUED and run.stop_request is None:
@@ -68,9 +68,9 @@ def hold(service: Service, name: str, caller: Caller) -> str:
                 409, WRONG_STATE,
                 f"run {name} is {run.state}: only a queued run can be held (it {what})",
             )  # fmt: skip
-        store.set_held(tx, name, caller.user, held_reason(caller.user))
+        store.runs.set_held(tx, name, caller.user, held_reason(caller.user))
         event = Reason(f"Held by {caller.user}", code=ReasonCode.HELD)
-        store.add_event(tx, name, run.workspace, ReasonCode.HELD, event)
+        store.events.add(tx, name, run.workspace, ReasonCode.HELD, event)
     service.poke()
     return "held"
 
@@ -82,9 +82,9 @@ def release(service: Service, name: str, caller: Caller) -> str:
         if run.held_by is None:
             return "not held"
         waiting = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)
-        store.set_held(tx, name, None, waiting if run.state == RunState.QUEUED else run.reason)
+        store.runs.set_held(tx, name, None, waiting if run.state == RunState.QUEUED else run.reason)
         event = Reason(f"Released by {caller.user}", code=ReasonCode.RELEASED)
-        store.add_event(tx, name, run.workspace, ReasonCode.RELEASED, event)
+        store.events.add(tx, name, run.workspace, ReasonCode.RELEASED, event)
     service.poke()
     return "released"
 
@@ -98,7 +98,7 @@ def requeue(service: Service, name: str, caller: Caller) -> str:
                 409, WRONG_STATE, f"run {name} runs on Slurm, which this daemon does not "
                 "requeue (delete it and submit it again)",
             )  # fmt: skip
-        live = store.has_live_worker(tx, name)
+        live = store.workers.has_live(tx, name)
         if run.state == RunState.QUEUED and not live and run.stop_request is None:
             return "already queued"
         if run.state in RunState.FINISHED:
@@ -111,8 +111,8 @@ def requeue(service: Service, name: str, caller: Caller) -> str:
             raise ServiceError(409, WRONG_STATE, f"run {name} is already stopping")
         # the reason is read by every workspace: who asked is in the event, the workspace's
         reason = Reason("Requeued: stopping", code=ReasonCode.REQUEUING)
-        store.request_stop(tx, name, StopReason.REQUEUE, reason, stopping=True)
+        store.runs.request_stop(tx, name, StopReason.REQUEUE, reason, stopping=True)
         event = Reason(f"Requeued by {caller.user}: stopping", code=ReasonCode.REQUEUING)
-        store.add_event(tx, name, run.workspace, ReasonCode.REQUEUING, event)
+        store.events.add(tx, name, run.workspace, ReasonCode.REQUEUING, event)
     service.poke()
     return "requeuing"

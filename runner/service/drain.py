@@ -69,11 +69,11 @@ def drain(
     reason, now = " ".join(reason.split()), time.time()
     with store.transaction() as tx:
         for target in targets:
-            store.set_drain(tx, target, reason, caller.user, now)
+            store.drains.set(tx, target, reason, caller.user, now)
         text = f"Drained {_what(targets)} ({reason}) by {caller.user}"
         message = Reason(text, code=ReasonCode.DRAINED)
-        store.add_event(tx, "", "", ReasonCode.DRAINED, message, now)
-    return store.drains()
+        store.events.add(tx, "", "", ReasonCode.DRAINED, message, now)
+    return store.drains.all()
 
 
 def resume(
@@ -82,14 +82,14 @@ def resume(
     """Resume the machine and every GPU (``gpus`` None), or those GPUs; the drains now."""
     _admin(caller, "resume")
     if gpus is None:
-        targets = [r.target for r in store.drains()]
+        targets = [r.target for r in store.drains.all()]
     else:
-        targets = _targets(gpus, set(machine_gpus) | {r.gpu for r in store.drains()
+        targets = _targets(gpus, set(machine_gpus) | {r.gpu for r in store.drains.all()
                                                        if r.gpu is not None})  # fmt: skip
     with store.transaction() as tx:
-        cleared = [t for t in targets if store.clear_drain(tx, t)]
+        cleared = [t for t in targets if store.drains.clear(tx, t)]
         if cleared:
             shown = "the machine" if gpus is None else _what(cleared)
             message = Reason(f"Resumed {shown} by {caller.user}", code=ReasonCode.UNDRAINED)
-            store.add_event(tx, "", "", ReasonCode.UNDRAINED, message)
-    return store.drains()
+            store.events.add(tx, "", "", ReasonCode.UNDRAINED, message)
+    return store.drains.all()

@@ -169,16 +169,16 @@ def update_run(service: Service, name: str, fields: dict[str, Any], caller: Call
     if not changes:
         return run
     with service.store.transaction() as tx:
-        if service.store.run_state_in(tx, name) != run.state:  # it moved meanwhile
+        if service.store.runs.state_in(tx, name) != run.state:  # it moved meanwhile
             raise ServiceError(
                 409, "NOT_EDITABLE", f"run {name} changed state meanwhile: try again"
             )
-        service.store.set_spec(tx, name, json.dumps(spec_to_dict(spec)), spec.priority)
+        service.store.runs.set_spec(tx, name, json.dumps(spec_to_dict(spec)), spec.priority)
         text = f"Changed by {caller.user}: " + ", ".join(changes)
-        service.store.add_event(
+        service.store.events.add(
             tx, name, run.workspace, ReasonCode.UPDATED, Reason(text, code=ReasonCode.UPDATED)
         )
     service.poke()
-    updated = service.store.get_run(name)
+    updated = service.store.runs.get(name)
     assert updated is not None
     return updated

@@ -86,7 +86,7 @@ class Explainer:
             })  # fmt: skip
         if not backend.capabilities.plans_locally:  # Slurm decides: its reason, no levers
             return Why(_slurm_why(backend, name, run.state, caller))
-        drain = Drain.of(service.store.drains())
+        drain = Drain.of(service.store.drains.all())
         if drain.machine is not None and run.state == RunState.QUEUED:  # nothing is planned
             return Why({
                 "run": name, "reason": draining_reason(drain).render(caller.viewer),
@@ -148,7 +148,7 @@ class Explainer:
                           submitted_at=now)  # fmt: skip
         backend_now = backend.clock.now()
         base, owners = snapshot_and_owners(service.store, self.settings, backend.specs, backend_now)
-        drain = Drain.of(service.store.drains())
+        drain = Drain.of(service.store.drains.all())
         if drain.machine is not None:  # nothing starts: no place in an order
             return {
                 "name": spec.name, "workspace": workspace, "priority": spec.priority,

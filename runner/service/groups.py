@@ -74,10 +74,10 @@ class GroupService:
     # ------------------------------------------------------------- reading
 
     def visible(self, caller: Caller, kind: str | None = None) -> list[GroupRow]:
-        return [g for g in self.store.groups(kind) if caller.viewer.sees(g.workspace)]
+        return [g for g in self.store.groups.all(kind) if caller.viewer.sees(g.workspace)]
 
     def get(self, name: str, caller: Caller) -> GroupRow:
-        group = self.store.get_group(name)
+        group = self.store.groups.get(name)
         if group is None or not caller.viewer.sees(group.workspace):
             raise ServiceError(404, "NOT_FOUND", f"no group {name}")
         return group
@@ -115,12 +115,12 @@ class GroupService:
                 if first:
                     what = "the sweep" if group.kind == "sweep" else "the replica group"
                     self.service.check_room(tx, caller, len(first), what)
-                template = self.store.insert_template(tx, doc)
+                template = self.store.templates.insert(tx, doc)
                 row = replace(row, template=template)
-                if not self.store.insert_group_in(tx, row):
+                if not self.store.groups.insert(tx, row):
                     raise ServiceError(409, "NAME_IN_USE", f"a group named {group.name} exists")
                 text = f"{group.kind.capitalize()} created by {caller.user}"
-                self.store.add_event(
+                self.store.events.add(
                     tx,
                     group.name,
                     workspace,
@@ -137,7 +137,7 @@ class GroupService:
                     run = self.service.new_row(
                         spec, workspace, caller, now + i * SWEEP_SPACING, group.name, stored
                     )
-                    self.store.insert_run_in(tx, run, made)
+                    self.store.runs.insert_in(tx, run, made)
         except NameInUse as e:
             raise ServiceError(409, "NAME_IN_USE", f"a run named {e} exists") from e
         self.service.poke()
@@ -167,9 +167,9 @@ class GroupService:
             template = parse_group(group.document(), stored=True).template
             self.service.check_priority(group.workspace, template.priority)
         with self.store.transaction() as tx:
-            self.store.set_replicas(tx, name, replicas)
+            self.store.groups.set_replicas(tx, name, replicas)
             text = f"Scaled from {group.replicas} to {replicas} by {caller.user}"
-            self.store.add_event(
+            self.store.events.add(
                 tx,
                 name,
                 group.workspace,
@@ -189,11 +189,11 @@ class GroupService:
         now = time.time() if now is None else now
         cron = str(group.document()["cron"])
         with self.store.transaction() as tx:
-            self.store.set_paused(tx, name, paused, next_fire(cron, now))
+            self.store.groups.set_paused(tx, name, paused, next_fire(cron, now))
             code, text = (
                 (ReasonCode.PAUSED, "Paused") if paused else (ReasonCode.RESUMED, "Resumed")
             )
-            self.store.add_event(
+            self.store.events.add(
                 tx,
                 name,
                 group.workspace,
@@ -211,7 +211,7 @@ class GroupService:
         group = self._own(name, caller)
         outcomes: dict[str, int] = {}
         with self.store.transaction() as tx:
-            for run in self.store.runs_of_group(name):
+            for run in self.store.runs.of_group(name):
                 if run.state == RunState.CANCELLED and run.stop_request == StopReason.DELETE:
                     outcome = "cancelled"  # already being deleted
                 elif run.stop_request == StopReason.DELETE:
@@ -222,8 +222,8 @@ class GroupService:
                                    code=ReasonCode.MESSAGE)  # fmt: skip
                     outcome = self.service.delete_in(tx, run.name, run.workspace, by)
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            self.store.release_group_runs(tx, name)  # the name is free
-            self.store.delete_group_row(tx, name)
+            self.store.groups.release_runs(tx, name)  # the name is free
+            self.store.groups.delete(tx, name)
         self.service.poke()
         return outcomes
 

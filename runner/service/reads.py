@@ -42,14 +42,14 @@ class Reads:
     def find_run(self, name: str) -> RunRow:
         """The run ``name``, whoever may see it (its object is rendered per viewer): 404
         when there is none."""
-        run = self.store.get_run(name)
+        run = self.store.runs.get(name)
         if run is None:
             raise ServiceError(404, "NOT_FOUND", f"no run {name}")
         return run
 
     def run_now(self, name: str) -> RunRow | None:
         """The run ``name`` as the store has it now; None once it is forgotten."""
-        return self.store.get_run(name)
+        return self.store.runs.get(name)
 
     def get_run(self, caller: Caller, name: str, private: str = DETAILS_PRIVATE) -> RunRow:
         """The run whose details ``caller`` may read: 404 when there is none, 403 when it is
@@ -65,7 +65,7 @@ class Reads:
     ) -> list[RunRow]:  # fmt: skip
         """The runs in the queue (``everything``: finished ones too), filtered. Listed for
         every caller: the views anonymise another workspace's (``caller`` for the rule)."""
-        runs = self.store.runs(active_only=not everything)
+        runs = self.store.runs.all(active_only=not everything)
         if workspace is not None:
             runs = [r for r in runs if r.workspace == workspace]
         if group is not None:
@@ -82,30 +82,30 @@ class Reads:
 
     def run_states(self, names: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each named run's state and workspace (runs not known are left out)."""
-        return self.store.run_states(names)
+        return self.store.runs.states(names)
 
     # --------------------------------------------------------------- workers
 
     def workers_of(self, name: str) -> list[WorkerRow]:
         """Every worker row of the run, for its object (rendered per viewer)."""
-        return self.store.workers_of(name)
+        return self.store.workers.of(name)
 
     def workers_history(self, caller: Caller, name: str) -> list[WorkerRow]:
         """Every worker of a run whose details ``caller`` may read (see get_run)."""
-        return self.store.workers_of(self.get_run(caller, name).name)
+        return self.store.workers.of(self.get_run(caller, name).name)
 
     def live_by_run(self) -> dict[str, list[WorkerRow]]:
         """The live workers, by run."""
         live: dict[str, list[WorkerRow]] = {}
-        for w in self.store.live_workers():
+        for w in self.store.workers.live():
             live.setdefault(w.run, []).append(w)
         return live
 
     def gpu_holders(self, caller: Caller) -> list[tuple[WorkerRow, bool]]:
         """Each live worker, and whether ``caller`` may see whose it is."""
         holders = []
-        for w in self.store.live_workers():
-            run = self.store.get_run(w.run)
+        for w in self.store.workers.live():
+            run = self.store.runs.get(w.run)
             holders.append((w, run is not None and caller.viewer.sees(run.workspace)))
         return holders
 
@@ -114,22 +114,22 @@ class Reads:
         shares them (0: whole GPUs)."""
         shares = []
         for w, visible in self.gpu_holders(caller):
-            run = self.store.get_run(w.run)
+            run = self.store.runs.get(w.run)
             share = 0 if run is None else parse_spec(run.spec(), stored=True).task.gpu_share
             shares.append((w, visible, share))
         return shares
 
     def live_workers(self) -> list[WorkerRow]:
         """Every live worker (what the metrics and the telemetry count; no run named)."""
-        return self.store.live_workers()
+        return self.store.workers.live()
 
     def active_runs(self) -> list[RunRow]:
         """The runs not finished (the metrics' counts by workspace and state)."""
-        return self.store.runs(active_only=True)
+        return self.store.runs.all(active_only=True)
 
     def drains(self) -> list[DrainRow]:
         """The machine's drains and its GPUs' (anyone may read them)."""
-        return self.store.drains()
+        return self.store.drains.all()
 
     def usage_report(
         self, caller: Caller, since: str | None, by: str | None, workspaces: Iterable[str],
@@ -164,8 +164,8 @@ class Reads:
     def usage_now(self) -> dict[str, Resources]:
         """What each workspace's live workers hold now."""
         used: dict[str, Resources] = {}
-        for w in self.store.live_workers():
-            run = self.store.get_run(w.run)
+        for w in self.store.workers.live():
+            run = self.store.runs.get(w.run)
             if run is not None:
                 share = parse_spec(run.spec(), stored=True).task.gpu_share  # shared: no whole GPU
                 n = len(w.gpus)
@@ -175,7 +175,7 @@ class Reads:
 
     def usage_history(self) -> dict[str, tuple[float, float]]:
         """GPU and CPU seconds used so far, by workspace (forgotten runs' too)."""
-        return self.store.usage_by_workspace()
+        return self.store.usage.by_workspace()
 
     # ---------------------------------------------------------------- events
 
@@ -187,7 +187,7 @@ class Reads:
 
         The run itself is not looked up: its events go on being readable while it is
         followed (see get_run for who may ask)."""
-        rows = self.store.events(run, after=after)
+        rows = self.store.events.all(run, after=after)
         last = rows[-1].id if rows else after
         return [e for e in rows if event_visible(e, caller.viewer)], last
 
@@ -195,9 +195,9 @@ class Reads:
 
     def runs_of_group(self, name: str) -> list[RunRow]:
         """The runs of the group ``name`` (a group the caller was allowed to read)."""
-        return self.store.runs_of_group(name)
+        return self.store.runs.of_group(name)
 
     def group_events(self, name: str) -> list[EventRow]:
         """The group's own events (a group the caller was allowed to read: all of them are
         of its workspace)."""
-        return self.store.events(grp=name)
+        return self.store.events.all(grp=name)

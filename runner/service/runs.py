@@ -185,7 +185,7 @@ class Service(Reads):
         schedule = schedule_of_firing(name)
         if schedule is None:
             return
-        group = self.store.get_group(schedule)
+        group = self.store.groups.get(schedule)
         if group is not None and group.kind == "schedule" and group.workspace != workspace:
             raise ServiceError(
                 409, "NAME_IN_USE",
@@ -224,7 +224,7 @@ class Service(Reads):
             raise ServiceError(422, "INVALID_SPEC", "spec.after: a run cannot wait for itself")
         if not spec.after:
             return
-        states = self.store.run_states(spec.after)
+        states = self.store.runs.states(spec.after)
         for name in spec.after:
             if pending and name in pending and name not in states:
                 states[name] = (RunState.QUEUED, pending[name])
@@ -262,7 +262,7 @@ class Service(Reads):
     def check_room(self, tx: Tx, owner: Caller, adding: int, what: str) -> None:
         """``owner`` may have ``adding`` more unfinished runs (max_submit_per_user, admins
         too): 429 TOO_MANY_RUNS otherwise. Within the transaction that writes them."""
-        self.room_left(self.store.unfinished_runs_of(tx, owner.uid), owner, adding, what)
+        self.room_left(self.store.runs.unfinished_of(tx, owner.uid), owner, adding, what)
 
     def room_left(self, have: int, owner: Caller, adding: int, what: str) -> None:
         """check_room's rule for an owner with ``have`` unfinished runs."""
@@ -337,8 +337,8 @@ class Service(Reads):
         """Write the accepted rows of ``outcomes`` together; those whose name is taken or
         past the caller's max_submit_per_user become refusals (in place)."""
         with self.store.transaction() as tx:
-            taken = self.store.names_in_use(tx, (o.row.name for o in outcomes if o.row))
-            have = self.store.unfinished_runs_of(tx, caller.uid)
+            taken = self.store.runs.names_in_use(tx, (o.row.name for o in outcomes if o.row))
+            have = self.store.runs.unfinished_of(tx, caller.uid)
             rows: list[RunRow] = []
             refused: set[str] = set()  # accepted before, refused here: not for runs after them
             for i, o in enumerate(outcomes):
@@ -355,7 +355,7 @@ class Service(Reads):
                     refused.add(o.row.name)
                     continue
                 rows.append(o.row)
-            self.store.insert_runs_in(
+            self.store.runs.insert_many(
                 tx, rows, Reason(f"Submitted by {caller.user}", code=ReasonCode.MESSAGE)
             )
 
@@ -364,10 +364,10 @@ class Service(Reads):
         try:
             with self.store.transaction() as tx:
                 self.check_room(tx, caller, 1, "the run")
-                self.store.insert_run_in(tx, row, f"Submitted by {row.owner}")
+                self.store.runs.insert_in(tx, row, f"Submitted by {row.owner}")
                 if row.held_by is not None:
                     held = Reason(f"Held by {row.held_by} at submit", code=ReasonCode.HELD)
-                    self.store.add_event(
+                    self.store.events.add(
                         tx, row.name, workspace, ReasonCode.HELD, held, row.submitted_at
                     )
         except NameInUse as e:
@@ -381,14 +381,14 @@ class Service(Reads):
             raise ServiceError(422, "INVALID_SPEC", "priority: must be between -1000 and 1000")
         self.check_priority(run.workspace, priority)
         with self.store.transaction() as tx:
-            self.store.set_priority(tx, name, priority)
+            self.store.runs.set_priority(tx, name, priority)
             message = Reason(
                 f"Priority changed from {run.priority} to {priority} by {caller.user}",
                 code=ReasonCode.MESSAGE,
             )
-            self.store.add_event(tx, name, run.workspace, ReasonCode.PRIORITY_CHANGED, message)
+            self.store.events.add(tx, name, run.workspace, ReasonCode.PRIORITY_CHANGED, message)
         self.poke()
-        updated = self.store.get_run(name)
+        updated = self.store.runs.get(name)
         assert updated is not None
         return updated
 
@@ -418,17 +418,17 @@ class Service(Reads):
         A run with a live worker is stopped, whatever its state says: a front for Slurm
         keeps a queued run's pending job as its worker, and that job must be cancelled.
         """
-        state = self.store.run_state_in(tx, name)
-        live = self.store.has_live_worker(tx, name)
+        state = self.store.runs.state_in(tx, name)
+        live = self.store.workers.has_live(tx, name)
         if state in RunState.FINISHED and not live:
-            self.store.delete_run_row(tx, name)
+            self.store.runs.delete(tx, name)
             return "forgotten"
         if state == RunState.QUEUED and not live:
-            self.store.cancel_queued(tx, name, time.time())
+            self.store.runs.cancel_queued(tx, name, time.time())
             message = Reason(by.template + " while queued", by.refs, code=by.code)
-            self.store.add_event(tx, name, workspace, ReasonCode.CANCELLED, message)
+            self.store.events.add(tx, name, workspace, ReasonCode.CANCELLED, message)
             return "cancelled"
-        self.store.request_stop(tx, name, StopReason.DELETE)
+        self.store.runs.request_stop(tx, name, StopReason.DELETE)
         message = Reason(by.template + ": stopping", by.refs, code=by.code)
-        self.store.add_event(tx, name, workspace, ReasonCode.DELETING, message)
+        self.store.events.add(tx, name, workspace, ReasonCode.DELETING, message)
         return "stopping"

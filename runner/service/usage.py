@@ -139,10 +139,10 @@ def usage_report(
             rows[key] = UsageTotals(key[0], key[1], visible=key[0] is not None)
         return rows[key]
 
-    for s in store.usage_sums(start):
+    for s in store.usage.sums(start):
         total.add(s)
         row(s.workspace, s.owner).add(s)
-    for workspace, owner, wait in store.usage_waits(start):
+    for workspace, owner, wait in store.usage.waits(start):
         total.waits.append(wait)
         row(workspace, owner).waits.append(wait)
     if daily:
@@ -151,7 +151,7 @@ def usage_report(
             raise ServiceError(400, "BAD_REQUEST", f"daily: for at most {MAX_DAYS} days")
         for t in (total, *rows.values()):
             t.daily = [0.0] * days
-        for workspace, owner, day, gpu_s in store.usage_daily(start, now):
+        for workspace, owner, day, gpu_s in store.usage.daily(start, now):
             for t in (total, row(workspace, owner)):
                 assert t.daily is not None
                 t.daily[days - 1 - min(day, days - 1)] += gpu_s
@@ -177,4 +177,4 @@ def history(
         if seen is not None and workspace not in seen:
             raise ServiceError(403, "FORBIDDEN", HISTORY_PRIVATE)
         seen = frozenset({workspace})
-    return start, store.usage_records(start, seen, count)
+    return start, store.usage.records(start, seen, count)

@@ -288,10 +288,10 @@ class Replay:
         out = []
         overtaking = _Overtaking([(a.run, a.start) for a in self.executor.history], self.trace)
         for trace_run in self.trace:
-            row = store.get_run(trace_run.name)
+            row = store.runs.get(trace_run.name)
             if row is None:
                 continue
-            workers = store.workers_of(row.name)
+            workers = store.workers.of(row.name)
             share = self.executor.shares.get(row.name)
             per_gpu = share if share is not None else 1.0
             held = lost = 0.0

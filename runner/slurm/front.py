@@ -155,7 +155,7 @@ class SlurmFront:
         self.jobs = {j.job_id: j for j in self.client.jobs() if workspace_of_comment(j.comment)}
         changed = self.groups(now)
         watched = self._watched()
-        self._deps = check_dependencies(watched, self.specs.get, self.store.run_states)
+        self._deps = check_dependencies(watched, self.specs.get, self.store.runs.states)
         if self._deps.failing or self._deps.met:
             settle_dependencies(self.store, self._deps, watched, now)
             watched, changed = self._watched(), True  # failed ones must not be submitted
@@ -173,16 +173,16 @@ class SlurmFront:
 
     def _watched(self) -> list[RunRow]:
         """Active runs, and finished ones whose job still lives (deleted while queued)."""
-        runs = {r.name: r for r in self.store.runs(active_only=True)}
-        for w in self.store.live_workers():
-            if w.run not in runs and (row := self.store.get_run(w.run)) is not None:
+        runs = {r.name: r for r in self.store.runs.all(active_only=True)}
+        for w in self.store.workers.live():
+            if w.run not in runs and (row := self.store.runs.get(w.run)) is not None:
                 runs[w.run] = row
         return list(runs.values())
 
     # ------------------------------------------------------------ one run
 
     def _latest(self, run: RunRow) -> WorkerRow | None:
-        latest = latest_workers(self.store.workers_of(run.name))
+        latest = latest_workers(self.store.workers.of(run.name))
         return latest.get(0)
 
     def _follow(self, run: RunRow, now: float) -> bool:
@@ -197,7 +197,7 @@ class SlurmFront:
             if waits is not None:  # held here until its dependencies succeed (or released)
                 if run.reason != waits:
                     with self.store.transaction() as tx:
-                        self.store.set_reason(tx, run.name, waits)
+                        self.store.runs.set_reason(tx, run.name, waits)
                     return True
                 return False
             self._submit(run, now)
@@ -220,9 +220,9 @@ class SlurmFront:
         attempt = run.attempts + 1
         worker = spec.worker_resources()
         with self.store.transaction() as tx:  # written before sbatch: see the module's doc
-            self.store.insert_worker(tx, run.name, attempt, 0, (), worker.cpu_milli,
+            self.store.workers.insert(tx, run.name, attempt, 0, (), worker.cpu_milli,
                                      worker.memory, now)  # fmt: skip
-            self.store.set_attempts(tx, run.name, attempt)
+            self.store.runs.set_attempts(tx, run.name, attempt)
         try:
             number = self.client.submit(batch)
         except SlurmError as e:
@@ -243,28 +243,28 @@ class SlurmFront:
         if tries == 1:
             text = Reason(f"sbatch failed ({error}); trying again", code=ReasonCode.MESSAGE)
             with self.store.transaction() as tx:
-                self.store.set_reason(tx, run.name, text)
-                self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
+                self.store.runs.set_reason(tx, run.name, text)
+                self.store.events.add(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
 
     def _record_job(self, run: RunRow, attempt: int, number: int, now: float) -> None:
         with self.store.transaction() as tx:
-            self.store.set_job_handle(tx, run.name, attempt, f"{HANDLE}{number}")
+            self.store.workers.set_job_handle(tx, run.name, attempt, f"{HANDLE}{number}")
             text = Reason(f"Submitted to Slurm as job {number}", code=ReasonCode.MESSAGE)
-            self.store.set_reason(tx, run.name, text)
-            self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
+            self.store.runs.set_reason(tx, run.name, text)
+            self.store.events.add(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
 
     def _fail_submit(self, run: RunRow, attempt: int | None, error: str, now: float) -> None:
         text = Reason(f"Failed: Slurm refused it: {error}", code=ReasonCode.MESSAGE)
         with self.store.transaction() as tx:
             if attempt is not None:  # the worker written for this sbatch
-                self.store.fail_job_worker(tx, run.name, attempt, error, now)
-            self.store.finish_run(tx, run.name, RunState.FAILED, now, text)
-            self.store.add_event(tx, run.name, run.workspace, ReasonCode.FAILED, text, now)
+                self.store.workers.fail_job(tx, run.name, attempt, error, now)
+            self.store.runs.finish(tx, run.name, RunState.FAILED, now, text)
+            self.store.events.add(tx, run.name, run.workspace, ReasonCode.FAILED, text, now)
 
     def _adopt_or_forget(self, run: RunRow, worker: WorkerRow, now: float) -> bool:
         """A worker written before sbatch whose job id was never recorded (a crash)."""
         mine = [j for j in self.jobs.values() if j.name == run.name]
-        known = {job_id(w) for w in self.store.workers_of(run.name)}
+        known = {job_id(w) for w in self.store.workers.of(run.name)}
         found = [
             j
             for j in mine
@@ -275,7 +275,7 @@ class SlurmFront:
         else:
             with self.store.transaction() as tx:
                 never = "never submitted (the daemon stopped first)"
-                self.store.end_worker(tx, worker.id, WorkerState.CANCELLED, now, error=never)
+                self.store.workers.end(tx, worker.id, WorkerState.CANCELLED, now, error=never)
         return True
 
     def _carry(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
@@ -288,7 +288,7 @@ class SlurmFront:
                 self._requeued(run, worker, job, queue, now)
             if worker.state != WorkerState.STARTING:
                 with self.store.transaction() as tx:
-                    self.store.worker_waits(tx, worker.id)
+                    self.store.workers.waits(tx, worker.id)
             return restarted or queue
         if state in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"):
             return self._running(run, worker, job, now)
@@ -303,16 +303,18 @@ class SlurmFront:
         if run.state == target and worker.state == WorkerState.RUNNING and worker.gpus == gpus:
             return False
         with self.store.transaction() as tx:
-            self.store.set_worker_running(tx, worker.id, gpus=gpus)
+            self.store.workers.set_running(tx, worker.id, gpus=gpus)
             if run.state not in RunState.FINISHED and run.state != target:
-                self.store.set_run_state(tx, run.name, target, None, job.start or now)
+                self.store.runs.set_state(tx, run.name, target, None, job.start or now)
                 if target == RunState.RUNNING:
                     shown = ",".join(map(str, gpus)) or "none"
                     text = Reason(
                         f"Started by Slurm: job {job.job_id} on {job.nodes or '?'}, GPUs {shown}",
                         code=ReasonCode.MESSAGE,
                     )
-                    self.store.add_event(tx, run.name, run.workspace, ReasonCode.STARTED, text, now)
+                    self.store.events.add(
+                        tx, run.name, run.workspace, ReasonCode.STARTED, text, now
+                    )
         return True
 
     def _preempting(self, run: RunRow, worker: WorkerRow, job: SlurmJob, now: float) -> bool:
@@ -327,10 +329,10 @@ class SlurmFront:
             code=ReasonCode.MESSAGE,
         )
         with self.store.transaction() as tx:
-            self.store.stop_worker(tx, worker.id, StopReason.PREEMPT, deadline)
+            self.store.workers.stop(tx, worker.id, StopReason.PREEMPT, deadline)
             if run.state not in RunState.FINISHED:
-                self.store.set_run_state(tx, run.name, RunState.STOPPING, text)
-                self.store.add_event(tx, run.name, run.workspace, ReasonCode.PREEMPTED, text, now)
+                self.store.runs.set_state(tx, run.name, RunState.STOPPING, text)
+                self.store.events.add(tx, run.name, run.workspace, ReasonCode.PREEMPTED, text, now)
         return True
 
     def _grace(self, partition: str) -> float:
@@ -350,14 +352,14 @@ class SlurmFront:
                 # seen in its grace: a preemption too
                 preempted = worker.stop_reason == StopReason.PREEMPT
                 preemptions = run.preemptions + 1 if preempted else KEEP
-                self.store.note_restarts(tx, run.name, job.restarts, preemptions)
+                self.store.runs.note_restarts(tx, run.name, job.restarts, preemptions)
             if queue:
-                self.store.requeue(tx, run.name)
+                self.store.runs.requeue(tx, run.name)
             if job.restarts > run.restarts:
                 text = Reason(
                     f"Requeued by Slurm (restart {job.restarts})", code=ReasonCode.MESSAGE
                 )
-                self.store.add_event(tx, run.name, run.workspace, ReasonCode.REQUEUED, text, now)
+                self.store.events.add(tx, run.name, run.workspace, ReasonCode.REQUEUED, text, now)
 
     # ------------------------------------------------------------ requests
 
@@ -371,7 +373,7 @@ class SlurmFront:
 
     def _plan(self, now: float) -> None:
         """Slurm's order and head, in the shape the API shows the built-in planner's."""
-        runs = {r.name: r for r in self.store.runs(active_only=True)}
+        runs = {r.name: r for r in self.store.runs.all(active_only=True)}
         plan, estimates = slurm_plan(self.jobs, runs, now)  # squeue --start's estimates
         self._write_reasons(plan.reasons, runs)
         was = self.status.published
@@ -387,4 +389,4 @@ class SlurmFront:
         if changes:
             with self.store.transaction() as tx:
                 for name, reason in changes.items():
-                    self.store.set_reason(tx, name, reason)
+                    self.store.runs.set_reason(tx, name, reason)

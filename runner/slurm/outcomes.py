@@ -20,12 +20,12 @@ def ended(
     budget lasts (not after a time limit), or fails with Slurm's reason."""
     code = job.exit_code
     with store.transaction() as tx:
-        store.end_worker(tx, worker.id, WorkerState.EXITED, job.end or now, exit_code=code)
+        store.workers.end(tx, worker.id, WorkerState.EXITED, job.end or now, exit_code=code)
         if run.state in RunState.FINISHED:
             return True
         if job.state == "COMPLETED":
-            store.finish_run(tx, run.name, RunState.SUCCEEDED, job.end or now, None, exit_code=0)
-            store.add_event(
+            store.runs.finish(tx, run.name, RunState.SUCCEEDED, job.end or now, None, exit_code=0)
+            store.events.add(
                 tx,
                 run.name,
                 run.workspace,
@@ -35,10 +35,10 @@ def ended(
             )
         elif job.state == "CANCELLED" or run.stop_request == StopReason.DELETE:
             why = "Deleted" if run.stop_request == StopReason.DELETE else "Cancelled in Slurm"
-            store.finish_run(
+            store.runs.finish(
                 tx, run.name, RunState.CANCELLED, now, Reason(why, code=ReasonCode.MESSAGE)
             )
-            store.add_event(
+            store.events.add(
                 tx,
                 run.name,
                 run.workspace,
@@ -53,15 +53,15 @@ def ended(
                 f"(restart {restarts} of {restart_limit})",
                 code=ReasonCode.MESSAGE,
             )
-            store.requeue(tx, run.name, restarts=restarts, reason=text)
-            store.add_event(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
+            store.runs.requeue(tx, run.name, restarts=restarts, reason=text)
+            store.events.add(tx, run.name, run.workspace, ReasonCode.RESTARTING, text, now)
         else:
             reason = describe(job, queue, now) or Reason(
                 f"Slurm: {job.state}", code=ReasonCode.MESSAGE
             )
-            store.finish_run(tx, run.name, RunState.FAILED, job.end or now, reason,
+            store.runs.finish(tx, run.name, RunState.FAILED, job.end or now, reason,
                                   exit_code=code)  # fmt: skip
-            store.add_event(tx, run.name, run.workspace, ReasonCode.FAILED, reason, now)
+            store.events.add(tx, run.name, run.workspace, ReasonCode.FAILED, reason, now)
     return True
 
 
@@ -69,7 +69,7 @@ def lost(store: Store, run: RunRow, worker: WorkerRow, now: float) -> bool:
     """squeue no longer knows the job (purged after MinJobAge, or the cluster lost it)."""
     deleted = run.stop_request == StopReason.DELETE
     with store.transaction() as tx:
-        store.end_worker(tx, worker.id, WorkerState.LOST, now,
+        store.workers.end(tx, worker.id, WorkerState.LOST, now,
                               error="Slurm no longer knows the job")  # fmt: skip
         if run.state not in RunState.FINISHED:
             why = Reason(
@@ -77,6 +77,6 @@ def lost(store: Store, run: RunRow, worker: WorkerRow, now: float) -> bool:
                 code=ReasonCode.MESSAGE,
             )
             state = RunState.CANCELLED if deleted else RunState.FAILED
-            store.finish_run(tx, run.name, state, now, why)
-            store.add_event(tx, run.name, run.workspace, ReasonCode[state.name], why, now)
+            store.runs.finish(tx, run.name, state, now, why)
+            store.events.add(tx, run.name, run.workspace, ReasonCode[state.name], why, now)
     return True

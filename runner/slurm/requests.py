@@ -61,7 +61,7 @@ class Requests:
             self._nice_refused[run.name] = run.priority
             text = Reason(f"Slurm kept its priority: {e}", code=ReasonCode.MESSAGE)
             with self.store.transaction() as tx:
-                self.store.add_event(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
+                self.store.events.add(tx, run.name, run.workspace, ReasonCode.SLURM, text, now)
             return False
         try:
             self.client.set_nice(job.job_id, nice)

@@ -6,13 +6,12 @@ a group's own events are rows of ``events`` with ``grp`` set (and ``run`` = its 
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from contextlib import AbstractContextManager
-from typing import Any
 
 from runner.rows import GroupRow
+from runner.store.core import Core
 from runner.store.rows import from_columns
+from runner.store.templates import Templates
 from runner.store.tx import Tx
 
 
@@ -20,18 +19,14 @@ def _group(row: sqlite3.Row) -> GroupRow:
     return from_columns(GroupRow, row, spec_text=row["spec"], paused=bool(row["paused"]))
 
 
-class GroupTables:
-    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+class Groups:
+    """Reads and writes of ``groups`` (a group's template is dropped with it)."""
 
-    _templates: dict[int, dict[str, Any]]  # template_doc's cache (committed rows only)
+    def __init__(self, core: Core, templates: Templates) -> None:
+        self._core = core
+        self._templates = templates
 
-    def _connect(self) -> sqlite3.Connection:
-        raise NotImplementedError
-
-    def transaction(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def insert_group_in(self, tx: Tx, g: GroupRow) -> bool:
+    def insert(self, tx: Tx, g: GroupRow) -> bool:
         """False when a group of that name exists (nothing written)."""
         try:
             tx._sql(
@@ -56,15 +51,17 @@ class GroupTables:
             return False
         return True
 
-    def get_group(self, name: str) -> GroupRow | None:
-        row = self._connect().execute("SELECT * FROM groups WHERE name = ?", (name,)).fetchone()
+    def get(self, name: str) -> GroupRow | None:
+        row = (
+            self._core.connect().execute("SELECT * FROM groups WHERE name = ?", (name,)).fetchone()
+        )
         return None if row is None else _group(row)
 
-    def groups(self, kind: str | None = None) -> list[GroupRow]:
+    def all(self, kind: str | None = None) -> list[GroupRow]:
         sql, args = "SELECT * FROM groups", []
         if kind is not None:
             sql, args = sql + " WHERE kind = ?", [kind]
-        return [_group(r) for r in self._connect().execute(sql + " ORDER BY created_at", args)]
+        return [_group(r) for r in self._core.connect().execute(sql + " ORDER BY created_at", args)]
 
     def set_replicas(self, tx: Tx, name: str, replicas: int) -> None:
         tx._sql("UPDATE groups SET replicas = ? WHERE name = ?", (replicas, name))
@@ -79,50 +76,18 @@ class GroupTables:
         sql = "UPDATE groups SET next_at = ?, last_fired_at = ? WHERE name = ?"
         tx._sql(sql, (next_at, fired_at, name))
 
-    def group_created_at(self, tx: Tx, name: str) -> float | None:
+    def created_at(self, tx: Tx, name: str) -> float | None:
         """Within ``tx``: when group ``name`` was made; None if there is none."""
         row = tx._sql("SELECT created_at FROM groups WHERE name = ?", (name,)).fetchone()
         return None if row is None else float(row[0])
 
-    def release_group_runs(self, tx: Tx, name: str) -> None:
+    def release_runs(self, tx: Tx, name: str) -> None:
         """The group's runs belong to it no more (its name is free to be used again)."""
         tx._sql("UPDATE runs SET grp = NULL WHERE grp = ?", (name,), runs=True)
 
-    def delete_group_row(self, tx: Tx, name: str) -> None:
+    def delete(self, tx: Tx, name: str) -> None:
         row = tx._sql("SELECT template FROM groups WHERE name = ?", (name,)).fetchone()
         tx._sql("DELETE FROM events WHERE grp = ? AND run = grp", (name,))
         tx._sql("DELETE FROM groups WHERE name = ?", (name,))
         if row is not None and row[0] is not None:
-            self.drop_template_if_unused(tx, row[0])
-
-    # ------------------------------------------------------------ templates
-
-    def insert_template(self, tx: Tx, document: dict[str, Any]) -> int:
-        """Store a run template (a run document) once; its id for the runs made from it."""
-        cursor = tx._sql("INSERT INTO templates (spec) VALUES (?)", (json.dumps(document),))
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
-    def template_doc(self, template: int) -> dict[str, Any]:
-        """A template's document, read once: a template never changes, its id is never
-        used again (shared by its runs' rows: run_document copies, never changes it)."""
-        cache = self._templates
-        doc = cache.get(template)
-        if doc is None:
-            sql = "SELECT spec FROM templates WHERE id = ?"
-            row = self._connect().execute(sql, (template,)).fetchone()
-            if row is None:
-                raise KeyError(f"template {template} is missing from the state database")
-            doc = cache[template] = json.loads(row[0])
-        return doc
-
-    def drop_template_if_unused(self, tx: Tx, template: int) -> None:
-        """Forget a template once neither a group nor a run refers to it (and its cached
-        document: ids are never used again, so a rolled-back drop only costs a read)."""
-        gone = tx._sql(
-            "DELETE FROM templates WHERE id = ? AND NOT EXISTS (SELECT 1 FROM runs WHERE"
-            " template = ?) AND NOT EXISTS (SELECT 1 FROM groups WHERE template = ?)",
-            (template, template, template),
-        )
-        if gone.rowcount:
-            self._templates.pop(template, None)
+            self._templates.drop_if_unused(tx, row[0])

@@ -1,11 +1,11 @@
 """The outbox of notifications: written with the event that causes it, read by the sender.
 
-``Store.add_event`` notes each event a notification may follow (a run started,
+``Events.add`` notes each event a notification may follow (a run started,
 succeeded, failed, was preempted or reached its time limit); just before that
-transaction commits, :meth:`OutboxTables._queue_notices` reads the run as the
-transaction leaves it and writes one row per URL that asks for the event: the run's own
-(``spec.notify``) and the config's ``[[notify]]`` entries (``notify_targets``, set by the
-daemon). Committed together, nothing acknowledged loses its notification in a crash.
+transaction commits, :meth:`Outbox.queue` reads the run as the transaction leaves it
+and writes one row per URL that asks for the event: the run's own (``spec.notify``) and
+the config's ``[[notify]]`` entries (``Outbox.targets``, set by the daemon). Committed
+together, nothing acknowledged loses its notification in a crash.
 The sender (runner/notify/sender.py) marks each row delivered (deleted, a ``NOTIFIED``
 event), tried again, or given up (kept with ``failed``, a ``NOTIFY_FAILED`` event).
 
@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
 
 from runner.notify.outbox import Notice, Pending
 from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
 from runner.reasons import Reason, ReasonCode, Viewer
 from runner.rows import RunRow
+from runner.store.core import Core
+from runner.store.events import Events
 from runner.store.rows import RUN_COLUMNS, RUN_TEMPLATE, run_from_tuple
+from runner.store.templates import Templates
 from runner.store.tx import Tx
 
 log = logging.getLogger(__name__)
@@ -40,35 +40,25 @@ MAX_PENDING = 10_000
 MAX_FAILED_KEPT = 1000  # rows given up on, kept to be looked at; the oldest go first
 
 
-class OutboxTables:
-    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+class Outbox:
+    """Reads and writes of ``outbox``: the notifications queued with their events, and
+    the sender's marks."""
 
-    # the config's [[notify]] entries (the daemon sets them, at start and on a change)
-    notify_targets: tuple[Target, ...] = ()
-    # called after a commit that queued notifications (the sender's wake)
-    outbox_listener: Callable[[], None] | None = None
+    def __init__(self, core: Core, events: Events, templates: Templates) -> None:
+        self._core = core
+        self._events = events
+        self._templates = templates
+        # the config's [[notify]] entries (the daemon sets them, at start and on a change)
+        self.targets: tuple[Target, ...] = ()
+        # called after a commit that queued notifications (the sender's wake)
+        self.listener: Callable[[], None] | None = None
 
-    def _connect(self) -> sqlite3.Connection:
-        raise NotImplementedError
+    def wake(self) -> None:
+        """After a commit that queued notifications: the listener called, if any."""
+        if self.listener is not None:
+            self.listener()
 
-    def transaction(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def template_doc(self, template: int) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def add_event(
-        self, tx: Tx, run: str, workspace: str, code: ReasonCode, message: Reason,
-        now: float | None = None, grp: str | None = None,
-    ) -> None:  # fmt: skip
-        raise NotImplementedError
-
-    def _note_event(self, tx: Tx, run: str, code: ReasonCode, message: Reason, now: float) -> None:
-        """Within add_event: an event of a run that a notification may follow."""
-        if code in EVENT_OF_CODE:
-            tx._notes.append((run, code, message, now))
-
-    def _queue_notices(self, tx: Tx) -> int:
+    def queue(self, tx: Tx) -> int:
         """Just before COMMIT: the rows of the events noted in ``tx``; how many."""
         notes, tx._notes = tx._notes, []
         queued = 0
@@ -82,7 +72,7 @@ class OutboxTables:
                 with contextlib.suppress(Exception):
                     found = tx._sql("SELECT workspace FROM runs WHERE name = ?", (name,)).fetchone()
                     if found is not None:
-                        self.add_event(
+                        self._events.add(
                             tx,
                             name,
                             found[0],
@@ -102,12 +92,12 @@ class OutboxTables:
         if row is None:
             return 0
         tid = row[RUN_TEMPLATE]
-        run = run_from_tuple(tuple(row), None if tid is None else self.template_doc(tid))
+        run = run_from_tuple(tuple(row), None if tid is None else self._templates.doc(tid))
         event = EVENT_OF_CODE[code]
         targets = [(t, "") for t in _run_targets(run) if t.wants(event, run.workspace)]
         targets += [
             (t, f"the config's [[notify]] entry {i}: ")
-            for i, t in enumerate(self.notify_targets, 1)
+            for i, t in enumerate(self.targets, 1)
             if t.wants(event, run.workspace)
         ]
         if not targets:
@@ -129,7 +119,7 @@ class OutboxTables:
             urls.add(target.url)
             if self._outbox_full(tx, run.run_uid, run.workspace):
                 text = f"Notification ({event.value}) not queued: too many waiting to be sent"
-                self.add_event(
+                self._events.add(
                     tx,
                     run.name,
                     run.workspace,
@@ -167,7 +157,7 @@ class OutboxTables:
 
     # ------------------------------------------------------------ the sender's side
 
-    def pending_notices(self, limit: int) -> list[Pending]:
+    def pending(self, limit: int) -> list[Pending]:
         """``limit`` notifications still to be delivered: each workspace's oldest, then
         each one's second oldest, and so on."""
         sql = (
@@ -177,10 +167,10 @@ class OutboxTables:
         )
         return [
             Pending(r[0], r[1], r[2], Notice.from_json(r[3]), r[4])
-            for r in self._connect().execute(sql, (limit,))
+            for r in self._core.connect().execute(sql, (limit,))
         ]
 
-    def failed_notices(self) -> list[tuple[Pending, str]]:
+    def failed(self) -> list[tuple[Pending, str]]:
         """The notifications given up on, with their last error, oldest first."""
         sql = (
             "SELECT id, url, label, notice, attempts, last_error FROM outbox WHERE failed = 1"
@@ -188,22 +178,22 @@ class OutboxTables:
         )
         return [
             (Pending(r[0], r[1], r[2], Notice.from_json(r[3]), r[4]), r[5] or "")
-            for r in self._connect().execute(sql)
+            for r in self._core.connect().execute(sql)
         ]
 
-    def notice_delivered(self, row: Pending) -> None:
-        with self.transaction() as tx:
+    def delivered(self, row: Pending) -> None:
+        with self._core.transaction() as tx:
             tx._sql("DELETE FROM outbox WHERE id = ?", (row.id,))
             text = f"Notification ({row.notice.event.value}) delivered to {row.label}"
             self._run_event(tx, row, ReasonCode.NOTIFIED, Reason(text, code=ReasonCode.MESSAGE))
 
-    def notice_retry(self, row: Pending, error: str) -> None:
-        with self.transaction() as tx:
+    def retry(self, row: Pending, error: str) -> None:
+        with self._core.transaction() as tx:
             sql = "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?"
             tx._sql(sql, (error, row.id))
 
-    def notice_failed(self, row: Pending, error: str) -> None:
-        with self.transaction() as tx:
+    def fail(self, row: Pending, error: str) -> None:
+        with self._core.transaction() as tx:
             tx._sql(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?, failed = 1"
                 " WHERE id = ?",
@@ -231,7 +221,7 @@ class OutboxTables:
         sql = "SELECT name, workspace FROM runs WHERE run_uid = ?"
         found = tx._sql(sql, (row.notice.run_uid,)).fetchone()
         if found is not None:
-            self.add_event(tx, found[0], found[1], code, message)
+            self._events.add(tx, found[0], found[1], code, message)
 
 
 def _run_targets(run: RunRow) -> tuple[Target, ...]:

@@ -1,9 +1,9 @@
 """The unit of work: one open write transaction, as the store's write methods take it.
 
 ``Store.transaction()`` yields a :class:`Tx`; the code outside runner/store/ hands it to
-the store's typed methods (``store.claim_start(tx, …)``, ``store.add_event(tx, …)``),
-which run their statements through it. It has no public way to run SQL: every
-statement lives in runner/store/.
+the typed methods of the store's repositories (``store.runs.claim_start(tx, …)``,
+``store.events.add(tx, …)``), which run their statements through it. It has no public
+way to run SQL: every statement lives in runner/store/.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Usage records: one row per finished run, kept after the run is forgotten.
 
 A run that finishes (Succeeded, Failed or Cancelled) leaves a record in ``usage_records``,
-written in the transaction that finishes it (``RunWrites.finish_run``, ``cancel_queued``):
+written in the transaction that finishes it (``Runs.finish``, ``Runs.cancel_queued``):
 its workspace, owner, outcome and exit code, the GPU- and core-seconds it used (from the
 ``usage`` table the loop adds to as each worker ends), its wait (submit to first start),
 preemptions and restarts, and what a replay of it needs (``astra sim --history``): its
@@ -20,9 +20,10 @@ import sqlite3
 from dataclasses import dataclass
 
 from runner.model import RunState
-from runner.rows import UsageRecord
+from runner.rows import RunRow, UsageRecord
 from runner.runspec.parse import parse_spec
 from runner.runspec.templates import run_document
+from runner.store.core import Core
 from runner.store.rows import from_columns
 from runner.store.tx import Tx
 
@@ -168,13 +169,32 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
     )
 
 
-class UsageTables:
-    """Mixed into :class:`runner.store.db.Store`, which provides the connection."""
+class Usage:
+    """Reads and writes of ``usage`` (the running totals) and ``usage_records``."""
 
-    def _connect(self) -> sqlite3.Connection:
-        raise NotImplementedError
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        # every record finished before this was found to be of a run the store holds (or was
+        # pruned): the next look starts here, not at the oldest of a year of records; a run
+        # forgotten moves it back to that run's record (forgotten())
+        self._looked = -math.inf
 
-    def usage_records(
+    def add(self, tx: Tx, run: RunRow, gpu_s: float, cpu_s: float) -> None:
+        """Add to the run's usage, kept by its id: it outlives the run being forgotten."""
+        tx._sql(
+            "INSERT INTO usage (run_uid, run, workspace, gpu_seconds, cpu_seconds)"
+            " VALUES (?,?,?,?,?) ON CONFLICT (run_uid) DO UPDATE SET"
+            " gpu_seconds = gpu_seconds + ?, cpu_seconds = cpu_seconds + ?",
+            (run.run_uid, run.name, run.workspace, gpu_s, cpu_s, gpu_s, cpu_s),
+        )
+
+    def by_workspace(self) -> dict[str, tuple[float, float]]:
+        rows = self._core.connect().execute(
+            "SELECT workspace, SUM(gpu_seconds), SUM(cpu_seconds) FROM usage GROUP BY workspace"
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def records(
         self, since: float, workspaces: frozenset[str] | None = None, limit: int | None = None
     ) -> list[UsageRecord]:
         """Records of runs finished at ``since`` or later, oldest first (``limit``: the
@@ -186,13 +206,13 @@ class UsageTables:
         if limit is not None:
             sql = f"SELECT * FROM ({sql} ORDER BY finished_at DESC, id DESC LIMIT ?)"
             args.append(limit)
-        rows = self._connect().execute(sql + " ORDER BY finished_at, id", args)
+        rows = self._core.connect().execute(sql + " ORDER BY finished_at, id", args)
         return [_record(r) for r in rows]
 
-    def usage_sums(self, since: float) -> list[UsageSum]:
+    def sums(self, since: float) -> list[UsageSum]:
         """The records of runs finished at ``since`` or later, added up by workspace,
         owner and outcome."""
-        rows = self._connect().execute(
+        rows = self._core.connect().execute(
             "SELECT workspace, owner, outcome, COUNT(*), TOTAL(gpu_seconds), TOTAL(cpu_seconds),"
             " TOTAL(preemptions), TOTAL(restarts) FROM usage_records WHERE finished_at >= ?"
             " GROUP BY workspace, owner, outcome ORDER BY workspace, owner, outcome",
@@ -212,15 +232,15 @@ class UsageTables:
             for r in rows
         ]
 
-    def usage_waits(self, since: float) -> list[tuple[str, str, float]]:
+    def waits(self, since: float) -> list[tuple[str, str, float]]:
         """(workspace, owner, wait) of each run finished at ``since`` or later that started."""
         sql = (
             "SELECT workspace, owner, wait_seconds FROM usage_records"
             " WHERE finished_at >= ? AND wait_seconds IS NOT NULL"
         )
-        return [(r[0], r[1], r[2]) for r in self._connect().execute(sql, (since,))]
+        return [(r[0], r[1], r[2]) for r in self._core.connect().execute(sql, (since,))]
 
-    def usage_daily(self, since: float, until: float) -> list[tuple[str, str, int, float]]:
+    def daily(self, since: float, until: float) -> list[tuple[str, str, int, float]]:
         """(workspace, owner, day, GPU-seconds) of runs finished from ``since`` to ``until``,
         day 0 the 24 hours before ``until``, day 1 the 24 before those, and so on."""
         sql = (
@@ -228,32 +248,27 @@ class UsageTables:
             " TOTAL(gpu_seconds) FROM usage_records WHERE finished_at >= ? AND finished_at <= ?"
             " GROUP BY workspace, owner, day"
         )
-        rows = self._connect().execute(sql, (until, since, until))
+        rows = self._core.connect().execute(sql, (until, since, until))
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
-    # every record finished before this was found to be of a run the store holds (or was
-    # pruned): the next look starts here, not at the oldest of a year of records; a run
-    # forgotten moves it back to that run's record (usage_forgotten)
-    _usage_looked: float = -math.inf
-
-    def usage_expired(self, before: float) -> bool:
+    def expired(self, before: float) -> bool:
         """Whether a record of a run the store no longer holds finished before ``before``."""
-        since = self._usage_looked
+        since = self._looked
         sql = f"SELECT 1 FROM {_EXPIRED} AND u.finished_at >= ? LIMIT 1"
-        found = self._connect().execute(sql, (before, since)).fetchone() is not None
+        found = self._core.connect().execute(sql, (before, since)).fetchone() is not None
         if not found:
-            self._usage_looked = max(since, before)
+            self._looked = max(since, before)
         return found
 
-    def usage_forgotten(self, tx: Tx, run_uid: str) -> None:
+    def forgotten(self, tx: Tx, run_uid: str) -> None:
         """Within the transaction that forgets the run ``run_uid``: its record may expire
         now, so the next look at expired records goes back to it."""
         sql = "SELECT MIN(finished_at) FROM usage_records WHERE run_uid = ?"
         row = tx._sql(sql, (run_uid,)).fetchone()
         if row is not None and row[0] is not None:
-            self._usage_looked = min(self._usage_looked, float(row[0]))
+            self._looked = min(self._looked, float(row[0]))
 
-    def prune_usage(self, tx: Tx, before: float, limit: int) -> int:
+    def prune(self, tx: Tx, before: float, limit: int) -> int:
         """Forget up to ``limit`` records of runs finished before ``before`` that the store no
         longer holds; how many. (The running totals in ``usage`` stay, as before.)"""
         sql = f"DELETE FROM usage_records WHERE id IN (SELECT id FROM {_EXPIRED} LIMIT ?)"

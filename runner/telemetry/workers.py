@@ -80,8 +80,8 @@ def _share(spec: dict[str, Any]) -> int:
 
 def live_workers(store: Store, executor: Executor | None) -> list[LiveWorker]:
     found = []
-    for w in store.live_workers():
-        run = store.get_run(w.run)
+    for w in store.workers.live():
+        run = store.runs.get(w.run)
         if run is None:
             continue
         root = root_pid(executor, w.executor, w.handle or "")

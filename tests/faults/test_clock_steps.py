@@ -65,7 +65,7 @@ def make_daemon(tmp_path: Path, clock: SteppedClock) -> Iterator[Make]:
     yield make
     for daemon in started:
         daemon.stop()
-    for w in started[-1].store.live_workers() if started else []:
+    for w in started[-1].store.workers.live() if started else []:
         started[-1].executor.signal(w.handle or "", 9)
 
 
@@ -77,7 +77,7 @@ def ticks_pass(h: Harness, count: int = 3) -> None:
 
 
 def stopping(h: Harness) -> bool:
-    return [w.state for w in h.daemon.store.live_workers()] == ["Stopping"]
+    return [w.state for w in h.daemon.store.workers.live()] == ["Stopping"]
 
 
 def kills(h: Harness, name: str) -> list[str]:
@@ -141,7 +141,7 @@ def test_a_time_limit_is_measured_across_a_daemon_restart(make_daemon: Make, clo
     h = make_daemon()
     h.submit(spec("limited", sleeper(), gpus=1, limit=3600))
     h.wait_state("limited", "Running")
-    worker = h.daemon.store.live_workers()[0]
+    worker = h.daemon.store.workers.live()[0]
     assert worker.started_mono is not None and worker.boot_id == clock.boot
     h.daemon.stop()  # its worker runs on, to be adopted
     clock.step(2 * HOURS)
@@ -151,4 +151,4 @@ def test_a_time_limit_is_measured_across_a_daemon_restart(make_daemon: Make, clo
     again.wait_state("after", "Running")
     run = again.run("limited")
     assert run.state == "Running" and run.stop_request is None, again.events("limited")
-    assert [w.id for w in again.daemon.store.workers_of("limited")] == [worker.id]
+    assert [w.id for w in again.daemon.store.workers.of("limited")] == [worker.id]

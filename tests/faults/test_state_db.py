@@ -40,7 +40,7 @@ def astraeus_db(path: Path) -> bytes:
             stop_request=None,
             quota_noted=False,
         )
-        store.insert_run(row)
+        store.runs.insert(row)
     store.close()  # the last connection: the WAL goes into the file
     data = path.read_bytes()
     path.unlink()

@@ -26,7 +26,7 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     yield make
     for daemon in started:
         daemon.stop()
-        for w in daemon.store.live_workers():
+        for w in daemon.store.workers.live():
             daemon.executor.signal(w.handle or "", 9)
 
 

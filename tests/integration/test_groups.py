@@ -21,11 +21,11 @@ def quick(code: int = 0, seconds: float = 0.2) -> list[str]:
 
 
 def group_events(h: Harness, name: str) -> list[tuple[str, str]]:
-    return [(e.kind, e.message.render()) for e in h.daemon.store.events(grp=name)]
+    return [(e.kind, e.message.render()) for e in h.daemon.store.events.all(grp=name)]
 
 
 def runs_of(h: Harness, name: str) -> list[str]:
-    return [r.name for r in h.daemon.store.runs_of_group(name)]
+    return [r.name for r in h.daemon.store.runs.of_group(name)]
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_the_cap_is_checked_at_create_and_again_at_each_run(h: Harness) -> None:
     assert str(refused.value) == (
         "403 PRIORITY_NOT_ALLOWED: priority 11 is above namespace vision's maximum of 10"
     )
-    assert h.daemon.store.get_group("cap") is None
+    assert h.daemon.store.groups.get("cap") is None
     template = spec("cap", quick(), priority=5, workspace="vision")
     h.daemon.groups.create(group_doc("schedule", "cap", template, cron=EVERY_2S), h.root)
     wait_for(lambda: runs_of(h, "cap"), 10)
@@ -133,7 +133,7 @@ def test_replicas_are_restarted_when_they_exit_and_scaled(h: Harness) -> None:
     wait_for(lambda: restarts() >= 3, 20, "pool-0 still kept going")
     outcomes = h.daemon.groups.delete("pool", h.root)
     assert sum(outcomes.values()) == 3
-    assert h.daemon.store.get_group("pool") is None
+    assert h.daemon.store.groups.get("pool") is None
 
 
 def test_each_replica_is_preempted_alone(h: Harness) -> None:
@@ -223,7 +223,7 @@ def test_a_failed_dependency_fails_its_dependents_clearly(h: Harness) -> None:
     with pytest.raises(ServiceError) as unknown:
         h.submit(late)
     assert str(unknown.value) == "422 INVALID_SPEC: spec.after: no run nope"
-    assert h.daemon.store.get_run("late") is None
+    assert h.daemon.store.runs.get("late") is None
 
 
 # --------------------------- a group's name, its forgotten runs, its template, its failures
@@ -239,7 +239,7 @@ def test_a_deleted_groups_runs_are_not_taken_over_by_a_new_group_of_its_name(
     h.daemon.groups.delete("exp", h.root)
     for name in ("exp-0", "exp-1"):
         h.wait_state(name, "Cancelled")
-    assert h.daemon.store.runs_of_group("exp") == []  # the name is free, the runs are not
+    assert h.daemon.store.runs.of_group("exp") == []  # the name is free, the runs are not
     other = spec("exp", sleeper(), workspace="nlp")
     with pytest.raises(ServiceError, match="409 NAME_IN_USE: a run named exp-0 exists"):
         h.daemon.groups.create(group_doc("replicas", "exp", other, replicas=2), h.root)
@@ -293,9 +293,9 @@ def test_a_group_that_fails_in_the_tick_is_set_aside_and_the_others_go_on(
     for name in ("broken", "fine"):
         doc = {"kind": "replicas", "name": name, "replicas": 1, "template": spec(name, sleeper())}
         h.daemon.groups.create(doc, h.root)
-    wait_for(lambda: [r.state for r in h.daemon.store.runs_of_group("fine")] == ["Running"])
+    wait_for(lambda: [r.state for r in h.daemon.store.runs.of_group("fine")] == ["Running"])
     h.submit(spec("plain", sleeper()))
     h.wait_state("plain", "Running")
-    aside = [e for e in h.daemon.store.events(grp="broken") if e.kind == "SetAside"]
+    aside = [e for e in h.daemon.store.events.all(grp="broken") if e.kind == "SetAside"]
     assert len(aside) == 1  # once, not once a tick
     assert aside[0].message.code.value == "SET_ASIDE"

@@ -173,7 +173,7 @@ def test_delete_a_queued_and_a_running_run(make_daemon: Make) -> None:
     assert h.daemon.service.delete("running", h.root) == "stopping"
     h.wait_state("running", "Cancelled")
     assert h.daemon.service.delete("running", h.root) == "forgotten"
-    assert h.daemon.store.get_run("running") is None
+    assert h.daemon.store.runs.get("running") is None
 
 
 def test_success_and_environment(make_daemon: Make) -> None:

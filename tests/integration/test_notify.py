@@ -97,7 +97,7 @@ def notify(document: dict[str, Any], url: str, *events: str) -> dict[str, Any]:
 
 
 def codes(h: Harness, name: str) -> list[ReasonCode]:
-    return [e.code for e in h.daemon.store.events(name)]
+    return [e.code for e in h.daemon.store.events.all(name)]
 
 
 def test_a_run_that_succeeds_posts_one_notification(make_daemon: Make, receiver: Receiver) -> None:
@@ -117,7 +117,7 @@ def test_a_run_that_succeeds_posts_one_notification(make_daemon: Make, receiver:
     }  # fmt: skip
     port = receiver.port
     assert f"Notification (succeeded) delivered to json://127.0.0.1:{port}" in h.events("ok")
-    assert h.daemon.store.pending_notices(10) == []
+    assert h.daemon.store.outbox.pending(10) == []
 
 
 def test_the_configs_entries_for_each_event(make_daemon: Make, receiver: Receiver) -> None:
@@ -164,13 +164,13 @@ def test_a_receiver_down_then_up_gets_it_on_a_retry(make_daemon: Make, receiver:
     h.wait_state("ok", "Succeeded")
     store = h.daemon.store
     wait_for(
-        lambda: [p.attempts >= 2 for p in store.pending_notices(10)] == [True], message="2 tries"
+        lambda: [p.attempts >= 2 for p in store.outbox.pending(10)] == [True], message="2 tries"
     )
     assert receiver.posts == []
     receiver.start()
     wait_for(lambda: receiver.events_of("ok") == ["succeeded"], timeout=30, message="a retry")
     wait_for(lambda: ReasonCode.NOTIFIED in codes(h, "ok"))
-    assert store.pending_notices(10) == []
+    assert store.outbox.pending(10) == []
 
 
 def test_given_up_after_its_attempts_with_an_event(make_daemon: Make, receiver: Receiver) -> None:
@@ -179,7 +179,7 @@ def test_given_up_after_its_attempts_with_an_event(make_daemon: Make, receiver: 
     h.submit(notify(spec("ok", [PY, "-c", "pass"]), receiver.url))
     h.wait_state("ok", "Succeeded")
     wait_for(lambda: ReasonCode.NOTIFY_FAILED in codes(h, "ok"), message="given up")
-    [(row, error)] = h.daemon.store.failed_notices()
+    [(row, error)] = h.daemon.store.outbox.failed()
     assert row.attempts == 2 and error == "could not connect"  # a phrase, not Apprise's words
     [text] = [e for e in h.events("ok") if e.startswith("Notification (succeeded)")]
     assert text.startswith(f"Notification (succeeded) to json://127.0.0.1:{receiver.port}")
@@ -194,16 +194,16 @@ def test_the_outbox_survives_a_restart(tmp_path: Path, receiver: Receiver) -> No
         h = Harness(daemon)
         h.submit(notify(spec("ok", [PY, "-c", "pass"]), receiver.url))
         h.wait_state("ok", "Succeeded")
-        wait_for(lambda: daemon.store.pending_notices(10), message="a row in the outbox")
+        wait_for(lambda: daemon.store.outbox.pending(10), message="a row in the outbox")
     finally:
         daemon.stop()
-    assert len(Daemon(home).store.pending_notices(10)) == 1  # (not started: nothing sent)
+    assert len(Daemon(home).store.outbox.pending(10)) == 1  # (not started: nothing sent)
     receiver.start()
     again = Daemon(home).start()
     try:
         wait_for(lambda: receiver.events_of("ok") == ["succeeded"], message="sent after restart")
         wait_for(lambda: ReasonCode.NOTIFIED in codes(Harness(again), "ok"))
-        assert again.store.pending_notices(10) == []
+        assert again.store.outbox.pending(10) == []
     finally:
         again.stop()
 
@@ -232,7 +232,7 @@ def test_refused_urls_and_events_change_nothing(
     assert caught.value.status == 422 and caught.value.code == "INVALID_SPEC"
     assert str(caught.value.message).startswith(message)
     assert "\n" not in caught.value.message
-    assert h.daemon.store.get_run("refused") is None
+    assert h.daemon.store.runs.get("refused") is None
 
 
 def test_astra_run_notify_through_the_socket(

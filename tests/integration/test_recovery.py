@@ -93,14 +93,14 @@ def test_auto_does_not_fall_back_to_processes_under_live_containers(
         stop_request=None,
         quota_noted=False,
     )
-    store.insert_run(row)
+    store.runs.insert(row)
     with store.transaction() as tx:
-        store.set_run_state(tx, "boxed", "Running")
+        store.runs.set_state(tx, "boxed", "Running")
     store.close()
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(DaemonError) as refused:
         Daemon(home)
     assert "1 run(s) live in containers (boxed): start Docker and try again" in str(refused.value)
     with store.transaction() as tx:  # once nothing lives in a container, processes are fine
-        store.set_run_state(tx, "boxed", "Failed")
+        store.runs.set_state(tx, "boxed", "Failed")
     assert Daemon(home).executor.name == "process"

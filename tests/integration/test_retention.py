@@ -40,7 +40,7 @@ def test_a_finished_run_is_forgotten_after_the_retention_time_its_usage_kept(
     h.wait_state("old", "Succeeded")
     folder = h.daemon.home / "logs" / uid
     assert (folder / "1-0.log").read_text() == "first\n"
-    wait_for(lambda: h.daemon.store.get_run("old") is None, 30, "old to be forgotten")
+    wait_for(lambda: h.daemon.store.runs.get("old") is None, 30, "old to be forgotten")
     wait_for(lambda: not folder.exists(), 30, "its log folder to go")
     ((name, workspace, gpu_seconds),) = read_only(
         h.daemon.home, "SELECT run, workspace, gpu_seconds FROM usage WHERE run_uid = ?", uid
@@ -66,13 +66,13 @@ def test_a_run_that_a_queued_run_waits_for_is_kept(make_daemon: Callable[..., Ha
     h.submit(doc)
     h.submit(spec("other", quick("c"), cpus=0.1))
     h.wait_state("other", "Succeeded")
-    wait_for(lambda: h.daemon.store.get_run("other") is None, 30, "other to be forgotten")
+    wait_for(lambda: h.daemon.store.runs.get("other") is None, 30, "other to be forgotten")
     assert h.state("first") == "Succeeded"  # past the retention, but still waited for
     assert h.state("then") == "Queued"
     h.daemon.service.delete("blocker", h.root)
     h.wait_state("then", "Failed")
     assert h.reason("then") == "Dependency blocker was cancelled"
-    wait_for(lambda: h.daemon.store.get_run("first") is None, 30, "first to be forgotten")
+    wait_for(lambda: h.daemon.store.runs.get("first") is None, 30, "first to be forgotten")
 
 
 def test_retention_off_keeps_finished_runs(make_daemon: Callable[..., Harness]) -> None:
@@ -93,7 +93,7 @@ def test_a_deleted_group_takes_its_finished_runs_files_along(
     h = make_daemon(WORKSPACE)
     template = spec("sw", [PY, "-c", "import os; print(os.environ['A'])"], workspace="vision")
     h.daemon.groups.create(group_doc("sweep", "sw", template, list=[{"A": 1}, {"A": 2}]), h.root)
-    runs = [r.name for r in h.daemon.store.runs_of_group("sw")]
+    runs = [r.name for r in h.daemon.store.runs.of_group("sw")]
     assert len(runs) == 2
     uids = [h.wait_state(r, "Succeeded").run_uid for r in runs]
     assert all((h.daemon.home / "logs" / u / "1-0.log").is_file() for u in uids)
@@ -143,7 +143,7 @@ def test_an_old_database_gets_ids_and_its_log_folders_move(
     usage = read_only(h.daemon.home, "SELECT run, run_uid, gpu_seconds FROM usage ORDER BY run")
     assert [(r[0], r[2]) for r in usage] == [("gone", 7.5), ("legacy", 12.5)]
     assert usage[1][1] == uid and usage[0][1] != uid
-    assert h.daemon.store.usage_by_workspace() == {"default": (20.0, 4.0)}
+    assert h.daemon.store.usage.by_workspace() == {"default": (20.0, 4.0)}
 
 
 def test_the_loop_keeps_no_spec_of_a_finished_run(make_daemon: Callable[..., Harness]) -> None:

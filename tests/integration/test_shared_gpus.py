@@ -33,7 +33,7 @@ SHOW = (
 
 
 def _gpus(h: Harness, name: str) -> tuple[int, ...]:
-    (worker,) = [w for w in h.daemon.store.workers_of(name) if w.state in WorkerState.LIVE]
+    (worker,) = [w for w in h.daemon.store.workers.of(name) if w.state in WorkerState.LIVE]
     return worker.gpus
 
 
@@ -124,7 +124,7 @@ def test_bad_shared_requests_are_refused_in_one_line_and_nothing_is_written(
             h.submit(doc)
         assert e.value.status == 422 and message in str(e.value)
         assert "\n" not in str(e.value)
-        assert h.daemon.store.get_run("bad") is None
+        assert h.daemon.store.runs.get("bad") is None
 
 
 def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_path: Path) -> None:

@@ -62,9 +62,9 @@ def test_the_replay_starts_and_preempts_what_the_daemon_does(
     wait_for(finished, 60, "every run to succeed")
     store = Store(d.home / "state.db")
     try:
-        real = [(w.started_at, w.run) for r, *_ in TRACE for w in store.workers_of(r)]
+        real = [(w.started_at, w.run) for r, *_ in TRACE for w in store.workers.of(r)]
         real_preempted = {
-            r: sum(w.stop_reason == StopReason.PREEMPT for w in store.workers_of(r))
+            r: sum(w.stop_reason == StopReason.PREEMPT for w in store.workers.of(r))
             for r, *_ in TRACE
         }
     finally:

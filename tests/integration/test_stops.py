@@ -59,7 +59,7 @@ def test_the_preempted_attempt_is_cancelled(make_daemon: Make) -> None:
     h.wait_state("victim", "Running")
     h.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
     wait_for(lambda: h.run("victim").preemptions == 1, message="the victim queued again")
-    first = [w for w in h.daemon.store.workers_of("victim") if w.attempt == 1]
+    first = [w for w in h.daemon.store.workers.of("victim") if w.attempt == 1]
     assert [(w.state, w.stop_reason) for w in first] == [("Cancelled", "preempt")]
 
 
@@ -72,7 +72,7 @@ def test_one_of_two_independent_workers_preempted(make_daemon: Make) -> None:
     wait_for(lambda: h.log("victim").count("ready") == 2, message="both workers ready")
     h.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
     wait_for(
-        lambda: any(w.state == "Stopping" for w in h.daemon.store.workers_of("victim")),
+        lambda: any(w.state == "Stopping" for w in h.daemon.store.workers.of("victim")),
         message="the preemption",
     )
     run = h.run("victim")
@@ -82,7 +82,7 @@ def test_one_of_two_independent_workers_preempted(make_daemon: Make) -> None:
     assert run.reason.render(Viewer(frozenset({"nlp"}))) == (
         "1 of 2 workers stopping (preempted by a job in another namespace)"
     )
-    states = sorted(w.state for w in h.daemon.store.workers_of("victim"))
+    states = sorted(w.state for w in h.daemon.store.workers.of("victim"))
     assert states == ["Running", "Stopping"]
 
 

@@ -22,7 +22,7 @@ def h(make_daemon: Callable[..., Harness]) -> Harness:
 
 
 def set_aside(h: Harness, name: str) -> list[Any]:
-    return [e for e in h.daemon.store.events(name) if e.kind == "SetAside"]
+    return [e for e in h.daemon.store.events.all(name) if e.kind == "SetAside"]
 
 
 def test_a_run_whose_spec_cannot_be_read_is_set_aside(
@@ -81,8 +81,10 @@ def test_a_notification_that_cannot_be_queued_never_undoes_its_run_s_change(
     doc["spec"]["notify"] = [{"url": "json://127.0.0.1:9/hook", "events": ["succeeded"]}]
     h.submit(doc)
     h.wait_state("loud", "Succeeded")  # its end is recorded, the notification aside
-    wait_for(lambda: ReasonCode.NOTIFY_FAILED in [e.code for e in h.daemon.store.events("loud")])
-    failed = [e for e in h.daemon.store.events("loud") if e.kind == "NotifyFailed"]
+    wait_for(
+        lambda: ReasonCode.NOTIFY_FAILED in [e.code for e in h.daemon.store.events.all("loud")]
+    )
+    failed = [e for e in h.daemon.store.events.all("loud") if e.kind == "NotifyFailed"]
     assert "not queued: the daemon failed to queue it" in failed[0].message.render()
     h.submit(spec("after", sleeper()))
     h.wait_state("after", "Running")

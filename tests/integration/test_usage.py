@@ -91,7 +91,7 @@ def test_usage_outlives_the_retention_of_finished_runs(make_daemon: Make) -> Non
     h = make_daemon(machine='finished_retention = "2s"', gpus=1)
     uid = h.submit(spec("gone", hold(0.3), gpus=1)).run_uid
     h.wait_state("gone", "Succeeded")
-    wait_for(lambda: h.daemon.store.get_run("gone") is None, 30, "gone to be forgotten")
+    wait_for(lambda: h.daemon.store.runs.get("gone") is None, 30, "gone to be forgotten")
     (record,) = finished(h)
     assert (record.run_uid, record.run, record.outcome) == (uid, "gone", "Succeeded")
     assert record.gpu_seconds >= 0.3

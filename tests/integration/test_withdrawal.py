@@ -50,7 +50,7 @@ def checkpoints_then_exits(gate: Path) -> list[str]:
 
 
 def workers(h: Harness, name: str) -> list[WorkerRow]:
-    return h.daemon.store.workers_of(name)
+    return h.daemon.store.workers.of(name)
 
 
 def preempt(h: Harness, victim: dict[str, object], gpus: int = 1, live: int = 1) -> None:
@@ -92,7 +92,7 @@ def test_withdrawn_when_the_preemptor_is_deleted(make_daemon: Make) -> None:
     grace_over(h)
     assert_kept_running(h, before)
     assert "SIGTERM: saving" in h.log("victim")  # it had the SIGTERM: that cannot be undone
-    withdrawn = [e for e in h.daemon.store.events("victim") if e.kind == "PreemptionWithdrawn"]
+    withdrawn = [e for e in h.daemon.store.events.all("victim") if e.kind == "PreemptionWithdrawn"]
     assert [e.message.render() for e in withdrawn] == [
         "Preemption withdrawn: urgent no longer needs the room; the run keeps running"
     ]
@@ -171,7 +171,7 @@ def test_an_exit_on_the_sigterm_after_a_withdrawal_still_counts_as_preempted(
     preempt(h, spec("victim", checkpoints_then_exits(gate), gpus=1, priority=-10,
                     workspace="nlp"))  # fmt: skip
     h.daemon.service.delete("urgent", h.root)
-    wait_for(lambda: "PreemptionWithdrawn" in [e.kind for e in h.daemon.store.events("victim")])
+    wait_for(lambda: "PreemptionWithdrawn" in [e.kind for e in h.daemon.store.events.all("victim")])
     assert [w.state for w in workers(h, "victim")] == ["Running"]
     gate.touch()
     wait_for(lambda: h.run("victim").preemptions == 1, message="queued again as preempted")
@@ -187,7 +187,7 @@ def test_a_delete_during_the_preemption_is_not_withdrawn(make_daemon: Make) -> N
     h.daemon.service.delete("victim", h.root)
     h.daemon.service.delete("urgent", h.root)
     h.wait_state("victim", "Cancelled")
-    kinds = [e.kind for e in h.daemon.store.events("victim")]
+    kinds = [e.kind for e in h.daemon.store.events.all("victim")]
     assert "PreemptionWithdrawn" not in kinds and "Killed" in kinds
 
 

@@ -124,7 +124,7 @@ class Harness:
         return self.daemon.service.submit(document, caller or self.root)
 
     def run(self, name: str) -> RunRow:
-        run = self.daemon.store.get_run(name)
+        run = self.daemon.store.runs.get(name)
         assert run is not None, name
         return run
 
@@ -140,7 +140,7 @@ class Harness:
         return self.run(name)
 
     def events(self, name: str) -> list[str]:
-        return [e.message.render() for e in self.daemon.store.events(name)]
+        return [e.message.render() for e in self.daemon.store.events.all(name)]
 
     def log(self, name: str) -> str:
         folder = self.daemon.home / "logs" / self.run(name).run_uid

@@ -72,17 +72,17 @@ class FakeOutbox:
         self.rows = {r.id: r for r in rows}
         self.log: list[tuple[str, int, str]] = []
 
-    def pending_notices(self, limit: int) -> list[Pending]:
+    def pending(self, limit: int) -> list[Pending]:
         return list(self.rows.values())[:limit]
 
-    def notice_delivered(self, row: Pending) -> None:
+    def delivered(self, row: Pending) -> None:
         self.log.append(("delivered", row.id, ""))
         del self.rows[row.id]
 
-    def notice_retry(self, row: Pending, error: str) -> None:
+    def retry(self, row: Pending, error: str) -> None:
         self.log.append(("retry", row.id, error))
         self.rows[row.id] = Pending(row.id, row.url, row.label, row.notice, row.attempts + 1)
 
-    def notice_failed(self, row: Pending, error: str) -> None:
+    def fail(self, row: Pending, error: str) -> None:
         self.log.append(("failed", row.id, error))
         del self.rows[row.id]

@@ -226,7 +226,7 @@ class Engine:
         self.loop.tick()
 
     def run(self, name: str) -> RunRow:
-        row = self.store.get_run(name)
+        row = self.store.runs.get(name)
         assert row is not None, name
         return row
 
@@ -238,10 +238,10 @@ class Engine:
         return "" if reason is None else reason.render()
 
     def workers(self, name: str) -> list[WorkerRow]:
-        return self.store.workers_of(name)
+        return self.store.workers.of(name)
 
     def worker_states(self, name: str) -> list[tuple[int, str]]:
         return [(w.attempt, w.state) for w in self.workers(name)]
 
     def events(self, name: str) -> list[str]:
-        return [e.message.render() for e in self.store.events(name)]
+        return [e.message.render() for e in self.store.events.all(name)]

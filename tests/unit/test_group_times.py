@@ -26,7 +26,7 @@ def test_a_run_started_by_a_tick_that_read_its_clock_before_the_submit_waited_ze
     assert e.run("quick").started_at < e.run("quick").submitted_at  # type: ignore[operator]
     e.executor.exit("quick", 0)
     e.tick()
-    (record,) = e.store.usage_records(0)
+    (record,) = e.store.usage.records(0)
     assert record.run == "quick" and record.wait_seconds == 0.0
 
 
@@ -48,7 +48,7 @@ def test_replicas_made_by_the_api_and_by_a_tick_have_their_waits(tmp_path: Path)
     groups.scale("pool", 2, e.root)
     e.tick()  # a replica the tick makes is submitted at the tick's clock, and starts in it
     assert e.run("pool-1").submitted_at == e.run("pool-1").started_at == e.clock.wall()
-    first, second = e.store.usage_records(0)
+    first, second = e.store.usage.records(0)
     assert first.wait_seconds == 0.0  # made by the API on the machine's clock
     assert first.finished_at is not None and second.started_at is not None
     assert second.wait_seconds == second.started_at - first.finished_at > 0

@@ -191,7 +191,7 @@ def _engine(tmp: Path, policy: IdlePolicy, after: float = 60.0) -> tuple[Engine,
 
 
 def _events(e: Engine, name: str) -> list[tuple[str, str, str]]:
-    return [(x.kind, x.code.value, x.message.render()) for x in e.store.events(name)]
+    return [(x.kind, x.code.value, x.message.render()) for x in e.store.events.all(name)]
 
 
 def test_an_idle_run_gets_one_event_and_its_mark_until_it_works_again(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_the_stop_policy_stops_an_idle_run_with_the_grace_and_it_fails(tmp_path:
     tracker.observe({}, e.clock.mono())  # the next sample: it holds no GPU any more
     e.tick()
     assert e.loop.status.idle == {}  # the mark goes with the run's GPUs
-    (record,) = e.store.usage_records(0.0)
+    (record,) = e.store.usage.records(0.0)
     assert record.outcome == RunState.FAILED
 
 

@@ -49,7 +49,7 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     e.tick(300)
     e.executor.exit("job-5", 0)
     e.tick()
-    assert e.store.get_run("next-0").state == "Running"  # type: ignore[union-attr]
+    assert e.store.runs.get("next-0").state == "Running"  # type: ignore[union-attr]
     e.submit("next-1", gpus=1)
     e.tick()
     now = e.clock()

@@ -309,9 +309,9 @@ def test_any_url_is_refused_in_one_line_or_of_an_allowed_scheme(
 
 def _store_with_runs(tmp_path: Path, runs: list[tuple[str, str]]) -> Store:
     store = Store(tmp_path / "state.db")
-    store.notify_targets = (Target(HOOK, tuple(NotifyEvent)),)
+    store.outbox.targets = (Target(HOOK, tuple(NotifyEvent)),)
     for name, workspace in runs:
-        store.insert_run(
+        store.runs.insert(
             RunRow(
                 name=name,
                 workspace=workspace,
@@ -341,34 +341,34 @@ def _store_with_runs(tmp_path: Path, runs: list[tuple[str, str]]) -> Store:
 def test_the_outbox_hands_out_each_workspaces_rows_in_turn(tmp_path: Path) -> None:
     store = _store_with_runs(tmp_path, [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b")])
     woken: list[int] = []
-    store.outbox_listener = lambda: woken.append(1)
+    store.outbox.listener = lambda: woken.append(1)
     for name, ws in (("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b")):
         with store.transaction() as tx:
-            store.add_event(
+            store.events.add(
                 tx, name, ws, ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
             )
-    assert [p.notice.run for p in store.pending_notices(10)] == ["a1", "b1", "a2", "a3"]
+    assert [p.notice.run for p in store.outbox.pending(10)] == ["a1", "b1", "a2", "a3"]
     assert len(woken) == 4
     with store.transaction() as tx:  # an event no notification follows
-        store.add_event(
+        store.events.add(
             tx,
             "a1",
             "a",
             ReasonCode.PRIORITY_CHANGED,
             Reason("Priority 0 -> 1", code=ReasonCode.MESSAGE),
         )
-    assert len(woken) == 4 and len(store.pending_notices(10)) == 4
+    assert len(woken) == 4 and len(store.outbox.pending(10)) == 4
 
 
 def test_a_run_queues_at_most_32_then_an_event_says_so(tmp_path: Path) -> None:
     store = _store_with_runs(tmp_path, [("loop", "a")])
     with store.transaction() as tx:
         for _ in range(MAX_PENDING_PER_RUN + 1):
-            store.add_event(
+            store.events.add(
                 tx, "loop", "a", ReasonCode.STARTED, Reason("Started", code=ReasonCode.MESSAGE)
             )
-    assert len(store.pending_notices(100)) == MAX_PENDING_PER_RUN
-    [refused] = [e for e in store.events("loop") if e.code is ReasonCode.NOTIFY_FAILED]
+    assert len(store.outbox.pending(100)) == MAX_PENDING_PER_RUN
+    [refused] = [e for e in store.events.all("loop") if e.code is ReasonCode.NOTIFY_FAILED]
     assert refused.message.render() == (
         "Notification (started) not queued: too many waiting to be sent"
     )
@@ -377,19 +377,19 @@ def test_a_run_queues_at_most_32_then_an_event_says_so(tmp_path: Path) -> None:
 def test_a_rolled_back_event_queues_nothing(tmp_path: Path) -> None:
     store = _store_with_runs(tmp_path, [("r", "a")])
     with pytest.raises(RuntimeError), store.transaction() as tx:
-        store.add_event(
+        store.events.add(
             tx, "r", "a", ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
         )
         raise RuntimeError("the decision was not made")
-    assert store.pending_notices(10) == []
+    assert store.outbox.pending(10) == []
     with store.transaction() as tx:
-        store.add_event(
+        store.events.add(
             tx, "r", "a", ReasonCode.SUCCEEDED, Reason("Succeeded", code=ReasonCode.MESSAGE)
         )
-    [row] = store.pending_notices(10)
-    store.notice_delivered(row)
-    assert store.pending_notices(10) == []
-    assert [e.code for e in store.events("r")][-1] is ReasonCode.NOTIFIED
+    [row] = store.outbox.pending(10)
+    store.outbox.delivered(row)
+    assert store.outbox.pending(10) == []
+    assert [e.code for e in store.events.all("r")][-1] is ReasonCode.NOTIFIED
 
 
 def test_a_secret_url_from_a_root_only_file_or_the_environment(

@@ -165,11 +165,11 @@ def test_old_events_get_a_code_from_their_kind_once(tmp_path: Path) -> None:
         )
     conn.close()
     store = Store(path)
-    assert [e.code for e in store.events("r")] == [
+    assert [e.code for e in store.events.all("r")] == [
         C.BACKFILLED, C.STARTED, C.QUOTA_REACHED, C.LEGACY,
     ]  # fmt: skip
     with store.transaction() as tx:
-        store.add_event(
+        store.events.add(
             tx,
             "r",
             "w",
@@ -177,14 +177,14 @@ def test_old_events_get_a_code_from_their_kind_once(tmp_path: Path) -> None:
             Reason("Time limit reached", code=ReasonCode.MESSAGE),
             2.0,
         )
-        store.add_event(tx, "r", "w", C.REQUEUED, Reason("x", code=ReasonCode.MESSAGE), 3.0)
-        store.add_event(
+        store.events.add(tx, "r", "w", C.REQUEUED, Reason("x", code=ReasonCode.MESSAGE), 3.0)
+        store.events.add(
             tx, "r", "w", C.BACKFILLED, Reason("Backfilled", code=ReasonCode.MESSAGE), 4.0
         )
-        store.add_event(
+        store.events.add(
             tx, "r", "w", C.PRIORITY_CHANGED, Reason("Priority 5", code=ReasonCode.MESSAGE), 5.0
         )
-    new = store.events("r")[4:]
+    new = store.events.all("r")[4:]
     assert [(e.kind, e.code) for e in new] == [
         ("TimeLimit", C.TIME_LIMIT), ("Requeued", C.REQUEUED), ("Started", C.BACKFILLED),
         ("Priority", C.PRIORITY_CHANGED),

@@ -35,7 +35,7 @@ class RecordingSlurm:
 def _insert(store: Store, name: str, *, held_by: str | None = None, begin: str | None = None,
             ) -> None:  # fmt: skip
     doc = run_document(name, ["true"], image="local", begin_at=begin)
-    store.insert_run(queued_row(name, json.dumps(doc), NOW - 60, owner="alice", uid=1000,
+    store.runs.insert(queued_row(name, json.dumps(doc), NOW - 60, owner="alice", uid=1000,
                                 gid=1000, held_by=held_by))  # fmt: skip
 
 
@@ -50,12 +50,12 @@ def test_held_and_later_runs_are_not_submitted_until_they_may_join(tmp_path: Pat
                        client=slurm, clock=lambda: clock[0])  # type: ignore[arg-type]  # fmt: skip
     front.tick()
     assert len(slurm.submitted) == 1
-    held, later = store.get_run("held"), store.get_run("later")
+    held, later = store.runs.get("held"), store.runs.get("later")
     assert held is not None and later is not None
     assert held.reason is not None and held.reason.render() == "Held by alice"
     assert later.reason is not None and later.reason.code is ReasonCode.BEGIN_WAIT
-    assert store.workers_of("held") == [] and store.workers_of("later") == []
+    assert store.workers.of("held") == [] and store.workers.of("later") == []
 
     clock[0] = NOW + 3600  # 13:00: its begin time has come
     front.tick()
-    assert store.workers_of("later") and store.workers_of("held") == []
+    assert store.workers.of("later") and store.workers.of("held") == []

@@ -32,9 +32,9 @@ def test_a_waiting_runs_entry_is_made_again_only_when_its_row_or_spec_changed(
 ) -> None:
     store, settings, specs = Store(tmp_path / "state.db"), _settings(tmp_path), SpecCache()
     for i, name in enumerate(("a", "b", "c")):
-        store.insert_run(_row(name, 1000.0 + i, workers=2 if name == "c" else 1))
-    first = build_snapshot(settings, store.runs(active_only=True), [], specs)
-    again = build_snapshot(settings, store.runs(active_only=True), [], specs)
+        store.runs.insert(_row(name, 1000.0 + i, workers=2 if name == "c" else 1))
+    first = build_snapshot(settings, store.runs.all(active_only=True), [], specs)
+    again = build_snapshot(settings, store.runs.all(active_only=True), [], specs)
     assert again == first
     assert all(x is y for x, y in zip(again.waiting, first.waiting, strict=True))
     assert [(w.name, w.workers, w.total.gpus) for w in first.waiting] == [
@@ -42,17 +42,17 @@ def test_a_waiting_runs_entry_is_made_again_only_when_its_row_or_spec_changed(
     ]  # fmt: skip
 
     with store.transaction() as tx:
-        store.set_priority(tx, "b", 7)
-    after = build_snapshot(settings, store.runs(active_only=True), [], specs)
+        store.runs.set_priority(tx, "b", 7)
+    after = build_snapshot(settings, store.runs.all(active_only=True), [], specs)
     by_name = {w.name: w for w in after.waiting}
     assert by_name["b"].priority == 7 and by_name["b"] is not first.waiting[1]
     assert by_name["a"] is first.waiting[0] and by_name["c"] is first.waiting[2]
-    fresh = build_snapshot(settings, store.runs(active_only=True), [], SpecCache())
+    fresh = build_snapshot(settings, store.runs.all(active_only=True), [], SpecCache())
     assert after == fresh  # what the planner is given: as if made from nothing
 
     with store.transaction() as tx:
-        store.finish_run(tx, "a", RunState.CANCELLED, 1100.0, None)
-    runs = store.runs(active_only=True)
+        store.runs.finish(tx, "a", RunState.CANCELLED, 1100.0, None)
+    runs = store.runs.all(active_only=True)
     specs.keep_only({r.name for r in runs})
     assert [w.name for w in build_snapshot(settings, runs, [], specs).waiting] == ["b", "c"]
     assert "a" not in specs

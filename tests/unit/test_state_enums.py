@@ -141,18 +141,18 @@ def test_rows_decode_into_the_enums(tmp_path: Path) -> None:
     from runner.store.db import Store
 
     store = Store(tmp_path / "state.db")
-    store.insert_run(_run_row("Queued"))
+    store.runs.insert(_run_row("Queued"))
     with store.transaction() as tx:
-        store.request_stop(tx, "train", StopReason.DELETE)
-        store.insert_worker(tx, "train", 1, 0, (0,), 1000, 1 << 30, 110.0)
-    run = store.get_run("train")
+        store.runs.request_stop(tx, "train", StopReason.DELETE)
+        store.workers.insert(tx, "train", 1, 0, (0,), 1000, 1 << 30, 110.0)
+    run = store.runs.get("train")
     assert run is not None and run.state is RunState.QUEUED
     assert run.stop_request is StopReason.DELETE
-    (worker,) = store.workers_of("train")
+    (worker,) = store.workers.of("train")
     assert worker.state is WorkerState.STARTING and worker.stop_reason is None
     with store.transaction() as tx:
-        store.stop_worker(tx, worker.id, StopReason.PREEMPT, 300.0)
-    (worker,) = store.workers_of("train")
+        store.workers.stop(tx, worker.id, StopReason.PREEMPT, 300.0)
+    (worker,) = store.workers.of("train")
     assert worker.state is WorkerState.STOPPING and worker.stop_reason is StopReason.PREEMPT
 
 
@@ -221,10 +221,10 @@ def test_the_scan_finds_what_it_looks_for() -> None:
     code = (
         'if run.state == "Queued": pass\n'
         'x = w.state in ("Exited", "Lost")\n'
-        'store.stop_worker(tx, 1, stop_reason="preempt")\n'
+        'store.workers.stop(tx, 1, stop_reason="preempt")\n'
         'state = "Running" if others else "Stopping"\n'
         'STYLE = {"Starting": "cyan"}\n'
         'COMMANDS = {"delete": fast_delete}\n'
-        'store.add_event(tx, name, ws, "Failed", Reason("Failed"), now)\n'  # an event kind
+        'store.events.add(tx, name, ws, "Failed", Reason("Failed"), now)\n'  # an event kind
     )
     assert sorted(n for n, _ in _found(ast.parse(code))) == [1, 2, 2, 3, 4, 4, 5]

@@ -20,44 +20,48 @@ def _row(name: str, submitted: float) -> RunRow:
 def test_the_queue_is_read_again_after_every_committed_change(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     for i, name in enumerate(("a", "b", "c")):
-        store.insert_run(_row(name, 1000.0 + i))
-    first = store.runs(active_only=True)
+        store.runs.insert(_row(name, 1000.0 + i))
+    first = store.runs.all(active_only=True)
     assert [r.name for r in first] == ["a", "b", "c"]
-    again = store.runs(active_only=True)
+    again = store.runs.all(active_only=True)
     assert again == first and all(x is y for x, y in zip(again, first, strict=True))
     again.clear()  # a caller's list is its own
-    assert len(store.runs(active_only=True)) == 3
+    assert len(store.runs.all(active_only=True)) == 3
     generation = store.generation
     with store.transaction() as tx:  # a transaction that changes nothing
-        store.set_priority(tx, "nothing-by-that-name", 3)
+        store.runs.set_priority(tx, "nothing-by-that-name", 3)
     assert store.generation == generation
     waits = Reason.of("Queued behind {0}", RunRef("a", "default"), code=ReasonCode.QUEUED_BEHIND)
     with store.transaction() as tx:
-        store.set_priority(tx, "b", 7)
-        store.set_reason(tx, "c", waits)
-        store.finish_run(tx, "a", RunState.SUCCEEDED, 1100.0, None, exit_code=0)
+        store.runs.set_priority(tx, "b", 7)
+        store.runs.set_reason(tx, "c", waits)
+        store.runs.finish(tx, "a", RunState.SUCCEEDED, 1100.0, None, exit_code=0)
     assert store.generation > generation
-    now = store.runs(active_only=True)
+    now = store.runs.all(active_only=True)
     assert [(r.name, r.priority, r.reason) for r in now] == [("b", 7, None), ("c", 0, waits)]
     assert now[1].reason is not None and now[1].reason.code is ReasonCode.QUEUED_BEHIND
     fresh = Store(tmp_path / "state.db")  # another reader of the file: the same rows
-    assert fresh.runs(active_only=True) == now
-    assert fresh.runs() == store.runs() and [r.name for r in store.runs()] == ["a", "b", "c"]
-    assert store.get_run("a") == fresh.get_run("a") and store.get_run("zz") is None
+    assert fresh.runs.all(active_only=True) == now
+    assert fresh.runs.all() == store.runs.all() and [r.name for r in store.runs.all()] == [
+        "a",
+        "b",
+        "c",
+    ]
+    assert store.runs.get("a") == fresh.runs.get("a") and store.runs.get("zz") is None
 
 
 def test_a_failed_transaction_leaves_the_queue_as_it_was(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_row("a", 1000.0))
-    before = store.runs(active_only=True)
+    store.runs.insert(_row("a", 1000.0))
+    before = store.runs.all(active_only=True)
     try:
         with store.transaction() as tx:
-            store.set_priority(tx, "a", 9)
+            store.runs.set_priority(tx, "a", 9)
             raise RuntimeError("rolled back")
     except RuntimeError:
         pass
-    assert store.runs(active_only=True) == before
-    assert store.get_run("a").priority == 0  # type: ignore[union-attr]
+    assert store.runs.all(active_only=True) == before
+    assert store.runs.get("a").priority == 0  # type: ignore[union-attr]
 
 
 def test_a_queue_read_after_any_mix_of_writes_is_the_queue_read_whole(tmp_path: Path) -> None:
@@ -74,29 +78,29 @@ def test_a_queue_read_after_any_mix_of_writes_is_the_queue_read_whole(tmp_path: 
         roll = rng.random()
         if roll < 0.3 or not names:
             name = f"r-{step}"
-            store.insert_run(_row(name, 1000.0 + rng.choice([0, step])))  # ties: by name
+            store.runs.insert(_row(name, 1000.0 + rng.choice([0, step])))  # ties: by name
             names.append(name)
         else:
             name = rng.choice(names)
             with store.transaction() as tx:
                 if roll < 0.5:
-                    store.set_priority(tx, name, rng.randint(-5, 5))
+                    store.runs.set_priority(tx, name, rng.randint(-5, 5))
                 elif roll < 0.6:
-                    store.set_reason(tx, name, waits)
+                    store.runs.set_reason(tx, name, waits)
                 elif roll < 0.7:
-                    store.claim_start(tx, name, 1, RunState.STARTING, 2000.0, backfilled=False)
-                    store.run_started(tx, name)
+                    store.runs.claim_start(tx, name, 1, RunState.STARTING, 2000.0, backfilled=False)
+                    store.runs.started(tx, name)
                 elif roll < 0.8:
-                    store.finish_run(tx, name, RunState.SUCCEEDED, 2100.0, None, exit_code=0)
+                    store.runs.finish(tx, name, RunState.SUCCEEDED, 2100.0, None, exit_code=0)
                 elif roll < 0.85:
-                    store.requeue(tx, name, clear_request=True)
+                    store.runs.requeue(tx, name, clear_request=True)
                 elif roll < 0.9:
-                    store.delete_run_row(tx, name)
+                    store.runs.delete(tx, name)
                     names.remove(name)
                 elif roll < 0.95:
-                    store.release_group_runs(tx, "no-such-group")  # may write any row
+                    store.groups.release_runs(tx, "no-such-group")  # may write any row
                 else:
-                    store.add_event(
+                    store.events.add(
                         tx,
                         name,
                         "default",
@@ -104,21 +108,21 @@ def test_a_queue_read_after_any_mix_of_writes_is_the_queue_read_whole(tmp_path: 
                         Reason("a note", code=ReasonCode.MESSAGE),
                     )  # no run row
         if rng.random() < 0.5:  # reads now and then: several writes between two reads too
-            fresh._active = None
-            assert store.runs(active_only=True) == fresh.runs(active_only=True), step
-    fresh._active = None
-    assert store.runs(active_only=True) == fresh.runs(active_only=True)
+            fresh._core.active = None
+            assert store.runs.all(active_only=True) == fresh.runs.all(active_only=True), step
+    fresh._core.active = None
+    assert store.runs.all(active_only=True) == fresh.runs.all(active_only=True)
 
 
 def test_a_read_inside_a_transaction_is_never_kept(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_row("a", 1000.0))
-    store.runs(active_only=True)
+    store.runs.insert(_row("a", 1000.0))
+    store.runs.all(active_only=True)
     try:
         with store.transaction() as tx:
-            store.insert_run_in(tx, _row("b", 1001.0), "submitted")
-            assert [r.name for r in store.runs(active_only=True)] == ["a", "b"]  # its own
+            store.runs.insert_in(tx, _row("b", 1001.0), "submitted")
+            assert [r.name for r in store.runs.all(active_only=True)] == ["a", "b"]  # its own
             raise RuntimeError("rolled back")
     except RuntimeError:
         pass
-    assert [r.name for r in store.runs(active_only=True)] == ["a"]
+    assert [r.name for r in store.runs.all(active_only=True)] == ["a"]

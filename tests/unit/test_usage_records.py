@@ -33,47 +33,47 @@ def _run(name: str = "train") -> RunRow:
 
 def _life(store: Store, attempt: int, start: float, gpu_s: float, end: float) -> None:
     """One attempt of the run: started at ``start`` on two GPUs, ``gpu_s`` used, done."""
-    run = store.get_run("train")
+    run = store.runs.get("train")
     assert run is not None
     with store.transaction() as tx:
-        store.claim_start(tx, "train", attempt, RunState.STARTING, start, backfilled=False)
-        store.insert_worker(tx, "train", attempt, 0, (0, 1), 2000, 1 << 30, start)
+        store.runs.claim_start(tx, "train", attempt, RunState.STARTING, start, backfilled=False)
+        store.workers.insert(tx, "train", attempt, 0, (0, 1), 2000, 1 << 30, start)
     with store.transaction() as tx:
-        (w,) = [w for w in store.workers_of("train") if w.attempt == attempt]
-        store.end_worker(tx, w.id, WorkerState.EXITED, end, exit_code=0)
-        store.add_usage(tx, run, gpu_s, gpu_s)
+        (w,) = [w for w in store.workers.of("train") if w.attempt == attempt]
+        store.workers.end(tx, w.id, WorkerState.EXITED, end, exit_code=0)
+        store.usage.add(tx, run, gpu_s, gpu_s)
     with store.transaction() as tx:
-        store.finish_run(tx, "train", RunState.SUCCEEDED, end, None, exit_code=0)
+        store.runs.finish(tx, "train", RunState.SUCCEEDED, end, None, exit_code=0)
 
 
 def test_a_finish_writes_one_record_and_a_replicas_next_life_only_its_own(
     tmp_path: Path,
 ) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_run())
+    store.runs.insert(_run())
     _life(store, 1, NOW + 10, 100.0, NOW + 60)
     with store.transaction() as tx:  # finished again without moving: no second record
-        store.finish_run(tx, "train", RunState.SUCCEEDED, NOW + 61, None, exit_code=0)
-    (first,) = store.usage_records(0)
+        store.runs.finish(tx, "train", RunState.SUCCEEDED, NOW + 61, None, exit_code=0)
+    (first,) = store.usage.records(0)
     assert (first.outcome, first.exit_code, first.gpus) == (RunState.SUCCEEDED, 0, 2)
     assert (first.started_at, first.wait_seconds, first.gpu_seconds) == (NOW + 10, 10.0, 100.0)
     with store.transaction() as tx:  # a replica queued again as new
-        store.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 0)
+        store.runs.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 0)
     _life(store, 2, NOW + 100, 30.0, NOW + 130)
-    second = store.usage_records(0)[1]
+    second = store.usage.records(0)[1]
     assert second.gpu_seconds == 30.0 and second.cpu_seconds == 30.0  # this life's alone
     assert (second.submitted_at, second.wait_seconds) == (NOW + 60, 40.0)  # since the last
-    assert [r.run for r in store.usage_records(NOW + 100)] == ["train"]
-    assert store.usage_records(0, frozenset({"nlp"})) == []
-    assert [r.id for r in store.usage_records(0, None, 1)] == [second.id]  # the newest
+    assert [r.run for r in store.usage.records(NOW + 100)] == ["train"]
+    assert store.usage.records(0, frozenset({"nlp"})) == []
+    assert [r.id for r in store.usage.records(0, None, 1)] == [second.id]  # the newest
 
 
 def test_a_queued_run_cancelled_leaves_a_record_without_a_start(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_run())
+    store.runs.insert(_run())
     with store.transaction() as tx:
-        store.cancel_queued(tx, "train", NOW + 5)
-    (r,) = store.usage_records(0)
+        store.runs.cancel_queued(tx, "train", NOW + 5)
+    (r,) = store.usage.records(0)
     assert (r.outcome, r.started_at, r.wait_seconds, r.gpu_seconds) == (
         RunState.CANCELLED, None, None, 0.0
     )  # fmt: skip
@@ -81,17 +81,17 @@ def test_a_queued_run_cancelled_leaves_a_record_without_a_start(tmp_path: Path) 
 
 def test_old_records_go_only_once_their_run_is_forgotten(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_run())
+    store.runs.insert(_run())
     _life(store, 1, NOW + 10, 1.0, NOW + 20)
     later = NOW + USAGE_KEPT + 100
-    assert not store.usage_expired(later - USAGE_KEPT)  # its run is still held
+    assert not store.usage.expired(later - USAGE_KEPT)  # its run is still held
     with store.transaction() as tx:
-        store.delete_run_row(tx, "train")
-    assert store.usage_records(0)  # forgotten, its record stays
-    assert store.usage_expired(later - USAGE_KEPT)
+        store.runs.delete(tx, "train")
+    assert store.usage.records(0)  # forgotten, its record stays
+    assert store.usage.expired(later - USAGE_KEPT)
     with store.transaction() as tx:
-        assert store.prune_usage(tx, later - USAGE_KEPT, 100) == 1
-    assert store.usage_records(0) == []
+        assert store.usage.prune(tx, later - USAGE_KEPT, 100) == 1
+    assert store.usage.records(0) == []
 
 
 @pytest.mark.parametrize(
@@ -196,12 +196,12 @@ def test_the_wire_shapes_byte_for_byte() -> None:
 def _attempt(store: Store, attempt: int, start: float, ends: tuple[float, ...]) -> None:
     """One attempt of ``train``: a worker started at ``start`` for each end in ``ends``."""
     with store.transaction() as tx:
-        store.claim_start(tx, "train", attempt, RunState.STARTING, start, backfilled=False)
+        store.runs.claim_start(tx, "train", attempt, RunState.STARTING, start, backfilled=False)
         for worker in range(len(ends)):
-            store.insert_worker(tx, "train", attempt, worker, (worker,), 2000, 4 << 30, start)
+            store.workers.insert(tx, "train", attempt, worker, (worker,), 2000, 4 << 30, start)
     with store.transaction() as tx:
-        for w in [w for w in store.workers_of("train") if w.attempt == attempt]:
-            store.end_worker(tx, w.id, WorkerState.EXITED, ends[w.worker], exit_code=0)
+        for w in [w for w in store.workers.of("train") if w.attempt == attempt]:
+            store.workers.end(tx, w.id, WorkerState.EXITED, ends[w.worker], exit_code=0)
 
 
 def test_a_record_keeps_what_the_run_asked_and_how_long_its_workers_ran(
@@ -212,12 +212,12 @@ def test_a_record_keeps_what_the_run_asked_and_how_long_its_workers_ran(
         time_limit_seconds=600, priority=7, workspace="vision", workers=2, gpu_memory="20GiB",
     )  # fmt: skip
     store = Store(tmp_path / "state.db")
-    store.insert_run(replace(_run(), spec_text=json.dumps(document), priority=7))
+    store.runs.insert(replace(_run(), spec_text=json.dumps(document), priority=7))
     _attempt(store, 1, NOW + 10, (NOW + 20, NOW + 30))  # preempted: 10 s and 20 s
     _attempt(store, 2, NOW + 40, (NOW + 70, NOW + 70))  # 30 s each
     with store.transaction() as tx:
-        store.finish_run(tx, "train", RunState.SUCCEEDED, NOW + 70, None, exit_code=0)
-    (r,) = store.usage_records(0)
+        store.runs.finish(tx, "train", RunState.SUCCEEDED, NOW + 70, None, exit_code=0)
+    (r,) = store.usage.records(0)
     assert (r.priority, r.time_limit_seconds, r.workers) == (7, 600, 2)
     assert (r.gpu_memory, r.cpus, r.memory) == (20 << 30, 2.0, 4 << 30)
     assert r.run_seconds == 15.0 + 30.0  # each attempt's mean worker time, summed
@@ -227,19 +227,19 @@ def test_a_record_keeps_what_the_run_asked_and_how_long_its_workers_ran(
     )  # fmt: skip
 
     with store.transaction() as tx:  # a replica's next life: its own time only
-        store.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 7)
+        store.runs.restart_replica(tx, "train", Reason("again", code=ReasonCode.MESSAGE), 0, 7)
     _attempt(store, 3, NOW + 100, (NOW + 105, NOW + 105))
     with store.transaction() as tx:
-        store.finish_run(tx, "train", RunState.FAILED, NOW + 105, None, exit_code=1)
-    assert store.usage_records(0)[1].run_seconds == 5.0
+        store.runs.finish(tx, "train", RunState.FAILED, NOW + 105, None, exit_code=1)
+    assert store.usage.records(0)[1].run_seconds == 5.0
 
 
 def test_a_record_of_a_spec_it_cannot_read_takes_the_defaults(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
-    store.insert_run(_run())  # its spec is {}
+    store.runs.insert(_run())  # its spec is {}
     with store.transaction() as tx:
-        store.cancel_queued(tx, "train", NOW + 5)
-    (r,) = store.usage_records(0)
+        store.runs.cancel_queued(tx, "train", NOW + 5)
+    (r,) = store.usage.records(0)
     assert (r.time_limit_seconds, r.workers, r.gpu_memory, r.cpus, r.memory) == (
         None, 1, None, 0.0, None,
     )  # fmt: skip
@@ -278,7 +278,7 @@ def test_migration_16_fills_what_older_records_can_tell(tmp_path: Path) -> None:
         )
     conn.close()
     store = Store(path)
-    got = {r.run_uid: r for r in store.usage_records(0)}
+    got = {r.run_uid: r for r in store.usage.records(0)}
     held, forgotten = got["held-uid"], got["forgotten"]
     assert (held.priority, held.workers, held.cpus, held.memory) == (9, 2, 1.5, 1024)
     assert held.run_seconds == 50.0  # its GPU-seconds over its GPUs
