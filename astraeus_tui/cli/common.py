@@ -2,26 +2,56 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from astraeus_tui.cli.fast.options import JSON
+from astraeus_tui.cli.fast.options import FLAG, JSON, MULTI
 from astraeus_tui.client import ApiError, Client
 from astraeus_tui.text import shown
 
 if TYPE_CHECKING:
-    from astraeus_tui.cli.fast.options import Option
+    from astraeus_tui.cli.fast.options import Option, Options
 
 T = TypeVar("T")
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def option(row: Option, **more: Any) -> Any:
-    """typer's option from a row of cli/fast/options.py: its names and help (``more``: what
-    only typer reads, such as ``envvar``); the parameter gives the type and the default."""
-    names, _, help = row
-    return typer.Option(*names, help=help, **more)
+def option(row: Option) -> Any:
+    """typer's option from a row of cli/fast/options.py: its names, help and envvar."""
+    names, _, help, _, _, envvar = row
+    return typer.Option(*names, help=help, envvar=envvar)
+
+
+def parameter(dest: str, row: Option) -> inspect.Parameter:
+    """The command's parameter a row of cli/fast/options.py makes: a flag is a ``bool``, a
+    repeatable option a ``list[str] | None``, a value its type (``| None`` when the default
+    is None), with the row's default."""
+    _, kind, _, of, default, _ = row
+    hint: Any = bool if kind == FLAG else list[str] if kind == MULTI else of
+    if default is None:
+        hint = hint | None
+    return inspect.Parameter(dest, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[hint, option(row)])  # fmt: skip
+
+
+def table_options(options: Options) -> Callable[[Command], Command]:
+    """The command takes ``options`` (a table of cli/fast/options.py) as its parameters, as
+    typer reads them (``inspect.signature`` and the type hints): its own arguments first,
+    then the table's options in its order; it receives them as ``**o``, by destination."""
+
+    def give(command: Command) -> Command:
+        own = inspect.signature(command, eval_str=True)
+        kept = [p for p in own.parameters.values() if p.kind != p.VAR_KEYWORD]
+        params = kept + [parameter(dest, row) for dest, row in options.items()]
+        command.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        command.__annotations__["return"] = own.return_annotation
+        return command
+
+    return give
 
 
 JsonOption = typer.Option(False, *JSON[0], help=JSON[2])

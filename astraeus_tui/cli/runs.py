@@ -15,13 +15,13 @@ from astraeus_tui.cli.common import (
     complete_run,
     echo,
     fail,
-    option,
     output_writer,
     parse_duration,
     spec_document,
+    table_options,
 )
 from astraeus_tui.cli.fast.document import document_of
-from astraeus_tui.cli.fast.options import LS, RUN, SUBMIT, WAIT
+from astraeus_tui.cli.fast.options import LS, RUN, SHOW, SUBMIT, WAIT
 from astraeus_tui.cli.fast.preview import show_preview
 from astraeus_tui.cli.fast.preview import when as _when
 from astraeus_tui.cli.fast.show import show_lines
@@ -31,21 +31,20 @@ from astraeus_tui.client import ApiError, Client
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
 
 
+@table_options(SUBMIT)
 def submit(
     files: Annotated[
         list[str] | None,
         typer.Argument(help="JSON or TOML run specs (- for stdin); NDJSON with --ndjson."),
     ] = None,
-    dry_run: Annotated[bool, option(SUBMIT["dry_run"])] = False,
-    after: Annotated[list[str] | None, option(SUBMIT["after"])] = None,
-    ndjson: Annotated[bool, option(SUBMIT["ndjson"])] = False,
-    as_json: bool = JsonOption,
+    **o: Any,
 ) -> None:
     """Submit a run spec (JSON or TOML; an #SBATCH script works too), or many at once.
 
     A spec with a `spec.sweep` section (a grid or a list) submits a sweep. Many files, or
     NDJSON, are one batch: each refusal is one line, the others are submitted."""
     files = files or []
+    dry_run, after, ndjson, as_json = o["dry_run"], o["after"], o["ndjson"], o["as_json"]
     if len(files) > 1 or ndjson:
         if dry_run:
             fail("--dry-run: give one spec file")
@@ -108,31 +107,10 @@ def why(name: RunArg, as_json: bool = JsonOption) -> None:
         echo(f"  → {lever}")
 
 
+@table_options(RUN)
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments, after --.")],
-    name: Annotated[str | None, option(RUN["name"])] = None,
-    image: Annotated[str, option(RUN["image"], envvar="ASTRAEUS_IMAGE")] = "",
-    gpus: Annotated[int, option(RUN["gpus"])] = 0,
-    cpus: Annotated[float, option(RUN["cpus"])] = 0,
-    memory: Annotated[str | None, option(RUN["memory"])] = None,
-    time_limit: Annotated[str | None, option(RUN["time_limit"])] = None,
-    priority: Annotated[int, option(RUN["priority"])] = 0,
-    workspace: Annotated[str | None, option(RUN["workspace"])] = None,
-    drive: Annotated[list[str] | None, option(RUN["drive"])] = None,
-    env: Annotated[list[str] | None, option(RUN["env"])] = None,
-    workers: Annotated[int, option(RUN["workers"])] = 1,
-    after: Annotated[list[str] | None, option(RUN["after"])] = None,
-    interactive: Annotated[bool, option(RUN["interactive"])] = False,
-    tty: Annotated[bool, option(RUN["tty"])] = False,
-    hold: Annotated[bool, option(RUN["hold"])] = False,
-    begin: Annotated[str | None, option(RUN["begin"])] = None,
-    notify: Annotated[list[str] | None, option(RUN["notify"])] = None,
-    notify_on: Annotated[str | None, option(RUN["notify_on"])] = None,
-    dry_run: Annotated[bool, option(RUN["dry_run"])] = False,
-    gpu_mem: Annotated[str | None, option(RUN["gpu_mem"])] = None,
-    chdir: Annotated[str | None, option(RUN["chdir"])] = None,
-    export: Annotated[str | None, option(RUN["export"])] = None,
-    as_json: bool = JsonOption,
+    **o: Any,
 ) -> None:
     """Run a command: `astra run --gpus 2 --time-limit 2h -- python train.py`.
 
@@ -141,39 +119,35 @@ def run(
     from runner.runspec.build import FieldError
 
     try:
-        document = document_of(command, locals(), parse_duration)  # every option by its name
+        document = document_of(command, o, parse_duration)  # every option by its name
     except FieldError as e:
         raise typer.BadParameter(e.message) from None
-    if dry_run:
-        show_preview(call(lambda c: c.preview(document)), as_json)
+    if o["dry_run"]:
+        show_preview(call(lambda c: c.preview(document)), o["as_json"])
         return
     created = call(lambda c: c.submit(document))
-    if interactive or tty:
+    if o["interactive"] or o["tty"]:
         from astraeus_tui.cli.enter import take_terminal
 
         raise typer.Exit(take_terminal(created.name))
-    if as_json:
+    if o["as_json"]:
         print_json(created)
     else:
         echo(f"Submitted run {created.name}")
 
 
-def ls(
-    all_runs: Annotated[bool, option(LS["all_runs"])] = False,
-    workspace: Annotated[str | None, option(LS["workspace"])] = None,
-    state: Annotated[str | None, option(LS["state"])] = None,
-    as_json: bool = JsonOption,
-    wide: Annotated[bool, option(LS["wide"])] = False,
-) -> None:
+@table_options(LS)
+def ls(**o: Any) -> None:
     """Waiting and running runs, in the planner's order, with why each waits."""
-    runs = call(lambda c: c.runs(all=all_runs, workspace=workspace, state=state))
-    show_runs(runs, as_json, wide)
+    runs = call(lambda c: c.runs(all=o["all_runs"], workspace=o["workspace"], state=o["state"]))
+    show_runs(runs, o["as_json"], o["wide"])
 
 
-def show(name: RunArg, as_json: bool = JsonOption) -> None:
+@table_options(SHOW)
+def show(name: RunArg, **o: Any) -> None:
     """One run: its state, why, its workers and events."""
     run = call(lambda c: c.show(name))
-    if as_json:
+    if o["as_json"]:
         print_json(run)
         return
     for line in show_lines(run):
@@ -247,15 +221,13 @@ def events(
         _unless_daemon_stopped("astra events -f")
 
 
-def wait(
-    name: RunArg,
-    timeout: Annotated[float | None, option(WAIT["timeout"])] = None,
-) -> None:
+@table_options(WAIT)
+def wait(name: RunArg, **o: Any) -> None:
     """Wait for a run to finish; the exit code follows the run's."""
     from astraeus_tui.cli.fast.out import finish
     from astraeus_tui.cli.fast.runs import wait_until_finished
 
-    raise typer.Exit(finish(lambda: wait_until_finished(name, timeout)))
+    raise typer.Exit(finish(lambda: wait_until_finished(name, o["timeout"])))
 
 
 def register(app: typer.Typer) -> None:
