@@ -7,7 +7,16 @@ value), and the caller then hands the whole command to typer.
 
 from __future__ import annotations
 
-from astraeus_tui.cli.fast.options import FLAG, MULTI, VALUE  # noqa: F401 (the kinds, here too)
+import os
+
+from astraeus_tui.cli.fast.options import FLAG, MULTI, VALUE
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from astraeus_tui.cli.fast.options import Options
 
 
 class Parsed:
@@ -65,3 +74,25 @@ def text(parsed: Parsed, dest: str) -> str | None:
 def texts(parsed: Parsed, dest: str) -> list[str] | None:
     value = parsed.options.get(dest)
     return [str(v) for v in value] if isinstance(value, list) else None
+
+
+def values(parsed: Parsed, options: Options) -> dict[str, Any] | None:
+    """The parsed options by destination, each value option of ``options`` (a table of
+    cli/fast/options.py) converted by its row as the typer command receives it: given, else
+    from its environment variable, else its default (also for an empty ``--gpus=``); None
+    when a value does not convert (typer then says what is wrong, in its words)."""
+    out: dict[str, Any] = dict(parsed.options)
+    for dest, (_, kind, _, of, default, envvar) in options.items():
+        if kind != VALUE:
+            continue
+        raw = out.get(dest)
+        if raw is None and envvar is not None:
+            raw = os.environ.get(envvar) or None  # an empty variable is not set, for click
+        if default is not None:
+            raw = raw or default
+        if raw is not None:
+            try:
+                out[dest] = of(raw)
+            except ValueError:
+                return None
+    return out

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from astraeus_tui.cli.fast.args import Parsed, text
+from astraeus_tui.cli.fast.args import Parsed, values
+from astraeus_tui.cli.fast.options import RUN
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 
@@ -18,27 +19,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _numbers(p: Parsed) -> dict[str, float] | None:
-    """``--gpus``, ``--cpus``, ``--priority``, ``--workers`` converted as click converts them."""
-    try:
-        return {"gpus": int(text(p, "gpus") or 0), "cpus": float(text(p, "cpus") or 0),
-                "priority": int(text(p, "priority") or 0),
-                "workers": int(text(p, "workers") or 1)}  # fmt: skip
-    except ValueError:
-        return None
-
-
 def run_document(p: Parsed) -> dict[str, Any] | None:
-    """The document cli/runs.py's ``run`` sends, from the same values."""
+    """The document cli/runs.py's ``run`` sends, from the same values (cli/fast/options.py's
+    RUN converts them: ``--gpus`` an int, the image from ASTRAEUS_IMAGE, ...)."""
     from runner.runspec.build import FieldError
 
-    if (numbers := _numbers(p)) is None:
+    if (given := values(p, RUN)) is None:
         return None
-    image = text(p, "image")
-    image = image if image is not None else os.environ.get("ASTRAEUS_IMAGE") or ""
-    values = {**p.options, **numbers, "image": image}
     try:
-        return document_of(p.rest or [], values, _seconds)
+        return document_of(p.rest or [], given, _seconds)
     except (FieldError, ValueError):
         return None  # typer's parser says what is wrong, in its words
 

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from astraeus_tui.cli.fast.args import parse, text, texts
+from astraeus_tui.cli.fast.args import parse, texts, values
 from astraeus_tui.cli.fast.options import RUN, SHOW, SUBMIT, WAIT, spec
 from astraeus_tui.cli.fast.out import Failed, Row, call, call_json, echo, finish, print_json
 from astraeus_tui.wire import quoted
@@ -78,12 +78,9 @@ def fast_wait(argv: list[str]) -> int | None:
     parsed = parse(argv, spec(WAIT))
     if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
         return None
-    raw = text(parsed, "timeout")
-    try:
-        timeout = None if raw is None else float(raw)
-    except ValueError:
+    if (given := values(parsed, WAIT)) is None:
         return None
-    return finish(lambda: wait_until_finished(parsed.positional[0], timeout))
+    return finish(lambda: wait_until_finished(parsed.positional[0], given.get("timeout")))
 
 
 def wait_until_finished(name: str, timeout: float | None) -> int:
