@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import http.client
 import sys
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -27,6 +28,11 @@ from astraeus_tui.cli.fast.preview import when as _when
 from astraeus_tui.cli.fast.show import show_lines
 from astraeus_tui.cli.tables import print_json, print_json_line, show_runs
 from astraeus_tui.client import ApiError, Client
+
+if TYPE_CHECKING:
+    from runner.schema import Event
+
+T = TypeVar("T")
 
 RunArg = Annotated[str, typer.Argument(help="The run's name.", autocompletion=complete_run)]
 
@@ -176,18 +182,29 @@ def logs(
 
     On a terminal, control sequences but colour are shown escaped (`\\x1b]0;…`);
     piped, or with --raw, the bytes as the program wrote them."""
-    write = output_writer(raw)
+    again = f"astra logs -f {name}" if follow else None
+    _stream(
+        lambda: Client(timeout=None).logs(name, follow=follow, tail=tail), output_writer(raw), again
+    )
+
+
+def _stream(
+    items: Callable[[], Iterable[T]], write: Callable[[T], None], again: str | None
+) -> None:
+    """Write each item of a stream from the daemon (``items`` opens it): its error in one
+    line, Ctrl-C the quiet end. A follow (``again``: the command that follows again) that
+    ends while no daemon answers says that the daemon stopped."""
     try:
-        for chunk in Client(timeout=None).logs(name, follow=follow, tail=tail):
-            write(chunk)
+        for item in items():
+            write(item)
     except ApiError as e:
         fail(str(e))
     except KeyboardInterrupt:
         return
     except (http.client.HTTPException, ConnectionError):
         pass  # the stream broke off: the daemon is gone, below
-    if follow:
-        _unless_daemon_stopped(f"astra logs -f {name}")
+    if again is not None:
+        _unless_daemon_stopped(again)
 
 
 def _unless_daemon_stopped(again: str) -> None:
@@ -205,20 +222,15 @@ def events(
     as_json: bool = JsonOption,
 ) -> None:
     """Events of one run, or of all."""
-    try:
-        for e in Client(timeout=None).events(name, follow=follow):
-            if as_json:
-                print_json_line(e)  # NDJSON: one compact object a line
-            else:
-                echo(f"{e.time}  {e.run:<24} {e.kind:<12} {e.message}")
-    except ApiError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        return
-    except (http.client.HTTPException, ConnectionError):
-        pass  # the stream broke off: the daemon is gone, below
-    if follow:
-        _unless_daemon_stopped("astra events -f")
+
+    def write(e: Event) -> None:
+        if as_json:
+            print_json_line(e)  # NDJSON: one compact object a line
+        else:
+            echo(f"{e.time}  {e.run:<24} {e.kind:<12} {e.message}")
+
+    again = "astra events -f" if follow else None
+    _stream(lambda: Client(timeout=None).events(name, follow=follow), write, again)
 
 
 @table_options(WAIT)
