@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from astraeus_tui.cli.fast.help import run_names
 from astraeus_tui.cli.fast.options import FLAG, JSON, MULTI
 from astraeus_tui.client import ApiError, Client
 from astraeus_tui.text import shown
@@ -110,13 +111,9 @@ def parse_duration(text: str) -> int:
         raise typer.BadParameter(str(e)) from None
 
 
-def complete_run(incomplete: str) -> list[str]:
-    """Shell completion of run names, from the daemon; nothing when it is not there."""
-    try:
-        runs = Client(timeout=2).runs(all=True)
-    except (ApiError, OSError):
-        return []
-    return [r.name for r in runs if r.visible and r.name.startswith(incomplete)]
+# shell completion of run names, from the daemon (nothing when it is not there): typer's,
+# and the fast path's, one function
+complete_run = run_names
 
 
 RAW_HELP = "Write the program's bytes as they are, also on a terminal."

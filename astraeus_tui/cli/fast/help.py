@@ -53,7 +53,7 @@ def fast_complete() -> int | None:
 
         lines = [item[column] for item in COMPLETIONS if item[0].startswith(incomplete)]
     elif len(args) == 1 and args[0] in RUN_ARGUMENT:
-        lines = [_formatted(name, column) for name in _run_names(incomplete)]
+        lines = [_formatted(name, column) for name in run_names(incomplete)]
     else:
         return None
     return _answer(lines, column)
@@ -90,8 +90,9 @@ def _split(text: str) -> list[str]:
     return out
 
 
-def _run_names(incomplete: str) -> list[str]:
-    """cli/common.py's complete_run: the visible runs' names, nothing without a daemon."""
+def run_names(incomplete: str) -> list[str]:
+    """The visible runs' names that start with ``incomplete``, nothing without a daemon
+    (also typer's completion of them: cli/common.py's ``complete_run``)."""
     from astraeus_tui.client import ApiError, Client
 
     try:
