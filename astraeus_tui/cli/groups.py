@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from astraeus_tui.cli.common import JsonOption, call, echo, fail, spec_document
 from astraeus_tui.cli.tables import print_json
 from astraeus_tui.group_text import describe
+
+if TYPE_CHECKING:
+    from runner.schema import Group, GroupDetail
 
 sweep_app = typer.Typer(help="Sweeps: one submit, a run per parameter set.", no_args_is_help=True)
 replicas_app = typer.Typer(
@@ -32,50 +36,82 @@ def template(file: str) -> dict[str, Any]:
     return spec_document(file, sys.stdin.read() if file == "-" else None)
 
 
-def create_group(document: dict[str, Any], as_json: bool) -> None:
+def create_group(document: dict[str, Any], as_json: bool, name: str | None = None) -> None:
+    """Create the group ``document`` asks for (``name``: its name, instead of the spec's)."""
     from runner.runspec.groups import parse_group
     from runner.runspec.parse import SpecError
+
+    if name:
+        document["name"] = name
 
     try:
         parse_group(document)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")
     group = call(lambda c: c.create_group(document))
+    _print(group, as_json, [f"Created {group.kind} {group.name} ({group.workspace}):"
+                            f" {describe(group)}"])  # fmt: skip
+
+
+def _print(answer: object, as_json: bool, lines: Iterable[str]) -> None:
+    """The daemon's ``answer`` as JSON, or else these lines of it."""
     if as_json:
-        print_json(group)
+        print_json(answer)
         return
-    echo(f"Created {group.kind} {group.name} ({group.workspace}): {describe(group)}")
+    for line in lines:
+        echo(line)
 
 
 def _ls(kind: str, as_json: bool) -> None:
     groups = call(lambda c: c.groups(kind))
-    if as_json:
-        print_json(groups)
-        return
+    _print(groups, as_json, _ls_lines(kind, groups))
+
+
+def _ls_lines(kind: str, groups: list[Group]) -> Iterator[str]:
     if not groups:
-        echo(f"No {kind} groups." if kind == "replicas" else f"No {kind}s.")
-        return
+        yield f"No {kind} groups." if kind == "replicas" else f"No {kind}s."
     for g in groups:
-        echo(f"{g.name:<24} {g.workspace:<12} {describe(g)}")
+        yield f"{g.name:<24} {g.workspace:<12} {describe(g)}"
 
 
 def _show(name: str, as_json: bool) -> None:
     g = call(lambda c: c.group(name))
-    if as_json:
-        print_json(g)
-        return
-    echo(f"{g.kind} {g.name} ({g.workspace}, owner {g.owner}, priority {g.priority})")
-    echo(f"  {describe(g)}")
+    _print(g, as_json, _show_lines(g))
+
+
+def _show_lines(g: GroupDetail) -> Iterator[str]:
+    yield f"{g.kind} {g.name} ({g.workspace}, owner {g.owner}, priority {g.priority})"
+    yield f"  {describe(g)}"
     for r in g.run_objects:
-        echo(f"  {r.name:<32} {r.state:<10} {r.reason or ''}")
+        yield f"  {r.name:<32} {r.state:<10} {r.reason or ''}"
     for e in g.events[-10:]:
-        echo(f"  {e.time}  {e.kind:<10} {e.message}")
+        yield f"  {e.time}  {e.kind:<10} {e.message}"
 
 
 def _delete(name: str) -> None:
     result = call(lambda c: c.delete_group(name))
     runs = ", ".join(f"{n} {what}" for what, n in sorted(result["runs"].items())) or "no runs"
     echo(f"{name}: deleted ({runs})")
+
+
+def ls_and_show(app: typer.Typer, kind: str, ls_help: str, show_help: str) -> None:
+    """A group kind's `ls` and `show` commands, with these helps."""
+
+    @app.command("ls", help=ls_help)
+    def ls(as_json: bool = JsonOption) -> None:
+        _ls(kind, as_json)
+
+    @app.command("show", help=show_help)
+    def show(name: NameArg, as_json: bool = JsonOption) -> None:
+        _show(name, as_json)
+
+
+def delete_command(app: typer.Typer, help: str) -> None:
+    """A group kind's `delete` command, with this help."""
+
+    @app.command("delete", help=help)
+    def delete(name: NameArg) -> None:
+        _delete(name)
 
 
 # ------------------------------------------------------------------ sweeps
@@ -117,27 +153,11 @@ def sweep_submit(
             fail("422 INVALID_SPEC: spec.sweep: required (a grid or a list), or give --grid")
     else:
         document = {"kind": "sweep", "template": template(file), "grid": _grid(grid)}
-    if name:
-        document["name"] = name
-    create_group(document, as_json)
+    create_group(document, as_json, name)
 
 
-@sweep_app.command("ls")
-def sweep_ls(as_json: bool = JsonOption) -> None:
-    """Sweeps and how far their runs are."""
-    _ls("sweep", as_json)
-
-
-@sweep_app.command("show")
-def sweep_show(name: NameArg, as_json: bool = JsonOption) -> None:
-    """A sweep's runs and events."""
-    _show(name, as_json)
-
-
-@sweep_app.command("delete")
-def sweep_delete(name: NameArg) -> None:
-    """Delete a sweep and its runs together."""
-    _delete(name)
+ls_and_show(sweep_app, "sweep", "Sweeps and how far their runs are.", "A sweep's runs and events.")
+delete_command(sweep_app, "Delete a sweep and its runs together.")
 
 
 # ---------------------------------------------------------------- replicas
@@ -153,14 +173,8 @@ def replicas_create(
     as_json: bool = JsonOption,
 ) -> None:
     """Keep N copies of a run going: each restarted when it ends, each preempted alone."""
-    document: dict[str, Any] = {
-        "kind": "replicas",
-        "template": template(file),
-        "replicas": replicas,
-    }
-    if name:
-        document["name"] = name
-    create_group(document, as_json)
+    document = {"kind": "replicas", "template": template(file), "replicas": replicas}
+    create_group(document, as_json, name)
 
 
 @replicas_app.command("scale")
@@ -172,22 +186,11 @@ def replicas_scale(
     echo(f"{name}: {g.replicas} replica(s)")
 
 
-@replicas_app.command("ls")
-def replicas_ls(as_json: bool = JsonOption) -> None:
-    """Replica groups: wanted and running."""
-    _ls("replicas", as_json)
-
-
-@replicas_app.command("show")
-def replicas_show(name: NameArg, as_json: bool = JsonOption) -> None:
-    """A replica group's runs and events."""
-    _show(name, as_json)
-
-
-@replicas_app.command("delete")
-def replicas_delete(name: NameArg) -> None:
-    """Delete a replica group and stop its runs."""
-    _delete(name)
+ls_and_show(
+    replicas_app, "replicas", "Replica groups: wanted and running.",
+    "A replica group's runs and events.",
+)  # fmt: skip
+delete_command(replicas_app, "Delete a replica group and stop its runs.")
 
 
 # --------------------------------------------------------------- schedules
@@ -206,27 +209,14 @@ def schedule_create(
     as_json: bool = JsonOption,
 ) -> None:
     """Submit a run at each time of a cron expression."""
-    document: dict[str, Any] = {
-        "kind": "schedule",
-        "template": template(file),
-        "cron": cron,
-        "policy": policy,
-    }
-    if name:
-        document["name"] = name
-    create_group(document, as_json)
+    document = {"kind": "schedule", "template": template(file), "cron": cron, "policy": policy}
+    create_group(document, as_json, name)
 
 
-@schedule_app.command("ls")
-def schedule_ls(as_json: bool = JsonOption) -> None:
-    """Schedules and when each fires next."""
-    _ls("schedule", as_json)
-
-
-@schedule_app.command("show")
-def schedule_show(name: NameArg, as_json: bool = JsonOption) -> None:
-    """A schedule's runs and events (skipped and refused firings too)."""
-    _show(name, as_json)
+ls_and_show(
+    schedule_app, "schedule", "Schedules and when each fires next.",
+    "A schedule's runs and events (skipped and refused firings too).",
+)  # fmt: skip
 
 
 @schedule_app.command("pause")
@@ -243,10 +233,7 @@ def schedule_resume(name: NameArg) -> None:
     echo(f"{name}: resumed, next {g.next_at}")
 
 
-@schedule_app.command("delete")
-def schedule_delete(name: NameArg) -> None:
-    """Delete a schedule (and its runs)."""
-    _delete(name)
+delete_command(schedule_app, "Delete a schedule (and its runs).")
 
 
 def register(app: typer.Typer) -> None:
