@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from astraeus_tui.cli.common import JsonOption, call, fail
+from astraeus_tui.cli.common import call, fail, table_options
+from astraeus_tui.cli.fast.options import JSON, flag, multi, value
 from astraeus_tui.cli.tables import print_json
 
 if TYPE_CHECKING:
+    from astraeus_tui.cli.fast.options import Options
     from astraeus_tui.client import Client
     from runner.config.load import Config
     from runner.sim.replay import SimMachine
@@ -29,95 +31,57 @@ HISTORY_MAX = 10_000  # runs one answer of GET /v1/history holds at most (docs/a
 NOW = "now"  # the column of the daemon's own config in a "what if" replay
 
 
+# `astra sim`'s options, as cli/fast/options.py's tables (the command receives them as **o)
+SIM: Options = {
+    "history": value("--history",
+                     help="Replay the daemon's runs finished this far back (e.g. 30d) instead."),
+    "fmt": value("--format", help="astraeus | alibaba | swf (default: guessed)."),
+    "policy": value("--policy", help="astraeus | fifo | greedy | easy (docs/sim.md).",
+                    default="astraeus"),
+    "compare": flag("--compare", help="Run every policy on the trace, side by side."),
+    "gpus": value("--gpus",
+                  help="GPUs (default: the config's, else 8; with --history, the daemon's).",
+                  type=int),
+    "gpu_memory": value("--gpu-memory",
+                        help="Each GPU's memory (default 80GiB; with --history, the daemon's)."),
+    "cpus": value("--cpus", help="Cores (default: the config's, else 16 per GPU).", type=int),
+    "memory": value("--memory", help="Memory (default: the config's, else 128GiB per GPU)."),
+    "config": value("--config",
+                    help="Workspaces, quotas, weights, grace (default: the daemon's);"
+                         " with --history, compared with the daemon's.",
+                    type=Path),
+    "since": value("--since", help="Only runs submitted from this second on (e.g. 9900000)."),
+    "longest": value("--longest", help="Leave out runs longer than this (e.g. 7d)."),
+    "sample": value("--sample", help="Keep this fraction of the runs (0 to 1).", type=float),
+    "seed": value("--seed", help="The sample's seed.", type=int, default=0),
+    "limits": value("--limits", help="Time limits: trace (the file's) | exact | x2 | x5 | none.",
+                    default="trace"),
+    "resume": value("--resume",
+                    help="A preempted run resumes from a checkpoint (full) or not (none).",
+                    default="full"),
+    "swf_gpus_per_proc": value("--swf-gpus-per-proc", help="SWF: GPUs per processor.",
+                               type=float, default=1.0),
+    "estimates_every": value("--estimates-every",
+                             help="Check the start estimates this often in trace time"
+                                  " (0: not at all).",
+                             default="1h"),
+    "runs": value("--runs", help="Write every run's outcome here (NDJSON).", type=Path),
+    "drain": multi("--drain",
+                   help="Drain the machine, or GPUs, for a while: START+LENGTH[:GPUS], e.g."
+                        " 10d+12h or 10d+12h:0,1 (repeatable)."),
+    "plot": value("--plot", help="Draw runs waiting and GPUs held over time here (SVG).",
+                  type=Path),
+    "as_json": JSON,
+}  # fmt: skip
+
+
+@table_options(SIM)
 def sim(
     trace: Annotated[
         Path | None,
         typer.Argument(help="The workload: a CSV, an SWF log, … (or --history)."),
     ] = None,
-    history: Annotated[
-        str | None,
-        typer.Option(
-            "--history",
-            help="Replay the daemon's runs finished this far back (e.g. 30d) instead.",
-        ),
-    ] = None,
-    fmt: Annotated[
-        str | None,
-        typer.Option("--format", help="astraeus | alibaba | swf (default: guessed)."),
-    ] = None,
-    policy: Annotated[
-        str, typer.Option(help="astraeus | fifo | greedy | easy (docs/sim.md).")
-    ] = "astraeus",
-    compare: Annotated[
-        bool, typer.Option("--compare", help="Run every policy on the trace, side by side.")
-    ] = False,
-    gpus: Annotated[
-        int | None,
-        typer.Option(help="GPUs (default: the config's, else 8; with --history, the daemon's)."),
-    ] = None,
-    gpu_memory: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-memory",
-            help="Each GPU's memory (default 80GiB; with --history, the daemon's).",
-        ),
-    ] = None,
-    cpus: Annotated[
-        int | None, typer.Option(help="Cores (default: the config's, else 16 per GPU).")
-    ] = None,
-    memory: Annotated[
-        str | None, typer.Option(help="Memory (default: the config's, else 128GiB per GPU).")
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            help="Workspaces, quotas, weights, grace (default: the daemon's);"
-            " with --history, compared with the daemon's.",
-        ),
-    ] = None,
-    since: Annotated[
-        str | None, typer.Option(help="Only runs submitted from this second on (e.g. 9900000).")
-    ] = None,
-    longest: Annotated[
-        str | None, typer.Option(help="Leave out runs longer than this (e.g. 7d).")
-    ] = None,
-    sample: Annotated[
-        float | None, typer.Option(help="Keep this fraction of the runs (0 to 1).")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="The sample's seed.")] = 0,
-    limits: Annotated[
-        str,
-        typer.Option(help="Time limits: trace (the file's) | exact | x2 | x5 | none."),
-    ] = "trace",
-    resume: Annotated[
-        str, typer.Option(help="A preempted run resumes from a checkpoint (full) or not (none).")
-    ] = "full",
-    swf_gpus_per_proc: Annotated[
-        float, typer.Option("--swf-gpus-per-proc", help="SWF: GPUs per processor.")
-    ] = 1.0,
-    estimates_every: Annotated[
-        str,
-        typer.Option(
-            "--estimates-every",
-            help="Check the start estimates this often in trace time (0: not at all).",
-        ),
-    ] = "1h",
-    runs: Annotated[
-        Path | None, typer.Option("--runs", help="Write every run's outcome here (NDJSON).")
-    ] = None,
-    drain: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--drain",
-            help="Drain the machine, or GPUs, for a while: START+LENGTH[:GPUS], e.g."
-            " 10d+12h or 10d+12h:0,1 (repeatable).",
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="Draw runs waiting and GPUs held over time here (SVG)."),
-    ] = None,
-    as_json: bool = JsonOption,
+    **o: Any,
 ) -> None:
     """Replay a workload (a trace of runs, or the daemon's history) on a virtual clock and
     report how it was scheduled."""
@@ -127,6 +91,9 @@ def sim(
     from runner.sim.report import outcome_json, render_table, summarise, summary_json
     from runner.sim.trace import ReadOptions, TraceError, history_trace, parse_seconds, read_trace
 
+    history, fmt, policy, config = o["history"], o["fmt"], o["policy"], o["config"]
+    gpus, cpus, gpu_memory, memory = o["gpus"], o["cpus"], o["gpu_memory"], o["memory"]
+    compare, resume, runs, plot = o["compare"], o["resume"], o["runs"], o["plot"]
     if trace is None and history is None:
         fail("name a trace file, or --history with how far back (e.g. --history 30d)")
     if trace is not None and history is not None:
@@ -158,18 +125,19 @@ def sim(
             count = gpus if gpus is not None else other.machine.gpus or daemon.gpus
             other_machine = sim_machine(other, count, gpu_bytes, cpus, memory_bytes)
             cases = [(NOW, policy, conf, machine), (_title(config), policy, other, other_machine)]
+        since, longest = o["since"], o["longest"]
         options = ReadOptions(
             since=None if since is None else parse_seconds(since),
             longest=None if longest is None else parse_seconds(longest),
-            sample=sample,
-            seed=seed,
-            limits=limits,
+            sample=o["sample"],
+            seed=o["seed"],
+            limits=o["limits"],
             workspaces=tuple(sorted(conf.workspaces)),
-            swf_gpus_per_proc=swf_gpus_per_proc,
+            swf_gpus_per_proc=o["swf_gpus_per_proc"],
             gpu_memory=machine.gpu_memory,
         )
-        every = parse_seconds(estimates_every)
-        drains = [SimDrain.parse(text, parse_seconds) for text in drain or ()]
+        every = parse_seconds(o["estimates_every"])
+        drains = [SimDrain.parse(text, parse_seconds) for text in o["drain"] or ()]
         if daemon is not None:
             found = history_trace(daemon.entries, options)
         else:
@@ -211,7 +179,7 @@ def sim(
             plot.write_text(plot_svg(replays, machine.gpus))
         except OSError as e:
             fail(f"--plot: {e}")
-    if as_json:
+    if o["as_json"]:
         answer: dict[str, Any] = {
             "trace": {"runs": len(found.runs), "left_out": found.left_out},
             "machine": _machine_json(machine),
