@@ -163,7 +163,12 @@ class InQuota:
             whole, shares = whole + unit_whole, shares + unit_shares
         take = Resources(*(max(0, x) for x in amounts(run.total - freed)))
         end, held = self._preemptor_end(run, take, claimed)
-        free = self.free - take
+        # the GPUs left empty are the trial pool's: a whole GPU the run takes may be one a
+        # shared victim emptied, which ``take`` (its ask less its victims' whole GPUs) counts
+        # as taken from the empty ones
+        left = self.free - take
+        free = Resources(len(trial.empty()), left.cpu_milli, left.memory, left.workers,
+                         left.gpu_memory, left.held_gpus)  # fmt: skip
         if head is not None:  # behind the head: its shadow, replayed, is no later
             assert self.head_run is not None and head.shadow is not None
             gone = {u.unit_id for u in claimed}
@@ -181,14 +186,7 @@ class InQuota:
         self.claimed.update(u.unit_id for u in claimed)
         pool.used, pool.whole = trial.used, trial.whole
         self.free_gpus = pool.empty()
-        self.free = Resources(
-            len(self.free_gpus),
-            free.cpu_milli,
-            free.memory,
-            free.workers,
-            free.gpu_memory,
-            free.held_gpus,
-        )
+        self.free = free
         self.headroom[run.workspace] = headroom - take
         self.pool_ends.append((end, held, (whole, shares)))
         return self._preempting(run, victims, stopping)

@@ -50,7 +50,7 @@ from dataclasses import replace
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from runner.model import GIB, quota_amounts
+from runner.model import GIB, Resources, quota_amounts
 from runner.planner.plan import Plan, Snapshot, plan, plan_generally
 from runner.planner.pool import as_full_shares, as_shared_run, as_shared_unit
 from runner.reasons import ReasonCode, RunRef
@@ -149,6 +149,29 @@ def test_where_the_shared_rules_are_stricter_on_purpose() -> None:
         whole, full = plan(snapshot, NOW), plan(as_full_shares(snapshot), NOW)
         assert [s.run for s in whole.starts] == [started] and full.starts == ()
         assert _stricter_when_shared(whole) and _stricter_when_shared(full)
+
+
+def test_an_in_quota_preemptor_of_a_whole_gpu_takes_one_its_shared_victim_empties() -> None:
+    """Found by property 1: behind a head whose start is known, a run over its quota only
+    by its own lower-priority run, which shares a GPU, asks one whole GPU. The victim
+    empties that GPU; the whole ask was refused as if the GPU came from the empty ones
+    (none), so the head's replayed shadow never came, while its full share preempted."""
+    g = 80  # GiB: a whole GPU's memory, as the engine counts it
+    low = replace(
+        running("low", gpus=(0,), cpus=1, ws="c", priority=-2),
+        resources=Resources(0, 1000, 0, 1, 50 * GIB, held_gpus=1), gpu_share=50 * GIB,
+    )  # fmt: skip
+    snapshot = Snapshot(
+        machine(2, 3), {"c": workspace("c", gpus=1, within=True)},
+        (low, running("other", gpus=(1,), cpus=1, ws="a", gpu_memory_gib=g),
+         running("going", cpus=1, ws="a", stop_deadline=10)),  # the head's cores, soon
+        (waiting("head", cpus=1, ws="a"), waiting("high", gpus=1, ws="c", gpu_memory_gib=g)),
+    )  # fmt: skip
+    for queue in (snapshot, as_full_shares(snapshot)):
+        result = plan(queue, NOW)
+        assert result.head is not None and result.head.shadow == NOW + 10
+        assert [(p.run, p.for_run.name) for p in result.preemptions] == [("low", "high")]
+        assert result.reasons["high"].code is ReasonCode.PREEMPTING
 
 
 def _everything(result: Plan) -> tuple[object, ...]:
