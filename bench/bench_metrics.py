@@ -25,10 +25,14 @@ from runner.api.metrics import Metrics
 from runner.api.served import Daemon
 from runner.clock import Clock
 from runner.config.load import parse_config
-from runner.engine.backend import LoopStatus
+from runner.engine.backend import Backend, LoopStatus
+from runner.engine.settings import LoopSettings
 from runner.gpus import simulated_inventory
 from runner.model import RunState
+from runner.planner.plan import Machine
 from runner.reasons import Reason, ReasonCode
+from runner.service.loopview import LoopView
+from runner.service.runs import Service
 from runner.store.db import RunRow, Store, new_run_uid
 
 WORKSPACES = ("nlp", "speech", "vision")
@@ -56,10 +60,17 @@ def main() -> int:
         store = Store(Path(folder) / "state.db")
         fill(store, total)
         store.runs.all(active_only=True)  # the loop's read: kept while nothing moves
-        backend = SimpleNamespace(status=LoopStatus(), clock=Clock())
+        backend = SimpleNamespace(status=LoopStatus(), clock=Clock(), capabilities=None)
         inventory = simulated_inventory(8, "bench")
+        config = parse_config(CONFIG)
+        machine = Machine(tuple(range(8)), 64_000, 512 << 30)
+        settings = LoopSettings(machine, {}, {}, Path(folder) / "logs")
         daemon = SimpleNamespace(
-            config=parse_config(CONFIG), store=store, inventory=inventory, backend=backend
+            config=config,
+            inventory=inventory,
+            service=Service(store, config, settings=settings),
+            loop=LoopView(cast(Backend, backend)),
+            telemetry=SimpleNamespace(latest=lambda: None),
         )
         metrics = Metrics(cast(Daemon, daemon))
         t0 = time.perf_counter()
