@@ -17,6 +17,7 @@ from runner.planner.messages import preempting_message
 from runner.planner.pool import (
     GpuPool,
     Hold,
+    Placement,
     fewest_victims,
     replay_pool,
     start_hold,
@@ -154,7 +155,7 @@ class InQuota:
             trial.release(unit_hold(unit))
         for unit in claimed:
             freed = freed + unit.resources
-        placement = trial.place(run)
+        placement = _placed_on_claimed_first(trial, run, pool.empty())
         assert placement is not None, "victims chosen that do not let the run be placed"
         whole, shares = start_hold(run, placement)
         for unit in claimed:  # held for the run until it ends: no room for anyone else
@@ -237,6 +238,22 @@ class InQuota:
         self.started_ends.append(end)
         self.spare = Resources(*map(min, amounts(self.spare), amounts(spare)))
         return True
+
+
+def _placed_on_claimed_first(
+    trial: GpuPool, run: WaitingRun, others: list[int]
+) -> Placement | None:
+    """Place ``run`` on ``trial`` (its victims released), on what they and the units
+    stopping for it free before the GPUs empty without them (``others``): those stay held
+    for the run until it ends all the same, and an empty GPU it need not take is left to
+    the runs behind it, as ``take_gpus`` takes only what its victims do not give back."""
+    first = trial.copy()
+    first.take((tuple(others), ()))
+    placement = first.place(run)
+    if placement is None:
+        return trial.place(run)
+    trial.take(start_hold(run, placement))
+    return placement
 
 
 def _choose_victims_pool(

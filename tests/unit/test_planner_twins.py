@@ -29,7 +29,8 @@ construction, and is normalised:
    purpose: behind a head whose start is unknown nothing takes GPU room (whole GPUs
    backfill into GPUs it does not need), and an in-quota preemptor holds its victims' room
    and its own until it ends (with whole GPUs it takes only what its victims do not give
-   back). Those draws are left out (``assume``; each difference stands below in its
+   back; placed on its victims' GPUs first, a share mostly does the same). Those draws are
+   left out (``assume``; each difference stands below in its
    smallest queue); the rest must be equal.
 
 The walk's fast path
@@ -134,9 +135,10 @@ def test_the_whole_gpu_twins_plan_as_full_shares(snapshot: Snapshot) -> None:
 
 
 def test_where_the_shared_rules_are_stricter_on_purpose() -> None:
-    """What property 2 leaves out, each in its smallest queue: whole GPUs backfill behind
-    a head whose start is unknown, full shares do not; an in-quota preemptor of one whole
-    GPU takes its victim's, one full share is placed on an empty GPU and holds both."""
+    """What property 2 leaves out, in its smallest queue: whole GPUs backfill behind a
+    head whose start is unknown, full shares do not. An in-quota preemptor of one whole
+    GPU and of one full share both take their victim's GPU and leave the empty one to the
+    run behind (a full share took the empty GPU and held both before)."""
     g = 80  # GiB: a whole GPU's memory, as the engine counts it
     unknown = Snapshot(machine(8, 32), {}, (running("cores", cpus=30),),
                        (waiting("head", gpus=1, cpus=10, gpu_memory_gib=g),
@@ -145,10 +147,11 @@ def test_where_the_shared_rules_are_stricter_on_purpose() -> None:
                    (running("low", gpus=(1,), ws="a", gpu_memory_gib=g),),
                    (waiting("high", gpus=1, ws="a", priority=1, gpu_memory_gib=g),
                     waiting("other", gpus=1, ws="b", at=1, gpu_memory_gib=g)))  # fmt: skip
-    for snapshot, started in ((unknown, "gpu"), (own, "other")):
-        whole, full = plan(snapshot, NOW), plan(as_full_shares(snapshot), NOW)
-        assert [s.run for s in whole.starts] == [started] and full.starts == ()
-        assert _stricter_when_shared(whole) and _stricter_when_shared(full)
+    whole, full = plan(unknown, NOW), plan(as_full_shares(unknown), NOW)
+    assert [s.run for s in whole.starts] == ["gpu"] and full.starts == ()
+    assert _stricter_when_shared(whole) and _stricter_when_shared(full)
+    whole, full = plan(own, NOW), plan(as_full_shares(own), NOW)
+    assert _alike(whole) == _alike(full) and [s.run for s in full.starts] == ["other"]
 
 
 def test_an_in_quota_preemptor_of_a_whole_gpu_takes_one_its_shared_victim_empties() -> None:
@@ -172,6 +175,26 @@ def test_an_in_quota_preemptor_of_a_whole_gpu_takes_one_its_shared_victim_emptie
         assert result.head is not None and result.head.shadow == NOW + 10
         assert [(p.run, p.for_run.name) for p in result.preemptions] == [("low", "high")]
         assert result.reasons["high"].code is ReasonCode.PREEMPTING
+
+
+def test_an_in_quota_preemptor_in_the_pool_is_placed_on_what_its_victims_free() -> None:
+    """Found by property 1: a run of 3 whole GPUs preempting its namespace's run of 4 in the
+    pool took the one empty GPU with two of its victim's (a block of three), and held the
+    victim's other two for itself, so the 1-GPU run behind it found none; placed on its
+    victim's GPUs first, as whole GPUs outside the pool and as full shares are, it leaves
+    the empty one to that run."""
+    g = 80  # GiB: a whole GPU's memory, as the engine counts it
+    snapshot = Snapshot(
+        machine(8, 32), {"b": workspace("b", gpus=4, within=True)},
+        (running("low", gpus=(1, 2, 4, 5), ws="b", gpu_memory_gib=4 * g),
+         running("busy", gpus=(0, 3, 7), ws="a", gpu_memory_gib=3 * g)),
+        (waiting("high", gpus=3, ws="b", priority=1, gpu_memory_gib=3 * g),
+         waiting("one", gpus=1, ws="a", gpu_memory_gib=g)),
+    )  # fmt: skip
+    for result in (plan_generally(snapshot, NOW, pooled=True, fast=True), plan(snapshot, NOW),
+                   plan(as_full_shares(snapshot), NOW)):  # fmt: skip
+        assert [(p.run, p.for_run.name) for p in result.preemptions] == [("low", "high")]
+        assert [(s.run, s.gpus) for s in result.starts] == [("one", ((6,),))]
 
 
 def _everything(result: Plan) -> tuple[object, ...]:
