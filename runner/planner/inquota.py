@@ -11,6 +11,7 @@ a head the head's shadow is replayed GPU by GPU (``_preempt_own_pool``)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from runner.model import Resources, amounts
 from runner.planner.messages import preempting_message
@@ -167,9 +168,7 @@ class InQuota:
         # the GPUs left empty are the trial pool's: a whole GPU the run takes may be one a
         # shared victim emptied, which ``take`` (its ask less its victims' whole GPUs) counts
         # as taken from the empty ones
-        left = self.free - take
-        free = Resources(len(trial.empty()), left.cpu_milli, left.memory, left.workers,
-                         left.gpu_memory, left.held_gpus)  # fmt: skip
+        free = replace(self.free - take, gpus=len(trial.empty()))
         if head is not None:  # behind the head: its shadow, replayed, is no later
             assert self.head_run is not None and head.shadow is not None
             gone = {u.unit_id for u in claimed}
