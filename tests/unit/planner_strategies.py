@@ -83,7 +83,14 @@ def _snapshots(draw: st.DrawFn) -> Snapshot:
     running: list[RunningUnit] = []
     cpu_left, mem_left = 32_000, 256 * GIB
     for i in range(draw(st.integers(0, 6))):
-        gpus = draw(st.integers(0, min(4, len(free_gpus))))
+        # one worker; a gang of two, each worker on its own GPUs (stopped as one); or the
+        # next worker of the run before it when that run's workers are independent
+        kind = draw(st.sampled_from(["one", "one", "gang", "independent"]))
+        alone = running[-1] if running and "/" in running[-1].unit_id else None
+        if kind == "independent" and alone is None:
+            kind = "one"
+        workers = 2 if kind == "gang" else 1
+        gpus = draw(st.integers(0, min(4, len(free_gpus)) // workers)) * workers
         cpu = draw(st.integers(0, cpu_left // 1000)) * 1000
         mem = draw(st.integers(0, mem_left // GIB)) * GIB
         taken = tuple(sorted(free_gpus[:gpus]))
@@ -91,16 +98,30 @@ def _snapshots(draw: st.DrawFn) -> Snapshot:
         cpu_left, mem_left = cpu_left - cpu, mem_left - mem
         stopping = draw(st.booleans()) and draw(st.booleans())
         stopping_for = draw(st.sampled_from([None, "w0", "w1"])) if stopping else None
+        run, unit = f"r{i}", f"r{i}" if kind == "gang" else f"r{i}/0"
+        workspace = draw(st.sampled_from(WORKSPACES))
+        priority, started = draw(st.integers(-3, 3)), NOW - draw(st.integers(0, 7200))
+        limit = draw(LIMITS)
+        if kind == "independent" and alone is not None:
+            run, workspace, priority, started, limit = (
+                alone.run,
+                alone.workspace,
+                alone.priority,
+                alone.started_at,
+                alone.time_limit,
+            )
+            unit = f"{run}/{sum(u.run == run for u in running)}"
         running.append(
             RunningUnit(
-                unit_id=f"r{i}",
-                run=f"r{i}",
-                workspace=draw(st.sampled_from(WORKSPACES)),
-                priority=draw(st.integers(-3, 3)),
-                resources=Resources(gpus, cpu, mem, 1, gpus * GPU),
+                unit_id=unit,
+                run=run,
+                workspace=workspace,
+                priority=priority,
+                resources=Resources(gpus, cpu, mem, workers, gpus * GPU),
                 gpus=taken,
-                started_at=NOW - draw(st.integers(0, 7200)),
-                time_limit=draw(LIMITS),
+                started_at=started,
+                time_limit=limit,
+                workers=workers,
                 stop_deadline=NOW + 10 if stopping else None,
                 stopping_for=stopping_for,
             )
@@ -123,6 +144,20 @@ def _snapshots(draw: st.DrawFn) -> Snapshot:
         )
         for i in range(draw(st.integers(0, 12)))
     ]
+    # a run of independent workers some of which run: its other workers wait (preempted
+    # or not started yet), asking what the running ones hold each
+    for u in {u.run: u for u in running if "/" in u.unit_id}.values():
+        if draw(st.booleans()):
+            k = sum(v.run == u.run for v in running)
+            per = Resources(u.resources.gpus, u.resources.cpu_milli, u.resources.memory, 1,
+                            u.resources.gpu_memory)  # fmt: skip
+            waiting.append(
+                WaitingRun(
+                    name=u.run, workspace=u.workspace, priority=u.priority,
+                    submitted_at=u.started_at - draw(st.integers(0, 1000)), worker=per,
+                    workers=(k,), time_limit=u.time_limit,
+                )
+            )  # fmt: skip
     used = {
         name: sum(u.resources.gpus for u in running if u.workspace == name) for name in WORKSPACES
     }
