@@ -122,6 +122,8 @@ class Forecaster:
         self.high_of = {c: Errors() for c in CLASSES}
         # run -> its first forecast: made at, likely start, 90 % start, priority class
         self._first: dict[str, tuple[float, float, float, int]] = {}
+        # run -> the likely and 90 % starts first shown for it (corrected), till it starts
+        self._shown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def estimates(
@@ -150,12 +152,25 @@ class Forecaster:
             overall = self.high.factor(0.9, [r for c in CLASSES for r in late[c]])
             high = {c: self.high_of[c].factor(0.9, late[c]) for c in CLASSES}
             high = {c: overall if f is None else f for c, f in high.items()}
-            return {
+            out = {
                 name: self._corrected(e, now, low, high[classes.get(name, 0)])
                 for name, e in made.items()
             }
+            if record:
+                for name, e in out.items():
+                    if e.likely is not None and e.likely_by is not None:
+                        self._shown.setdefault(name, (e.likely, e.likely_by))
+            return out
+
+    def first_shown(self, name: str) -> tuple[float, float] | None:
+        """The likely and 90 % starts first forecast for ``name`` while it waits (None:
+        none was shown), as its start event says them."""
+        with self._lock:
+            return self._shown.get(name)
 
     def _learn(self, now: float, made: Mapping[str, Estimate], classes: Mapping[str, int]) -> None:
+        for name in [n for n in self._shown if n not in classes]:
+            del self._shown[name]
         for name in [n for n in self._first if n not in classes]:
             at, likely, by, c = self._first.pop(name)
             row = self.learned.store.runs.get(name)

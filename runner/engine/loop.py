@@ -542,7 +542,8 @@ class Loop:
         apply_plan.apply_preemptions(
             self.store, self.specs, grace, result, live, now, self.stop_workers
         )
-        ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now)
+        ctx = StartContext(self.store, self.executor, self.settings, self.specs, self.now,
+                           self.forecaster.first_shown)  # fmt: skip
         for start in result.starts:
             try:
                 launch_for(ctx, start, now)

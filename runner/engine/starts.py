@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runner.clock import Now
@@ -15,6 +15,7 @@ from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
+from runner.planner.messages import format_utc
 from runner.planner.plan import Start
 from runner.reasons import Reason, ReasonCode
 from runner.runspec.parse import parse_spec
@@ -35,6 +36,8 @@ class StartContext:
     settings: LoopSettings
     specs: SpecCache
     tick: Now | None = None  # both clocks' readings: workers' starts are measured from them
+    # a waiting run's first forecast shown (likely start, 90 % start), said as it starts
+    forecast: Callable[[str], tuple[float, float] | None] | None = None
 
 
 def gpu_names(gpus: tuple[int, ...], devices: Mapping[int, str]) -> tuple[str, ...]:
@@ -197,7 +200,11 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
             )  # fmt: skip
         gpu_list = ",".join(str(g) for gpus in start.gpus for g in gpus) or "none"
         how = "Backfilled" if start.backfill else "Started"
-        text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}:"
+        shown = ctx.forecast(start.run) if ctx.forecast is not None else None
+        said = "" if shown is None else (
+            f" (forecast: likely {format_utc(shown[0])}, 90 % by {format_utc(shown[1])})"
+        )  # fmt: skip
+        text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}{said}:"
         why = Reason(text, code=ReasonCode.MESSAGE).then(
             start.why
         )  # the decision log: the rule that let it start

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from astraeus_tui.when import epoch
+from runner.planner.messages import format_utc
 from tests.support.harness import wait_for
+from tests.support.notify import Receiver
 from tests.support.served import Served
 
 Start = Callable[..., Served]
@@ -18,6 +20,7 @@ def _state(d: Served, name: str) -> str:
 
 
 def test_the_next_run_starts_within_its_band(served: Start) -> None:
+    receiver = Receiver().start()
     d = served(gpus=3)
     for i in range(HISTORY):
         d.astra("run", "--name", f"hist-{i}", "--gpus", "1", "--", "sleep", str(SECONDS))
@@ -25,7 +28,8 @@ def test_the_next_run_starts_within_its_band(served: Start) -> None:
     # one more of them, with no time limit, holds every GPU: no bound for the run behind it
     d.astra("run", "--name", f"hist-{HISTORY}", "--gpus", "3", "--", "sleep", str(SECONDS))
     wait_for(lambda: _state(d, f"hist-{HISTORY}") == "Running")
-    d.astra("run", "--name", "next", "--gpus", "3", "--", "true")
+    d.astra("run", "--name", "next", "--gpus", "3", "--notify", receiver.url, "--notify-on",
+            "started", "--", "true")  # fmt: skip
     wait_for(lambda: "likely_start" in d.json("show", "next"), 20, "a forecast for next")
     shown = d.json("show", "next")
     assert shown["starts_by"] is None  # work without a time limit is in the way
@@ -48,6 +52,17 @@ def test_the_next_run_starts_within_its_band(served: Start) -> None:
     started = epoch(d.json("show", "next")["started_at"])
     # times on the wire are whole seconds: a second either side
     assert started is not None and likely - 1 <= started <= high + 1, (likely, started, high)
+    # its start says what it was forecast, and so does the notification of it
+    # (said to the minute, rounded up, from times the wire gave to the second)
+    said = [
+        f"(forecast: likely {format_utc(likely + a)}, 90 % by {format_utc(high + b)})"
+        for a in (-1, 0, 1) for b in (-1, 0, 1)
+    ]  # fmt: skip
+    events = d.astra("events", "next").stdout
+    assert any(s in events for s in said), events
+    wait_for(lambda: receiver.events_of("next") == ["started"], message="the started notice")
+    receiver.stop()
+    assert any(s in receiver.notices()[0]["reason"] for s in said), receiver.notices()
 
 
 def test_no_forecast_without_history(served: Start) -> None:
