@@ -21,7 +21,7 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,21 +268,7 @@ class Replay:
         """The forecasts made against the real starts (None: none were made)."""
         if self.estimate_every is None:
             return None
-        starts = {o.name: o.start for o in outcomes if o.start is not None}
-        likely_errors, bound_errors, kept = [], [], 0
-        for name, made in self.forecasts.items():
-            start = starts.get(name)
-            if start is None:
-                continue
-            for _, first, last, bound in made:
-                likely_errors.append(abs(start - first))
-                kept += start <= last + 1e-6
-                if bound is not None:
-                    bound_errors.append(abs(start - bound))
-        return Calibration(
-            len(likely_errors), kept, _median(likely_errors), len(bound_errors),
-            _median(bound_errors),
-        )  # fmt: skip
+        return calibration(self.forecasts, outcomes)
 
     def _outcomes(self, store: Store) -> tuple[Outcome, ...]:
         out = []
@@ -345,6 +331,30 @@ class _Overtaking:
 
     def before(self, moment: float, start: float) -> bool:
         return self.earliest[bisect.bisect_right(self.submits, moment)] < start
+
+
+def calibration(
+    forecasts: Mapping[str, Sequence[tuple[float, float, float, float | None]]],
+    outcomes: Sequence[Outcome],
+) -> Calibration:
+    """``forecasts`` (by run: made at, likely start, 90 % start, the limits' bound or None)
+    against the start that followed each: a run preempted and waiting again is checked
+    against its next start, not the first it had before the forecast."""
+    attempts = {o.name: list(o.starts) for o in outcomes}
+    likely_errors, bound_errors, kept = [], [], 0
+    for name, made in forecasts.items():
+        for at, first, last, bound in made:
+            start = _next_start(attempts.get(name, []), at)
+            if start is None:
+                continue
+            likely_errors.append(abs(start - first))
+            kept += start <= last + 1e-6
+            if bound is not None:
+                bound_errors.append(abs(start - bound))
+    return Calibration(
+        len(likely_errors), kept, _median(likely_errors), len(bound_errors),
+        _median(bound_errors),
+    )  # fmt: skip
 
 
 def _next_start(starts: list[float], at: float) -> float | None:

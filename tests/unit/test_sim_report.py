@@ -4,9 +4,11 @@ the table that sets policies side by side."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from runner.sim.replay import calibration
 from runner.sim.report import (
     Calibration,
     Outcome,
@@ -234,3 +236,20 @@ def test_the_forecasts_calibration_has_its_rows_and_json() -> None:
     assert summary_json(measured)["forecasts"] == {
         "forecasts": 10, "kept_p90": 9, "likely_error": 120, "bounds": 8, "bound_error": 600,
     }  # fmt: skip
+
+
+def test_each_forecast_is_checked_against_the_start_that_followed_it() -> None:
+    """A run started at 100, was preempted, waited again and started at 500: what it was
+    forecast at 300 is checked against 500, not against the start before the forecast."""
+    requeued = replace(run("requeued", 0, 100, None, preemptions=1), starts=(100.0, 500.0))
+    never = run("never", 0, None, None)
+    made = {
+        "requeued": [(50.0, 90.0, 120.0, 150.0), (300.0, 450.0, 520.0, 560.0)],
+        "never": [(50.0, 60.0, 70.0, None)],  # it never started: nothing to check
+    }
+    c = calibration(made, [requeued, never])
+    assert (c.forecasts, c.kept, c.bounds) == (2, 2, 2)
+    assert c.likely_error == (10 + 50) / 2  # |100 - 90| and |500 - 450|
+    assert c.bound_error == (50 + 60) / 2
+    late = calibration({"requeued": [(300.0, 450.0, 480.0, None)]}, [requeued])
+    assert (late.forecasts, late.kept, late.bounds) == (1, 0, 0)
