@@ -142,11 +142,14 @@ def with_forecasts(
     lengths: Lengths,
     owner: Callable[[str], str],
     max_steps: int = MAX_STEPS,
+    ran: Mapping[str, float] | None = None,
 ) -> dict[str, Estimate]:
     """``bounds`` (``estimate_starts``'s) with the likely and 90 % starts forecast from
     ``lengths``: the queue replayed twice more, every run ending when its learned length
     says (a running run's conditioned on how long it has run; at its limit at the latest).
-    ``owner``: a run's owner, by its name (its length's group). Nothing is forecast before
+    ``owner``: a run's owner, by its name (its length's group); ``ran``: by run, the seconds
+    it ran in its attempts before this one (a requeued run resumes: its learned length is of
+    all its attempts, its remaining time what it has not run yet). Nothing is forecast before
     the lengths rest on ``lengths.min_runs`` runs. The head's forecast is never later than
     its promise, and the likely start never later than the 90 % one."""
     learned = lengths.runs
@@ -156,8 +159,10 @@ def with_forecasts(
     def length(likely: bool) -> Length:
         def took(unit: RunningUnit) -> float | None:
             key = RunKey(unit.workspace, owner(unit.run), unit.run)
-            found = lengths.forecast(key, max(0.0, now - unit.started_at), unit.time_limit)
-            return None if found is None else found.likely if likely else found.by
+            before = 0.0 if ran is None else ran.get(unit.run, 0.0)
+            elapsed = max(0.0, now - unit.started_at) + before
+            found = lengths.forecast(key, elapsed, unit.time_limit)
+            return None if found is None else (found.likely if likely else found.by) - before
 
         return took
 

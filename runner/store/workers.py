@@ -8,6 +8,7 @@ argument given as ``KEEP`` (the default) leaves its column as it is.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from runner.model import StopReason, WorkerState, sql_list
 from runner.reasons import RunRef
@@ -59,6 +60,26 @@ class Workers:
     def of(self, run: str) -> list[WorkerRow]:
         sql = f"{_WORKERS} WHERE w.run = ? ORDER BY w.attempt, w.worker"
         return [_worker(r) for r in self._core.connect().execute(sql, (run,))]
+
+    def ran_before(self, runs: Iterable[str]) -> dict[str, float]:
+        """Seconds each of ``runs`` ran in its attempts before the latest, in this life of
+        it (since its last usage record), as its usage record will count them: what a run
+        requeued and resumed has done already (a run absent: none)."""
+        names = sorted(set(runs))
+        out: dict[str, float] = {}
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            sql = (
+                "SELECT w.run, TOTAL(MAX(0, w.finished_at - w.started_at)) / COUNT(*)"
+                " FROM workers w JOIN runs r ON r.name = w.run"
+                f" WHERE w.run IN ({','.join('?' * len(chunk))}) AND w.attempt < r.attempts"
+                " AND w.finished_at IS NOT NULL AND w.started_at >= COALESCE((SELECT"
+                " MAX(u.finished_at) FROM usage_records u WHERE u.run_uid = r.run_uid), 0)"
+                " GROUP BY w.run, w.attempt"
+            )
+            for run, seconds in self._core.connect().execute(sql, chunk):
+                out[run] = out.get(run, 0.0) + seconds
+        return out
 
     def has_live(self, tx: Tx, name: str) -> bool:
         sql = f"SELECT 1 FROM workers WHERE run = ? AND state IN {_LIVE}"

@@ -166,6 +166,20 @@ def test_a_forecast_behind_work_without_a_limit_from_what_similar_runs_took() ->
     assert other.likely is not None and abs(other.likely - w.likely) < 120
 
 
+def test_a_resumed_run_is_forecast_to_end_after_what_it_has_not_run_yet() -> None:
+    """Runs like job-7 take 10 minutes in all. job-7 ran 400 s before it was preempted,
+    resumed 100 s ago: it is likely to end in 100 s, not in the 500 s a fresh start has."""
+    s = snap(running("job-7", gpus=tuple(range(8)), started=-100), waiting("w", gpus=8))
+    bounds = estimate_starts(s, NOW)
+    fresh = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "ann")["w"]
+    resumed = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "ann",
+                             ran={"job-7": 400.0})["w"]  # fmt: skip
+    assert fresh.likely is not None and resumed.likely is not None
+    assert NOW + 400 <= fresh.likely <= NOW + 600
+    assert NOW <= resumed.likely <= NOW + 200 and resumed.likely == fresh.likely - 400
+    assert resumed.likely_by is not None and resumed.likely_by <= NOW + 200
+
+
 def test_the_heads_forecast_is_never_later_than_its_promise() -> None:
     """Learned lengths longer than the limit allows: the head's shadow caps its forecast."""
     s = snap(running("job-7", gpus=tuple(range(8)), started=-100, limit=HOUR), waiting("w", gpus=8))

@@ -109,3 +109,32 @@ def test_the_likely_start_is_corrected_only_where_no_limit_bounds_it() -> None:
     assert Forecaster._corrected(bounded, now, twice, None).likely == now + 600
     unbounded = replace(bounded, starts_by=None)
     assert Forecaster._corrected(unbounded, now, twice, None).likely == now + 1200
+
+
+def test_a_resumed_runs_earlier_attempts_count_as_run(tmp_path: Path) -> None:
+    """Runs like ``job-*`` take 500 s in all (their usage records count every attempt).
+    job-5 ran 400 s, was preempted and resumed: the run behind it is forecast to start
+    after the 100 s job-5 has left, not after 500 more."""
+    e = Engine(tmp_path, gpus=1)
+    for i in range(5):
+        e.ran(f"job-{i}", 500, gpus=1)
+    e.submit("job-5", gpus=1, priority=-5)
+    e.tick()
+    e.tick(400)
+    e.submit("urgent", gpus=1, priority=5)
+    e.tick()
+    e.executor.exit("job-5", 143)  # it ends on SIGTERM
+    e.tick()
+    assert e.state("urgent") == "Running"
+    e.tick(10)
+    e.executor.exit("urgent", 0)
+    e.tick()
+    e.tick()
+    assert e.state("job-5") == "Running" and len({w.attempt for w in e.workers("job-5")}) == 2
+    ran = e.store.workers.ran_before(["job-5", "urgent", "absent"])
+    assert set(ran) == {"job-5"} and 395 <= ran["job-5"] <= 410
+    e.submit("next", gpus=1, priority=-5)  # (of a higher priority it would preempt job-5)
+    e.tick()
+    now = e.clock()
+    forecast = e.loop.estimates()["next"]
+    assert forecast.likely is not None and 50 <= forecast.likely - now <= 150, forecast.likely - now
