@@ -68,7 +68,8 @@ def preempted_prefix(reason: str | None) -> str:
 def when(estimate: dict[str, Any] | None) -> str:
     """An estimate as words: ``starts by 14:20 UTC``, or after which runs end; the
     forecasts from learned lengths before it when there are any (``likely 14:10 UTC, by
-    15:30 UTC at 90 % (from 37 finished runs); ``). A 90 % start later than the estimate
+    15:30 UTC at 90 % (from 37 finished runs); ``: the likely start to the nearest minute,
+    as ``astra ls`` says it). A 90 % start later than the estimate
     from the limits (runs submitted later may pass any run but the head) says that
     estimate holds only if no more urgent run is submitted."""
     if not estimate:
@@ -76,7 +77,7 @@ def when(estimate: dict[str, Any] | None) -> str:
     likely, high = epoch(estimate.get("likely")), epoch(estimate.get("likely_90"))
     ahead = ""
     if likely is not None and high is not None:
-        ahead = (f"likely {utc_clock(likely, seconds=False)} UTC, by"
+        ahead = (f"likely {utc_clock(round(likely / 60) * 60, seconds=False)} UTC, by"
                  f" {utc_clock(high, seconds=False)} UTC at 90 %"
                  f" (from {estimate.get('learned_from')} finished runs); ")  # fmt: skip
     if estimate.get("starts_by"):

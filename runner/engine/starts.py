@@ -202,7 +202,8 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         how = "Backfilled" if start.backfill else "Started"
         shown = ctx.forecast(start.run) if ctx.forecast is not None else None
         said = "" if shown is None else (
-            f" (forecast: likely {format_utc(shown[0])}, 90 % by {format_utc(shown[1])})"
+            f" (forecast: likely {format_utc(shown[0], nearest=True)}, 90 % by"
+            f" {format_utc(shown[1])})"
         )  # fmt: skip
         text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}{said}:"
         why = Reason(text, code=ReasonCode.MESSAGE).then(

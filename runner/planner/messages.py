@@ -20,9 +20,10 @@ from runner.planner.types import Head, RunningUnit, WaitingRun
 from runner.reasons import Reason, ReasonCode, RunRef
 
 
-def format_utc(t: float) -> str:
-    """The shadow time as users read it: rounded up to the minute, UTC."""
-    minute = math.ceil(t / 60) * 60
+def format_utc(t: float, *, nearest: bool = False) -> str:
+    """The shadow time as users read it: rounded up to the minute, UTC (``nearest``: to
+    the nearest minute, as a likely start is said)."""
+    minute = round(t / 60) * 60 if nearest else math.ceil(t / 60) * 60
     return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 

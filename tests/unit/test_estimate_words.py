@@ -72,3 +72,11 @@ def test_the_run_page_says_when_its_estimate_from_the_limits_is_no_promise() -> 
     after = _page(**{**before, "likely_start_90": "2026-10-01T16:00:00Z"})
     assert not bound(after) and "by the limits" in after
     assert "15:30:44 if no more urgent run is submitted" in after
+
+
+def test_the_dashboard_says_the_likely_start_to_the_nearest_minute_and_the_90_percent_up() -> None:
+    """As ``astra ls`` says them: ``~13:10`` for a likely 13:10:20, the 90 % start never
+    earlier than it may be."""
+    words = fmt.when({**ESTIMATES["no bound"], "likely": "2026-10-01T13:10:20Z",
+                      "likely_90": "2026-10-01T15:30:20Z"})  # fmt: skip
+    assert words.startswith("likely 13:10 UTC, by 15:31 UTC at 90 %"), words
