@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from runner.executors.base import ExecutorError, Observed, WorkerLaunch
-from runner.executors.launcher import Launcher, LauncherGone, foreign_launchers
+from runner.executors.launcher import MODULE, Launcher, LauncherGone, foreign_launchers
 from runner.executors.process import ProcessExecutor
-from runner.executors.tree import proc_stat
+from runner.executors.tree import cmdlines, proc_stat
 from runner.executors.workerfiles import read_json
 from tests.support.harness import Harness, wait_for
 
@@ -155,7 +155,7 @@ def test_an_earlier_daemons_launcher_counts_as_a_start_under_way(
     later = ProcessExecutor(state_dir)
     later.warm_up()
     assert later._launcher is not None
-    assert foreign_launchers(state_dir, later._launcher.pid)
+    assert foreign_launchers(state_dir, later._launcher.pid), _launchers(earlier, later)
     assert not foreign_launchers(tmp_path / "elsewhere", None)
     # a folder whose supervisor has not written meta.json yet runs while one may come
     folder = state_dir / "astraeus-g-1-0"
@@ -165,6 +165,28 @@ def test_an_earlier_daemons_launcher_counts_as_a_start_under_way(
     wait_for(lambda: not foreign_launchers(state_dir, later._launcher.pid))  # type: ignore[union-attr]
     assert later.status("astraeus-g-1-0").state is Observed.MISSING
     later._launcher.kill()
+
+
+def _launchers(*executors: ProcessExecutor) -> str:
+    """What a failed look for launchers saw: each executor's launcher (pid, alive, its
+    process's state and session) and every process running the supervisor's module."""
+    said = []
+    for ex in executors:
+        launcher = ex._launcher
+        if launcher is None:
+            said.append("no launcher")
+            continue
+        try:
+            sid: int | str = os.getsid(launcher.pid)
+        except OSError as exc:
+            sid = str(exc)
+        seen = proc_stat(launcher.pid)
+        code = launcher.proc.returncode
+        said.append(
+            f"pid {launcher.pid} alive {launcher.alive()} stat {seen} sid {sid} exit {code}"
+        )
+    said += [f"{pid}: {argv}" for pid, argv in cmdlines() if MODULE.encode() in argv]
+    return "; ".join(said)
 
 
 def test_a_daemon_starts_its_launcher_with_itself_and_ends_it_as_it_stops(
