@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from typing import TypedDict
 
 from runner.model import (
     DEFAULT_RESTART_LIMIT,
@@ -180,7 +181,7 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         check_task_text(command, args, env + submit_env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
-    resources = _optional(task, path, "requested_resources", _resources, {})
+    resources = _optional(task, path, "requested_resources", _resources, _Resources())
     working_dir = _optional(task, path, "working_dir", _folder, None)
     submit_dir = _optional(task, path, "submit_dir", _folder, None)
     return TaskTemplate(
@@ -320,21 +321,35 @@ is_system_dir = _system_dir  # for the executors: where a mount path leads is ch
 SYSTEM_DIRS_SHOWN = _SYSTEM_DIRS_SHOWN
 
 
-def _resources(value: object, path: str) -> dict[str, int]:
+class _Resources(TypedDict, total=False):
+    """The TaskTemplate fields ``requested_resources`` sets (checked by name where they
+    are passed on)."""
+
+    gpus: int
+    min_per_machine: int
+    gpu_share: int
+    gpu_shards: int
+    per_gpu_cpu_milli: int
+    per_gpu_memory: int
+    cpu_milli: int
+    memory: int
+
+
+def _resources(value: object, path: str) -> _Resources:
     """The TaskTemplate fields ``requested_resources`` sets (not given: 0 each)."""
     res = _object(value, path, _RESOURCE_KEYS)
     gpus, least, share, shards = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0, 0, 0))
     per_cpu, per_memory = _optional(res, path, "per_gpu", _per_gpu, (0, 0))
-    return {
-        "gpus": gpus,
-        "min_per_machine": least,
-        "gpu_share": share,
-        "gpu_shards": shards,
-        "per_gpu_cpu_milli": per_cpu,
-        "per_gpu_memory": per_memory,
-        "cpu_milli": _optional(res, path, "cpu_cores", _cpu_milli, 0),
-        "memory": _optional(res, path, "memory_bytes", _memory, 0),
-    }
+    return _Resources(
+        gpus=gpus,
+        min_per_machine=least,
+        gpu_share=share,
+        gpu_shards=shards,
+        per_gpu_cpu_milli=per_cpu,
+        per_gpu_memory=per_memory,
+        cpu_milli=_optional(res, path, "cpu_cores", _cpu_milli, 0),
+        memory=_optional(res, path, "memory_bytes", _memory, 0),
+    )
 
 
 _GPU_REQUEST_KEYS = ("count", "min_per_machine", "memory_bytes", "shared", "shards")
