@@ -210,7 +210,7 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
             start.why
         )  # the decision log: the rule that let it start
         code = ReasonCode.BACKFILLED if start.backfill else ReasonCode.STARTED
-        store.events.add(tx, run.name, run.workspace, code, why, now)
+        store.events.add(tx, run.name, run.workspace, code, why, now, forecast=shown)
     return run, attempt
 
 

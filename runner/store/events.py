@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from runner.notify.outbox import StartForecast
 from runner.notify.targets import EVENT_OF_CODE
 from runner.reasons import Reason, ReasonCode, event_kind
 from runner.rows import EventRow
@@ -24,13 +25,15 @@ class Events:
 
     def add(
         self, tx: Tx, run: str, workspace: str, code: ReasonCode, message: Reason,
-        now: float | None = None, grp: str | None = None,
+        now: float | None = None, grp: str | None = None, forecast: StartForecast | None = None,
     ) -> None:  # fmt: skip
         """An event of a run; of a group when ``grp`` is given (``run`` then names the group).
 
-        ``code`` says what happened; the kind people read is its name (``event_kind``)."""
+        ``code`` says what happened; the kind people read is its name (``event_kind``).
+        ``forecast``: a start's, what the run was first forecast (its notification says it)."""
         if grp is None and code in EVENT_OF_CODE:  # a notification may follow it
-            tx._notes.append((run, code, message, time.time() if now is None else now))
+            when = time.time() if now is None else now
+            tx._notes.append((run, code, message, when, forecast))
         tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
             " VALUES (?,?,?,?,?,?,?)",

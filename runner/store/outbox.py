@@ -22,7 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from runner.notify.outbox import Notice, Pending
+from runner.notify.outbox import Notice, Pending, StartForecast
 from runner.notify.targets import EVENT_OF_CODE, Target, label, stored_targets
 from runner.reasons import Reason, ReasonCode, Viewer
 from runner.rows import RunRow
@@ -62,9 +62,9 @@ class Outbox:
         """Just before COMMIT: the rows of the events noted in ``tx``; how many."""
         notes, tx._notes = tx._notes, []
         queued = 0
-        for name, code, message, now in notes:
+        for name, code, message, now, forecast in notes:
             try:
-                queued += self._queue_notice(tx, name, code, message, now)
+                queued += self._queue_notice(tx, name, code, message, now, forecast)
             except Exception:  # this notification's, never the change it follows
                 log.exception("the notification of run %s's %s was not queued", name, code)
                 text = (f"Notification ({EVENT_OF_CODE[code].value}) not queued: the daemon"
@@ -83,8 +83,9 @@ class Outbox:
         return queued
 
     def _queue_notice(
-        self, tx: Tx, name: str, code: ReasonCode, message: Reason, now: float
-    ) -> int:
+        self, tx: Tx, name: str, code: ReasonCode, message: Reason, now: float,
+        forecast: StartForecast | None = None,
+    ) -> int:  # fmt: skip
         """The outbox rows of one noted event: its run's URLs and the config's; how many."""
         queued = 0
         sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?"
@@ -111,6 +112,7 @@ class Outbox:
             exit_code=run.exit_code,
             reason=message.render(Viewer(frozenset({run.workspace}))),
             time=now,
+            forecast=forecast,
         )
         urls: set[str] = set()
         for target, prefix in targets:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
+from runner.notify.outbox import StartForecast
 from runner.reasons import Reason, ReasonCode
 
 
@@ -39,7 +40,8 @@ class Tx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         # events that may be notified: (run, code, message, time), queued at COMMIT
-        self._notes: list[tuple[str, ReasonCode, Reason, float]] = []
+        # events a notification may follow: run, code, message, time, the start forecast
+        self._notes: list[tuple[str, ReasonCode, Reason, float, StartForecast | None]] = []
         self._runs_written: set[str] | None = set()
 
     def _sql(

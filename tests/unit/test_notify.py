@@ -185,6 +185,12 @@ def test_the_text_sent() -> None:
     long = Notice(E.FAILED, "t", "u", "w", "Failed", None, "x" * 9000, 1.0)
     assert len(json.loads(long.body(HOOK))["reason"]) == 1000
     assert Notice.from_json(NOTICE.to_json()) == NOTICE
+    # a start's forecast: two fields more, and back; none: the fields are absent
+    started = Notice(E.STARTED, "t", "u", "w", "Running", None, "Started", 9.0, (5.0, 8.5))
+    fields = json.loads(started.body(HOOK))
+    assert (fields["likely_start"], fields["likely_start_90"]) == (5.0, 8.5)
+    assert Notice.from_json(started.to_json()) == started
+    assert "likely_start" not in json.loads(NOTICE.body(HOOK))
 
 
 def test_backoff_doubles_up_to_five_minutes() -> None:
