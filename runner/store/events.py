@@ -31,8 +31,8 @@ class Events:
 
         ``code`` says what happened; the kind people read is its name (``event_kind``).
         ``forecast``: a start's, what the run was first forecast (its notification says it)."""
+        when = time.time() if now is None else now
         if grp is None and code in EVENT_OF_CODE:  # a notification may follow it
-            when = time.time() if now is None else now
             tx._notes.append((run, code, message, when, forecast))
         tx._sql(
             "INSERT INTO events (run, workspace, time, kind, message, grp, code)"
@@ -40,7 +40,7 @@ class Events:
             (
                 run,
                 workspace,
-                time.time() if now is None else now,
+                when,
                 event_kind(code),
                 reason_json(message),
                 grp,

@@ -39,8 +39,8 @@ class Tx:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        # events that may be notified: (run, code, message, time), queued at COMMIT
-        # events a notification may follow: run, code, message, time, the start forecast
+        # events a notification may follow, queued at COMMIT: (run, code, message, time,
+        # the start forecast)
         self._notes: list[tuple[str, ReasonCode, Reason, float, StartForecast | None]] = []
         self._runs_written: set[str] | None = set()
 
