@@ -132,13 +132,9 @@ class Forecaster:
     ) -> dict[str, Estimate]:  # fmt: skip
         """``bounds`` with their corrected forecasts. ``record``: the forecasts are shown
         (each waiting run's first is kept to learn from); a preview's are not."""
-        lengths = self.learned.refresh_lengths()
-        ran = (
-            self.learned.store.workers.ran_before(u.run for u in snapshot.running)
-            if lengths.runs >= lengths.min_runs
-            else {}
-        )  # what the runs requeued and resumed have done already
-        made = with_forecasts(snapshot, now, bounds, lengths, owner, steps, ran)
+        # (what the runs requeued and resumed have done already: asked once a forecast is made)
+        made = with_forecasts(snapshot, now, bounds, self.learned.refresh_lengths(), owner, steps,
+                              self.learned.store.workers.ran_before)  # fmt: skip
         forecast = any(e.likely_by is not None for e in made.values())
         stretch = self.learned.stretches(snapshot, now, owner) if forecast else {}
         for w in snapshot.waiting:

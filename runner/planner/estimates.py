@@ -14,7 +14,7 @@ Pure like the planner: a snapshot and ``now`` in, estimates out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from runner.model import Estimate as Estimate  # the planner's answer, plain data
@@ -142,24 +142,26 @@ def with_forecasts(
     lengths: Lengths,
     owner: Callable[[str], str],
     max_steps: int = MAX_STEPS,
-    ran: Mapping[str, float] | None = None,
+    ran: Callable[[Iterable[str]], Mapping[str, float]] | None = None,
 ) -> dict[str, Estimate]:
     """``bounds`` (``estimate_starts``'s) with the likely and 90 % starts forecast from
     ``lengths``: the queue replayed twice more, every run ending when its learned length
     says (a running run's conditioned on how long it has run; at its limit at the latest).
-    ``owner``: a run's owner, by its name (its length's group); ``ran``: by run, the seconds
-    it ran in its attempts before this one (a requeued run resumes: its learned length is of
-    all its attempts, its remaining time what it has not run yet). Nothing is forecast before
-    the lengths rest on ``lengths.min_runs`` runs. The head's forecast is never later than
-    its promise, and the likely start never later than the 90 % one."""
+    ``owner``: a run's owner, by its name (its length's group); ``ran``: asked once, with
+    the running runs, the seconds each ran in its attempts before this one (a requeued run
+    resumes: its learned length is of all its attempts, its remaining time what it has not
+    run yet). Nothing is forecast (nor ``ran`` asked) before the lengths rest on
+    ``lengths.min_runs`` runs. The head's forecast is never later than its promise, and the
+    likely start never later than the 90 % one."""
     learned = lengths.runs
     if learned < lengths.min_runs:
         return {name: replace(e, learned_from=learned) for name, e in bounds.items()}
+    earlier = {} if ran is None else ran(u.run for u in snapshot.running)
 
     def length(likely: bool) -> Length:
         def took(unit: RunningUnit) -> float | None:
             key = RunKey(unit.workspace, owner(unit.run), unit.run)
-            before = 0.0 if ran is None else ran.get(unit.run, 0.0)
+            before = earlier.get(unit.run, 0.0)
             elapsed = max(0.0, now - unit.started_at) + before
             found = lengths.forecast(key, elapsed, unit.time_limit)
             return None if found is None else (found.likely if likely else found.by) - before

@@ -173,7 +173,7 @@ def test_a_resumed_run_is_forecast_to_end_after_what_it_has_not_run_yet() -> Non
     bounds = estimate_starts(s, NOW)
     fresh = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "ann")["w"]
     resumed = with_forecasts(s, NOW, bounds, _learned(20, 600), lambda _: "ann",
-                             ran={"job-7": 400.0})["w"]  # fmt: skip
+                             ran=lambda _: {"job-7": 400.0})["w"]  # fmt: skip
     assert fresh.likely is not None and resumed.likely is not None
     assert NOW + 400 <= fresh.likely <= NOW + 600
     assert NOW <= resumed.likely <= NOW + 200 and resumed.likely == fresh.likely - 400
