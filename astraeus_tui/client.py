@@ -21,7 +21,15 @@ from typing import Any, TypeVar
 import msgspec
 
 from astraeus_tui.endpoints import AwaitedEndpoints, Endpoint, Endpoints
-from astraeus_tui.wire import ApiError, exchange, raise_for, socket_path, stream, target
+from astraeus_tui.wire import (
+    ApiError,
+    exchange,
+    raise_for,
+    socket_path,
+    stream,
+    target,
+    unreachable,
+)
 from astraeus_tui.wire import quoted as quote
 from runner.schema import Change, Event, Snapshot
 
@@ -173,6 +181,8 @@ class AsyncClient(DashboardApi):
         content_type: str = "application/json",
     ) -> bytes:  # fmt: skip
         """The answer's body as the daemon sent it."""
+        from aiohttp import ClientConnectorError, ClientError
+
         session = await self._get_session()
         payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         headers = {"Content-Type": content_type} if payload is not None else {}
@@ -184,8 +194,14 @@ class AsyncClient(DashboardApi):
                 if response.status >= 400:
                     _raise_for(response.status, data)
                 return data
-        except OSError as e:
-            raise ApiError(0, "NO_DAEMON", f"no daemon answers on {self.socket_path}: {e}") from e
+        except ClientConnectorError as e:  # not sent
+            raise unreachable(self.socket_path, e.os_error) from e
+        except (ClientError, OSError) as e:  # sent on a connection that broke: maybe done
+            raise ApiError(
+                0, "LOST_DAEMON",
+                f"the connection to the daemon broke before its answer ({e or type(e).__name__}):"
+                " what was asked may have been done; look before asking again",
+            ) from e  # fmt: skip
 
     async def changes(self) -> AsyncIterator[tuple[str, Snapshot | Change]]:
         """(event, data) from the daemon's SSE stream: a snapshot, then changes."""
@@ -201,12 +217,7 @@ class AsyncClient(DashboardApi):
                     yield event, msgspec.json.decode(line[6:], type=_STREAM[event])
 
     async def text(self, path: str, **query: Any) -> str:
-        session = await self._get_session()
-        async with session.get("http://localhost" + _path(path, query)) as response:
-            data: bytes = await response.read()
-            if response.status >= 400:
-                _raise_for(response.status, data)
-            return data.decode(errors="replace")
+        return (await self.answer("GET", path, query=query)).decode(errors="replace")
 
     async def lines(self, path: str, **query: Any) -> AsyncIterator[str]:
         """A streamed body, line by line, as it arrives (logs, events)."""
@@ -260,9 +271,7 @@ class ExecChannel:
             self._open = session.ws_connect("http://localhost" + self._path, max_msg_size=0)
             self._ws = await self._open.__aenter__()
         except OSError as e:
-            raise ApiError(
-                0, "NO_DAEMON", f"no daemon answers on {self._client.socket_path}: {e}"
-            ) from e
+            raise unreachable(self._client.socket_path, getattr(e, "os_error", e)) from e
         await self._ws.send_str(json.dumps(self._first))
         return self
 

@@ -38,16 +38,25 @@ members = ["*"]
 
 
 async def until(pilot: Pilot[Any], what: Callable[[], Any], timeout: float = 15,
-                message: str = "") -> Any:  # fmt: skip
-    """Let the app run until ``what()`` is true; fail after ``timeout`` seconds."""
+                message: str = "", seen: Callable[[], str] | None = None) -> Any:  # fmt: skip
+    """Let the app run until ``what()`` is true; fail after ``timeout`` seconds, saying
+    ``seen()`` then (what the app shows instead) where given."""
     deadline = time.monotonic() + timeout
     while True:
         value = what()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message or what}")
+            instead = f"; instead: {seen()}" if seen is not None else ""
+            raise AssertionError(f"timed out waiting for {message or what}{instead}")
         await pilot.pause(0.02)
+
+
+def showing(pilot: Pilot[Any]) -> str:
+    """The screen on top and the errors it shows: what a wait that timed out says."""
+    screen = pilot.app.screen
+    errors = [text(e) for e in screen.query(".error").results(Static) if e.display]
+    return f"{type(screen).__name__} showing {[e for e in errors if e] or 'no error'}"
 
 
 def plain(widget: Widget) -> str:

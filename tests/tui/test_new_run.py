@@ -21,7 +21,17 @@ from astraeus_tui.widgets.filter_bar import FilterBar
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
 from tests.support.served import Served
-from tests.tui.helpers import WORKSPACES, app_for, drive, plain, screen_of, settled, text, until
+from tests.tui.helpers import (
+    WORKSPACES,
+    app_for,
+    drive,
+    plain,
+    screen_of,
+    settled,
+    showing,
+    text,
+    until,
+)
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 ARGS = ["-c", "exec torchrun --nproc-per-node=$ASTRAEUS_GPU_COUNT /ckpt/code/train.py"]
@@ -188,8 +198,9 @@ def test_the_form_starts_a_run_where_the_dashboard_was_opened(
         form.query_one("#name", Input).value = name
         form.query_one("#command", Input).value = "cat data.txt"
         field.value = folder
-        await pilot.click("#submit")
-        await until(pilot, lambda: name in screen.model.runs, message=name)
+        assert await pilot.click("#submit"), "the click missed Start run"
+        await until(pilot, lambda: name in screen.model.runs, message=name,
+                    seen=lambda: showing(pilot))  # fmt: skip
         # the queue may show the run before the form has closed: the next "n" is for the
         # main screen, not typed into this form
         await until(pilot, lambda: pilot.app.screen is screen, message="the form closed")

@@ -1,8 +1,10 @@
 """``Client.get`` (astraeus_tui/client.py): one HTTP/1.1 GET over a plain Unix socket, as
-`astra ls` reads the queue, against a real socket answering as an HTTP server may."""
+`astra ls` reads the queue, against a real socket answering as an HTTP server may; and the
+dashboard's ``AsyncClient`` where that socket breaks off."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from astraeus_tui.client import ApiError, Client
+from astraeus_tui.client import ApiError, AsyncClient, Client
 
 
 @pytest.fixture
@@ -68,6 +70,41 @@ def test_a_body_by_length_or_in_chunks_and_an_error_as_its_one_line(
 def test_no_daemon_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ApiError) as missing:
         Client(tmp_path / "none.sock").get("/v1/runs")
+    assert missing.value.code == "NO_DAEMON" and "astra up" in str(missing.value)
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [b"", b'HTTP/1.1 201 Created\r\nContent-Length: 90\r\n\r\n{"name"'],
+    ids=["closed", "cut short"],
+)
+def test_the_dashboard_says_a_connection_broken_before_the_answer_in_one_line(
+    answer: tuple[Path, list[bytes], list[bytes]], cut: bytes
+) -> None:
+    """A connection that breaks after the request was sent (closed with no answer, or in the
+    middle of one) is an ``ApiError`` that says the request may have been done, as every
+    dashboard action catches: never an error of the HTTP library, which a worker of the
+    dashboard would end on without a word (the New run form stayed open, silent)."""
+    path, answers, requests = answer
+    answers.append(cut)
+
+    def submit(to: Path) -> None:
+        async def main() -> None:
+            client = AsyncClient(to)
+            try:
+                await client.submit({"name": "x"})
+            finally:
+                await client.close()
+
+        asyncio.run(main())
+
+    with pytest.raises(ApiError) as broken:
+        submit(path)
+    assert requests[-1].startswith(b"POST /v1/runs HTTP/1.1\r\n")
+    assert broken.value.code == "LOST_DAEMON", broken.value
+    assert "may have been done" in str(broken.value) and "\n" not in str(broken.value)
+    with pytest.raises(ApiError) as missing:
+        submit(path.with_name("none.sock"))
     assert missing.value.code == "NO_DAEMON" and "astra up" in str(missing.value)
 
 
