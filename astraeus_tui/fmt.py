@@ -77,7 +77,7 @@ def when(estimate: dict[str, Any] | None) -> str:
     likely, high = epoch(estimate.get("likely")), epoch(estimate.get("likely_90"))
     ahead = ""
     if likely is not None and high is not None:
-        ahead = (f"likely {utc_clock(round(likely / 60) * 60, seconds=False)} UTC, by"
+        ahead = (f"likely {utc_clock(likely, seconds=False, nearest=True)} UTC, by"
                  f" {utc_clock(high, seconds=False)} UTC at 90 %"
                  f" (from {estimate.get('learned_from')} finished runs); ")  # fmt: skip
     if estimate.get("starts_by"):

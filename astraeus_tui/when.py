@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 
-from runner.durations import compact
+from runner.durations import compact, minute
 from runner.states import RunState
 
 # what a run's start from the limits says once its 90 % start is later: behind the head
@@ -75,10 +75,11 @@ def utc_struct(t: float) -> time.struct_time:
     return time.gmtime(whole)
 
 
-def utc_clock(t: float, seconds: bool = True) -> str:
-    """``14:03:07``; without seconds rounded *up* to the minute, as the planner says it."""
+def utc_clock(t: float, seconds: bool = True, *, nearest: bool = False) -> str:
+    """``14:03:07``; without seconds rounded *up* to the minute, as the planner says it
+    (``nearest``: to the nearest minute, as a likely start is said)."""
     if not seconds:
-        t = math.ceil(t / 60) * 60
+        t = minute(t, nearest=nearest)
     return time.strftime("%H:%M:%S" if seconds else "%H:%M", utc_struct(t))
 
 
@@ -104,22 +105,24 @@ def start_label(run: Run, now: float, wide: bool = False) -> str:
     likely = run.likely_start
     bound = epoch(run.starts_by)
     if isinstance(likely, str) and (at := epoch(likely)) is not None:
-        label = "~" + _day_clock(round(at / 60) * 60, now)
+        label = "~" + _day_clock(at, now, nearest=True)
         if not wide:
             return label
         high = run.likely_start_90
         if isinstance(high, str) and (by := epoch(high)) is not None:
-            label += f" ≤{_day_clock(math.ceil(by / 60) * 60, now)} (90%)"
+            label += f" ≤{_day_clock(by, now)} (90%)"
         if bound is not None:
-            label += f" limits {_day_clock(math.ceil(bound / 60) * 60, now)}"
+            label += f" limits {_day_clock(bound, now)}"
         return label
     if bound is None:
         return "?"
-    return _day_clock(math.ceil(bound / 60) * 60, now)
+    return _day_clock(bound, now)
 
 
-def _day_clock(at: float, now: float) -> str:
-    """``14:20`` on ``now``'s day, ``10-02 09:00`` on another (UTC)."""
+def _day_clock(at: float, now: float, *, nearest: bool = False) -> str:
+    """``14:20`` on ``now``'s day, ``10-02 09:00`` on another (UTC): to the minute, rounded
+    up (``nearest``: to the nearest), and the day that minute is on."""
+    at = minute(at, nearest=nearest)
     clock = utc_clock(at, seconds=False)
     if at // DAY == now // DAY:
         return clock

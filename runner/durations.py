@@ -12,11 +12,20 @@ this on every start.
 
 from __future__ import annotations
 
+import math
+
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 EXAMPLES = "e.g. 2h, 90m, 1d, 1-12:00:00"
 _WITH_UNITS = r"(?:\d+(?:\.\d+)?[smhdw])+"  # patterns: compiled once, by re's own cache
 _PART = r"(\d+(?:\.\d+)?)([smhdw])"
 _SLURM = r"(?:([0-9]{1,5})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?"
+
+
+def minute(t: float, *, nearest: bool = False) -> float:
+    """``t`` to the minute as a time is said: rounded up, as a promise is (a start "by"
+    14:21 that is really 14:20:30 is kept); ``nearest``: to the nearest, as a forecast's
+    likely start is."""
+    return float(round(t / 60) * 60 if nearest else math.ceil(t / 60) * 60)
 
 
 def unit_seconds(text: str) -> float:

@@ -30,7 +30,7 @@ class HeadBanner(Widget):
         likely = epoch(head.likely_start) if isinstance(head.likely_start, str) else None
         ahead: tuple[tuple[str, str], ...] = ()  # the likely start, before the bound
         if likely is not None:
-            near = utc_clock(round(likely / 60) * 60, seconds=False)  # as START says it
+            near = utc_clock(likely, seconds=False, nearest=True)  # as START says it
             ahead = (("likely ", "dim"), (f"~{near}", "bold magenta"))
         if shadow is None:
             if likely is not None:

@@ -11,11 +11,11 @@ here before compared with the starts that followed (runner/planner/lengths.py ``
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from runner.durations import minute
 from runner.model import RunState
 from runner.planner.arrivals import Arrivals
 from runner.planner.estimates import Estimate, with_forecasts
@@ -194,7 +194,7 @@ class Forecaster:
         horizon; ``high`` the 90 % one's; None: as made)."""
         if e.likely is None or e.likely_by is None:
             return e
-        by = float(math.ceil(_scaled(e.likely_by, now, lambda _: high) / 60) * 60)
+        by = minute(_scaled(e.likely_by, now, lambda _: high))
         if e.promise and e.starts_by is not None:  # the head's: no forecast breaks it
             by = min(by, e.starts_by)
         likely = e.likely

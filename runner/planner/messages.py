@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from runner.durations import minute
 from runner.model import (
     RESOURCE_NAMES,
     UNBOUNDED,
@@ -23,8 +23,8 @@ from runner.reasons import Reason, ReasonCode, RunRef
 def format_utc(t: float, *, nearest: bool = False) -> str:
     """The shadow time as users read it: rounded up to the minute, UTC (``nearest``: to
     the nearest minute, as a likely start is said)."""
-    minute = round(t / 60) * 60 if nearest else math.ceil(t / 60) * 60
-    return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    said = minute(t, nearest=nearest)
+    return datetime.fromtimestamp(said, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Reason | None:
