@@ -26,6 +26,7 @@ from runner.runspec.templates import run_document
 from runner.store.core import Core
 from runner.store.rows import from_columns
 from runner.store.tx import Tx
+from runner.store.workers import attempt_seconds
 
 USAGE_KEPT = 400 * 86_400.0  # seconds a usage record is kept (about 13 months)
 MAX_HISTORY = 10_000  # records one history read returns at most
@@ -131,8 +132,8 @@ def record_finish(tx: Tx, name: str, was: RunState | None) -> None:
     ).fetchone()[0]
     wait = None if first is None else max(0.0, first - begin)
     ran = tx._sql(
-        "SELECT TOTAL(seconds) FROM (SELECT TOTAL(MAX(0, COALESCE(finished_at, ?) - started_at))"
-        " / COUNT(*) AS seconds FROM workers WHERE run = ? AND started_at >= ? GROUP BY attempt)",
+        f"SELECT TOTAL(seconds) FROM (SELECT {attempt_seconds('COALESCE(finished_at, ?)')}"
+        " AS seconds FROM workers WHERE run = ? AND started_at >= ? GROUP BY attempt)",
         (run["finished_at"], name, since),
     ).fetchone()[0]
     a = _asked(tx, name)

@@ -24,6 +24,14 @@ def _write(tx: Tx, worker_id: int, **fields: object) -> None:
     tx._update("workers", "id = ?", (worker_id,), fields)
 
 
+def attempt_seconds(end: str, table: str = "") -> str:
+    """SQL: the seconds one attempt of a run ran, as its usage record counts them: the
+    mean of its workers' (a gang's run together), each from its start to ``end``. An
+    aggregate of one attempt's rows (``GROUP BY attempt``); ``table``: the workers' alias."""
+    started = f"{table}.started_at" if table else "started_at"
+    return f"TOTAL(MAX(0, {end} - {started})) / COUNT(*)"
+
+
 class Workers:
     """Reads and writes of ``workers``."""
 
@@ -70,7 +78,7 @@ class Workers:
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
             sql = (
-                "SELECT w.run, TOTAL(MAX(0, w.finished_at - w.started_at)) / COUNT(*)"
+                f"SELECT w.run, {attempt_seconds('w.finished_at', 'w')}"
                 " FROM workers w JOIN runs r ON r.name = w.run"
                 f" WHERE w.run IN ({','.join('?' * len(chunk))}) AND w.attempt < r.attempts"
                 " AND w.finished_at IS NOT NULL AND w.started_at >= COALESCE((SELECT"
