@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from astraeus_tui.screens.submit import SubmitScreen
 from astraeus_tui.widgets.filter_bar import FilterBar
 from astraeus_tui.widgets.queue_table import QueueTable
 from astraeus_tui.widgets.workspaces_panel import WorkspacesPanel
+from tests.support.harness import sleeper
 from tests.support.served import Served
 from tests.tui.helpers import (
     WORKSPACES,
@@ -169,7 +171,8 @@ def test_after_a_submit_the_queue_has_the_focus_wherever_it_was(
         form = await screen_of(pilot, SubmitScreen)
         await until(pilot, lambda: form.query("#name"), message="the form")
         form.query_one("#name", Input).value = "after-find"
-        form.query_one("#command", Input).value = "true"
+        # a run that stays in the queue: one that ends at once may end between two diffs
+        form.query_one("#command", Input).value = shlex.join(sleeper())
         await pilot.click("#submit")
         await until(pilot, lambda: "after-find" in screen.model.runs, message="the new run")
         table = screen.query_one(QueueTable)
