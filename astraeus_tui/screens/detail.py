@@ -33,7 +33,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
 from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, utc_clock
-from astraeus_tui.widgets import Latest
+from astraeus_tui.widgets import Latest, SaysFaults
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
 from runner.model import RunState, StopReason
@@ -239,7 +239,7 @@ def _state_line(run: Run) -> str:
     return str(state or "")
 
 
-class RunDetailScreen(Screen[None]):
+class RunDetailScreen(SaysFaults, Screen[None]):
     CSS_PATH = "detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", tooltip="Back to the queue"),

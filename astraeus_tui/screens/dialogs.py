@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Label, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run
 from astraeus_tui.text import plain
+from astraeus_tui.widgets import SaysFaults
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 
@@ -24,7 +25,7 @@ def priority_hint(limit: int | None) -> str:
     return base if limit is None else f"{base} Up to {limit} here."
 
 
-class PriorityScreen(ModalScreen[int | None]):
+class PriorityScreen(SaysFaults, ModalScreen[int | None]):
     """Dismissed with the new priority, or None when cancelled."""
 
     CSS_PATH = "dialogs.tcss"

@@ -20,6 +20,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.text import plain
+from astraeus_tui.widgets import SaysFaults
 from runner.durations import parse_duration
 from runner.model import RunState, format_size
 from runner.schema import Run
@@ -78,7 +79,7 @@ def changes(run: Run, values: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-class EditRunScreen(ModalScreen[bool]):
+class EditRunScreen(SaysFaults, ModalScreen[bool]):
     """Dismissed with True once the daemon took the change, False when cancelled."""
 
     CSS_PATH: ClassVar[list[str | PurePath]] = ["dialogs.tcss", "edit.tcss"]

@@ -22,14 +22,14 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.group_text import describe
 from astraeus_tui.screens.detail import events_text
 from astraeus_tui.text import plain
-from astraeus_tui.widgets import Latest
+from astraeus_tui.widgets import Latest, SaysFaults
 from runner.schema import Group, GroupDetail, UnsetType
 
 REFRESH_EVERY = 2.0
 COLUMNS = ("Kind", "Name", "WS", "Prio", "State")
 
 
-class GroupsScreen(Screen[None]):
+class GroupsScreen(SaysFaults, Screen[None]):
     CSS_PATH = "groups.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", tooltip="Back to the queue"),

@@ -22,6 +22,7 @@ from textual.widgets import Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run
 from astraeus_tui.queue_model import AGE_EVERY, SORTS, STATES, Diff, QueueModel
+from astraeus_tui.widgets import SaysFaults
 from astraeus_tui.widgets.filter_bar import FilterBar
 from astraeus_tui.widgets.fitted_footer import FittedFooter
 from astraeus_tui.widgets.gpu_panel import GpuPanel
@@ -41,7 +42,7 @@ HEADER_SORTS = {"mark": "order", "name": "name", "workspace": "workspace", "prio
                 "state": "state", "age": "age", "start": "order", "reason": "order"}  # fmt: skip
 
 
-class MainScreen(Screen[None]):
+class MainScreen(SaysFaults, Screen[None]):
     CSS_PATH = "main.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "new_run", "New", tooltip="New run: submit from a form or a spec file"),

@@ -37,6 +37,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import when
 from astraeus_tui.form_fields import values_of, with_values
 from astraeus_tui.screens.dialogs import priority_hint
+from astraeus_tui.widgets import SaysFaults
 from astraeus_tui.widgets.workspaces_panel import UNITS, amount_text
 from runner.runspec.build import FieldError, drive_list, here, run_document, time_limit
 
@@ -157,7 +158,7 @@ def quota_text(ws: dict[str, Any]) -> Text:
     return out
 
 
-class SubmitScreen(ModalScreen[str | None]):
+class SubmitScreen(SaysFaults, ModalScreen[str | None]):
     """Dismissed with the submitted run's name, or None when cancelled.
 
     The fields, then the spec itself (Edit as JSON), kept in step: a field typed in is

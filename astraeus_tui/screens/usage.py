@@ -17,13 +17,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from astraeus_tui.client import ApiError, DashboardApi
+from astraeus_tui.widgets import SaysFaults
 from astraeus_tui.widgets.usage_panel import UsagePanel
 
 REFRESH_EVERY = 10.0
 SINCE = "7d"
 
 
-class UsageScreen(Screen[None]):
+class UsageScreen(SaysFaults, Screen[None]):
     CSS_PATH = "usage.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", tooltip="Back to the queue"),

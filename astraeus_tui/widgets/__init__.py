@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.message import Message
+from textual.worker import Worker, WorkerState
 
 
 def css_beside(module_file: str) -> str:
@@ -18,3 +19,19 @@ class Latest(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, type(self))
+
+
+class SaysFaults:
+    """Mixed into each screen with workers: a worker that ends on an error it did not
+    catch is said in a toast, never lost without a word. Each catches ``ApiError``, all a
+    daemon and the connection to it may say; what is left is a fault of the dashboard's
+    own, or an answer it cannot read (a daemon of another version)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state != WorkerState.ERROR:
+            return
+        error = worker.error
+        what = " ".join(str(error).split()) or type(error).__name__
+        worker.node.app.notify(f"could not finish {worker.name}: {what}", title="Dashboard",
+                               severity="error")  # fmt: skip

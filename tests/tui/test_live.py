@@ -5,20 +5,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
+from unittest.mock import ANY
 
+import msgspec
 from textual.pilot import Pilot
+from textual.widgets import Input
 from textual.widgets.data_table import RowKey
 
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import ApiError
 from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.screens.submit import SubmitScreen
 from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.header_bar import HeaderBar
 from astraeus_tui.widgets.preemption_panel import PreemptionPanel
 from astraeus_tui.widgets.queue_table import QueueTable
-from runner.schema import Gpu
+from runner.schema import Gpu, Run
 from tests.tui.fake_client import FakeClient, typed
-from tests.tui.helpers import Clock, cell, plain, replay, until
+from tests.tui.helpers import Clock, cell, plain, replay, screen_of, settled, until
 
 
 def test_changes_are_merged_into_the_rows_in_place() -> None:
@@ -89,6 +93,38 @@ def test_a_lost_daemon_is_shown() -> None:
             header = app.screen.query_one(HeaderBar)
             await until(pilot, lambda: header.connected is False)
             assert "no daemon" in plain(header)
+
+    asyncio.run(main())
+
+
+class OtherVersion(FakeClient):
+    """A daemon of another version: its answer to a submit is no run this dashboard reads."""
+
+    def answer_submit(self, document: object) -> Run:
+        return msgspec.convert({"name": 7}, Run)
+
+
+def test_an_answer_the_dashboard_cannot_read_is_said_not_lost() -> None:
+    """An action that fails on what it does not catch (not an ``ApiError``) says so in a
+    toast; the New run form stays open with what was typed (it used to stay open silent)."""
+
+    async def main() -> None:
+        fake = OtherVersion("idle")
+        app = AstraeusApp(fake, clock=fake.clock)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settled(pilot)
+            await pilot.press("n")
+            form = await screen_of(pilot, SubmitScreen)
+            form.query_one("#name", Input).value = "mine"
+            form.query_one("#command", Input).value = "true"
+            assert await pilot.click("#submit")
+            said = await until(
+                pilot, lambda: [n for n in app._notifications if n.title == "Dashboard"]
+            )
+            assert said[0].message.startswith("could not finish send: Expected `str`, got `int`")
+            assert said[0].severity == "error" and "\n" not in said[0].message
+            assert app.screen is form and form.query_one("#name", Input).value == "mine"
+            assert ("submit", ANY) in fake.calls
 
     asyncio.run(main())
 
