@@ -16,11 +16,12 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Collapsible, Static
 
 from astraeus_tui.app import AstraeusApp
 from astraeus_tui.client import AsyncClient, Client
 from astraeus_tui.screens.main import MainScreen
+from astraeus_tui.screens.submit import SubmitScreen
 from astraeus_tui.widgets.queue_table import QueueTable
 from tests.support.served import Served
 from tests.tui.fake_client import FakeClient
@@ -101,10 +102,18 @@ PROJECT = Path("/tmp/ft-lowprio")  # where the New run form is opened: the same 
 async def new_run_filled(pilot: Pilot[Any]) -> None:
     """The New run form as the guide fills it: the JSON shown, More options open."""
     await settled(pilot)
-    await pilot.press("n", *"ft-lowprio", "tab", *"trainer:1", "tab", *"bash", "tab", *"8")
+    await pilot.press("n")
+    # each key waits only for an idle moment: under load the form may not be up yet, and
+    # the letters would go to the main screen's keys (t, l, o, p, w)
+    form = await screen_of(pilot, SubmitScreen)
+    await until(pilot, lambda: form.focused is form.query_one("#name"), message="Name focused")
+    await pilot.press(*"ft-lowprio", "tab", *"trainer:1", "tab", *"bash", "tab", *"8")
     await pilot.press("tab", *"checkpoints:/ckpt")
     await pilot.click("#edit-json")
+    await until(pilot, lambda: form.focused is form.query_one("#json"), message="the JSON")
     await pilot.press("escape", "enter")  # out of the JSON to More options, opened
+    await until(pilot, lambda: not form.query_one("#more", Collapsible).collapsed,
+                message="More options open")  # fmt: skip
     await pilot.press("tab", *"-100", "tab", *"48h")
     await pilot.pause()
 
