@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,8 +46,9 @@ def lab(served: Callable[..., Served], members: dict[str, pwd.struct_passwd]) ->
 @pytest.fixture
 def folder() -> Iterator[Path]:
     made = Path(tempfile.mkdtemp(prefix="astra-ea-"))
-    made.chmod(0o777)
+    made.chmod(0o777)  # the members' runs start here, and none of them owns it
     yield made
+    shutil.rmtree(made, ignore_errors=True)
 
 
 def run(lab: Served, who: pwd.struct_passwd, folder: Path, *args: str) -> None:
