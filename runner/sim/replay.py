@@ -19,6 +19,7 @@ import bisect
 import dataclasses
 import math
 import os
+import random
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -341,8 +342,12 @@ def calibration(
     against the start that followed each: a run preempted and waiting again is checked
     against its next start, not the first it had before the forecast."""
     attempts = {o.name: list(o.starts) for o in outcomes}
-    likely_errors, bound_errors, kept = [], [], 0
+    likely_errors: list[float] = []
+    bound_errors: list[float] = []
+    kept = 0
+    by_run: list[tuple[int, int]] = []  # each run's forecasts kept, and checked
     for name, made in forecasts.items():
+        checked_before, kept_before = len(likely_errors), kept
         for at, first, last, bound in made:
             start = _next_start(attempts.get(name, []), at)
             if start is None:
@@ -351,10 +356,27 @@ def calibration(
             kept += start <= last + 1e-6
             if bound is not None:
                 bound_errors.append(abs(start - bound))
+        if len(likely_errors) > checked_before:
+            by_run.append((kept - kept_before, len(likely_errors) - checked_before))
     return Calibration(
         len(likely_errors), kept, _median(likely_errors), len(bound_errors),
-        _median(bound_errors),
+        _median(bound_errors), kept_interval(by_run),
     )  # fmt: skip
+
+
+def kept_interval(by_run: Sequence[tuple[int, int]], draws: int = 1000) -> tuple[float, float]:
+    """The 95 % interval of the share of forecasts kept, from ``by_run`` (each run's
+    forecasts kept, and checked) drawn again ``draws`` times, a run with all its forecasts
+    (a run's forecasts hour after hour are not independent draws). Seeded: a replay says
+    the same interval each time."""
+    if not by_run:
+        return (0.0, 0.0)
+    rng, shares = random.Random(0), []
+    for _ in range(draws):
+        drawn = rng.choices(by_run, k=len(by_run))
+        shares.append(sum(k for k, _ in drawn) / sum(n for _, n in drawn))
+    shares.sort()
+    return (shares[int(0.025 * draws)], shares[math.ceil(0.975 * draws) - 1])
 
 
 def _next_start(starts: list[float], at: float) -> float | None:

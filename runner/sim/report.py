@@ -59,6 +59,9 @@ class Calibration:
     likely_error: float
     bounds: int
     bound_error: float
+    # the 95 % interval of the share kept, the runs drawn again with their forecasts (a
+    # run's forecasts hour after hour rise and fall together: they are not independent)
+    kept_interval: tuple[float, float] = (0.0, 0.0)
 
     @property
     def kept_share(self) -> float:
@@ -265,6 +268,7 @@ def summary_json(summary: Summary) -> dict[str, object]:
             "likely_error": summary.calibration.likely_error,
             "bounds": summary.calibration.bounds,
             "bound_error": summary.calibration.bound_error,
+            "kept_p90_interval": list(summary.calibration.kept_interval),
         },
         "estimates": summary.estimates,
         "unfinished": summary.unfinished,
@@ -308,7 +312,8 @@ def outcome_json(o: Outcome) -> dict[str, object]:
 def _kept(c: Calibration | None) -> str:
     if c is None or not c.forecasts:
         return "-"
-    return f"{_percent(c.kept_share)} of {c.forecasts}"
+    low, high = c.kept_interval
+    return f"{_percent(c.kept_share)} of {c.forecasts} ({_percent(low)}-{_percent(high)})"
 
 
 def _error(c: Calibration | None, likely: bool) -> str:

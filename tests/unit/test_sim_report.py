@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from runner.sim.replay import calibration
+from runner.sim.replay import calibration, kept_interval
 from runner.sim.report import (
     Calibration,
     Outcome,
@@ -227,14 +227,22 @@ def test_the_table_columns_line_up_and_fit() -> None:
 
 
 def test_the_forecasts_calibration_has_its_rows_and_json() -> None:
-    calibration = Calibration(forecasts=10, kept=9, likely_error=120, bounds=8, bound_error=600)
+    calibration = Calibration(forecasts=10, kept=9, likely_error=120, bounds=8, bound_error=600,
+                              kept_interval=(0.7, 1.0))  # fmt: skip
     measured = summarise("astraeus", machine(), gpus=4, calibration=calibration)
     table = render_table([summarise("fifo", machine(), gpus=4), measured])
-    assert _row(table, "started by the 90% forecast") == ["-", "90.0%", "of", "10"]
+    assert _row(table, "started by the 90% forecast") == [
+        "-",
+        "90.0%",
+        "of",
+        "10",
+        "(70.0%-100.0%)",
+    ]
     assert _row(table, "  likely start's error (p50)") == ["-", "2m"]
     assert _row(table, "  the bound's error (p50)") == ["-", "10m"]
     assert summary_json(measured)["forecasts"] == {
         "forecasts": 10, "kept_p90": 9, "likely_error": 120, "bounds": 8, "bound_error": 600,
+        "kept_p90_interval": [0.7, 1.0],
     }  # fmt: skip
 
 
@@ -253,3 +261,19 @@ def test_each_forecast_is_checked_against_the_start_that_followed_it() -> None:
     assert c.bound_error == (50 + 60) / 2
     late = calibration({"requeued": [(300.0, 450.0, 480.0, None)]}, [requeued])
     assert (late.forecasts, late.kept, late.bounds) == (1, 0, 0)
+
+
+def test_the_share_kept_has_an_interval_from_the_runs_drawn_again() -> None:
+    """Each run's forecasts are drawn together: a run forecast 100 times, all missed, weighs
+    as one run, not as 100 independent misses."""
+    runs = [replace(run(f"r{i}", 0, 1000, None), starts=(1000.0,)) for i in range(20)]
+    made = {f"r{i}": [(float(t), 500.0, 2000.0, None) for t in range(10)] for i in range(19)}
+    made["r19"] = [(float(t), 500.0, 900.0, None) for t in range(100)]  # every one missed
+    c = calibration(made, runs)
+    assert (c.forecasts, c.kept) == (290, 190)
+    low, high = c.kept_interval
+    assert low < c.kept_share < high  # 190 of 290: 65.5 %
+    assert low < 0.4 and high == 1.0  # a third of the draws miss r19: all kept
+    assert calibration(made, runs).kept_interval == (low, high)  # seeded: said the same again
+    assert kept_interval([(3, 4)] * 50) == (0.75, 0.75)  # every run alike: no doubt left
+    assert kept_interval([]) == (0.0, 0.0)
