@@ -28,6 +28,14 @@ def minute(t: float, *, nearest: bool = False) -> float:
     return float(round(t / 60) * 60 if nearest else math.ceil(t / 60) * 60)
 
 
+def utc_minute(t: float, *, nearest: bool = False) -> str:
+    """A time as the planner's reasons say it: ``2026-10-01 14:21 UTC``, to the minute
+    (:func:`minute`: rounded up, ``nearest`` for a likely start)."""
+    from datetime import UTC, datetime  # not time: the planner, pure, may read no clock
+
+    return datetime.fromtimestamp(minute(t, nearest=nearest), UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def unit_seconds(text: str) -> float:
     """The sum of ``text``'s amounts with units (``1h30m`` is 5400.0); 0 if it has none."""
     import re

@@ -17,8 +17,8 @@ EXAMPLE_QUEUE = Path(__file__).resolve().parents[2] / "config" / "examples" / "q
 def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
     from rich.table import Table
 
+    from runner.durations import utc_minute
     from runner.model import format_size
-    from runner.planner.plan import format_utc
 
     started = {s.run: s for s in result.starts}
     victims = {p.run for p in result.preemptions}
@@ -56,7 +56,7 @@ def render_plan(snapshot: Snapshot, result: Plan, console: Any) -> None:
         if unit.run in victims:
             console.print(f"preempt {unit.run} (priority {unit.priority}), SIGTERM then SIGKILL")
     if result.head and result.head.shadow is not None:
-        console.print(f"head {result.head.run}: shadow time {format_utc(result.head.shadow)}")
+        console.print(f"head {result.head.run}: shadow time {utc_minute(result.head.shadow)}")
 
 
 def packing(snapshot: Snapshot, result: Plan) -> list[str]:

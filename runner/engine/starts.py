@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runner.clock import Now
+from runner.durations import utc_minute
 from runner.engine.crash import crash_point
 from runner.engine.retention import prune_attempt_logs
 from runner.engine.settings import LoopSettings
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError, Mount, WorkerLaunch
 from runner.model import GIB, MountMode, RunSpec, RunState, StopReason
-from runner.planner.messages import format_utc
 from runner.planner.plan import Start
 from runner.reasons import Reason, ReasonCode
 from runner.runspec.parse import parse_spec
@@ -202,8 +202,8 @@ def _claim(ctx: StartContext, start: Start, now: float) -> tuple[RunRow, int] | 
         how = "Backfilled" if start.backfill else "Started"
         shown = ctx.forecast(start.run) if ctx.forecast is not None else None
         said = "" if shown is None else (
-            f" (forecast: likely {format_utc(shown[0], nearest=True)}, 90 % by"
-            f" {format_utc(shown[1])})"
+            f" (forecast: likely {utc_minute(shown[0], nearest=True)}, 90 % by"
+            f" {utc_minute(shown[1])})"
         )  # fmt: skip
         text = f"{how}: attempt {attempt}, worker(s) {_indices(start)}, GPUs {gpu_list}{said}:"
         why = Reason(text, code=ReasonCode.MESSAGE).then(

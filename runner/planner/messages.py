@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
-from runner.durations import minute
+from runner.durations import utc_minute
 from runner.model import (
     RESOURCE_NAMES,
     UNBOUNDED,
@@ -18,13 +17,6 @@ from runner.model import (
 )
 from runner.planner.types import Head, RunningUnit, WaitingRun
 from runner.reasons import Reason, ReasonCode, RunRef
-
-
-def format_utc(t: float, *, nearest: bool = False) -> str:
-    """The shadow time as users read it: rounded up to the minute, UTC (``nearest``: to
-    the nearest minute, as a likely start is said)."""
-    said = minute(t, nearest=nearest)
-    return datetime.fromtimestamp(said, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def preempting_message(victims: list[RunningUnit], stopping_workers: int) -> Reason | None:
@@ -50,7 +42,7 @@ def head_message(head: Head, victims: list[RunningUnit], stopping_workers: int) 
         return Reason(text, code=ReasonCode.HEAD_WAITS)
     return Reason(
         f"Next to run (priority {head.priority}): starts by "
-        f"{format_utc(head.shadow)} as running work ends.",
+        f"{utc_minute(head.shadow)} as running work ends.",
         code=ReasonCode.HEAD_WAITS,
     )
 
@@ -60,7 +52,7 @@ def behind_message(head: Head) -> Reason:
     if head.shadow is None:
         text = "Queued behind {0}, which waits for running work to end"
         return Reason.of(text, ref, code=ReasonCode.QUEUED_BEHIND)
-    text = "Queued behind {0}, which starts by " + format_utc(head.shadow)
+    text = "Queued behind {0}, which starts by " + utc_minute(head.shadow)
     return Reason.of(text, ref, code=ReasonCode.QUEUED_BEHIND)
 
 
@@ -131,7 +123,7 @@ def shared_head_message(head: Head, run: WaitingRun, most_free: int) -> Reason:
     )
     if head.shadow is None:
         return Reason(f"{text}; starts as running work ends", code=ReasonCode.GPU_MEMORY_WAIT)
-    text += f"; starts by {format_utc(head.shadow)} as running work ends."
+    text += f"; starts by {utc_minute(head.shadow)} as running work ends."
     return Reason(text, code=ReasonCode.GPU_MEMORY_WAIT)
 
 

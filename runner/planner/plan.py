@@ -58,12 +58,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from operator import attrgetter
 
+from runner.durations import utc_minute
 from runner.model import Resources, amounts, machine_amounts
 from runner.planner.inquota import InQuota
 from runner.planner.messages import (
     as_room,
     behind_message,
-    format_utc,
     head_message,
     quota_reason,
     shared_head_message,
@@ -108,7 +108,6 @@ __all__ = [
     "Start",
     "WaitingRun",
     "dominant_share",
-    "format_utc",
     "plan",
     "plan_generally",
     "take_gpus",
@@ -296,7 +295,7 @@ class _Walk(InQuota):
             end = math.inf if run.time_limit is None else self.now + run.time_limit + self.grace
             head = RunRef(self.head.run, self.head.workspace)
             if self.head.shadow is not None and end <= self.head.shadow:
-                by = format_utc(self.head.shadow)
+                by = utc_minute(self.head.shadow)
                 self.start(
                     run,
                     backfill=True,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from runner.durations import spoken
+from runner.durations import spoken, utc_minute
 from runner.model import Resources, amounts
 from runner.planner.plan import (
     Plan,
@@ -20,7 +20,6 @@ from runner.planner.plan import (
     Snapshot,
     WaitingRun,
     dominant_share,
-    format_utc,
     plan,
     unit_end,
 )
@@ -122,7 +121,7 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
     ends = []
     for unit in sorted(filter(helps, snapshot.running), key=lambda u: unit_end(u, grace)):
         end = unit_end(unit, grace)
-        what = "has no time limit" if math.isinf(end) else f"ends by {format_utc(end)}"
+        what = "has no time limit" if math.isinf(end) else f"ends by {utc_minute(end)}"
         ends.append(f"{name(unit.run)} ({unit.resources.gpus} GPUs) {what}")
         if head.shadow is not None and end >= head.shadow:
             break
@@ -319,7 +318,7 @@ def _share_lever(
         moved = plan(later, end)
         if moved.order.index(run.name) < position:
             return (
-                f"When {name(unit.run)} of your namespace ends (by {format_utc(end)}) its share "
+                f"When {name(unit.run)} of your namespace ends (by {utc_minute(end)}) its share "
                 "drops and it moves ahead."
             )
     return None

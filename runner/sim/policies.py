@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
+from runner.durations import utc_minute
 from runner.model import (
     RESOURCE_NAMES,
     Resources,
@@ -29,7 +30,7 @@ from runner.model import (
     format_size,
     machine_amounts,
 )
-from runner.planner.messages import format_utc, too_large, too_large_shared
+from runner.planner.messages import too_large, too_large_shared
 from runner.planner.pool import (
     GpuPool,
     Hold,
@@ -177,8 +178,8 @@ class _Walk:
         if shadow is None:
             when, by = "starts as running work without a time limit ends", ""
         else:
-            when = f"starts by {format_utc(shadow)} as running work ends"
-            by = f", which starts by {format_utc(shadow)}"
+            when = f"starts by {utc_minute(shadow)} as running work ends"
+            by = f", which starts by {utc_minute(shadow)}"
         text = f"Waiting for room: next to run, {self.room.short_of(run)}; {when}"
         self.reasons[run.name] = Reason(text, code=ReasonCode.HEAD_WAITS)
         self.behind_head = Reason.of(
@@ -200,7 +201,7 @@ class _Walk:
         if head.shadow is None:
             fits = self.room.spare_now(run, head_run)
         elif self.room.end_of(run) <= head.shadow:
-            by = format_utc(head.shadow)
+            by = utc_minute(head.shadow)
             text = f"its time limit ends it before {{0}} starts (by {by})"
             return Reason.of(text, ref, code=_BACKFILL)
         else:

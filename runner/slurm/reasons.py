@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runner.durations import utc_minute
 from runner.model import RunState
-from runner.planner.plan import format_utc
 from runner.reasons import Reason, ReasonCode, RunRef
 from runner.slurm.jobs import SlurmJob, start_estimate
 from runner.slurm.script import workspace_of_comment
@@ -133,7 +133,7 @@ def head_message(priority: int, starts: float | None) -> Reason:
         text = f"Next to run (priority {priority}): waits for running work to end"
         return Reason(text, code=ReasonCode.HEAD_WAITS)
     return Reason(
-        f"Next to run (priority {priority}): starts by {format_utc(starts)} as running work ends.",
+        f"Next to run (priority {priority}): starts by {utc_minute(starts)} as running work ends.",
         code=ReasonCode.HEAD_WAITS,
     )
 
@@ -142,7 +142,7 @@ def behind_message(head: RunRef, starts: float | None) -> Reason:
     if starts is None:
         text = "Queued behind {0}, which waits for running work to end"
         return Reason.of(text, head, code=ReasonCode.QUEUED_BEHIND)
-    text = "Queued behind {0}, which starts by " + format_utc(starts)
+    text = "Queued behind {0}, which starts by " + utc_minute(starts)
     return Reason.of(text, head, code=ReasonCode.QUEUED_BEHIND)
 
 

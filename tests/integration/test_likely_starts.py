@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from astraeus_tui.when import epoch
-from runner.planner.messages import format_utc
+from runner.durations import utc_minute
 from tests.support.harness import wait_for
 from tests.support.notify import Receiver
 from tests.support.served import Served
@@ -55,8 +55,8 @@ def test_the_next_run_starts_within_its_band(served: Start) -> None:
     # its start says what it was forecast, and so does the notification of it
     # (said to the minute, rounded up, from times the wire gave to the second)
     said = [
-        f"(forecast: likely {format_utc(likely + a, nearest=True)}, 90 % by"
-        f" {format_utc(high + b)})"
+        f"(forecast: likely {utc_minute(likely + a, nearest=True)}, 90 % by"
+        f" {utc_minute(high + b)})"
         for a in (-1, 0, 1) for b in (-1, 0, 1)
     ]  # fmt: skip
     events = d.astra("events", "next").stdout

@@ -22,12 +22,12 @@ ESTIMATES: dict[str, dict[str, Any]] = {
                  "likely_90": "2026-10-01T15:30:00Z", "learned_from": 37},
 }  # fmt: skip
 WORDS = {
-    "no forecast": "starts by 2026-10-01 14:00:00 UTC",
-    "the head": "likely 2026-10-01 13:10:00 UTC, by 2026-10-01 13:40:00 UTC at 90 % (from 37"
-    " finished runs); starts by 2026-10-01 14:00:00 UTC",
+    "no forecast": "starts by 2026-10-01 14:00 UTC",
+    "the head": "likely 2026-10-01 13:10 UTC, by 2026-10-01 13:40 UTC at 90 % (from 37"
+    " finished runs); starts by 2026-10-01 14:00 UTC",
     # a 90 % start later than the limits' estimate: that estimate is no promise
-    "behind it": "likely 2026-10-01 13:10:00 UTC, by 2026-10-01 15:30:00 UTC at 90 % (from 37"
-    " finished runs); 2026-10-01 14:00:00 UTC if no more urgent run is submitted",
+    "behind it": "likely 2026-10-01 13:10 UTC, by 2026-10-01 15:30 UTC at 90 % (from 37"
+    " finished runs); 2026-10-01 14:00 UTC if no more urgent run is submitted",
 }
 
 
@@ -38,8 +38,8 @@ def test_the_fast_path_says_an_estimate_in_words(case: str) -> None:
 
 @pytest.mark.parametrize("case", sorted(ESTIMATES))
 def test_the_dashboard_says_the_same_clocks_and_clauses(case: str) -> None:
-    """The dashboard says clocks without the day and the seconds; the rest is word for word."""
-    fast = re.sub(r"2026-10-01 (\d\d:\d\d):00", r"\1", preview.when(ESTIMATES[case]))
+    """The dashboard says clocks without the day; the rest is word for word."""
+    fast = re.sub(r"2026-10-01 (\d\d:\d\d)", r"\1", preview.when(ESTIMATES[case]))
     fast = fast.replace("starts after big end(s) (no time limit)", "after big ends (no time limit)")
     assert fmt.when(ESTIMATES[case]) == fast
 
@@ -74,9 +74,16 @@ def test_the_run_page_says_when_its_estimate_from_the_limits_is_no_promise() -> 
     assert "15:30:44 if no more urgent run is submitted" in after
 
 
-def test_the_dashboard_says_the_likely_start_to_the_nearest_minute_and_the_90_percent_up() -> None:
-    """As ``astra ls`` says them: ``~13:10`` for a likely 13:10:20, the 90 % start never
-    earlier than it may be."""
-    words = fmt.when({**ESTIMATES["no bound"], "likely": "2026-10-01T13:10:20Z",
-                      "likely_90": "2026-10-01T15:30:20Z"})  # fmt: skip
-    assert words.startswith("likely 13:10 UTC, by 15:31 UTC at 90 %"), words
+def test_the_likely_start_is_said_to_the_nearest_minute_and_the_others_up() -> None:
+    """As ``astra ls`` and the run's reason say them: ``~13:10`` for a likely 13:10:20, the
+    90 % start and the limits' estimate never earlier than they may be; the fast path
+    (``astra why``, ``--dry-run``) with the day, as the reason beside it."""
+    seconds = {"starts_by": "2026-10-01T14:00:20Z", "after": [],
+               "likely": "2026-10-01T13:10:20Z", "likely_90": "2026-10-01T13:30:20Z",
+               "learned_from": 5}  # fmt: skip
+    words = fmt.when(seconds)
+    assert words.startswith("likely 13:10 UTC, by 13:31 UTC at 90 %"), words
+    assert words.endswith("starts by 14:01 UTC"), words
+    said = preview.when(seconds)
+    assert said.startswith("likely 2026-10-01 13:10 UTC, by 2026-10-01 13:31 UTC"), said
+    assert said.endswith("starts by 2026-10-01 14:01 UTC"), said

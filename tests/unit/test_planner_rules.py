@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from runner.durations import utc_minute
 from runner.model import Workspace
-from runner.planner.plan import Plan, RunningUnit, WaitingRun, format_utc, plan, take_gpus
+from runner.planner.plan import Plan, RunningUnit, WaitingRun, plan, take_gpus
 from runner.reasons import Viewer
 from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
@@ -217,9 +218,9 @@ def test_shadow_takes_the_earliest_ends_first() -> None:
 
 
 def test_shadow_rounds_up_to_the_minute_in_utc() -> None:
-    assert format_utc(NOW) == "2026-10-01 12:00 UTC"
-    assert format_utc(NOW + 1) == "2026-10-01 12:01 UTC"
-    assert format_utc(NOW + 59.5) == "2026-10-01 12:01 UTC"
+    assert utc_minute(NOW) == "2026-10-01 12:00 UTC"
+    assert utc_minute(NOW + 1) == "2026-10-01 12:01 UTC"
+    assert utc_minute(NOW + 59.5) == "2026-10-01 12:01 UTC"
 
 
 def test_head_protected_against_a_stream_of_small_runs() -> None:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from runner.durations import utc_minute
 from runner.model import RunState
-from runner.planner.plan import format_utc
 from runner.reasons import ADMIN, RunRef, Viewer
 from runner.slurm import SlurmJob, describe, head_of, job_ref, priority_of, run_state
 from tests.unit.slurm_helpers import NOW, QUEUE, UNLIMITED
@@ -21,14 +21,14 @@ def said(job: SlurmJob, viewer: Viewer = ADMIN, **kwargs: str) -> str | None:
 
 
 def test_the_job_slurm_holds_room_for_is_next_to_run() -> None:
-    starts = format_utc(QUEUE["blocker"].end)  # type: ignore[arg-type]
+    starts = utc_minute(QUEUE["blocker"].end)  # type: ignore[arg-type]
     assert (
         said(QUEUE["head"]) == f"Next to run (priority 0): starts by {starts} as running work ends."
     )
 
 
 def test_jobs_behind_it_are_queued_behind_it() -> None:
-    starts = format_utc(QUEUE["head"].start)  # type: ignore[arg-type]
+    starts = utc_minute(QUEUE["head"].start)  # type: ignore[arg-type]
     assert head_of(QUEUE["behind"], JOBS) == QUEUE["head"]
     assert said(QUEUE["behind"]) == f"Queued behind slurmrec-head, which starts by {starts}"
     assert said(QUEUE["behind"], Viewer(frozenset({"other"}))) == (

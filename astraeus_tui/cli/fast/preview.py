@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus_tui.cli.fast.out import echo, print_json
-from astraeus_tui.when import UNLESS_URGENT
+from astraeus_tui.when import UNLESS_URGENT, epoch
+from runner.durations import utc_minute
 
 OUT_OF_ORDER = {  # why a run would not be in the order, by its reason's code
     "HELD": "not in the order until it is released",
@@ -18,23 +19,28 @@ DEPENDENCIES = "not in the order until its dependencies succeed"
 
 def when(estimate: dict[str, Any]) -> str:
     """The estimate in words: the forecasts from learned lengths first, when there are any
-    (``likely 14:10 UTC, by 15:30 UTC at 90 % (from 37 finished runs); ``), then the start
-    if running work takes its whole limits (``fmt.when``'s words)."""
+    (``likely 2026-10-01 14:10 UTC, by 2026-10-01 15:30 UTC at 90 % (from 37 finished
+    runs); ``), then the start if running work takes its whole limits (``fmt.when``'s
+    words, each time with its day, to the minute as the run's reason says it: the likely
+    start to the nearest, the others up)."""
     likely = ""
     if estimate.get("likely"):
-        likely = (f"likely {_utc(estimate['likely'])}, by {_utc(estimate['likely_90'])} at 90 %"
+        likely = (f"likely {_said(estimate['likely'], nearest=True)}, by"
+                  f" {_said(estimate['likely_90'])} at 90 %"
                   f" (from {estimate['learned_from']} finished runs); ")  # fmt: skip
     if estimate["starts_by"]:
         if likely and estimate["likely_90"] > estimate["starts_by"]:  # not a promise
-            return f"{likely}{_utc(estimate['starts_by'])} {UNLESS_URGENT}"
-        return f"{likely}starts by {_utc(estimate['starts_by'])}"
+            return f"{likely}{_said(estimate['starts_by'])} {UNLESS_URGENT}"
+        return f"{likely}starts by {_said(estimate['starts_by'])}"
     if estimate["after"]:
         return f"{likely}starts after " + ", ".join(estimate["after"]) + " end(s) (no time limit)"
     return f"{likely}start not known"
 
 
-def _utc(iso: str) -> str:
-    return iso.replace("T", " ").replace("Z", " UTC")
+def _said(iso: str, nearest: bool = False) -> str:
+    """A time of the estimate as the run's reason says it (``2026-10-01 14:21 UTC``)."""
+    t = epoch(iso)
+    return iso if t is None else utc_minute(t, nearest=nearest)
 
 
 def show_preview(p: dict[str, Any], as_json: bool) -> None:
