@@ -22,19 +22,15 @@ from the app: do not edit; tests/unit/test_fast_help.py checks it is up to date.
 
 
 def _help(args: list[str]) -> str:
-    """What typer prints for ``astra ARGS --help`` without Rich, at 80 columns."""
-    import typer.core
+    """What typer prints for ``astra ARGS --help`` (without Rich: the CLI's main module
+    turns it off), at 80 columns."""
     from typer.testing import CliRunner
 
     from astraeus_tui.cli.main import app
 
-    rich, typer.core.HAS_RICH = typer.core.HAS_RICH, False  # as TYPER_USE_RICH=0 does
-    try:
-        result = CliRunner(env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"}).invoke(
-            app, [*args, "--help"], prog_name="astra", terminal_width=78
-        )
-    finally:
-        typer.core.HAS_RICH = rich
+    result = CliRunner(env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"}).invoke(
+        app, [*args, "--help"], prog_name="astra", terminal_width=78
+    )
     assert result.exit_code == 0, result.output
     return result.output
 

@@ -11,6 +11,7 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
         sys.exit(code)
 
 import typer
+import typer.core
 
 from astraeus_tui.cli import (
     admin,
@@ -30,6 +31,11 @@ from astraeus_tui.cli import (
     usage,
 )
 from astraeus_tui.cli.plan import plan_command
+
+# Plain text, as the fast path says it: help as click lays it out, and a usage error as
+# click's few lines (`Error: No such option: --bogus`), its message on one line, not in a
+# box that breaks it where the terminal ends (what TYPER_USE_RICH=0 does).
+typer.core.HAS_RICH = False
 
 app = typer.Typer(
     help="Astraeus: a GPU run scheduler for one workstation or lab server.",
@@ -56,7 +62,7 @@ sim.register(app)
 
 
 def main() -> None:
-    app()
+    app(prog_name="astra")  # also as `python -m astraeus_tui.cli.main`: its usage says astra
 
 
 if __name__ == "__main__":

@@ -258,3 +258,31 @@ def test_show_names_the_last_checkpoint_on_the_drive(served: Start, tmp_path: Pa
     os.utime(drive / "saver" / "old.pt", (1, 1))
     assert d.json("show", "saver")["checkpoint"]["path"] == "/ckpt/saver/step-7.pt"
     assert d.json("show", "saver")["checkpoint"]["size"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("delete", "one", "two"), "Error: Got unexpected extra argument(s) (two)"),
+        (("run", "--gpus", "abc", "--", "true"), "Error: Invalid value for '--gpus': Input "
+         "should be a valid integer, unable to parse string as an integer"),
+        (("ls", "--bogus"), "Error: No such option: --bogus"),
+    ],
+)  # fmt: skip
+def test_a_usage_error_is_said_in_plain_lines_and_changes_nothing(
+    served: Start, args: tuple[str, ...], error: str
+) -> None:
+    """Click's lines, the error's on one line (not in a box broken at the terminal's edge)."""
+    d = served(gpus=1)
+    assert d.astra("run", "--name", "one", "--", "sleep", "30").returncode == 0
+    said = d.astra(*args)
+    assert said.returncode == 2 and said.stdout == ""
+    command = args[0]
+    assert said.stderr.splitlines() == [
+        f"Usage: astra {command} [OPTIONS]" + {"delete": " {name}", "run": " {command}..."}.get(
+            command, ""),
+        f"Try 'astra {command} --help' for help.",
+        "",
+        error,
+    ], said.stderr  # fmt: skip
+    assert names(d) == ["one"]
