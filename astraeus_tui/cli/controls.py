@@ -1,4 +1,4 @@
-"""Run controls: hold, release, requeue (the fast path's twins, cli/fast/controls.py)."""
+"""Run controls: hold, release, requeue, delete (the fast path's twins, cli/fast/controls.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ def requeue(names: RunsArg) -> None:
     raise typer.Exit(finish(lambda: control_runs("requeue", names)))
 
 
+def delete(names: RunsArg) -> None:
+    """Delete runs: queued ones are cancelled, running ones stopped with the grace."""
+    raise typer.Exit(finish(lambda: control_runs("delete", names)))
+
+
 def register(app: typer.Typer) -> None:
-    for fn in (hold, release, requeue):
+    for fn in (hold, release, requeue, delete):
         app.command(fn.__name__)(fn)

@@ -1,4 +1,4 @@
-"""Run commands: submit, run, ls, show, priority, delete, logs, events, wait."""
+"""Run commands: submit, run, ls, show, priority, logs, events, wait."""
 
 from __future__ import annotations
 
@@ -166,12 +166,6 @@ def priority(name: RunArg, value: Annotated[int, typer.Argument(help="The new pr
     echo(f"{run.name}: priority {run.priority}")
 
 
-def delete(name: RunArg) -> None:
-    """Delete a run: queued ones are cancelled, running ones stopped with the grace."""
-    result = call(lambda c: c.delete(name))
-    echo(f"{name}: {result['outcome']}")
-
-
 def logs(
     name: RunArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
@@ -243,7 +237,7 @@ def wait(name: RunArg, **o: Any) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    for fn in (submit, run, ls, show, why, delete, logs, events, wait):
+    for fn in (submit, run, ls, show, why, logs, events, wait):
         app.command(fn.__name__)(fn)
     # `astra priority RUN -5`: a negative number is the value, not an option
     app.command("priority", context_settings={"ignore_unknown_options": True})(priority)

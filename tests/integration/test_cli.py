@@ -181,6 +181,20 @@ def test_delete_running_run(served: Start) -> None:
     assert "  attempt 1 worker 0  Cancelled (delete)" in shown  # each worker's own state
 
 
+def test_delete_takes_many_runs_and_goes_on_past_a_refusal(served: Start) -> None:
+    """As scancel does: each run asked in turn, a refusal its line on stderr, exit code 1."""
+    d = served(gpus=1)
+    d.astra("run", "--name", "first", "--", "sleep", "300")
+    d.astra("run", "--name", "second", "--hold", "--", "sleep", "300")  # queued until deleted
+    wait_for(lambda: d.json("show", "first")["state"] == "Running")
+    out = d.astra("delete", "first", "nope", "second")
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.splitlines() == ["first: stopping", "second: cancelled"]
+    assert out.stderr == "404 NOT_FOUND: no run nope\n"
+    wait_for(lambda: not names(d, "--state", "Queued,Running,Stopping"))
+    assert {d.json("show", n)["state"] for n in ("first", "second")} == {"Cancelled"}
+
+
 def _bad(path: str, value: object) -> str:
     """A valid spec with one field replaced (dotted path; [i] for list items)."""
     document = {
@@ -263,7 +277,7 @@ def test_show_names_the_last_checkpoint_on_the_drive(served: Start, tmp_path: Pa
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (("delete", "one", "two"), "Error: Got unexpected extra argument(s) (two)"),
+        (("show", "one", "two"), "Error: Got unexpected extra argument(s) (two)"),
         (("run", "--gpus", "abc", "--", "true"), "Error: Invalid value for '--gpus': Input "
          "should be a valid integer, unable to parse string as an integer"),
         (("ls", "--bogus"), "Error: No such option: --bogus"),
@@ -279,7 +293,7 @@ def test_a_usage_error_is_said_in_plain_lines_and_changes_nothing(
     assert said.returncode == 2 and said.stdout == ""
     command = args[0]
     assert said.stderr.splitlines() == [
-        f"Usage: astra {command} [OPTIONS]" + {"delete": " {name}", "run": " {command}..."}.get(
+        f"Usage: astra {command} [OPTIONS]" + {"show": " {name}", "run": " {command}..."}.get(
             command, ""),
         f"Try 'astra {command} --help' for help.",
         "",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # each command's module and function, imported only for that command
 COMMANDS = {"ls": ("ls", "fast_ls"), "run": ("runs", "fast_run"),
             "submit": ("runs", "fast_submit"), "show": ("runs", "fast_show"),
-            "priority": ("runs", "fast_priority"), "delete": ("runs", "fast_delete"),
+            "priority": ("runs", "fast_priority"), "delete": ("controls", "fast_delete"),
             "wait": ("runs", "fast_wait"), "hold": ("controls", "fast_hold"),
             "release": ("controls", "fast_release"), "requeue": ("controls", "fast_requeue"),
             "serve": ("serve", "fast_serve")}  # fmt: skip

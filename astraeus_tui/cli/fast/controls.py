@@ -1,8 +1,10 @@
-"""`hold`, `release` and `requeue` of runs, shared by the fast path and the typer twins.
+"""`hold`, `release`, `requeue` and `delete` of runs, shared by the fast path and the typer
+twins.
 
 One line a run, ``NAME: OUTCOME`` (``held``, ``already held``, ``released``, ``not held``,
-``requeuing``, ``already queued``); a refusal is its one line on stderr and the next run is
-still asked; the exit code is 1 when any run was refused.
+``requeuing``, ``already queued``, ``cancelled``, ``stopping``, ``deleted``); a refusal is its
+one line on stderr and the next run is still asked, as ``scancel`` goes on past a job it may
+not cancel; the exit code is 1 when any run was refused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ def control_runs(action: str, names: list[str]) -> int:
     code = 0
     for name in names:
         try:
-            outcome = request("POST", f"/v1/runs/{quoted(name)}/{action}")["outcome"]
+            path = f"/v1/runs/{quoted(name)}"
+            if action == "delete":
+                outcome = request("DELETE", path)["outcome"]
+            else:
+                outcome = request("POST", f"{path}/{action}")["outcome"]
         except ApiError as e:
             echo(str(e), err=True)
             code = 1
@@ -45,3 +51,7 @@ def fast_release(argv: list[str]) -> int | None:
 
 def fast_requeue(argv: list[str]) -> int | None:
     return fast_control("requeue", argv)
+
+
+def fast_delete(argv: list[str]) -> int | None:
+    return fast_control("delete", argv)

@@ -61,19 +61,6 @@ def fast_priority(argv: list[str]) -> int | None:
     return finish(work)
 
 
-def fast_delete(argv: list[str]) -> int | None:
-    if (got := _one_name(argv, {})) is None:
-        return None
-    name = got[0]
-
-    def work() -> int:
-        result = call_json("DELETE", f"/v1/runs/{quoted(name)}")
-        echo(f"{name}: {result['outcome']}")
-        return 0
-
-    return finish(work)
-
-
 def fast_wait(argv: list[str]) -> int | None:
     parsed = parse(argv, spec(WAIT))
     if parsed is None or parsed.rest is not None or len(parsed.positional) != 1:
