@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from runner.model import GIB
+from runner.oneline import one_line
 
 SIM_GPUS_ENV = "ASTRAEUS_SIM_GPUS"
 # simulated GPUs only: a folder of device nodes standing for /dev (nvidia<n>, nvidiactl…),
@@ -158,7 +159,7 @@ def read_inventory(
     try:
         module.nvmlInit()
     except wrapped.errors as error:
-        return _fallback(_describe(error), env)
+        return _fallback(one_line(error), env)
     try:
         devices = list(wrapped.devices())
         gpus = tuple(_read_gpu(wrapped, d) for d in devices)
@@ -166,7 +167,7 @@ def read_inventory(
             gpus = tuple(replace(g, device=g.uuid) for g in gpus)  # indexes are not CUDA's
         version = wrapped.optional(module.nvmlSystemGetDriverVersion)
     except wrapped.errors as error:
-        return _fallback(_describe(error), env)
+        return _fallback(one_line(error), env)
     finally:
         with suppress(Exception):  # nothing useful to do when shutdown fails
             module.nvmlShutdown()
@@ -322,11 +323,6 @@ def numa_node(bus_id: str, sysfs: str = "/sys/bus/pci/devices") -> int | None:
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None
-
-
-def _describe(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
 
 
 def _fallback(why: str, env: Mapping[str, str] | None) -> Inventory:

@@ -7,6 +7,8 @@ from pathlib import Path
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
+from runner.oneline import one_line
+
 
 def css_beside(module_file: str) -> str:
     """The ``.tcss`` file next to a widget's module, as its DEFAULT_CSS."""
@@ -31,7 +33,6 @@ class SaysFaults:
         worker = event.worker
         if event.state != WorkerState.ERROR:
             return
-        error = worker.error
-        what = " ".join(str(error).split()) or type(error).__name__
+        what = "no error given" if worker.error is None else one_line(worker.error)
         worker.node.app.notify(f"could not finish {worker.name}: {what}", title="Dashboard",
                                severity="error")  # fmt: skip

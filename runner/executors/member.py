@@ -16,6 +16,7 @@ from typing import Any
 
 from runner.executors.sandbox import PlacementError
 from runner.executors.workerfiles import Job
+from runner.oneline import one_line
 
 PLACE_TIMEOUT = 5.0  # seconds the member's child may take to place the drives
 
@@ -87,6 +88,6 @@ def _answer_as_member(job: Job, work: Callable[[], dict[str, Any]], write_end: i
             os.setuid(job.uid)
         answer: dict[str, Any] = {"ok": work()}
     except Exception as exc:
-        answer = {"error": " ".join(str(exc).split()) or type(exc).__name__}
+        answer = {"error": one_line(exc)}
     with os.fdopen(write_end, "wb") as out:
         out.write(json.dumps(answer).encode())

@@ -73,6 +73,7 @@ from runner.executors.workerfiles import (
     write_exit,
     write_json_atomic,
 )
+from runner.oneline import one_line
 
 RELAY_CHUNK = 1 << 16
 RELAY_WAIT = 10.0  # seconds the exit waits for the last output (a writer it may not kill)
@@ -149,7 +150,7 @@ def _supervise(job: Job, folder: Path, ready: int) -> int:
         import traceback  # only here: off the start's path
 
         traceback.print_exc()
-        _tell(ready, " ".join(str(exc).split()) or type(exc).__name__)
+        _tell(ready, one_line(exc))
         return 1
     if isinstance(outcome, _NotRunning):
         relay.join(RELAY_WAIT)
@@ -235,7 +236,7 @@ def _prepared(
             answer = as_member(job, lambda: _as_the_member(job))
         except Exception as exc:  # a placement refused: one line, the start fails
             if not job.sandbox:
-                answer = {"entered": " ".join(str(exc).split()) or type(exc).__name__}
+                answer = {"entered": one_line(exc)}
             else:
                 raise
     why = answer.get("entered")

@@ -21,6 +21,7 @@ from typing import TextIO, TypeVar
 
 from runner.durations import parse_duration
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, RunState, parse_size
+from runner.oneline import one_line
 from runner.runspec.fields import MAX_NAME
 
 
@@ -179,7 +180,7 @@ def guess_format(path: Path) -> str:
         with path.open(encoding="utf-8-sig", newline="") as file:
             first = file.readline().strip()
     except (OSError, UnicodeDecodeError) as error:
-        raise TraceError(f"{path.name}: cannot read it: {_reason(error)}") from None
+        raise TraceError(f"{path.name}: cannot read it: {one_line(error)}") from None
     if first.startswith(";"):
         return "swf"
     header = {column.strip() for column in next(csv.reader([first]), [])}
@@ -205,7 +206,7 @@ def read_trace(path: Path, fmt: str | None = None, options: ReadOptions | None =
         with path.open(encoding="utf-8-sig", newline="") as file:
             lines = readers[fmt](file, path.name, options, left_out)
     except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise TraceError(f"{path.name}: cannot read it: {_reason(error)}") from None
+        raise TraceError(f"{path.name}: cannot read it: {one_line(error)}") from None
     first: dict[str, int] = {}
     for line, run in lines:
         if run.name in first:
@@ -590,7 +591,7 @@ class _Cells:
         try:
             return parse_size(text)
         except ValueError as error:
-            raise self.error(column, _reason(error)) from None
+            raise self.error(column, one_line(error)) from None
 
     def seconds(self, column: str, low: float = 0.0) -> float:
         """Seconds from a number or a duration such as ``7d``, at least ``low``."""
@@ -607,8 +608,3 @@ class _Cells:
             return parse(text)
         except ValueError:
             raise self.error(column, f"{text[:40]!r} is not {what}") from None
-
-
-def _reason(error: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(error).split()) or type(error).__name__
