@@ -13,17 +13,18 @@ from astraeus_tui.cli.fast.args import parse
 from astraeus_tui.cli.fast.out import echo, finish
 from astraeus_tui.wire import ApiError, quoted, request
 
+# each command's request of one run: its method, and what follows /v1/runs/{name}
+ASKS = {"hold": ("POST", "/hold"), "release": ("POST", "/release"),
+        "requeue": ("POST", "/requeue"), "delete": ("DELETE", "")}  # fmt: skip
+
 
 def control_runs(action: str, names: list[str]) -> int:
     """Ask the daemon to ``action`` each run in turn; 1 if any was refused."""
+    method, tail = ASKS[action]
     code = 0
     for name in names:
         try:
-            path = f"/v1/runs/{quoted(name)}"
-            if action == "delete":
-                outcome = request("DELETE", path)["outcome"]
-            else:
-                outcome = request("POST", f"{path}/{action}")["outcome"]
+            outcome = request(method, f"/v1/runs/{quoted(name)}{tail}")["outcome"]
         except ApiError as e:
             echo(str(e), err=True)
             code = 1
