@@ -43,6 +43,14 @@ def age(iso: str | None, now: float | None = None) -> str:
     return compact((time.time() if now is None else now) - then, units=1)
 
 
+def gpus_cell(held: Sequence[int] | None, asked: int) -> str:
+    """GPUS: the GPUs a run holds (``0,1``), else how many it asks (``2``); ``-`` for a run
+    that asks none (a CPU-only run's ``0`` read as GPU 0)."""
+    if held:
+        return ",".join(map(str, held))
+    return str(asked) if asked else "-"
+
+
 def run_cells(r: Run, now: float) -> list[str]:
     """One run's cells, escaped as the table shows them."""
     return Cells(now).of(r)
@@ -59,8 +67,7 @@ class Cells:
         self._starts: dict[tuple[object, ...], str] = {}
 
     def of(self, r: Run) -> list[str]:
-        held = r.gpus
-        gpus = ",".join(map(str, held)) if held else str(r.gpus_requested)
+        gpus = gpus_cell(r.gpus, r.gpus_requested)
         state = r.state
         mark = "▶" if r.head else (str(r.position) if r.position and state == QUEUED else "")
         submitted = r.submitted_at
@@ -99,7 +106,7 @@ class Cells:
         states = [
             str(r.state) if r.idle_since is None else self._idle_state(r, now) for r in runs
         ]  # fmt: skip
-        gpus = [",".join(map(str, g)) if (g := r.gpus) else str(r.gpus_requested) for r in runs]
+        gpus = [gpus_cell(r.gpus, r.gpus_requested) for r in runs]
         cells = [marks, [r.name for r in runs], [r.workspace for r in runs],
                  [str(r.priority) for r in runs], states, gpus, aged, start,
                  [r.reason or "" for r in runs]]  # fmt: skip

@@ -94,7 +94,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from astraeus_tui.cli.plain import Cells, table_width
+    from astraeus_tui.cli.plain import Cells, gpus_cell, table_width
     from astraeus_tui.text import plain
     from astraeus_tui.when import idle_label, start_label  # the dashboard's START too
 
@@ -110,8 +110,7 @@ def print_runs_rich(runs: list[Run], wide: bool = False) -> None:
     table.add_column("START", justify="right", no_wrap=True)
     table.add_column("REASON", overflow="fold" if wide else "ellipsis", ratio=1)
     for r in runs:
-        held = ",".join(str(g) for g in r.gpus)
-        gpus = held if held else str(r.gpus_requested)
+        gpus = gpus_cell(r.gpus, r.gpus_requested)
         waiting = r.state == RunState.QUEUED
         mark = "▶" if r.head else (str(r.position) if r.position and waiting else "")
         idle = idle_label(r, now)  # its GPUs idle: the mark after the state

@@ -115,3 +115,12 @@ def test_a_wide_table_grows_past_a_narrow_terminal_rather_than_cut_what_was_aske
         assert lines[1].index(start) + len(start) + 2 + plain.WIDE_REASON <= max(map(len, lines))
     print_runs([run], False)
     assert max(map(len, capsys.readouterr().out.splitlines())) <= 80
+
+
+def test_gpus_say_the_gpus_held_else_how_many_are_asked_and_a_dash_for_none() -> None:
+    """A CPU-only run's GPUS is ``-``: a ``0`` reads as GPU 0, which another run holds."""
+    assert plain.gpus_cell([0, 3], 2) == "0,3"
+    assert plain.gpus_cell([0], 1) == "0"
+    assert plain.gpus_cell([], 2) == "2"
+    assert plain.gpus_cell([], 0) == "-"
+    assert plain.gpus_cell(None, 0) == "-"
