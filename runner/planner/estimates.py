@@ -21,6 +21,7 @@ from runner.model import Estimate as Estimate  # the planner's answer, plain dat
 from runner.model import Resources
 from runner.planner.lengths import Lengths, RunKey
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
+from runner.reasons import ReasonCode
 
 MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
 ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
@@ -95,8 +96,10 @@ def estimate_starts(
         ends = sorted({end(u) for u in running})
         if not ends or math.isinf(ends[0]):
             blockers = tuple(sorted({u.run for u in running if math.isinf(end(u))}))
-            for name in waiting:
-                out.setdefault(name, Estimate(None, blockers))
+            for name in waiting:  # but a run larger than the machine waits for no one
+                reason = result.reasons.get(name)
+                never = reason is not None and reason.code is ReasonCode.TOO_LARGE
+                out.setdefault(name, Estimate(None, () if never else blockers))
             break
         t = max(t, ends[0])
         running, requeued = _finish(running, t, end)

@@ -39,6 +39,16 @@ def test_running_work_without_a_limit_is_named() -> None:
     assert e["w"].starts_by is None and e["w"].after == ("forever",)
 
 
+def test_a_run_larger_than_the_machine_waits_for_no_one() -> None:
+    """It starts on no end of running work: its estimate names none (it says why it cannot
+    run), while a run that fits names the work without a limit in its way."""
+    s = snap(running("forever", gpus=tuple(range(8))), waiting("huge", gpus=99, limit=HOUR),
+             waiting("w", gpus=1, limit=HOUR, at=1))  # fmt: skip
+    e = estimate_starts(s, NOW)
+    assert e["huge"].starts_by is None and e["huge"].after == ()
+    assert e["w"].starts_by is None and e["w"].after == ("forever",)
+
+
 def test_preempted_work_waits_again_in_the_replay() -> None:
     s = snap(
         running("low", gpus=tuple(range(8)), priority=-5, limit=10 * HOUR, started=-60),
