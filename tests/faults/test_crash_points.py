@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 
 from astraeus_tui.client import ApiError
+from runner.executors.workerfiles import LAUNCH, META
 from tests.faults.conftest import MakeDaemon
 from tests.faults.daemon import DaemonProcess, document, pids_alive, wait_for
 from tests.faults.storm import PROGRAM, marked, program_argv
@@ -127,8 +128,14 @@ def test_a_daemon_killed_inside_a_process_start_adopts_the_worker(
     d = make_daemon(gpus=1, env=env).start()
     uid = d.submit(document("slow", program_argv(program, marks, "ok", 2), gpus=1))["uid"]
     folders = d.home / "workers"
-    folder = wait_for(lambda: next(folders.glob(f"*-{uid}-1-0"), None), 15, "the worker's folder")
-    assert not (folder / "meta.json").exists()  # the supervisor sleeps: start() waits on it
+
+    # its launch file is the last the daemon writes before it hands the start over (a kill
+    # after the folder is made but before then leaves nothing started: a new attempt is right)
+    def launched() -> Path | None:
+        return next((f for f in folders.glob(f"*-{uid}-1-0") if (f / LAUNCH).exists()), None)
+
+    folder = wait_for(launched, 15, "the worker's launch file")
+    assert not (folder / META).exists()  # its supervisor's start sleeps: start() waits on it
     d.kill9()
     d.start()
     run = d.wait_state("slow", "Succeeded", timeout=40)
