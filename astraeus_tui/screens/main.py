@@ -177,7 +177,10 @@ class MainScreen(SaysFaults, Screen[None]):
     def _empty(self, shown: int, total: int) -> None:
         empty = self.query_one("#empty", Static)
         empty.display = self.model.loaded and not shown
-        self.query_one(QueueTable).display = not empty.display
+        table = self.query_one(QueueTable)
+        hidden, table.display = not table.display, not empty.display
+        if hidden and table.display and self.focused is None:
+            table.focus()  # hidden, it lost the focus: the keys are the queue's again
         if total:
             empty.update("No run matches the filters: w, t and / change them.")
         else:

@@ -163,6 +163,12 @@ def test_filter_by_workspace_state_and_search(served: Callable[..., Served]) -> 
         await until(pilot, lambda: set(table.rows) == {"wait"})
         await pilot.press("w", "t", "t", "t", "t")  # all workspaces, all states
         await until(pilot, lambda: table.row_count == 3)
+        # on the way no run was Starting: the table, hidden, lost the focus; shown again it
+        # has it back, and the arrows move its cursor (the controls act on that row)
+        assert screen.focused is table
+        at = table.cursor_row
+        await pilot.press("down")
+        await until(pilot, lambda: table.cursor_row == at + 1, message="the cursor moved")
         await pilot.press("slash")
         await pilot.press(*"tal")
         await until(pilot, lambda: set(table.rows) == {"talk"})
