@@ -31,7 +31,8 @@ class QueueHead:
 @dataclass(frozen=True, slots=True)
 class Shown:
     """One publication. ``planned``: a plan was made (else nothing is placed yet);
-    ``positions``: each waiting run's place in the order, from 1; ``current``: the
+    ``positions``: each run left waiting, its place among them, from 1; ``placed``: every
+    run the plan took in its order (started by it, too); ``current``: the
     estimates were made for this plan (else an earlier plan's, until new ones are made);
     ``made_at``: when (monotonic); ``fresh_until``: till when they are fresh (monotonic;
     the publisher's rule); ``version`` grows with each publication."""
@@ -44,6 +45,7 @@ class Shown:
     current: bool = False
     made_at: float = -1e9
     fresh_until: float = -1e9
+    placed: frozenset[str] = frozenset()
 
     def fresh(self, now: float) -> bool:
         """The estimates are this plan's and not yet to be made again."""

@@ -31,7 +31,7 @@ async def published(daemon: Daemon, run: str | None = None) -> Shown:
     def ready(shown: Shown) -> bool:
         if not loop.estimating or not shown.planned:  # nothing planned: none to make
             return True
-        placed = run is None or run in shown.positions
+        placed = run is None or run in shown.placed
         return shown.fresh(time.monotonic()) and placed
 
     shown = loop.shown

@@ -54,10 +54,11 @@ class Published:
         if plan is not None and plan.head is not None:
             h = plan.head
             head = QueueHead(h.run, h.workspace, h.shadow, h.held_gpus, h.preempting)
-        positions = {} if plan is None else plan.positions
+        positions = {} if plan is None else plan.queue_positions
+        placed = frozenset() if plan is None else frozenset(plan.order)
         fresh_until = self.made_at + ESTIMATE_EVERY if self.current else -1e9
         shown = Shown(self.version, plan is not None, head, positions, self.estimates,
-                      self.current, self.made_at, fresh_until)  # fmt: skip
+                      self.current, self.made_at, fresh_until, placed)  # fmt: skip
         object.__setattr__(self, "shown", shown)
 
     def fresh(self, now: float) -> bool:

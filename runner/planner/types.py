@@ -163,8 +163,17 @@ class Plan:
 
     @cached_property
     def positions(self) -> dict[str, int]:
-        """Each waiting run's place in the order, from 1."""
+        """Each run's place in the planner's order, from 1 (the runs it starts too)."""
         return {name: i + 1 for i, name in enumerate(self.order)}
+
+    @cached_property
+    def queue_positions(self) -> dict[str, int]:
+        """Each run left waiting, its place among them, from 1: what people are shown (a
+        run this plan starts holds no place, and the head is 1 once the runs before it
+        started)."""
+        started = {s.run for s in self.starts}
+        waiting = (name for name in self.order if name not in started)
+        return {name: i + 1 for i, name in enumerate(waiting)}
 
     def reason(self, run: str, viewer: Viewer = ADMIN) -> str | None:
         found = self.reasons.get(run)

@@ -21,6 +21,22 @@ def _plan(*names: str) -> Plan:
     return plan(snap(blocker, *(waiting(n, gpus=1) for n in names), m=machine(gpus=1)), NOW)
 
 
+def test_a_run_the_plan_starts_holds_no_place_in_the_queue_shown() -> None:
+    """Two GPUs free: the plan starts the first run of its order; the head behind it is
+    shown at 1, not 2 (until the next plan, people saw a gap before the head)."""
+    p = plan(snap(*(waiting(n, gpus=g, at=i) for i, (n, g) in enumerate(
+        [("first", 2), ("head", 2), ("next", 1)])), m=machine(gpus=2)), NOW)  # fmt: skip
+    assert [s.run for s in p.starts] == ["first"] and p.head is not None
+    assert p.head.run == "head"
+    assert p.positions == {"first": 1, "head": 2, "next": 3}  # the planner's own order
+    assert p.queue_positions == {"head": 1, "next": 2}
+    status = LoopStatus()
+    Publisher(status, Estimator(), lambda: None).planned(p)
+    shown = status.published.shown
+    assert dict(shown.positions) == {"head": 1, "next": 2}
+    assert shown.placed == {"first", "head", "next"}  # taken in the order: a why waits no more
+
+
 class Estimator:
     """Estimates as the loop's replay gives them, counted, slow on demand."""
 
