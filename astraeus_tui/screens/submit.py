@@ -262,6 +262,7 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
 
     @on(Select.Changed, "#workspace")
     def _update_hint(self) -> None:
+        self._clear_errors("workspace", "priority", "form")  # said of the other workspace
         target = self._target()
         limit = int(target.get("max_priority", 0))
         self.query_one("#priority-hint", Static).update(priority_hint(limit))
@@ -310,7 +311,10 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
 
     @on(Input.Changed)
     def _fields_changed(self, event: Input.Changed | None = None) -> None:
-        """A field changed: write it into the JSON, when the JSON is shown."""
+        """A field changed: its error is gone (what it said was of the old text); write
+        it into the JSON, when the JSON is shown."""
+        if event is not None and event.input.id:
+            self._clear_errors(event.input.id)
         if self._json is None or not self._json_shown() or self._json_error:
             return
         if event is not None and event.input.id == "file":
@@ -373,6 +377,15 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
             self.query_one("#more", Collapsible).collapsed = False
         target = self.query(f"#error-{field}").first()
         self.call_after_refresh(target.scroll_visible)
+
+    def _clear_errors(self, *fields: str) -> None:
+        """Take back what was said at ``fields`` (each other error stays)."""
+        for field in fields:
+            for error in self.query(f"#error-{field}").results(Static):
+                error.update("")
+                error.display = False
+            for widget in self.query(f"#{field}"):
+                widget.remove_class("-invalid")
 
     # ------------------------------------------------------------ submitting
 

@@ -238,3 +238,25 @@ def test_the_workspaces_panel_says_max_priority_where_it_fits(width: int, head: 
             assert vision.rstrip().endswith("10")  # vision's maximum, under its heading
 
     asyncio.run(main())
+
+
+def test_an_error_goes_once_its_field_is_changed() -> None:
+    """What a field's error said was of the text it had: edited, the error is gone."""
+
+    async def main() -> None:
+        app = app_for("head")
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settled(pilot)
+            await pilot.press("n")
+            form = await screen_of(pilot, SubmitScreen)
+            form.query_one("#command", Input).value = "true"
+            form.query_one("#limit", Input).value = "5m20"  # not a duration
+            await pilot.press("ctrl+s")
+            error = form.query_one("#error-limit", Static)
+            await until(pilot, lambda: error.display, seen=lambda: showing(pilot))
+            assert "not a duration" in text(error)
+            form.query_one("#limit", Input).value = "5m"
+            await until(pilot, lambda: not error.display, message="the limit's error gone")
+            assert not form.query_one("#limit", Input).has_class("-invalid")
+
+    asyncio.run(main())
