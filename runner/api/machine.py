@@ -11,8 +11,9 @@ from typing import Any
 from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller
+from runner.config.checks import ALL_USERS
 from runner.config.files import update_config_file
-from runner.config.load import ConfigError
+from runner.config.load import DEFAULT_WORKSPACE, ConfigError
 from runner.gpus import foreign_processes, read_inventory
 from runner.model import RESOURCE_NAMES, Quota, Resources, quota_amounts
 from runner.reasons import ANONYMOUS_RUN
@@ -98,7 +99,11 @@ async def workspaces(request: web.Request) -> web.Response:
 
 
 def _apply_change(doc: dict[str, Any], ws: str, body: dict[str, Any]) -> None:
-    table = doc.setdefault("workspaces", {}).get(ws)
+    defined = doc.setdefault("workspaces", {})
+    table = defined.get(ws)
+    if table is None and not defined and ws == DEFAULT_WORKSPACE:
+        # the workspace a config without any has (runner/config/load.py), written out
+        table = defined[ws] = {"members": [ALL_USERS]}
     if table is None:
         raise ServiceError(404, "NOT_FOUND", f"no workspace {ws}")
     for key in ("max_priority", "weight"):

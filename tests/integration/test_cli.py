@@ -171,6 +171,23 @@ def test_admin_commands_rewrite_the_config_and_reload(served: Start) -> None:
     wait_for(lambda: "quota allows at all" in (d.json("show", "big")["reason"] or ""))
 
 
+def test_admin_commands_change_the_default_workspace_a_config_without_any_has(
+    served: Start,
+) -> None:
+    """No [workspaces] in the config: everyone's runs go to default, which astra workspaces
+    lists; an admin's change of it writes it out (members "*", as it was) and applies."""
+    d = served("", gpus=2)
+    [ws] = d.json("workspaces")
+    assert ws["name"] == "default" and ws["max_priority"] == 0
+    said = d.astra("admin", "max-priority", "default", "100")
+    assert said.returncode == 0, said.stderr
+    [ws] = d.json("workspaces")
+    assert ws["max_priority"] == 100
+    assert d.astra("run", "--name", "urgent", "--priority", "50", "--", "true").returncode == 0
+    missing = d.astra("admin", "weight", "nope", "2")  # any other name is still no workspace
+    assert missing.returncode == 1 and missing.stderr == "404 NOT_FOUND: no workspace nope\n"
+
+
 def test_delete_running_run(served: Start) -> None:
     d = served(gpus=1)
     d.astra("run", "--name", "long", "--", "sleep", "300")
