@@ -169,7 +169,8 @@ class Service(Reads):
                 422, "INVALID_SPEC",
                 f"spec.task_template.image: {LOCAL_IMAGE} runs on the host, which this daemon"
                 f" does not do (executor {self.executor}): name a container image,"
-                " or set [machine] default_image",
+                " or set [machine] default_image (or executor = \"process\" to run"
+                " commands on the host)",
             )  # fmt: skip
         # the back end judges the run as it will be stored: with the image filled in
         refusal = self.backend_check(dataclasses.replace(spec, task=dataclasses.replace(

@@ -154,6 +154,7 @@ def test_a_host_command_is_refused_when_the_daemon_runs_containers(
     assert result.stderr.strip() == (
         "422 INVALID_SPEC: spec.task_template.image: local runs on the host, which this daemon"
         " does not do (executor docker): name a container image, or set [machine] default_image"
+        ' (or executor = "process" to run commands on the host)'
     )
 
 
