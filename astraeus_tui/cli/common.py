@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -84,7 +85,7 @@ def spec_document(file: str, text: str | None = None) -> dict[str, Any]:
     from runner.runspec.printable import check_spec
 
     try:
-        spec = load_spec_text(text) if text is not None else load_spec_file(file)
+        spec = load_spec_text(text) if text is not None else load_spec_file(file, os.environ)
         check_spec(spec)
     except SpecError as e:
         fail(f"422 INVALID_SPEC: {e}")

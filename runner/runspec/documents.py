@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from runner.model import RunSpec
@@ -122,9 +123,13 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> JsonObject:
     return out
 
 
-def load_spec_file(path: str | os.PathLike[str]) -> RunSpec:
+def load_spec_file(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> RunSpec:
     """A spec from a file: by extension (.json, .toml, .sbatch, .sh), else by its content.
 
+    ``environ``: the submitting shell's, which a #SBATCH script carries as its ``--export``
+    says (default ALL), as sbatch does; a JSON or TOML spec says its environment itself.
     A file that cannot be read is a SpecError on the file's path.
     """
     file = Path(path)
@@ -139,7 +144,7 @@ def load_spec_file(path: str | os.PathLike[str]) -> RunSpec:
     if suffix in (".sbatch", ".sh") or (suffix not in (".json", ".toml") and _is_sbatch(text)):
         from runner.runspec.sbatch import parse_sbatch
 
-        return parse_sbatch(text, name_hint=file.stem)
+        return parse_sbatch(text, name_hint=file.stem, environ=environ)
     return load_spec_text(text, {".json": "json", ".toml": "toml"}.get(suffix))
 
 

@@ -317,3 +317,42 @@ def test_a_usage_error_is_said_in_plain_lines_and_changes_nothing(
         error,
     ], said.stderr  # fmt: skip
     assert names(d) == ["one"]
+
+
+def test_submit_of_an_sbatch_script_carries_the_shell_as_sbatch_does(
+    served: Start, tmp_path: Path
+) -> None:
+    """`astra submit job.sbatch` (both paths) and `astra slurm sbatch job.sbatch`: the
+    submitting shell's environment as the script's --export says (default ALL); a JSON
+    spec's environment is what it says."""
+    import subprocess
+
+    d = served(gpus=1)
+    shell = {**d.env, "MYVAR": "from-the-shell"}
+
+    def astra(*args: str, fast: bool = True) -> None:
+        env = shell if fast else {**shell, "ASTRAEUS_CLI_FAST": "0"}
+        done = subprocess.run([sys.executable, "-m", "astraeus_tui.cli.main", *args], env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    def carried(name: str) -> dict[str, str]:
+        found: dict[str, str] = d.json("show", name)["spec"]["spec"]["task_template"].get(
+            "submit_env") or {}  # fmt: skip
+        return found
+
+    for name, export in (("all", ""), ("none", "#SBATCH --export=NONE\n")):
+        for stem, command in ((name, ("submit",)), (f"{name}-typer", ("submit",)),
+                              (f"{name}-sbatch", ("slurm", "sbatch"))):  # fmt: skip
+            script = tmp_path / f"{stem}.sbatch"  # the run is named by the file
+            script.write_text(f"#!/bin/bash\n#SBATCH --hold\n{export}echo $MYVAR\n")
+            astra(*command, str(script), fast=not stem.endswith("-typer"))
+    for name in ("all", "all-typer", "all-sbatch"):
+        assert carried(name).get("MYVAR") == "from-the-shell", name
+    for name in ("none", "none-typer", "none-sbatch"):
+        assert carried(name) == {}, name
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"metadata": {"name": "js"}, "spec": {"hold": true, "task_template": '
+                    '{"command": ["true"]}}}')  # fmt: skip
+    astra("submit", str(spec))
+    assert "MYVAR" not in carried("js")

@@ -104,7 +104,7 @@ def checked_document(file: str, text: str | None) -> dict[str, Any]:
     from runner.runspec.parse import spec_to_dict
     from runner.runspec.printable import check_spec
 
-    spec = load_spec_text(text) if text is not None else load_spec_file(file)
+    spec = load_spec_text(text) if text is not None else load_spec_file(file, os.environ)
     check_spec(spec)
     result: dict[str, Any] = spec_to_dict(spec)
     with_submit_dir(result)  # the process executor starts it here
