@@ -117,6 +117,7 @@ def run_document(
     drives: Sequence[Mapping[str, str]] = (),
     env: Mapping[str, str] | None = None,
     workers: int | None = None,
+    restart_limit: int | None = None,
     after: Sequence[str] = (),
     interactive: bool = False,
     hold: bool = False,
@@ -132,7 +133,8 @@ def run_document(
 
     Left out when not given: the image (the daemon's default), the memory (none
     asked), the time limit (none), the workspace (the caller's default), ``env``,
-    ``workers`` (one), ``after``, ``hold`` and ``begin_at`` (see begin_time), and
+    ``workers`` (one), ``restart_limit`` (the daemon's), ``after``, ``hold`` and
+    ``begin_at`` (see begin_time), and
     ``notify`` (Apprise URLs, each for the events of ``notify_on``; succeeded and failed
     when it is empty); ``interactive`` adds ``spec.interactive`` (and no restarts);
     ``gpu_memory`` (``--gpu-mem 20GiB``) shares GPUs: that memory on each of ``gpus``
@@ -165,6 +167,8 @@ def run_document(
     spec: dict[str, Any] = {"priority": priority}
     if workers is not None:
         spec["workers"] = workers
+    if restart_limit is not None:  # --restarts; else the daemon's restart_limit
+        spec["restart_limit"] = restart_limit
     spec["task_template"] = task
     if after:
         spec["after"] = list(after)

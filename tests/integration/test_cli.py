@@ -356,3 +356,12 @@ def test_submit_of_an_sbatch_script_carries_the_shell_as_sbatch_does(
                     '{"command": ["true"]}}}')  # fmt: skip
     astra("submit", str(spec))
     assert "MYVAR" not in carried("js")
+
+
+def test_run_restarts_zero_fails_at_the_first_failure(served: Start) -> None:
+    """`--restarts 0`: a failed command is not started again (the daemon's limit is 10)."""
+    d = served(gpus=1)
+    assert d.astra("run", "--name", "once", "--restarts", "0", "--", "false").returncode == 0
+    wait_for(lambda: d.json("show", "once")["state"] == "Failed")
+    run = d.json("show", "once")
+    assert run["restarts"] == 0 and "the restart budget (0) is spent" in run["reason"]

@@ -127,7 +127,8 @@ def test_the_plain_forms_start_on_the_interpreters_core(d: Served, args: tuple[s
 def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> None:
     same(d, "run", "--name", "made", "--gpus", "1", "--cpus", "2", "--memory", "1GiB",
          "--time-limit", "1h30m", "--priority=-2", "--env", "A=1", "--env=B=x=y",
-         "--workers", "1", "--after", "done", "--notify", "json://127.0.0.1:9/hook",
+         "--workers", "1", "--restarts", "3", "--after", "done",
+         "--notify", "json://127.0.0.1:9/hook",
          "--notify-on", "failed", "--", "sleep", "5", rename="made")  # fmt: skip
     same(d, "run", "--name", "js", "--json", "--", "true", rename="js")
     same(d, "submit", "-", input=SPEC.format(name="sub"), rename="sub")
@@ -137,7 +138,7 @@ def test_run_and_submit_send_the_same_documents(d: Served, tmp_path: object) -> 
         run["spec"]["metadata"].pop("name")
         carried = run["spec"]["spec"]["task_template"]["submit_env"]
         assert carried.pop("ASTRAEUS_CLI_FAST", "0") == "0"  # how typer's path was asked for
-    assert fast["spec"] == typer["spec"]
+    assert fast["spec"] == typer["spec"] and fast["spec"]["spec"]["restart_limit"] == 3
     assert d.json("show", "sj")["spec"]["spec"] == d.json("show", "sj-typer")["spec"]["spec"]
 
 

@@ -75,6 +75,8 @@ RUN: Options = {
     "drive": multi("--drive", help="NAME:/mount/path[:ro]"),
     "env": multi("--env", help="KEY=VALUE"),
     "workers": value("--workers", help="Workers (a gang by default).", type=int, default=1),
+    "restarts": value("--restarts", help="Restarts after a failure, at most (default: the"
+                                         " daemon's restart_limit, 10); 0: none.", type=int),
     "after": AFTER,
     "interactive": flag("--interactive", "-i", help="With -t: an interactive run."),
     "tty": flag("--tty", "-t", help="Wait in the queue, then give the terminal to it."),
