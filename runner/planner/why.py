@@ -122,7 +122,7 @@ def _waits_for(snapshot: Snapshot, result: Plan, name: _Namer, now: float) -> st
     for unit in sorted(filter(helps, snapshot.running), key=lambda u: unit_end(u, grace)):
         end = unit_end(unit, grace)
         what = "has no time limit" if math.isinf(end) else f"ends by {utc_minute(end)}"
-        ends.append(f"{name(unit.run)} ({unit.resources.gpus} GPUs) {what}")
+        ends.append(f"{name(unit.run)} ({_gpus(unit.resources.gpus)}) {what}")
         if head.shadow is not None and end >= head.shadow:
             break
     if not ends:

@@ -218,3 +218,11 @@ def test_a_head_that_preempts_has_no_verdict() -> None:
              m=machine(gpus=4))  # fmt: skip
     why = explain(s, NOW, "hp", ADMIN, max_priority=10)
     assert why is not None and why.preemption is None
+
+
+def test_the_work_the_head_waits_for_is_said_in_gpus_in_the_singular_for_one() -> None:
+    s = snap(running("a", gpus=(0,), started=0, limit=HOUR), waiting("big", gpus=8),
+             m=machine(gpus=8))  # fmt: skip
+    why = explain(s, NOW, "big", ADMIN, max_priority=0)
+    assert why is not None
+    assert why.chain[1] == "The head, big, waits for: a (1 GPU) ends by 2026-10-01 13:01 UTC."
