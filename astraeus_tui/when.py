@@ -1,4 +1,5 @@
-"""When things happen, as the faces say it: ISO times, UTC clocks, a waiting run's start.
+"""When things happen, as the faces say it: ISO times, UTC clocks, a waiting run's start
+(and where: the GPUs a run is on).
 
 Plain strings, no Rich: the dashboard's widgets and the CLI's plain tables share them.
 """
@@ -134,3 +135,11 @@ def idle_label(run: Run, now: float) -> str:
     since = run.idle_since
     t = epoch(since) if isinstance(since, str) else None
     return "" if t is None else f"idle {compact(now - t)}"
+
+
+def on_gpus(indices: list[int] | tuple[int, ...] | None) -> str:
+    """Where a run runs, or would start: ``on GPU 0``, ``on GPUs 0,1``, ``on no GPU``."""
+    if not indices:
+        return "on no GPU"
+    listed = ",".join(map(str, indices))
+    return f"on GPU {listed}" if len(indices) == 1 else f"on GPUs {listed}"

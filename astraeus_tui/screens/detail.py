@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
-from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, utc_clock
+from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, on_gpus, utc_clock
 from astraeus_tui.widgets import Latest, SaysFaults
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
@@ -235,7 +235,7 @@ def _restarts(run: Run, now: float) -> str:
 def _state_line(run: Run) -> str:
     state = run.state
     if state == RunState.RUNNING:
-        return f"Running since {_time(run.started_at)} UTC on GPU(s) {_gpus(run.gpus)}"
+        return f"Running since {_time(run.started_at)} UTC {on_gpus(run.gpus)}"
     return str(state or "")
 
 

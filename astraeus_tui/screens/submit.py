@@ -37,6 +37,7 @@ from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import when
 from astraeus_tui.form_fields import values_of, with_values
 from astraeus_tui.screens.dialogs import priority_hint
+from astraeus_tui.when import on_gpus
 from astraeus_tui.widgets import SaysFaults
 from astraeus_tui.widgets.workspaces_panel import UNITS, amount_text
 from runner.runspec.build import FieldError, drive_list, here, run_document, time_limit
@@ -128,8 +129,7 @@ def preview_text(p: dict[str, Any]) -> str:
     ]
     if p.get("starts_now"):
         how = "by backfill" if p.get("backfill") else "at once"
-        gpus = ", ".join(map(str, p.get("gpus") or [])) or "none"
-        lines.append(f"Would start now {how}, on GPUs {gpus}.")
+        lines.append(f"Would start now {how}, {on_gpus(p.get('gpus'))}.")
     else:
         lines.append(f"Would wait: {p.get('reason') or '?'} ({when(p.get('estimate'))}).")
     if p.get("preempts"):

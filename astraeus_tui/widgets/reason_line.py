@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from astraeus_tui.fmt import Run
-from astraeus_tui.when import epoch, utc_clock
+from astraeus_tui.when import epoch, on_gpus, utc_clock
 from astraeus_tui.widgets import css_beside
 from runner.model import RunState
 
@@ -35,8 +35,7 @@ class ReasonLine(Widget):
         started, limit = epoch(run.started_at), run.time_limit_seconds
         if state != RunState.RUNNING or started is None:
             return state
-        gpus = ",".join(map(str, run.gpus or [])) or "no GPU"
-        line = f"Running since {utc_clock(started)} UTC on GPU {gpus}"
+        line = f"Running since {utc_clock(started)} UTC {on_gpus(run.gpus)}"
         if limit:
             line += f"; its time limit ends it by {utc_clock(started + limit, seconds=False)} UTC"
         if self.backfilled:

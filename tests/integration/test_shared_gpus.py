@@ -158,7 +158,7 @@ def test_gpu_mem_and_shards_from_the_cli_survive_a_restart(served: Start, tmp_pa
     doc = shared("preview", 10)
     (tmp_path / "preview.json").write_text(json.dumps(doc))
     preview = d.astra("submit", "--dry-run", str(tmp_path / "preview.json"))
-    assert "Would start now at once, on GPUs [0] (10GiB on each, shared)." in preview.stdout
+    assert "Would start now at once, on GPU 0 (10GiB on each, shared)." in preview.stdout
     d.kill9()
     d.restart()
     # adopted, still packed: 50 of 80 GiB promised, a 30 GiB run starts, then 40 GiB waits

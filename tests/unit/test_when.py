@@ -100,3 +100,11 @@ def test_ages_are_the_seconds_between(moment: datetime, seconds: int, frac: floa
                  if elapsed >= s), f"{max(elapsed, 0)}s")  # fmt: skip
     assert age(iso, now.timestamp() + frac) == want
     assert age(None) == "-"
+
+
+def test_where_a_run_runs_is_said_in_the_singular_for_one_gpu() -> None:
+    from astraeus_tui.when import on_gpus
+
+    assert on_gpus([0]) == "on GPU 0"
+    assert on_gpus((0, 1)) == "on GPUs 0,1"
+    assert on_gpus([]) == on_gpus(None) == "on no GPU"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus_tui.cli.fast.out import echo, print_json
-from astraeus_tui.when import UNLESS_URGENT, epoch
+from astraeus_tui.when import UNLESS_URGENT, epoch, on_gpus
 from runner.durations import utc_minute
 
 OUT_OF_ORDER = {  # why a run would not be in the order, by its reason's code
@@ -59,7 +59,7 @@ def show_preview(p: dict[str, Any], as_json: bool) -> None:
             each = f" ({format_size(share)} on each, shared)"
         else:
             each = ""
-        echo(f"Would start now {how}, on GPUs {p['gpus'] or 'none'}{each}.")
+        echo(f"Would start now {how}, {on_gpus(p['gpus'])}{each}.")
     else:
         echo(f"Would wait: {p['reason']} ({when(p['estimate'])}).")
     if p["preempts"]:
