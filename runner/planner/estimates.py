@@ -23,6 +23,8 @@ from runner.planner.lengths import Lengths, RunKey
 from runner.planner.plan import Plan, RunningUnit, Snapshot, WaitingRun, plan, unit_end
 from runner.reasons import ReasonCode
 
+# runs that start on no end of running work: larger than the machine, or than their quota
+NEVER_HERE = frozenset({ReasonCode.TOO_LARGE, ReasonCode.QUOTA_OVER})
 MAX_STEPS = 400  # planning cycles one estimate may replay; beyond, "unknown"
 ESTIMATE_BUDGET_MS = 300.0  # planning time one round of estimates may take
 
@@ -96,9 +98,9 @@ def estimate_starts(
         ends = sorted({end(u) for u in running})
         if not ends or math.isinf(ends[0]):
             blockers = tuple(sorted({u.run for u in running if math.isinf(end(u))}))
-            for name in waiting:  # but a run larger than the machine waits for no one
+            for name in waiting:  # but a run that can never start waits for no one
                 reason = result.reasons.get(name)
-                never = reason is not None and reason.code is ReasonCode.TOO_LARGE
+                never = reason is not None and reason.code in NEVER_HERE
                 out.setdefault(name, Estimate(None, () if never else blockers))
             break
         t = max(t, ends[0])

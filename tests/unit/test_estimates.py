@@ -11,7 +11,7 @@ import pytest
 from runner.planner.estimates import estimate_starts, with_forecasts
 from runner.planner.lengths import MIN_RUNS, Lengths, RunKey
 from runner.planner.plan import RunningUnit, Snapshot, plan
-from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting
+from tests.unit.planner_builders import HOUR, NOW, machine, running, snap, waiting, workspace
 
 
 def test_worked_example() -> None:
@@ -39,13 +39,16 @@ def test_running_work_without_a_limit_is_named() -> None:
     assert e["w"].starts_by is None and e["w"].after == ("forever",)
 
 
-def test_a_run_larger_than_the_machine_waits_for_no_one() -> None:
+def test_a_run_larger_than_the_machine_or_its_quota_waits_for_no_one() -> None:
     """It starts on no end of running work: its estimate names none (it says why it cannot
     run), while a run that fits names the work without a limit in its way."""
     s = snap(running("forever", gpus=tuple(range(8))), waiting("huge", gpus=99, limit=HOUR),
-             waiting("w", gpus=1, limit=HOUR, at=1))  # fmt: skip
+             waiting("w", gpus=1, limit=HOUR, at=1),
+             waiting("over", gpus=4, limit=HOUR, at=2, ws="lab"),
+             workspaces=(workspace("lab", gpus=2),))  # fmt: skip
     e = estimate_starts(s, NOW)
     assert e["huge"].starts_by is None and e["huge"].after == ()
+    assert e["over"].starts_by is None and e["over"].after == ()
     assert e["w"].starts_by is None and e["w"].after == ("forever",)
 
 
