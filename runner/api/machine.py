@@ -11,9 +11,8 @@ from typing import Any
 from aiohttp import web
 
 from runner.api.context import daemon_of, peer_caller
-from runner.config.checks import ALL_USERS
 from runner.config.files import update_config_file
-from runner.config.load import DEFAULT_WORKSPACE, ConfigError
+from runner.config.load import ConfigError, implicit_workspaces
 from runner.gpus import foreign_processes, read_inventory
 from runner.model import RESOURCE_NAMES, Quota, Resources, quota_amounts
 from runner.reasons import ANONYMOUS_RUN
@@ -100,10 +99,9 @@ async def workspaces(request: web.Request) -> web.Response:
 
 def _apply_change(doc: dict[str, Any], ws: str, body: dict[str, Any]) -> None:
     defined = doc.setdefault("workspaces", {})
+    if not defined:  # the workspace a config without any has, written out to be changed
+        defined.update(implicit_workspaces())
     table = defined.get(ws)
-    if table is None and not defined and ws == DEFAULT_WORKSPACE:
-        # the workspace a config without any has (runner/config/load.py), written out
-        table = defined[ws] = {"members": [ALL_USERS]}
     if table is None:
         raise ServiceError(404, "NOT_FOUND", f"no workspace {ws}")
     for key in ("max_priority", "weight"):

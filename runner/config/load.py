@@ -412,11 +412,15 @@ def _drive(name: str, value: object, workspaces: Mapping[str, Workspace]) -> Dri
     return Drive(name=name, path=Path(where), workspaces=tuple(dict.fromkeys(allowed)))
 
 
+def implicit_workspaces() -> dict[str, dict[str, object]]:
+    """The [workspaces] table of a config that defines none: default, everyone a member
+    (as the config would write it)."""
+    return {DEFAULT_WORKSPACE: {"members": [ALL_USERS]}}
+
+
 def _workspaces(value: object) -> dict[str, Workspace]:
-    defined = {name: _workspace(name, v) for name, v in _table(value, "workspaces", None).items()}
-    if not defined:
-        return {DEFAULT_WORKSPACE: Workspace(DEFAULT_WORKSPACE, members=(ALL_USERS,))}
-    return defined
+    tables = _table(value, "workspaces", None) or implicit_workspaces()
+    return {name: _workspace(name, v) for name, v in tables.items()}
 
 
 def _build(data: _Table, env: Mapping[str, str]) -> Config:
