@@ -5,7 +5,9 @@ Who may: the members of the run's workspace and admins, as for a priority change
   ``Held by <user>``; a run already held stays so. A run that has started (or has a
   stop asked) is not held: ``409 WRONG_STATE``, as Slurm's hold is for pending jobs.
 - release: a held run goes back to its place in the order (its submission time was
-  kept); a run not held is left as it is.
+  kept); a queued run not held is left as it is (``not held``, harmless as Slurm's
+  release of a job not held); a run that has started or finished is refused with the
+  same ``409 WRONG_STATE`` as hold (:func:`_not_waiting` is that rule for both).
 - requeue: a running run is stopped with the grace and queued again, keeping its
   submission time and its restart count (a requeue is not a failure); a queued run is
   left as it is; a finished run, or one already stopping, is refused (``409``: submit
@@ -50,24 +52,31 @@ def _changing(service: Service, name: str, caller: Caller) -> Iterator[tuple[Tx,
         yield tx, run
 
 
+def _not_waiting(run: RunRow) -> str | None:
+    """Why ``run`` is not waiting in the queue (``has finished``, ``has started``), or
+    None where it waits: what both hold and release refuse."""
+    if run.state in RunState.FINISHED:
+        return "has finished"
+    if run.state != RunState.QUEUED or run.stop_request is not None:
+        return "has started"
+    return None
+
+
+def _wrong_state(run: RunRow, what: str, only: str) -> ServiceError:
+    return ServiceError(409, WRONG_STATE, f"run {run.name} is {run.state}: {only} (it {what})")
+
+
 def hold(service: Service, name: str, caller: Caller) -> str:
     """Hold a queued run: out of the order until released."""
     store = service.store
     with _changing(service, name, caller) as (tx, run):
-        if run.held_by is not None:
+        if run.held_by is not None and run.state not in RunState.FINISHED:
             return "already held"
-        if (
-            run.state != RunState.QUEUED
-            or run.stop_request is not None
-            or (store.workers.has_live(tx, name))
-        ):
-            what = "has finished" if run.state in RunState.FINISHED else "has started"
-            if run.state == RunState.QUEUED and run.stop_request is None:
-                what = "is with Slurm already"  # the front's pending job is its worker
-            raise ServiceError(
-                409, WRONG_STATE,
-                f"run {name} is {run.state}: only a queued run can be held (it {what})",
-            )  # fmt: skip
+        what = _not_waiting(run)
+        if what is None and store.workers.has_live(tx, name):
+            what = "is with Slurm already"  # the front's pending job is its worker
+        if what is not None:
+            raise _wrong_state(run, what, "only a queued run can be held")
         store.runs.set_held(tx, name, caller.user, held_reason(caller.user))
         event = Reason(f"Held by {caller.user}", code=ReasonCode.HELD)
         store.events.add(tx, name, run.workspace, ReasonCode.HELD, event)
@@ -79,6 +88,9 @@ def release(service: Service, name: str, caller: Caller) -> str:
     """Release a held run: back in the order, in its place."""
     store = service.store
     with _changing(service, name, caller) as (tx, run):
+        what = _not_waiting(run)
+        if what is not None and (run.held_by is None or run.state in RunState.FINISHED):
+            raise _wrong_state(run, what, "only a held run can be released")
         if run.held_by is None:
             return "not held"
         waiting = Reason("Waiting for the scheduler", code=ReasonCode.WAITING)

@@ -95,6 +95,35 @@ def test_hold_refuses_a_started_or_finished_run_and_names_what_it_cannot_find(d:
     assert d.json("show", "busy")["held"] is False
 
 
+def test_release_refuses_a_started_or_finished_run_as_hold_does(d: Served) -> None:
+    _run(d, "quick", argv=("true",))
+    assert d.astra("wait", "quick").returncode == 0
+    _run(d, "dropped", "--hold")
+    assert d.astra("delete", "dropped").returncode == 0
+    wait_for(lambda: _state(d, "dropped") == "Cancelled", 20, "dropped cancelled")
+    _run(d, "busy", "--gpus", "1")
+    wait_for(lambda: _state(d, "busy") == "Running", 20, "busy running")
+    _run(d, "waiting", "--gpus", "2")
+    events = {name: len(_events(d, name)) for name in ("quick", "dropped", "busy")}
+
+    out = d.astra("release", "quick", "busy", "dropped", "waiting")
+    assert (out.returncode, out.stdout) == (1, "waiting: not held\n")  # harmless, as in Slurm
+    only = "only a held run can be released"
+    assert out.stderr.splitlines() == [
+        f"409 WRONG_STATE: run quick is Succeeded: {only} (it has finished)",
+        f"409 WRONG_STATE: run busy is Running: {only} (it has started)",
+        f"409 WRONG_STATE: run dropped is Cancelled: {only} (it has finished)",
+    ]
+    out = d.astra("hold", "dropped")  # held when it was cancelled: not 'already held'
+    assert (out.returncode, out.stderr) == (
+        1,
+        "409 WRONG_STATE: run dropped is Cancelled: only a queued run can be held"
+        " (it has finished)\n",
+    )
+    assert {name: len(_events(d, name)) for name in events} == events  # nothing changed
+    assert [d.json("show", n)["held"] for n in ("quick", "busy", "waiting")] == [False] * 3
+
+
 def test_run_hold_submits_it_held_and_the_state_survives_a_restart(d: Served) -> None:
     _run(d, "parked", "--hold", "--begin", "2036-12-02T03:00")
     run = d.json("show", "parked")
