@@ -36,6 +36,17 @@ def utc_minute(t: float, *, nearest: bool = False) -> str:
     return datetime.fromtimestamp(minute(t, nearest=nearest), UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def utc_second(t: float, now: float) -> str:
+    """A moment seconds to minutes away, as a reason says it: ``14:21:07 UTC``, to the
+    second it falls in (as the API's times and the START column say it), with its date
+    (``2026-10-02 00:01:07 UTC``) when that is not ``now``'s UTC day."""
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp(math.floor(t), UTC)
+    same_day = moment.date() == datetime.fromtimestamp(now, UTC).date()
+    return moment.strftime("%H:%M:%S UTC" if same_day else "%Y-%m-%d %H:%M:%S UTC")
+
+
 def unit_seconds(text: str) -> float:
     """The sum of ``text``'s amounts with units (``1h30m`` is 5400.0); 0 if it has none."""
     import re

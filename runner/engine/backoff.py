@@ -6,7 +6,8 @@ the run is then queued again but kept out of the order until its back-off has pa
 in a row up to ``restart_backoff_max`` (5 min), the shape of Kubernetes' crash-loop
 back-off. An attempt that ran ``RESET_AFTER`` (10 min) or longer starts the doubling
 again. While it waits the run holds nothing and is never the head, as a run before its
-begin time (runner/engine/holds.py); its reason says when it starts again.
+begin time (runner/engine/holds.py); its reason says when it starts again, as a time
+(``Restarting at 14:21:07 UTC``): a stored reason is not redrawn, so it cannot count down.
 
 An attempt that failed within ``AT_ONCE`` seconds of its start "exits at once": after
 ``AT_ONCE_TIMES`` of those in a row the reason and event say so, so that a typo in a
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.clock import Now
-from runner.durations import spoken
+from runner.durations import utc_second
 from runner.reasons import Reason, ReasonCode
 
 __all__ = ["AT_ONCE", "AT_ONCE_TIMES", "NO_BACKOFF", "RESET_AFTER", "Backoff", "Failure"]
@@ -71,9 +72,11 @@ class Failure:
     def at_once(self) -> bool:
         return self.quick >= AT_ONCE_TIMES
 
-    def restarting(self, what: str, restarts: int, limit: int) -> Reason:
-        """``Restarting in 40 s (restart 3 of 10): worker 0 exited with code 2``."""
-        wait = f" in {spoken(self.delay, exact=True)}" if self.delay > 0 else ""
+    def restarting(self, what: str, restarts: int, limit: int, now: float) -> Reason:
+        """``Restarting at 14:21:07 UTC (restart 3 of 10): worker 0 exited with code 2``:
+        the end of its back-off (``now`` + ``delay``, on the wall clock), as the run's
+        ``restart_at`` says it; ``Restarting (restart 3 of 10): …`` without a back-off."""
+        wait = f" at {utc_second(now + self.delay, now)}" if self.delay > 0 else ""
         text = f"Restarting{wait} (restart {restarts} of {limit}): {what}"
         if self.at_once:
             text += f"; {AT_ONCE_HINT}"

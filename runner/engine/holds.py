@@ -11,7 +11,7 @@ A held run's reason names who holds it, ``Held by alice``; another workspace rea
 time, so it is compared with the wall clock, not measured on the monotonic one: a
 run to begin at 03:00 UTC begins when the wall clock says 03:00 UTC. A back-off is an
 interval: measured on the monotonic clock. Its reason is the one its failure wrote
-(``Restarting in 40 s (restart 3 of 10): …``).
+(``Restarting at 14:21:07 UTC (restart 3 of 10): …``).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def _on_failures(
             now.wall,
         )
         return StopReason.FAILED
-    reason = failure.restarting(what, restarts, spec.restart_limit)
+    reason = failure.restarting(what, restarts, spec.restart_limit, now.wall)
     gang = spec.gang and spec.workers > 1
     request = StopReason.RESTART if gang else run.stop_request
     store.runs.request_stop(tx, run.name, request, reason, restarts=restarts)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -82,8 +83,8 @@ def test_a_leak_past_its_memory_ends_it_alone_and_says_so(
         "--", "sh", "-c", LEAK)  # fmt: skip
     wait_for(lambda: lab.json("show", "leak")["restarts"] >= 1, 30, "the leak's first end")
     reason = str(lab.json("show", "leak")["reason"])
-    assert reason.startswith("Restarting in 1 s (restart 1 of 10): worker 0 ran out of memory"
-                             " (asked 100MiB; its peak "), reason  # fmt: skip
+    assert re.match(r"Restarting at [-\d: ]+ UTC \(restart 1 of 10\): worker 0 ran out of memory"
+                    r" \(asked 100MiB; its peak ", reason), reason  # fmt: skip
     events = [e for e in lab.json("show", "leak")["events"] if e["kind"] == "Restarting"]
     assert "ran out of memory (asked 100MiB; its peak 100MiB)" in events[0]["message"]
     lab.astra("delete", "leak")

@@ -20,6 +20,8 @@ from runner.store.db import RunRow
 
 NOW = datetime(2026, 12, 1, 16, 30, 15, tzinfo=UTC).timestamp()
 MONO, BOOT = 5000.0, "boot-1"
+# the reason its failure wrote, 10 s after NOW (runner/engine/backoff.py)
+RESTARTING = "Restarting at 16:30:25 UTC (restart 1 of 10): worker 0 exited with code 2"
 
 
 def at(text: str) -> float:
@@ -118,14 +120,7 @@ def _row(name: str, *, held_by: str | None = None, begin: str | None = None,
     of BOOT (which reads MONO at NOW); its wall reading is an hour later, so a test sees
     which clock decides."""
     doc = run_document(name, ["true"], begin_at=begin)
-    reason = (
-        None
-        if rest is None
-        else Reason(
-            "Restarting in 10 s (restart 1 of 10): worker 0 exited with code 2",
-            code=ReasonCode.RESTARTING,
-        )
-    )
+    reason = None if rest is None else Reason(RESTARTING, code=ReasonCode.RESTARTING)
     return RunRow(
         name=name,
         workspace="vision",
@@ -187,8 +182,7 @@ def test_a_run_backing_off_is_kept_out_until_its_wait_ends_on_the_monotonic_cloc
     ]
     kept = kept_out(rows, lambda r: parse_spec(r.spec(), stored=True), _now(NOW))
     assert {n: (r.render(), r.code) for n, r in kept.reasons.items()} == {
-        "resting": ("Restarting in 10 s (restart 1 of 10): worker 0 exited with code 2",
-                    ReasonCode.RESTARTING),
+        "resting": (RESTARTING, ReasonCode.RESTARTING),
         "held": ("Held by bob", ReasonCode.HELD),
     }  # fmt: skip
     assert kept.resting == {"worker"} and kept.wake_in == 10

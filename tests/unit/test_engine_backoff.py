@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.durations import utc_second
 from runner.engine.backoff import AT_ONCE_HINT, Backoff, Failure
 from runner.reasons import ReasonCode
 from tests.unit.engine_fakes import Engine
@@ -50,12 +51,14 @@ def test_the_wait_doubles_up_to_its_most_and_the_budget_is_still_spent(tmp_path:
         )
         waits.append(_wait_until_started(e, "flaky", attempt, 60))
     assert waits == [10.0, 20.0, 40.0, 40.0]  # 10 s, doubled, at most 40 s
+    # the clock starts at 08:00:00 UTC; each failure says when its wait ends (failed at
+    # 08:00:01, 08:00:11.5, 08:00:32: 10 s, 20 s, 40 s later)
     assert reasons[:2] == [
-        "Restarting in 10 s (restart 1 of 4): worker 0 exited with code 2",
-        "Restarting in 20 s (restart 2 of 4): worker 0 exited with code 2",
+        "Restarting at 08:00:11 UTC (restart 1 of 4): worker 0 exited with code 2",
+        "Restarting at 08:00:31 UTC (restart 2 of 4): worker 0 exited with code 2",
     ]
     assert reasons[2] == (
-        f"Restarting in 40 s (restart 3 of 4): worker 0 exited with code 2; {AT_ONCE_HINT}"
+        f"Restarting at 08:01:12 UTC (restart 3 of 4): worker 0 exited with code 2; {AT_ONCE_HINT}"
     )
     _fail(e, "flaky")
     assert e.state("flaky") == "Failed"
@@ -77,7 +80,11 @@ def test_an_attempt_that_ran_ten_minutes_starts_the_wait_again_from_the_first(
         _wait_until_started(e, "long", attempt, 60)
     e.tick(600)  # this attempt runs ten minutes, then fails
     _fail(e, "long")
-    assert e.reason("long") == "Restarting in 10 s (restart 3 of 10): worker 0 exited with code 2"
+    failed = e.clock.wall()
+    assert e.reason("long") == (
+        f"Restarting at {utc_second(failed + 10, failed)} (restart 3 of 10):"
+        " worker 0 exited with code 2"
+    )
     assert _wait_until_started(e, "long", 4, 60) == 10.0
 
 
@@ -140,10 +147,22 @@ def test_a_failure_is_counted(
 def test_no_backoff_restarts_at_once() -> None:
     failure = Failure.of(Backoff(0, 0), 1, 3, 3)
     assert failure.delay == 0
-    assert failure.restarting("worker 0 exited with code 1", 4, 10).render() == (
+    now = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
+    assert failure.restarting("worker 0 exited with code 1", 4, 10, now).render() == (
         f"Restarting (restart 4 of 10): worker 0 exited with code 1; {AT_ONCE_HINT}"
     )
+
+
+def test_the_reason_says_when_the_wait_ends_not_how_long_it_is() -> None:
+    """A stored reason is not redrawn: a countdown in it would be wrong a minute later.
+    It says the time, to the second it falls in, with the date on another UTC day."""
+    now = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
     assert (
-        Failure(1, 0, 160).restarting("x", 1, 2).render()
-        == "Restarting in 2 min 40 s (restart 1 of 2): x"
+        Failure(1, 0, 160.7).restarting("x", 1, 2, now).render()
+        == "Restarting at 08:02:40 UTC (restart 1 of 2): x"
+    )
+    midnight = 1_800_057_600.0  # 2027-01-16 00:00:00 UTC
+    assert (
+        Failure(1, 0, 40).restarting("x", 1, 2, midnight - 10).render()
+        == "Restarting at 2027-01-16 00:00:30 UTC (restart 1 of 2): x"
     )
