@@ -91,27 +91,36 @@ class Learned:
             return stretch
 
 
-CLASSES = (-1, 0, 1)  # priority below, at or above 0 (``_class``)
+# a forecast made in its run's first hour in the queue, and one made later, are learned
+# from apart: most runs start within the hour, and their errors say little of the runs
+# still waiting after it, whose forecasts are most of those shown (measured: README,
+# "Start forecasts")
+FRESH = 3600.0
+# (priority below, at or above 0; made fresh or later) (``_class``)
+CLASSES = tuple((p, late) for p in (-1, 0, 1) for late in (False, True))
+Class = tuple[int, bool]
 
 
-def _class(priority: int) -> int:
-    """A run's priority class: later arrivals pass low-priority runs, not high ones, so
-    each class errs its own way."""
-    return (priority > 0) - (priority < 0)
+def _class(priority: int, waited: float) -> Class:
+    """The class of a forecast for a run of ``priority`` that has waited ``waited``
+    seconds since it was submitted: later arrivals pass low-priority runs, not high ones,
+    and the runs still waiting after an hour are not like those that start within it."""
+    return (priority > 0) - (priority < 0), waited >= FRESH
 
 
 class Forecaster:
     """Start forecasts from learned lengths (runner/planner/estimates.py ``with_forecasts``),
-    corrected by their past errors: the first forecast each waiting run was shown is kept
-    until it starts, and the wait it then had against the wait forecast calibrates the
-    next. (Every forecast a run is shown while it waits, kept alike, calibrates worse: the
-    runs that wait longest are learned from only once they start, late.) The 90 % start
-    is corrected by the errors of runs of its priority class (all runs' until its class
-    has enough) and said to the minute, rounded up; the likely one, where work without a
-    time limit is in its way (no bound), by the errors of forecasts that looked as far
-    ahead. Where every run in the way has a limit, the lengths are shares of those
-    limits and the likely start stands as replayed: corrected, it was further off
-    (measured: README, "Start forecasts")."""
+    corrected by their past errors: the first forecast each waiting run was shown, and
+    the first once it has waited an hour, are kept until it starts, and the wait it then
+    had against the wait forecast calibrates the next. (Every forecast a run is shown
+    while it waits, kept alike, calibrates worse: the runs that wait longest are learned
+    from only once they start, late.) The 90 % start is corrected by the errors of
+    forecasts of its class (``_class``: its priority, and whether it has waited an hour;
+    all forecasts' until its class has enough) and said to the minute, rounded up; the
+    likely one, where work without a time limit is in its way (no bound), by the errors
+    of forecasts that looked as far ahead. Where every run in the way has a limit, the
+    lengths are shares of those limits and the likely start stands as replayed:
+    corrected, it was further off (measured: README, "Start forecasts")."""
 
     def __init__(self, learned: Learned) -> None:
         self.learned = learned
@@ -120,8 +129,9 @@ class Forecaster:
         self.likely = ByHorizon()
         self.high = Errors()
         self.high_of = {c: Errors() for c in CLASSES}
-        # run -> its first forecast: made at, likely start, 90 % start, priority class
-        self._first: dict[str, tuple[float, float, float, int]] = {}
+        # (run, made after its first hour) -> the first forecast of that class: made at,
+        # likely start, 90 % start, class
+        self._first: dict[tuple[str, bool], tuple[float, float, float, Class]] = {}
         # run -> the likely and 90 % starts first shown for it (corrected), till it starts
         self._shown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
@@ -140,14 +150,14 @@ class Forecaster:
         for w in snapshot.waiting:
             if (e := made.get(w.name)) is not None and e.likely_by is not None:
                 made[w.name] = replace(e, likely_by=now + (e.likely_by - now) * stretch[w.priority])
-        classes = {w.name: _class(w.priority) for w in snapshot.waiting}
+        classes = {w.name: _class(w.priority, now - w.submitted_at) for w in snapshot.waiting}
         with self._lock:
             if record:
                 self._learn(now, made, classes)
             low = self.likely.factors(0.5, ())
             # the runs still waiting count for the 90 % start (or the longest waits would
             # count only once they start); for the likely one they made it worse (measured)
-            late: dict[int, list[float]] = {c: [] for c in CLASSES}
+            late: dict[Class, list[float]] = {c: [] for c in CLASSES}
             for at, _, by, c in self._first.values():
                 if by - at >= MIN_WAIT:
                     late[c].append((now - at) / (by - at))
@@ -155,7 +165,7 @@ class Forecaster:
             high = {c: self.high_of[c].factor(0.9, late[c]) for c in CLASSES}
             high = {c: overall if f is None else f for c, f in high.items()}
             out = {
-                name: self._corrected(e, now, low, high[classes.get(name, 0)])
+                name: self._corrected(e, now, low, high[classes.get(name, (0, False))])
                 for name, e in made.items()
             }
             if record:
@@ -170,11 +180,14 @@ class Forecaster:
         with self._lock:
             return self._shown.get(name)
 
-    def _learn(self, now: float, made: Mapping[str, Estimate], classes: Mapping[str, int]) -> None:
+    def _learn(
+        self, now: float, made: Mapping[str, Estimate], classes: Mapping[str, Class]
+    ) -> None:
         for name in [n for n in self._shown if n not in classes]:
             del self._shown[name]
-        for name in [n for n in self._first if n not in classes]:
-            at, likely, by, c = self._first.pop(name)
+        for key in [k for k in self._first if k[0] not in classes]:
+            name = key[0]
+            at, likely, by, c = self._first.pop(key)
             row = self.learned.store.runs.get(name)
             if row is None or row.started_at is None or row.started_at < at:
                 continue  # deleted, held or forgotten before it started: nothing to learn
@@ -183,8 +196,9 @@ class Forecaster:
                 self.high.observe(by - at, row.started_at - at)
                 self.high_of[c].observe(by - at, row.started_at - at)
         for name, e in made.items():
-            if name not in self._first and e.likely is not None and e.likely_by is not None:
-                self._first[name] = (now, e.likely, e.likely_by, classes.get(name, 0))
+            c = classes.get(name, (0, False))
+            if (name, c[1]) not in self._first and e.likely is not None and e.likely_by is not None:
+                self._first[name, c[1]] = (now, e.likely, e.likely_by, c)
 
     @staticmethod
     def _corrected(

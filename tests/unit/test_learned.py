@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from runner.engine.learned import Forecaster, Learned
+from runner.engine.learned import CLASSES, Forecaster, Learned, _class
 from runner.planner.estimates import Estimate
 from runner.planner.lengths import ByHorizon, Errors, Lengths, RunKey
 from tests.unit.engine_fakes import Engine
@@ -30,19 +30,26 @@ def test_finished_runs_are_learned_once_each_and_cancelled_ones_not_at_all(
     assert learned.lengths.sketches[("machine",)].total == 2
 
 
-def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path: Path) -> None:
-    """Runs like ``job-*`` took 100 s; the next one runs 300 s. The run waiting behind it
-    was forecast to start in ~100 s and waited 300: the next forecast is three times longer."""
+def _behind_one(tmp_path: Path, took: float) -> tuple[Engine, Forecaster]:
+    """One GPU: five runs ``job-*`` took ``took`` s each, job-5 runs, and next-0 waits
+    behind it; forecasts corrected from the first error seen."""
     e = Engine(tmp_path, gpus=1)
     forecaster = e.loop.forecaster
     forecaster.likely, forecaster.high = ByHorizon(min_seen=1), Errors(min_seen=1)
-    forecaster.high_of = {c: Errors(min_seen=1) for c in (-1, 0, 1)}
+    forecaster.high_of = {c: Errors(min_seen=1) for c in CLASSES}
     for i in range(5):
-        e.ran(f"job-{i}", 100, gpus=1)
+        e.ran(f"job-{i}", took, gpus=1)
     e.submit("job-5", gpus=1)
     e.tick()
     e.submit("next-0", gpus=1)
     e.tick()
+    return e, forecaster
+
+
+def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path: Path) -> None:
+    """Runs like ``job-*`` took 100 s; the next one runs 300 s. The run waiting behind it
+    was forecast to start in ~100 s and waited 300: the next forecast is three times longer."""
+    e, forecaster = _behind_one(tmp_path, took=100)
     first = e.loop.estimates()["next-0"]
     now = e.clock()
     assert first.likely is not None and 80 <= first.likely - now <= 120  # as job-* took
@@ -56,11 +63,51 @@ def test_forecasts_are_corrected_by_how_late_runs_started_against_them(tmp_path:
     second = e.loop.estimates()["next-1"]
     assert second.likely is not None and second.likely_by is not None
     assert len(forecaster.likely.all.ratios) == 1 and 2.5 <= forecaster.likely.all.ratios[0] <= 3.5
-    # its 90 % error counts for its priority class (0) and for all, not for the others
-    assert [len(forecaster.high_of[c].ratios) for c in (-1, 0, 1)] == [0, 1, 0]
+    # its 90 % error counts for its class (priority 0, made in its first hour) and for
+    # all, not for the others
+    assert {
+        c: len(forecaster.high_of[c].ratios) for c in CLASSES if forecaster.high_of[c].ratios
+    } == {(0, False): 1}
     assert len(forecaster.high.ratios) == 1
     # next-0 is forecast ~100 s (the workspace's runs): corrected, three times that
     assert 250 <= second.likely - now <= 400 and second.likely <= second.likely_by
+
+
+def test_forecasts_made_after_an_hour_of_waiting_learn_from_their_own_kind(
+    tmp_path: Path,
+) -> None:
+    """A run waits two hours behind work that ran far longer than runs like it. Its
+    forecast at submit and its forecast once it had waited an hour each err their own
+    way, and each corrects only the forecasts of its kind: a run just submitted by the
+    first, a run that has waited an hour by the second."""
+    assert [_class(5, 0), _class(0, 3599), _class(-2, 3600)] == [(1, False), (0, False), (-1, True)]
+    e, forecaster = _behind_one(tmp_path, took=600)
+    e.loop.estimates()
+    e.tick(3700)  # next-0 has waited an hour: its first forecast of the later kind
+    e.loop.estimates()
+    assert {k[1] for k in forecaster._first if k[0] == "next-0"} == {False, True}
+    e.tick(3500)
+    e.executor.exit("job-5", 0)
+    e.tick()
+    assert e.state("next-0") == "Running"
+    e.loop.estimates()  # learned from once it started: each forecast for its own kind
+    fresh, late = forecaster.high_of[0, False].ratios, forecaster.high_of[0, True].ratios
+    assert len(fresh) == 1 and len(late) == 1 and len(forecaster.high.ratios) == 2
+
+    def by(fresh_factor: float, late_factor: float) -> float:
+        """next-1's 90 % start from now, with each kind's errors a ratio as given."""
+        for late, factor in ((False, fresh_factor), (True, late_factor)):
+            forecaster.high_of[0, late] = Errors(min_seen=1)
+            forecaster.high_of[0, late].observe(100, 100 * factor)
+        made = e.loop.estimates()["next-1"]
+        assert made.likely_by is not None
+        return made.likely_by - e.clock()
+
+    e.submit("next-1", gpus=1)  # behind next-0
+    e.tick()
+    assert by(10, 1) > 5 * by(1, 10)  # just submitted: corrected as fresh forecasts erred
+    e.tick(3700)
+    assert by(1, 10) > 5 * by(10, 1)  # waited an hour: as the later ones erred
 
 
 def test_errors_change_nothing_before_enough_are_seen() -> None:
