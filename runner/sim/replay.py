@@ -342,10 +342,12 @@ def calibration(
     against the start that followed each: a run preempted and waiting again is checked
     against its next start, not the first it had before the forecast."""
     attempts = {o.name: list(o.starts) for o in outcomes}
+    priority = {o.name: o.priority for o in outcomes}
     likely_errors: list[float] = []
     bound_errors: list[float] = []
     kept = 0
     by_run: list[tuple[int, int]] = []  # each run's forecasts kept, and checked
+    by_priority: dict[int, list[int]] = {}  # priority -> [kept, checked]
     for name, made in forecasts.items():
         checked_before, kept_before = len(likely_errors), kept
         for at, first, last, bound in made:
@@ -357,10 +359,14 @@ def calibration(
             if bound is not None:
                 bound_errors.append(abs(start - bound))
         if len(likely_errors) > checked_before:
-            by_run.append((kept - kept_before, len(likely_errors) - checked_before))
+            run = (kept - kept_before, len(likely_errors) - checked_before)
+            by_run.append(run)
+            counts = by_priority.setdefault(priority.get(name, 0), [0, 0])
+            counts[0], counts[1] = counts[0] + run[0], counts[1] + run[1]
     return Calibration(
         len(likely_errors), kept, _median(likely_errors), len(bound_errors),
         _median(bound_errors), kept_interval(by_run),
+        tuple((p, k, n) for p, (k, n) in sorted(by_priority.items(), reverse=True)),
     )  # fmt: skip
 
 

@@ -62,10 +62,17 @@ class Calibration:
     # the 95 % interval of the share kept, the runs drawn again with their forecasts (a
     # run's forecasts hour after hour rise and fall together: they are not independent)
     kept_interval: tuple[float, float] = (0.0, 0.0)
+    # by the runs' priority, high to low: (priority, kept, forecasts); a class may miss
+    # one way and another the other way while all together are in the band
+    kept_by_priority: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def kept_share(self) -> float:
         return self.kept / self.forecasts if self.forecasts else 0.0
+
+    def kept_of(self, priority: int) -> tuple[int, int] | None:
+        """The forecasts kept, and checked, of runs of ``priority`` (None: none checked)."""
+        return next(((k, n) for p, k, n in self.kept_by_priority if p == priority), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +276,9 @@ def summary_json(summary: Summary) -> dict[str, object]:
             "bounds": summary.calibration.bounds,
             "bound_error": summary.calibration.bound_error,
             "kept_p90_interval": list(summary.calibration.kept_interval),
+            "kept_p90_by_priority": {
+                str(p): [k, n] for p, k, n in summary.calibration.kept_by_priority
+            },
         },
         "estimates": summary.estimates,
         "unfinished": summary.unfinished,
@@ -316,6 +326,11 @@ def _kept(c: Calibration | None) -> str:
     return f"{_percent(c.kept_share)} of {c.forecasts} ({_percent(low)}-{_percent(high)})"
 
 
+def _kept_of(c: Calibration | None, priority: int) -> str:
+    found = None if c is None else c.kept_of(priority)
+    return "-" if found is None else f"{_percent(found[0] / found[1])} of {found[1]}"
+
+
 def _error(c: Calibration | None, likely: bool) -> str:
     if c is None or not (c.forecasts if likely else c.bounds):
         return "-"
@@ -358,6 +373,15 @@ def _rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         row("estimates late", lambda s: f"{s.late} of {s.estimates}" if s.estimates else "-"),
         row("  overtaken by later work", lambda s: f"{s.overtaken}" if s.estimates else "-"),
         row("started by the 90% forecast", lambda s: _kept(s.calibration)),
+    ]
+    kept_priorities = sorted(
+        {p for s in summaries if s.calibration for p, *_ in s.calibration.kept_by_priority},
+        reverse=True,
+    )
+    rows += [
+        (f"  prio {p}", [_kept_of(s.calibration, p) for s in summaries]) for p in kept_priorities
+    ]
+    rows += [
         row("  likely start's error (p50)", lambda s: _error(s.calibration, True)),
         row("  the bound's error (p50)", lambda s: _error(s.calibration, False)),
         row("unfinished", lambda s: str(s.unfinished)),

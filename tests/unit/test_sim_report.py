@@ -228,7 +228,8 @@ def test_the_table_columns_line_up_and_fit() -> None:
 
 def test_the_forecasts_calibration_has_its_rows_and_json() -> None:
     calibration = Calibration(forecasts=10, kept=9, likely_error=120, bounds=8, bound_error=600,
-                              kept_interval=(0.7, 1.0))  # fmt: skip
+                              kept_interval=(0.7, 1.0),
+                              kept_by_priority=((100, 4, 4), (-5, 5, 6)))  # fmt: skip
     measured = summarise("astraeus", machine(), gpus=4, calibration=calibration)
     table = render_table([summarise("fifo", machine(), gpus=4), measured])
     assert _row(table, "started by the 90% forecast") == [
@@ -238,11 +239,13 @@ def test_the_forecasts_calibration_has_its_rows_and_json() -> None:
         "10",
         "(70.0%-100.0%)",
     ]
+    assert _row(table, "  prio 100") == ["-", "100.0%", "of", "4"]
+    assert _row(table, "  prio -5") == ["-", "83.3%", "of", "6"]
     assert _row(table, "  likely start's error (p50)") == ["-", "2m"]
     assert _row(table, "  the bound's error (p50)") == ["-", "10m"]
     assert summary_json(measured)["forecasts"] == {
         "forecasts": 10, "kept_p90": 9, "likely_error": 120, "bounds": 8, "bound_error": 600,
-        "kept_p90_interval": [0.7, 1.0],
+        "kept_p90_interval": [0.7, 1.0], "kept_p90_by_priority": {"100": [4, 4], "-5": [5, 6]},
     }  # fmt: skip
 
 
@@ -271,6 +274,9 @@ def test_the_share_kept_has_an_interval_from_the_runs_drawn_again() -> None:
     made["r19"] = [(float(t), 500.0, 900.0, None) for t in range(100)]  # every one missed
     c = calibration(made, runs)
     assert (c.forecasts, c.kept) == (290, 190)
+    assert c.kept_by_priority == ((0, 190, 290),)
+    runs[19] = replace(runs[19], priority=100)  # the one run missed: its class's share
+    assert calibration(made, runs).kept_by_priority == ((100, 0, 100), (0, 190, 190))
     low, high = c.kept_interval
     assert low < c.kept_share < high  # 190 of 290: 65.5 %
     assert low < 0.4 and high == 1.0  # a third of the draws miss r19: all kept
