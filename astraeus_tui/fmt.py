@@ -44,7 +44,7 @@ def bar(fraction: float | None, width: int, style: str = "green") -> Text:
 
 
 def over_quota(run: Run) -> bool:
-    """Waits for its workspace's quota, and only for it (a paused run waits to run again)."""
+    """Waits for its namespace's quota, and only for it (a paused run waits to run again)."""
     queued = run.state == RunState.QUEUED and not run.paused
     return queued and run.reason_code in QUOTA_CODES
 

@@ -367,7 +367,7 @@ class QueueModel:
 
 
 def _dim_over_quota(run: Run, cell: Text) -> Text:
-    """``cell``, dimmed while its run waits only for its workspace's quota (as its row is)."""
+    """``cell``, dimmed while its run waits only for its namespace's quota (as its row is)."""
     if over_quota(run):
         cell.stylize("dim")
     return cell

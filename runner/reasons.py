@@ -1,7 +1,7 @@
 """Reasons and events as the daemon gives them: a code for programs, text for people.
 
 A :class:`Reason` names runs by :class:`RunRef` and is rendered per :class:`Viewer`:
-a run of a workspace the viewer may not see reads ``a job in another workspace``.
+a run of a workspace the viewer may not see reads ``a job in another namespace``.
 Every reason and event carries a :class:`ReasonCode` (docs/api.md lists them).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-ANONYMOUS_RUN = "a job in another workspace"
+ANONYMOUS_RUN = "a job in another namespace"
 
 
 class ReasonCode(StrEnum):
@@ -23,7 +23,7 @@ class ReasonCode(StrEnum):
     # why a queued run waits (the planner)
     HEAD_WAITS = "HEAD_WAITS"  # the head: next to run, waits for running work to end
     QUEUED_BEHIND = "QUEUED_BEHIND"
-    QUOTA_WAIT = "QUOTA_WAIT"  # over its workspace's quota for now
+    QUOTA_WAIT = "QUOTA_WAIT"  # over its namespace's quota for now
     QUOTA_OVER = "QUOTA_OVER"  # asks for more than the quota allows at all
     TOO_LARGE = "TOO_LARGE"
     GPU_MEMORY_WAIT = "GPU_MEMORY_WAIT"  # the head, shared: waits for memory on its GPUs
@@ -121,7 +121,7 @@ class Reason:
 
     ``template`` holds ``{0}``, ``{1}``…; placeholder ``{i}`` takes the group
     of runs ``refs[i]``, joined (``"a, b"``). A run the viewer may not see is
-    rendered as ``a job in another workspace``.
+    rendered as ``a job in another namespace``.
     """
 
     template: str
@@ -196,7 +196,7 @@ def join_runs(names: list[str]) -> str:
     if hidden == 1:
         named.append(ANONYMOUS_RUN)
     elif hidden > 1:
-        named.append(f"{hidden} jobs in other workspaces")
+        named.append(f"{hidden} jobs in other namespaces")
     return ", ".join(named)
 
 

@@ -60,7 +60,7 @@ class _Wire(msgspec.Struct, frozen=True, omit_defaults=False):
 
 class Run(_Wire, frozen=True, kw_only=True):
     """One run for one viewer: another workspace's run has ``visible`` false, its name
-    ``a job in another workspace`` and no owner, uid or group. ``reason`` is for people,
+    ``a job in another namespace`` and no owner, uid or group. ``reason`` is for people,
     ``reason_code`` (a runner.model.ReasonCode value) for programs."""
 
     id: str
@@ -430,7 +430,7 @@ class TelemetryRun(_Wire, frozen=True, kw_only=True):
     core) and ``memory_bytes`` (resident) over its process trees, ``gpu_memory_bytes``
     (NVML's per-process memory of its processes; on simulated GPUs, theirs),
     ``gpu_util`` (its GPUs' mean). Another workspace's run is named as in
-    ``GET /v1/runs``: ``visible`` false, ``a job in another workspace``, no uid."""
+    ``GET /v1/runs``: ``visible`` false, ``a job in another namespace``, no uid."""
 
     uid: str | None = None
     name: str

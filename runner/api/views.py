@@ -1,7 +1,7 @@
 """The JSON objects of docs/api.md, rendered for one viewer through runner/schema.py.
 
 Another workspace's run is never named to a member: its name reads
-``a job in another workspace`` and its owner is hidden; its events are not shown.
+``a job in another namespace`` and its owner is hidden; its events are not shown.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class GroupControl:
 
         A firing skipped or refused for the same cause as the one before it writes no
         event: a per-second schedule behind a long run adds one event, not one a second.
-        A firing whose name is taken (a run of the schedule's own workspace took it first)
+        A firing whose name is taken (a run of the schedule's own namespace took it first)
         is named with a suffix (``-2`` … ``-9``) and starts anyway; its event says so.
         """
         spec = self._spec(group)

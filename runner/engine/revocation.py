@@ -21,13 +21,13 @@ from runner.reasons import Reason, ReasonCode
 from runner.store.db import RunRow
 
 # Never names the owner: the reason is shown to every caller (another workspace reads
-# the run as "a job in another workspace", and its reason must not say whose it is).
+# the run as "a job in another namespace", and its reason must not say whose it is).
 NOT_A_MEMBER = (
-    "Waits: its owner is no longer a member of workspace {workspace} "
+    "Waits: its owner is no longer a member of namespace {workspace} "
     "(the owner or an admin may delete it)"
 )
 NO_WORKSPACE = (
-    "Waits: workspace {workspace} is no longer in the config (its owner or an admin may delete it)"
+    "Waits: namespace {workspace} is no longer in the config (its owner or an admin may delete it)"
 )
 
 Authorise = Callable[[str, str], str | None]  # (owner, workspace) -> why not; None: allowed

@@ -69,7 +69,7 @@ def quota_reason(
         if limit is not None and asked > limit:
             a, lim = format_amount(name, asked), format_amount(name, limit)
             text = (
-                "Waits for more than the workspace's quota allows at all "
+                "Waits for more than the namespace's quota allows at all "
                 f"({name} {a} > {lim}): raise the quota or ask for less."
             )
             event = quota_reached(f"{name} {a} asked > {lim} (more than the quota allows at all)")
@@ -79,7 +79,7 @@ def quota_reason(
         if limit is not None and in_use + asked > limit:
             u, a = format_amount(name, in_use), format_amount(name, asked)
             text = f"{name} {u} in use + {a} asked > {format_amount(name, limit)}"
-            check = Reason(f"Waits for workspace quota: {text}", code=ReasonCode.QUOTA_WAIT)
+            check = Reason(f"Waits for namespace quota: {text}", code=ReasonCode.QUOTA_WAIT)
             return check, quota_reached(text)
     return None
 

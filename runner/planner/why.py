@@ -89,7 +89,7 @@ def _ahead_line(snapshot: Snapshot, result: Plan, run: WaitingRun, name: _Namer)
     mine, theirs = _share(snapshot, run.workspace), _share(snapshot, ahead.workspace)
     if ahead.workspace != run.workspace and theirs < mine:
         return line + (
-            f": behind {who}: workspace {ahead.workspace}'s share/weight {theirs:.2f} is below "
+            f": behind {who}: namespace {ahead.workspace}'s share/weight {theirs:.2f} is below "
             f"{run.workspace}'s {mine:.2f}."
         )
     when = datetime.fromtimestamp(ahead.submitted_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -202,17 +202,17 @@ def _quota_verdict(snapshot: Snapshot, run: WaitingRun) -> Verdict:
     ws = snapshot.workspaces.get(run.workspace)
     if ws is None or not ws.preempt_within_quota:
         text = (
-            "No preemption: a run over its workspace's quota waits for it; only the head "
-            "preempts (the workspace's preempt_within_quota is off)"
+            "No preemption: a run over its namespace's quota waits for it; only the head "
+            "preempts (the namespace's preempt_within_quota is off)"
         )
         return Verdict(_C.NO_PREEMPTION_QUOTA, text)
     lower = [u for u in snapshot.running
              if u.workspace == run.workspace and u.priority < run.priority]  # fmt: skip
     if not lower:
-        text = "No preemption: none of its workspace's running work has a lower priority"
+        text = "No preemption: none of its namespace's running work has a lower priority"
     else:
         text = (
-            "No preemption: stopping its workspace's lower-priority work would not bring it "
+            "No preemption: stopping its namespace's lower-priority work would not bring it "
             "within the quota, or the room it would free is not free on the machine"
         )
     return Verdict(_C.NO_PREEMPTION_QUOTA, text)
@@ -318,7 +318,7 @@ def _share_lever(
         moved = plan(later, end)
         if moved.order.index(run.name) < position:
             return (
-                f"When {name(unit.run)} of your workspace ends (by {utc_minute(end)}) its share "
+                f"When {name(unit.run)} of your namespace ends (by {utc_minute(end)}) its share "
                 "drops and it moves ahead."
             )
     return None

@@ -57,7 +57,7 @@ class Caller:
         """403 unless the caller may act on ``what`` (``run a``, ``group b``) in ``workspace``."""
         if not self.may_act_on(workspace):
             raise ServiceError(
-                403, "FORBIDDEN", f"{what} belongs to a workspace you are not a member of"
+                403, "FORBIDDEN", f"{what} belongs to a namespace you are not a member of"
             )
 
 

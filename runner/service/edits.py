@@ -2,7 +2,7 @@
 
 A waiting run is checked as a submit is (the spec's validators, the workspace's priority
 cap, the back end's check), and more: an edit that would ask for more than the
-machine has, or more than its workspace's quota allows at all, is refused (a submit
+machine has, or more than its namespace's quota allows at all, is refused (a submit
 queues such a run with its reason; an edit is a deliberate change and is told at once).
 On any refusal nothing changes. A running run may only change its time limit: a member
 may shorten it, an admin may also lengthen it (Slurm's rule). The time limit is still
@@ -100,7 +100,7 @@ def _lengthens(old: int | None, new: int | None) -> bool:
 
 
 def _check_fits(spec: RunSpec, workspace: str, service: Service, capacity: Resources) -> None:
-    """The edited run could ever start: within the machine and its workspace's quota."""
+    """The edited run could ever start: within the machine and its namespace's quota."""
     ask = spec.total_resources() if spec.gang else spec.worker_resources()
     for name, asked, total in zip(
         RESOURCE_NAMES, machine_amounts(ask), machine_amounts(capacity), strict=True
@@ -117,7 +117,7 @@ def _check_fits(spec: RunSpec, workspace: str, service: Service, capacity: Resou
             a, lim = format_amount(name, asked), format_amount(name, limit)
             raise ServiceError(
                 422, "INVALID_SPEC",
-                f"{name}: asks for {a}, more than workspace {workspace}'s quota of {lim} allows",
+                f"{name}: asks for {a}, more than namespace {workspace}'s quota of {lim} allows",
             )  # fmt: skip
 
 

@@ -20,8 +20,8 @@ from runner.service.usage import UsageReport, history, usage_report
 from runner.store.counts import event_counts_since
 from runner.store.db import EventRow, RunRow, Store, WorkerRow
 
-DETAILS_PRIVATE = "a job in another workspace: details are private"
-LOGS_PRIVATE = "a job in another workspace: its logs are private"
+DETAILS_PRIVATE = "a job in another namespace: details are private"
+LOGS_PRIVATE = "a job in another namespace: its logs are private"
 
 
 def event_visible(e: EventRow, viewer: Viewer) -> bool:

@@ -100,7 +100,7 @@ class Service(Reads):
             raise ServiceError(422, "INVALID_SPEC", f"metadata.workspace: no workspace {name}")
         if not caller.may_act_on(name):
             raise ServiceError(
-                403, "FORBIDDEN", f"{caller.user} is not a member of workspace {name}"
+                403, "FORBIDDEN", f"{caller.user} is not a member of namespace {name}"
             )
         return name
 
@@ -121,7 +121,7 @@ class Service(Reads):
             raise ServiceError(
                 403,
                 "PRIORITY_NOT_ALLOWED",
-                f"priority {priority} is above workspace {workspace}'s maximum of {cap}",
+                f"priority {priority} is above namespace {workspace}'s maximum of {cap}",
             )
 
     def _check_drives(self, spec: RunSpec, workspace: str) -> None:
@@ -130,7 +130,7 @@ class Service(Reads):
                 raise ServiceError(422, "INVALID_SPEC", f"drive {ref.name} does not exist")
             if not self.config.drive_allowed(ref.name, workspace):
                 raise ServiceError(
-                    403, "DRIVE_NOT_ALLOWED", f"workspace {workspace} may not mount {ref.name}"
+                    403, "DRIVE_NOT_ALLOWED", f"namespace {workspace} may not mount {ref.name}"
                 )
 
     def _visible_run(self, name: str, caller: Caller) -> RunRow:
@@ -180,7 +180,7 @@ class Service(Reads):
         return workspace
 
     def _check_not_a_firing(self, name: str, workspace: str) -> None:
-        """A name of the form a schedule of another workspace gives its firings
+        """A name of the form a schedule of another namespace gives its firings
         (``<schedule>-YYYYMMDD-HHMMSS``, with a suffix or not) is kept for it: taken
         first, it would keep that schedule from firing."""
         schedule = schedule_of_firing(name)

@@ -13,7 +13,7 @@ reason ``Resources``; jobs behind it wait for ``Priority``. So:
 - anything else in Slurm's own words: ``Slurm: <Reason>``.
 
 P is the Astraeus priority, ``-nice``. Jobs name runs through :class:`RunRef`,
-so another workspace's run reads ``a job in another workspace``; a job that
+so another workspace's run reads ``a job in another namespace``; a job that
 Astraeus did not submit belongs to the workspace ``slurm:<account or user>``,
 which no member has.
 """
@@ -73,7 +73,7 @@ def describe(
 ) -> Reason | None:
     """Why ``job`` is where it is, among the jobs of ``queue``; None when it runs or succeeded.
 
-    ``quota_message`` is the caller's quota message (``Waits for workspace quota: gpus
+    ``quota_message`` is the caller's quota message (``Waits for namespace quota: gpus
     6 in use + 4 asked > 8``) for a job that waits on a QOS or association limit.
     """
     state = run_state(job)
@@ -149,10 +149,10 @@ def behind_message(head: RunRef, starts: float | None) -> Reason:
 def _quota_words(reason: str) -> str:
     if "PerJob" in reason:
         return (
-            "Waits for more than the workspace's quota allows at all "
+            "Waits for more than the namespace's quota allows at all "
             f"(Slurm: {reason}): raise the quota or ask for less."
         )
-    return f"Waits for workspace quota (Slurm: {reason})"
+    return f"Waits for namespace quota (Slurm: {reason})"
 
 
 def _finished(job: SlurmJob) -> str:

@@ -38,7 +38,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "drive-unknown.json": (SPEC, "drive nosuch does not exist"),
     "drive-other-workspace.json": (
         "403 DRIVE_NOT_ALLOWED",
-        "workspace vision may not mount secret",
+        "namespace vision may not mount secret",
     ),
     "drive-mode-shared.json": (SPEC, f"{REF}.mode: must be 'ReadWrite' or 'ReadOnly'"),
     "mount-dotdot.json": (SPEC, f"{REF}.mount_path: must not contain '..'"),
@@ -102,7 +102,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "time-limit-float.json": (SPEC, f"{TASK}.time_limit_seconds: must be a positive whole"),
     "priority-over-cap.json": (
         "403 PRIORITY_NOT_ALLOWED",
-        "priority 50 is above workspace vision's maximum of 10",
+        "priority 50 is above namespace vision's maximum of 10",
     ),
     "workspace-unknown.json": (SPEC, "metadata.workspace: no workspace nosuch"),
     # encodings and syntax
@@ -125,7 +125,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "sbatch-mount-flags.sbatch": (SPEC, "mount flags must be ro or rw, got 'rshared'"),
     "sbatch-other-drive.sbatch": (
         "403 DRIVE_NOT_ALLOWED",
-        "workspace vision may not mount secret",
+        "namespace vision may not mount secret",
     ),
     "sbatch-remap-root.sbatch": (SPEC, f"#SBATCH --container-remap-root: {UNSUPPORTED}"),
     "sbatch-privileged.sbatch": (SPEC, f"#SBATCH --privileged: {UNSUPPORTED}"),

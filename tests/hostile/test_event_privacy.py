@@ -28,7 +28,7 @@ from tests.support.users import fork_as
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h6", "astra-h6-a", "astra-h6-b"
 SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
-PRIVATE = "403 FORBIDDEN: a job in another workspace: details are private"
+PRIVATE = "403 FORBIDDEN: a job in another namespace: details are private"
 CONFIG = two_tenants(GROUP, ALICE, BOB, vision="max_priority = 10", nlp="quota = { workers = 1 }")
 
 
@@ -174,8 +174,8 @@ def test_the_quota_event_of_a_preempted_run_names_no_preemptor(
     assert "alice-urgent" not in json.dumps(bobs)
     reason = as_user(bob, lab.socket, lambda c: c.show("bob-first"))["ok"]["reason"]
     assert reason == (
-        "Preempted by higher-priority work (a job in another workspace); waiting to run"
-        " again. Waits for workspace quota: workers 1 in use + 1 asked > 1"
+        "Preempted by higher-priority work (a job in another namespace); waiting to run"
+        " again. Waits for namespace quota: workers 1 in use + 1 asked > 1"
     )
     alices = as_user(alice, lab.socket, lambda c: list(c.events()))["ok"]
     assert {e["run"] for e in alices} == {"alice-urgent"}
@@ -201,6 +201,6 @@ def test_an_error_of_another_workspace_s_run_is_not_shown_in_its_reason(
     listed = as_user(users[ALICE], lab.socket, lambda c: c.runs(all=1))["ok"]
     (theirs,) = [r for r in listed if r["workspace"] == "nlp"]
     assert (theirs["name"], theirs["reason"]) == (
-        "a job in another workspace",
+        "a job in another namespace",
         "details are private",
     )

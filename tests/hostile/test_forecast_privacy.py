@@ -1,4 +1,4 @@
-"""Start forecasts learned from another workspace's runs never name those runs or say
+"""Start forecasts learned from another namespace's runs never name those runs or say
 how long they took.
 
 Real Unix users against one daemon: bob (nlp) has a history of finished runs and one
@@ -37,7 +37,7 @@ def run(name: str, workspace: str, seconds: int, gpus: int) -> dict[str, Any]:
     return {"metadata": {"name": name, "workspace": workspace}, "spec": {"task_template": task}}
 
 
-def test_a_forecast_from_another_workspaces_runs_names_none_of_them(
+def test_a_forecast_from_another_namespaces_runs_names_none_of_them(
     served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
 ) -> None:
     d = served(CONFIG, gpus=2)

@@ -65,14 +65,14 @@ def test_a_member_cannot_mount_another_workspace_s_drive(
 ) -> None:
     alice, before = users[ALICE], db_state(lab.home)
     answer = as_user(alice, lab.socket, lambda c: c.submit(spec("a", "vision", "nlp-data")))
-    assert answer["error"] == "403 DRIVE_NOT_ALLOWED: workspace vision may not mount nlp-data"
+    assert answer["error"] == "403 DRIVE_NOT_ALLOWED: namespace vision may not mount nlp-data"
     answer = as_user(alice, lab.socket, lambda c: c.submit(spec("a", "nlp", "nlp-data")))
-    assert answer["error"] == f"403 FORBIDDEN: {ALICE} is not a member of workspace nlp"
+    assert answer["error"] == f"403 FORBIDDEN: {ALICE} is not a member of namespace nlp"
     script = "#!/bin/bash\n#SBATCH --container-image=local\n"
     script += "#SBATCH --container-mounts=nlp-data:/data\ntrue\n"
     batch = parse_sbatch(script, name_hint="job")  # as `astra slurm sbatch` does, as alice
     answer = as_user(alice, lab.socket, lambda c: c.submit(spec_to_dict(batch)))
-    assert answer["error"].startswith("403 DRIVE_NOT_ALLOWED: workspace vision may not")
+    assert answer["error"].startswith("403 DRIVE_NOT_ALLOWED: namespace vision may not")
     assert db_state(lab.home) == before
     ok = as_user(users[BOB], lab.socket, lambda c: c.submit(spec("b", "nlp", "nlp-data")))
     assert ok["ok"]["name"] == "b"  # the control: nlp's member mounts nlp's drive

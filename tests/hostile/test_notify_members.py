@@ -117,4 +117,4 @@ def test_a_preempted_members_notification_never_names_the_other_workspace(
     wait_for(lambda: receiver.events_of("alice-long") == ["preempted"], message="preempted")
     [notice] = receiver.notices()
     assert "bob-urgent" not in json.dumps(receiver.posts)
-    assert "a job in another workspace" in notice["reason"]
+    assert "a job in another namespace" in notice["reason"]

@@ -84,8 +84,8 @@ def test_a_date_that_never_comes_is_refused_in_one_line(
 def test_a_schedules_firing_names_are_its_own(
     served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
 ) -> None:
-    """Another workspace cannot take the name a firing will use; a name its own
-    workspace took first gets a suffix, and the firing starts anyway."""
+    """Another namespace cannot take the name a firing will use; a name its own
+    namespace took first gets a suffix, and the firing starts anyway."""
     d = served(CONFIG, gpus=2)
     soon = (datetime.now().astimezone() + timedelta(seconds=5)).replace(microsecond=0)
     name = "nightly" + soon.strftime("-%Y%m%d-%H%M%S")

@@ -1,8 +1,8 @@
-"""A shared GPU's shares name another workspace's run to nobody but admins.
+"""A shared GPU's shares name another namespace's run to nobody but admins.
 
 Real Unix users against one daemon: alice in vision and bob in nlp share GPU 0 by
 memory. `GET /v1/gpus` (and `astra gpus`) tells alice her own run's share by name and
-bob's as `a job in another workspace`, with its memory: what is free on the GPU is
+bob's as `a job in another namespace`, with its memory: what is free on the GPU is
 hers to know, whose it is not.
 """
 
@@ -36,7 +36,7 @@ def shared(name: str, gib: int, workspace: str) -> dict[str, Any]:
 users = users_fixture(GROUP, ALICE, BOB)
 
 
-def test_another_workspaces_share_is_anonymous(
+def test_another_namespaces_share_is_anonymous(
     served: Callable[..., Served], users: dict[str, pwd.struct_passwd]
 ) -> None:
     d = served(CONFIG, gpus=1)
@@ -73,7 +73,7 @@ def test_shared_runs_cannot_pass_a_gpus_quota(
     waiting = [d.json("show", f"big-{i}") for i in range(4)]
     waiting = [r for r in waiting if r["state"] == "Queued"]
     assert len(waiting) == 2
-    assert all("Waits for workspace quota: gpus 2 in use + 1 asked > 2" in r["reason"]
+    assert all("Waits for namespace quota: gpus 2 in use + 1 asked > 2" in r["reason"]
                for r in waiting), [r["reason"] for r in waiting]  # fmt: skip
     [vision] = [w for w in as_user(alice, d.socket, lambda c: c.workspaces())["ok"]
                 if w["name"] == "vision"]  # fmt: skip

@@ -30,7 +30,7 @@ from tests.support.users import fork_as
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users needs root")
 GROUP, ALICE, BOB = "astra-h9", "astra-h9-a", "astra-h9-b"
 SLEEP = ["sleep", "600"]  # the users cannot run this checkout's interpreter
-ANONYMOUS = "a job in another workspace"
+ANONYMOUS = "a job in another namespace"
 CONFIG = two_tenants(GROUP, ALICE, BOB)
 
 

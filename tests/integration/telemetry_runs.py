@@ -16,7 +16,7 @@ WORK = HOLD.replace(
     " while time.monotonic() - t < 0.01: pass\n time.sleep(0.01)",
 )
 
-ANON = "a job in another workspace"
+ANON = "a job in another namespace"
 
 # the run's interpreter: one its user may run (the tests' own may live in root's home)
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable

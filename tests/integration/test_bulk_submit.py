@@ -275,7 +275,7 @@ def test_a_members_batch_is_checked_as_that_member(served: Start) -> None:
         assert outcome == ["v-0", "FORBIDDEN", "PRIORITY_NOT_ALLOWED", "INVALID_SPEC", "v-3"]
         assert answer["results"][3]["error"]["message"] == "spec.after: no run secret"
         assert answer["results"][1]["error"]["message"] == (
-            f"{alice} is not a member of workspace nlp"
+            f"{alice} is not a member of namespace nlp"
         )
         assert {lab.json("show", n)["owner"] for n in ("v-0", "v-3")} == {alice}
         assert sorted(names(lab)) == ["secret", "v-0", "v-3"]

@@ -82,7 +82,7 @@ def test_a_drive_of_another_workspace_is_refused(served: Start, tmp_path: Path) 
     refused = d.astra("submit", str(EXAMPLES / "ft-lowprio.json"))
     assert refused.returncode != 0
     assert refused.stderr.strip() == (
-        "403 DRIVE_NOT_ALLOWED: workspace default may not mount checkpoints"
+        "403 DRIVE_NOT_ALLOWED: namespace default may not mount checkpoints"
     )
     assert names(d) == []
 
@@ -107,7 +107,7 @@ def test_priority_cap_is_403_for_everyone(served: Start) -> None:
     result = d.astra("run", "--name", "x", "--priority", "50", "--", "true")
     assert result.returncode != 0
     assert result.stderr.strip() == (
-        "403 PRIORITY_NOT_ALLOWED: priority 50 is above workspace default's maximum of 0"
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace default's maximum of 0"
     )
     assert names(d) == []
 

@@ -103,5 +103,5 @@ def test_the_uid_is_in_the_run_object_and_shown_but_not_to_other_workspaces(
     assert lab.json("show", "s")["uid"] == uid
     assert f"uid:                {uid}" in lab.astra("show", "s").stdout.splitlines()
     seen = as_user(alice, lab.socket, lambda c: Client.runs(c))["ok"]
-    assert [(r["name"], r["uid"]) for r in seen] == [("a job in another workspace", None)]
+    assert [(r["name"], r["uid"]) for r in seen] == [("a job in another namespace", None)]
     lab.astra("delete", "s")

@@ -90,7 +90,7 @@ def test_the_cap_is_checked_at_create_and_again_at_each_run(h: Harness) -> None:
     with pytest.raises(ServiceError) as refused:
         h.daemon.groups.create(group_doc("schedule", "cap", too_high, cron=EVERY_2S), h.root)
     assert str(refused.value) == (
-        "403 PRIORITY_NOT_ALLOWED: priority 11 is above workspace vision's maximum of 10"
+        "403 PRIORITY_NOT_ALLOWED: priority 11 is above namespace vision's maximum of 10"
     )
     assert h.daemon.store.groups.get("cap") is None
     template = spec("cap", quick(), priority=5, workspace="vision")
@@ -103,7 +103,7 @@ def test_the_cap_is_checked_at_create_and_again_at_each_run(h: Harness) -> None:
     wait_for(lambda: any(k == "Refused" for k, _ in group_events(h, "cap")), 10)
     refusal = next(m for k, m in group_events(h, "cap") if k == "Refused")
     assert refusal.endswith(
-        ": 403 PRIORITY_NOT_ALLOWED: priority 5 is above workspace vision's maximum of 0"
+        ": 403 PRIORITY_NOT_ALLOWED: priority 5 is above namespace vision's maximum of 0"
     )
     assert len(runs_of(h, "cap")) <= count + 1  # at most one fired before the change landed
 

@@ -85,7 +85,7 @@ def test_after_replicas_and_schedules_from_the_command_line(
     capped.write_text(json.dumps(spec("capped", [PY], workspace="vision", priority=50)))
     refused = d.astra("schedule", "create", str(capped), "--cron", "0 3 * * *")
     assert refused.stderr.strip() == (
-        "403 PRIORITY_NOT_ALLOWED: priority 50 is above workspace vision's maximum of 10"
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
     )
     assert [g["name"] for g in d.json("schedule", "ls")] == ["nightly"]
     assert d.astra("schedule", "delete", "nightly").returncode == 0

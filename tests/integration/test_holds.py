@@ -234,7 +234,7 @@ def test_members_hold_their_workspaces_runs_and_others_read_only_held(
 
     refused = as_user(ben, d.socket, lambda c: c.control("ann-next", "hold"))
     assert refused == {
-        "error": "403 FORBIDDEN: run ann-next belongs to a workspace you are not a member of"
+        "error": "403 FORBIDDEN: run ann-next belongs to a namespace you are not a member of"
     }
     for action in ("release", "requeue"):
         refused = as_user(ben, d.socket, lambda c, a=action: c.control("ann-run", a))
@@ -251,7 +251,7 @@ def test_members_hold_their_workspaces_runs_and_others_read_only_held(
     listed = as_user(ben, d.socket, lambda c: c.runs())["ok"]
     seen = [r for r in listed if r["state"] == "Queued"]
     assert [(r["name"], r["reason"], r["held"]) for r in seen] == [
-        ("a job in another workspace", "Held", True)
+        ("a job in another namespace", "Held", True)
     ]
     assert ANN not in json.dumps(listed)
 

@@ -40,7 +40,7 @@ def test_a_member_sees_other_runs_anonymised_and_cannot_touch_them(
     assert "ok" in as_user(bob, lab.socket, lambda c: c.submit(spec("bob-secret", "nlp")))
     wait_for(lambda: lab.json("show", "bob-secret")["state"] == "Running")
     listed = as_user(alice, lab.socket, lambda c: c.runs())["ok"]
-    assert [r["name"] for r in listed] == ["a job in another workspace"]
+    assert [r["name"] for r in listed] == ["a job in another namespace"]
     assert listed[0]["owner"] is None
     for call in (
         lambda c: c.delete("bob-secret"),
@@ -62,7 +62,7 @@ def test_a_member_cannot_use_another_workspace(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
     answer = as_user(users[ALICE], lab.socket, lambda c: c.submit(spec("sneaky", "nlp")))
-    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of workspace nlp"
+    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of namespace nlp"
 
 
 def test_the_priority_cap_applies_to_members_and_admins(
@@ -70,7 +70,7 @@ def test_the_priority_cap_applies_to_members_and_admins(
 ) -> None:
     answer = as_user(users[ALICE], lab.socket, lambda c: c.submit(spec("hot", "vision", 50)))
     assert answer["error"] == (
-        "403 PRIORITY_NOT_ALLOWED: priority 50 is above workspace vision's maximum of 10"
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace vision's maximum of 10"
     )
     result = lab.astra("run", "--workspace", "vision", "--priority", "50", "--", "true")
     assert result.stderr.strip() == answer["error"]
@@ -109,7 +109,7 @@ def test_groups_and_dependencies_stay_within_their_workspace(
         assert as_user(alice, lab.socket, call)["error"] == "404 NOT_FOUND: no group bob-pool"
     sneaky = {**group, "name": "alice-pool"}
     answer = as_user(alice, lab.socket, lambda c: c.create_group(sneaky))
-    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of workspace nlp"
+    assert answer["error"] == "403 FORBIDDEN: astra-alice is not a member of namespace nlp"
     after = spec("after-bob", "vision")
     after["spec"]["after"] = ["bob-pool-0"]
     answer = as_user(alice, lab.socket, lambda c: c.submit(after))

@@ -85,7 +85,7 @@ def test_a_kept_list_is_never_shown_to_another_viewer(
     for user, own, other in ((ALICE, "v-run", "n-run"), (BOB, "n-run", "v-run")):
         for _ in range(2):  # the second answer is the kept one
             seen = as_user(users[user], lab.socket, lambda c: [r.name for r in c.runs()])["ok"]
-            assert sorted(seen) == sorted([own, "a job in another workspace"])
+            assert sorted(seen) == sorted([own, "a job in another namespace"])
             assert other not in json.dumps(seen)
 
 

@@ -154,7 +154,7 @@ workspaces = ["a"]
     assert "exited with code 3" in failed["reason"]
     preempted = next(n for n in receiver.notices() if n["event"] == "preempted")
     assert "urgent" not in json.dumps(preempted)
-    assert "a job in another workspace" in preempted["reason"]
+    assert "a job in another namespace" in preempted["reason"]
     assert preempted["workspace"] == "a" and preempted["state"] == "Stopping"
 
 

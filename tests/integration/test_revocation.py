@@ -78,7 +78,7 @@ def test_a_removed_members_queued_run_never_starts_and_an_admin_deletes_it(
     lab.restart()
     end_the_blocker_and_check(
         lab, "ann-run",
-        "Waits: its owner is no longer a member of workspace vision"
+        "Waits: its owner is no longer a member of namespace vision"
         " (the owner or an admin may delete it)",
         behind="ben-run",
     )  # fmt: skip
@@ -95,7 +95,7 @@ def test_a_removed_workspaces_run_never_starts_and_its_owner_may_delete_it(
     Client(lab.socket).change_workspace("vision", {"weight": 1.0})  # the daemon reloads it
     end_the_blocker_and_check(
         lab, "nlp-run",
-        "Waits: workspace nlp is no longer in the config (its owner or an admin may delete it)",
+        "Waits: namespace nlp is no longer in the config (its owner or an admin may delete it)",
         behind="ben-run",
     )  # fmt: skip
     refused = as_user(users[BEN], lab.socket, lambda c: c.delete("nlp-run"))

@@ -100,9 +100,9 @@ def test_quota_waits_and_records_the_event_once(make_daemon: Make) -> None:
     h.submit(spec("v-huge", sleeper(), gpus=6, workspace="vision"))
     h.submit(spec("n-1", sleeper(), gpus=2, workspace="nlp"))
     h.wait_state("n-1", "Running")
-    wait_for(lambda: h.reason("v-2") == "Waits for workspace quota: gpus 3 in use + 2 asked > 4")
+    wait_for(lambda: h.reason("v-2") == "Waits for namespace quota: gpus 3 in use + 2 asked > 4")
     assert h.reason("v-huge") == (
-        "Waits for more than the workspace's quota allows at all (gpus 6 > 4): "
+        "Waits for more than the namespace's quota allows at all (gpus 6 > 4): "
         "raise the quota or ask for less."
     )
     h.daemon.backend.poke()
@@ -124,7 +124,7 @@ def test_by_default_a_run_over_its_quota_waits_and_preempts_nothing(make_daemon:
         h.submit(spec(name, sleeper(), gpus=1, workspace="vision"))
         h.wait_state(name, "Running")
     h.submit(spec("urgent", sleeper(), gpus=1, priority=10, workspace="vision"))
-    wait_for(lambda: h.reason("urgent") == "Waits for workspace quota: gpus 2 in use + 1 asked > 2")
+    wait_for(lambda: h.reason("urgent") == "Waits for namespace quota: gpus 2 in use + 1 asked > 2")
     assert h.state("sweep-0") == h.state("sweep-1") == "Running"
     assert not any(e.startswith("Preempting") for e in h.events("urgent"))
 

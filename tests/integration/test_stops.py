@@ -80,7 +80,7 @@ def test_one_of_two_independent_workers_preempted(make_daemon: Make) -> None:
     assert run.reason is not None
     assert run.reason.render() == "1 of 2 workers stopping (preempted by urgent)"
     assert run.reason.render(Viewer(frozenset({"nlp"}))) == (
-        "1 of 2 workers stopping (preempted by a job in another workspace)"
+        "1 of 2 workers stopping (preempted by a job in another namespace)"
     )
     states = sorted(w.state for w in h.daemon.store.workers.of("victim"))
     assert states == ["Running", "Stopping"]

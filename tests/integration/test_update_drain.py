@@ -63,7 +63,7 @@ def test_refused_edits_change_nothing_and_an_edit_moves_the_plan(
     assert "ok" in as_user(alice, lab.socket, lambda c: c.submit(sleeper("w", "vision", gpus=2)))
     before = frozen(lab, "w")
     refusals = [
-        (alice, {"priority": 11}, "403 PRIORITY_NOT_ALLOWED: priority 11 is above workspace"
+        (alice, {"priority": 11}, "403 PRIORITY_NOT_ALLOWED: priority 11 is above namespace"
          " vision's maximum of 10"),
         (alice, {"gpus": 5}, "422 INVALID_SPEC: gpus: asks for 5, the machine has 4 in all"),
         (alice, {"gpus": -1}, "422 INVALID_SPEC: spec.task_template.requested_resources."
@@ -74,7 +74,7 @@ def test_refused_edits_change_nothing_and_an_edit_moves_the_plan(
          "time_limit_seconds:"),
         (alice, {"gpus": None}, "422 INVALID_SPEC: gpus: must not be null"),
         (alice, {"colour": "red"}, "422 INVALID_SPEC: expected some of"),
-        (bob, {"gpus": 1}, "403 FORBIDDEN: run w belongs to a workspace you are not a member"),
+        (bob, {"gpus": 1}, "403 FORBIDDEN: run w belongs to a namespace you are not a member"),
     ]  # fmt: skip
     for who, change, error in refusals:
         answer = as_user(who, lab.socket, lambda c, ch=change: c.update("w", ch))  # type: ignore[misc]
@@ -101,7 +101,7 @@ def test_refused_edits_change_nothing_and_an_edit_moves_the_plan(
     assert "w" not in seen and "hog" not in seen
 
 
-def test_the_quota_refuses_an_edit_the_workspace_could_never_run(
+def test_the_quota_refuses_an_edit_the_namespace_could_never_run(
     lab: Served, users: dict[str, pwd.struct_passwd]
 ) -> None:
     bob = users[BOB]
@@ -110,7 +110,7 @@ def test_the_quota_refuses_an_edit_the_workspace_could_never_run(
     before = frozen(lab, "q")
     answer = as_user(bob, lab.socket, lambda c: c.update("q", {"gpus": 2}))
     assert answer["error"] == (
-        "422 INVALID_SPEC: gpus: asks for 2, more than workspace nlp's quota of 1 allows"
+        "422 INVALID_SPEC: gpus: asks for 2, more than namespace nlp's quota of 1 allows"
     )
     assert frozen(lab, "q") == before
     out = lab.astra("update", "q", "--time-limit", "90m", "--cpus", "2", "--memory", "1GiB")

@@ -54,7 +54,7 @@ def test_dry_run_writes_nothing(served: Start) -> None:
     assert preview["reason"] == "Preempting 1 lower-priority worker(s) of low to start"
     refused = d.astra("submit", "--dry-run", "-", input=doc("hot", 1, priority=50))
     assert refused.stderr.strip() == (
-        "403 PRIORITY_NOT_ALLOWED: priority 50 is above workspace default's maximum of 10"
+        "403 PRIORITY_NOT_ALLOWED: priority 50 is above namespace default's maximum of 10"
     )
     text = d.astra("submit", "--dry-run", "-", input=doc("later", 1, limit=60)).stdout
     assert "Nothing was submitted." in text

@@ -97,7 +97,7 @@ def test_withdrawn_when_the_preemptor_is_deleted(make_daemon: Make) -> None:
         "Preemption withdrawn: urgent no longer needs the room; the run keeps running"
     ]
     assert withdrawn[0].message.render(Viewer(frozenset({"nlp"}))) == (
-        "Preemption withdrawn: a job in another workspace no longer needs the room;"
+        "Preemption withdrawn: a job in another namespace no longer needs the room;"
         " the run keeps running"
     )
 

@@ -87,7 +87,7 @@ def test_a_run_goes_through_slurm_and_comes_back(front: Served, client: SlurmCli
     refused = front.astra("run", "--name", capped, "--workspace", "vision", "--priority", "101",
                           "--", "true")  # fmt: skip
     assert refused.stderr.strip() == (
-        "403 PRIORITY_NOT_ALLOWED: priority 101 is above workspace vision's maximum of 100"
+        "403 PRIORITY_NOT_ALLOWED: priority 101 is above namespace vision's maximum of 100"
     )
     assert job_named(client, capped) is None  # refused before Slurm saw anything
     loose = unique("loose")

@@ -12,7 +12,7 @@ from astraeus_tui.cli.tables import print_runs, print_runs_rich
 from runner.schema import Run
 
 WORDS = ["Waits", "for", "2", "GPUs", "behind", "big-run", "(head", "of", "the", "queue)", "…",
-         "→", "quota:", "workspace", "[bold]x[/bold]", "\x1b[2J", "a" * 40]  # fmt: skip
+         "→", "quota:", "namespace", "[bold]x[/bold]", "\x1b[2J", "a" * 40]  # fmt: skip
 
 
 def _run(rng: random.Random, i: int) -> Run:

@@ -19,8 +19,8 @@ SCANNED = ("astraeus_tui", "runner/engine")
 # how the messages people read begin: the planner's (runner/planner/messages.py, plan.py,
 # types.py), the loop's and the starts' (runner/engine/)
 PREFIXES = (
-    "Waits for workspace quota",
-    "Waits for more than the workspace's quota",
+    "Waits for namespace quota",
+    "Waits for more than the namespace's quota",
     "Waits for",
     "Quota reached",
     "Next to run",
@@ -90,18 +90,18 @@ def text_comparisons(source: str) -> list[tuple[int, str]]:
 
 def test_the_finder_finds_what_the_dashboard_used_to_do() -> None:
     before = """
-QUOTA_PREFIXES = ("Waits for workspace quota", "Waits for more than the workspace's quota")
+QUOTA_PREFIXES = ("Waits for namespace quota", "Waits for more than the namespace's quota")
 ok = reason.startswith(QUOTA_PREFIXES) or reason.startswith(("Preempting", "Starting"))
 a = str(last.get("message", "")).startswith("Backfill")
-b = check.removeprefix("Waits for workspace quota: ")
+b = check.removeprefix("Waits for namespace quota: ")
 c = "Next to run" in text or text.find("Preempting ") > 0 or text == "Queued behind x"
 for marker in ("Next to run", "Preempting "):
     at = text.find(marker)
 d = run.state == "Starting" or kind in ("Preempting", "Started")
 """
     assert sorted(s for _, s in text_comparisons(before)) == sorted([
-        "Waits for workspace quota", "Waits for more than the workspace's quota",
-        "Preempting", "Starting", "Backfill", "Waits for workspace quota: ", "Next to run",
+        "Waits for namespace quota", "Waits for more than the namespace's quota",
+        "Preempting", "Starting", "Backfill", "Waits for namespace quota: ", "Next to run",
         "Queued behind x", "Preempting ", "Next to run", "Preempting ",
     ])  # fmt: skip
 

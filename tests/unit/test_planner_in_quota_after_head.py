@@ -19,7 +19,7 @@ S1 = running("s1", gpus=(0, 1, 2, 3), ws="vision", limit=2 * HOUR)
 S2 = running("s2", gpus=(4, 5, 6, 7), ws="vision", started=-60, limit=3 * HOUR)
 BIG = waiting("big", gpus=12, ws="nlp", priority=5, at=0)
 SHADOW = NOW - 60 + 3 * HOUR + 30
-QUOTA_WAIT = "Waits for workspace quota: gpus 8 in use + 4 asked > 8"
+QUOTA_WAIT = "Waits for namespace quota: gpus 8 in use + 4 asked > 8"
 
 
 def _plan(*runs: WaitingRun | RunningUnit, quota: int = 8) -> Plan:
@@ -59,7 +59,7 @@ def _urgent(gpus: int = 4, limit: float | None = HOUR / 2) -> WaitingRun:
             (NLP_2, replace(S1, priority=5), S2, BIG, _urgent(gpus=6)),
             10,
             [],
-            "Waits for workspace quota: gpus 8 in use + 6 asked > 10",
+            "Waits for namespace quota: gpus 8 in use + 6 asked > 10",
         ),
     ],
 )
@@ -73,7 +73,7 @@ def test_in_quota_preemption_behind_the_head(
     assert not p.head.preempting
     assert [(v.run, v.for_run.name) for v in p.preemptions] == [(v, "urgent") for v in victims]
     assert p.reason("urgent") == reason
-    assert ("urgent" in p.quota_waits) == reason.startswith("Waits for workspace quota")
+    assert ("urgent" in p.quota_waits) == reason.startswith("Waits for namespace quota")
     assert p.starts == ()
 
 
@@ -134,4 +134,4 @@ def test_room_held_for_an_in_quota_preemptor_reads_as_in_use() -> None:
     )
     assert [v.unit_id for v in p.preemptions] == ["r0"]
     assert "w3" in p.quota_waits
-    assert p.reasons["w3"].render() == "Waits for workspace quota: gpus 2 in use + 1 asked > 2"
+    assert p.reasons["w3"].render() == "Waits for namespace quota: gpus 2 in use + 1 asked > 2"

@@ -104,7 +104,7 @@ def test_quota_wait_blocks_nobody_and_is_never_the_head() -> None:
         ),
         NOW,
     )
-    assert reasons(p)["v-more"] == "Waits for workspace quota: gpus 6 in use + 4 asked > 8"
+    assert reasons(p)["v-more"] == "Waits for namespace quota: gpus 6 in use + 4 asked > 8"
     assert started(p) == ["other"]
     assert p.head is None
     assert p.quota_waits == {"v-more"}
@@ -116,7 +116,7 @@ def test_alone_over_quota_says_raise_the_quota() -> None:
         NOW,
     )
     assert reasons(p)["huge"] == (
-        "Waits for more than the workspace's quota allows at all (gpus 12 > 8): "
+        "Waits for more than the namespace's quota allows at all (gpus 12 > 8): "
         "raise the quota or ask for less."
     )
     assert p.head is None
@@ -132,9 +132,9 @@ def test_quota_on_cpu_cores_and_workers() -> None:
         ),
         NOW,
     )
-    assert reasons(p)["cpu"] == "Waits for workspace quota: cpu_cores 6 in use + 4 asked > 8"
+    assert reasons(p)["cpu"] == "Waits for namespace quota: cpu_cores 6 in use + 4 asked > 8"
     assert reasons(p)["many"] == (
-        "Waits for more than the workspace's quota allows at all (workers 3 > 2): "
+        "Waits for more than the namespace's quota allows at all (workers 3 > 2): "
         "raise the quota or ask for less."
     )
 
@@ -149,7 +149,7 @@ def test_quota_counts_runs_started_in_the_same_cycle() -> None:
         NOW,
     )
     assert started(p) == ["a"]
-    assert reasons(p)["b"] == "Waits for workspace quota: gpus 3 in use + 3 asked > 4"
+    assert reasons(p)["b"] == "Waits for namespace quota: gpus 3 in use + 3 asked > 4"
 
 
 # ------------------------------------------------------------- too large
@@ -459,11 +459,11 @@ def test_other_workspaces_are_anonymised_for_members() -> None:
     vision = Viewer(frozenset({"vision"}))
     nlp = Viewer(frozenset({"nlp"}))
     assert reasons(p, vision)["urgent"] == (
-        "Preempting 1 lower-priority worker(s) of a job in another workspace to start"
+        "Preempting 1 lower-priority worker(s) of a job in another namespace to start"
     )
     assert reasons(p)["urgent"] == "Preempting 1 lower-priority worker(s) of secret to start"
     assert reasons(p, nlp)["theirs"] == (
-        "Queued behind a job in another workspace, which starts by 2026-10-01 12:01 UTC"
+        "Queued behind a job in another namespace, which starts by 2026-10-01 12:01 UTC"
     )
     assert (
         reasons(p, vision)["mine"] == "Queued behind urgent, which starts by 2026-10-01 12:01 UTC"
@@ -482,7 +482,7 @@ def test_several_anonymous_runs_are_counted() -> None:
     )
     vision = Viewer(frozenset({"vision"}))
     assert reasons(p, vision)["urgent"] == (
-        "Preempting 2 lower-priority worker(s) of 2 jobs in other workspaces to start"
+        "Preempting 2 lower-priority worker(s) of 2 jobs in other namespaces to start"
     )
 
 
@@ -577,7 +577,7 @@ VISION = (workspace("vision", gpus=8, within=True),)  # its runs preempt its own
                 waiting("urgent", gpus=4, ws="vision", priority=5),
             ),
             [],
-            "Waits for workspace quota: gpus 8 in use + 4 asked > 8",
+            "Waits for namespace quota: gpus 8 in use + 4 asked > 8",
         ),
         # another workspace's lower-priority work does not help a quota wait
         (
@@ -588,7 +588,7 @@ VISION = (workspace("vision", gpus=8, within=True),)  # its runs preempt its own
                 waiting("urgent", gpus=4, ws="vision", priority=5),
             ),
             [],
-            "Waits for workspace quota: gpus 8 in use + 4 asked > 8",
+            "Waits for namespace quota: gpus 8 in use + 4 asked > 8",
         ),
         # already stopping for it: waits for them, preempts no more
         (
@@ -625,7 +625,7 @@ def test_a_run_over_its_quota_preempts_nothing_unless_its_workspace_says_so() ->
     quota = workspace("vision", gpus=2)
     p = plan(snap(*runs, m=machine(gpus=4), workspaces=(quota,)), NOW)
     assert p.preemptions == () and p.starts == () and p.head is None
-    assert reasons(p)["urgent"] == "Waits for workspace quota: gpus 2 in use + 1 asked > 2"
+    assert reasons(p)["urgent"] == "Waits for namespace quota: gpus 2 in use + 1 asked > 2"
     within = workspace("vision", gpus=2, within=True)
     p = plan(snap(*runs, m=machine(gpus=4), workspaces=(within,)), NOW)
     assert [v.run for v in p.preemptions] == ["s2"]

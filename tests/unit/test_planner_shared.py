@@ -96,7 +96,7 @@ def test_gpu_memory_quota_counts_a_whole_gpu_as_its_memory() -> None:
     p = plan(_snap(held("x", (0,)), shared("a", 30), gpus=2, quota=quota), NOW)
     assert p.starts == () and p.reasons["a"].code == ReasonCode.QUOTA_WAIT
     assert (
-        p.reason("a") == "Waits for workspace quota: gpu_memory 80GiB in use + 30GiB asked > 100GiB"
+        p.reason("a") == "Waits for namespace quota: gpu_memory 80GiB in use + 30GiB asked > 100GiB"
     )
     p = plan(_snap(held("x", (0,)), shared("a", 20), gpus=2, quota=quota), NOW)
     assert _gpus(p) == {"a": (1,)}

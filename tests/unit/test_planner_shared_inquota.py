@@ -1,6 +1,6 @@
-"""In-quota preemption while GPUs are shared (runner/planner/inquota.py): a workspace over
+"""In-quota preemption while GPUs are shared (runner/planner/inquota.py): a namespace over
 its quota only because of its own lower-priority running work preempts that work, judged
-GPU by GPU (a shared run is a unit), never another workspace's, never more than needed."""
+GPU by GPU (a shared run is a unit), never another namespace's, never more than needed."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_a_whole_gpu_run_over_its_quota_empties_a_shared_gpu() -> None:
     assert sorted(_victims(p, "big")) == ["s1", "s2"]  # both, or GPU 0 is not empty
 
 
-def test_never_another_workspaces_run_and_it_waits_when_its_own_do_not_do() -> None:
+def test_never_another_namespaces_run_and_it_waits_when_its_own_do_not_do() -> None:
     p = plan(
         _snap(
             held("theirs", (0,), 60, priority=-5, ws="other"),
@@ -133,7 +133,7 @@ def test_units_already_stopping_for_it_are_waited_for() -> None:
 
 
 def test_behind_a_head_it_never_makes_the_head_later() -> None:
-    """A head of the other workspace waits for x's end; an in-quota preemptor with no
+    """A head of the other namespace waits for x's end; an in-quota preemptor with no
     time limit would hold the GPU past it: it waits."""
     items = (
         held("x", (0,), 40, priority=5, limit=HOUR, started=0, ws="other"),
@@ -157,7 +157,7 @@ LIMITS = st.one_of(st.none(), st.sampled_from([60.0, 3600.0]))
 
 @st.composite
 def own_snapshots(draw: st.DrawFn) -> Snapshot:
-    """Running work of two workspaces on 3 GPUs; one run of ``default`` waits."""
+    """Running work of two namespaces on 3 GPUs; one run of ``default`` waits."""
     n = 3
     pool = GpuPool(shared_machine(n).sizes())
     running: list[RunningUnit] = []
@@ -225,7 +225,7 @@ def test_in_quota_victims_are_its_own_lower_fewest_and_enough(snapshot: Snapshot
     alone = run.total.gpu_memory <= quota.gpu_memory and run.total.held_gpus <= (quota.gpus or 9)
     if within([]) or not alone:  # within its quota (the head's rules), or never within it
         return
-    assert all(v.workspace == "default" for v in victims)  # never another workspace's
+    assert all(v.workspace == "default" for v in victims)  # never another namespace's
     assert all(v.priority < run.priority and not v.stopping for v in victims)
     if victims:
         assert fits(victims)

@@ -178,7 +178,7 @@ def test_an_in_quota_preemptor_of_a_whole_gpu_takes_one_its_shared_victim_emptie
 
 
 def test_an_in_quota_preemptor_in_the_pool_is_placed_on_what_its_victims_free() -> None:
-    """Found by property 1: a run of 3 whole GPUs preempting its workspace's run of 4 in the
+    """Found by property 1: a run of 3 whole GPUs preempting its namespace's run of 4 in the
     pool took the one empty GPU with two of its victim's (a block of three), and held the
     victim's other two for itself, so the 1-GPU run behind it found none; placed on its
     victim's GPUs first, as whole GPUs outside the pool and as full shares are, it leaves

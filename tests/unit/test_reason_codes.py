@@ -20,8 +20,8 @@ C = ReasonCode
 WAIT_TEXT = {
     C.HEAD_WAITS: "Next to run (priority ",
     C.QUEUED_BEHIND: "Queued behind ",
-    C.QUOTA_WAIT: "Waits for workspace quota: ",
-    C.QUOTA_OVER: "Waits for more than the workspace's quota allows at all",
+    C.QUOTA_WAIT: "Waits for namespace quota: ",
+    C.QUOTA_OVER: "Waits for more than the namespace's quota allows at all",
     C.TOO_LARGE: "Cannot run on this machine: ",
     C.PREEMPTING: "Preempting ",
     C.STARTING: "Starting: waiting for ",

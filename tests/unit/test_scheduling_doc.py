@@ -56,6 +56,6 @@ def test_a_message_the_code_does_not_have_is_caught() -> None:
     code = literals()
     assert not any(prefix("Next in line (priority <n>): soon") in text for text in code)
     assert (
-        prefix("<user> is not a member of workspace <workspace>")
-        == " is not a member of workspace "
+        prefix("<user> is not a member of namespace <workspace>")
+        == " is not a member of namespace "
     )

@@ -32,7 +32,7 @@ def test_jobs_behind_it_are_queued_behind_it() -> None:
     assert head_of(QUEUE["behind"], JOBS) == QUEUE["head"]
     assert said(QUEUE["behind"]) == f"Queued behind slurmrec-head, which starts by {starts}"
     assert said(QUEUE["behind"], Viewer(frozenset({"other"}))) == (
-        f"Queued behind a job in another workspace, which starts by {starts}"
+        f"Queued behind a job in another namespace, which starts by {starts}"
     )
 
 
@@ -66,11 +66,11 @@ def test_requeued_held_finished_and_running() -> None:
 @pytest.mark.parametrize(
     ("reason", "words"),
     [
-        ("AssocGrpGRES", "Waits for workspace quota (Slurm: AssocGrpGRES)"),
-        ("QOSMaxGRESPerUser", "Waits for workspace quota (Slurm: QOSMaxGRESPerUser)"),
+        ("AssocGrpGRES", "Waits for namespace quota (Slurm: AssocGrpGRES)"),
+        ("QOSMaxGRESPerUser", "Waits for namespace quota (Slurm: QOSMaxGRESPerUser)"),
         (
             "QOSMaxGRESPerJob",
-            "Waits for more than the workspace's quota allows at all "
+            "Waits for more than the namespace's quota allows at all "
             "(Slurm: QOSMaxGRESPerJob): raise the quota or ask for less.",
         ),
         ("Dependency", "Slurm: Dependency"),
@@ -82,7 +82,7 @@ def test_limits_read_as_quota_and_the_rest_in_slurms_words(reason: str, words: s
 
 
 def test_the_caller_gives_the_quota_numbers() -> None:
-    message = "Waits for workspace quota: gpus 6 in use + 4 asked > 8"
+    message = "Waits for namespace quota: gpus 6 in use + 4 asked > 8"
     job = replace(QUEUE["head"], reason="AssocGrpGRES")
     assert said(job, quota_message=message) == message
 

@@ -166,13 +166,13 @@ def test_the_wire_shape_keeps_its_key_order_and_leaves_out_history_unless_asked(
     from runner import schema
 
     gpu = schema.TelemetryGpu(index=0, utilization=None)
-    run = schema.TelemetryRun(name="a job in another workspace", visible=False, workspace="nlp")
+    run = schema.TelemetryRun(name="a job in another namespace", visible=False, workspace="nlp")
     body = msgspec.json.encode(schema.Telemetry(gpus=[gpu], runs=[run]))
     assert body == (
         b'{"time":null,"interval_seconds":null,"simulated":false,"gpus":[{"index":0,"uuid":"",'
         b'"name":"","simulated":false,"utilization":null,"memory_used":null,'
         b'"memory_total":null,"temperature":null,"power_watts":null}],"runs":[{"uid":null,'
-        b'"name":"a job in another workspace","visible":false,"workspace":"nlp","gpus":[],'
+        b'"name":"a job in another namespace","visible":false,"workspace":"nlp","gpus":[],'
         b'"cpu_percent":null,"memory_bytes":null,"gpu_memory_bytes":null,"gpu_util":null}]}'
     )
     assert msgspec.json.decode(body, type=schema.Telemetry).runs == [run]

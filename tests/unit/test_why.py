@@ -80,11 +80,11 @@ def test_share_lever() -> None:
     why = explain(s, NOW, "v-next", ADMIN, max_priority=0)
     assert why is not None
     assert why.chain[0].startswith(
-        "Position 2 of 2 in the queue, priority 0: behind n-next: workspace nlp's share/weight"
+        "Position 2 of 2 in the queue, priority 0: behind n-next: namespace nlp's share/weight"
         " 0.25 is below vision's 0.50."
     )
     assert (
-        "When v-run of your workspace ends (by 2026-10-01 13:01 UTC) its share drops and it "
+        "When v-run of your namespace ends (by 2026-10-01 13:01 UTC) its share drops and it "
         "moves ahead." in why.levers
     )
 
@@ -99,10 +99,10 @@ def test_quota_and_anonymised_names() -> None:
     why = explain(s, NOW, "mine", Viewer(frozenset({"vision"})), max_priority=0)
     assert why is not None
     assert why.reason == (
-        "Waits for more than the workspace's quota allows at all (gpus 2 > 1): "
+        "Waits for more than the namespace's quota allows at all (gpus 2 > 1): "
         "raise the quota or ask for less."
     )
-    assert "behind a job in another workspace" in why.chain[0]
+    assert "behind a job in another namespace" in why.chain[0]
     assert "secret" not in " ".join(why.chain + why.levers)
 
 
@@ -155,11 +155,11 @@ def test_a_head_that_preempts_nothing_says_why_with_a_code() -> None:
     assert why.preemption == Verdict(ReasonCode.NO_PREEMPTION_PRIORITY, text)
     assert text + "." in why.chain
     assert as_json(why)["preemption"] == {"code": "NO_PREEMPTION_PRIORITY", "text": text}
-    # b's member reads a's run as another workspace's
+    # b's member reads a's run as another namespace's
     mine = explain(snap(*HP_BEHIND), NOW, "hp", Viewer(frozenset({"b"})), max_priority=10)
     assert mine is not None and mine.preemption is not None
     assert mine.preemption.text.startswith(
-        "No preemption: a job in another workspace has priority 10 (equal, never preempted); "
+        "No preemption: a job in another namespace has priority 10 (equal, never preempted); "
     )
     assert "eqa" not in " ".join(mine.chain)
 
@@ -201,15 +201,15 @@ def test_a_run_over_its_quota_says_only_the_head_preempts() -> None:
     assert why is not None
     assert why.preemption == Verdict(
         ReasonCode.NO_PREEMPTION_QUOTA,
-        "No preemption: a run over its workspace's quota waits for it; only the head preempts "
-        "(the workspace's preempt_within_quota is off)",
+        "No preemption: a run over its namespace's quota waits for it; only the head preempts "
+        "(the namespace's preempt_within_quota is off)",
     )
     alone = (running("s1", gpus=(0, 1), ws="vision", priority=5), runs[1])
     within = (workspace("vision", gpus=2, within=True),)
     why = explain(snap(*alone, workspaces=within), NOW, "urgent", ADMIN, 5)
     assert why is not None and why.preemption is not None
     assert why.preemption.text == (
-        "No preemption: none of its workspace's running work has a lower priority"
+        "No preemption: none of its namespace's running work has a lower priority"
     )
 
 
