@@ -101,28 +101,36 @@ def start_label(run: Run, now: float, wide: bool = False) -> str:
     """
     if run.state != RunState.QUEUED or run.held:
         return ""
-    if isinstance(run.restart_at, str) and (again := epoch(run.restart_at)) is not None:
+    if (again := restarts_at(run)) is not None:
         return utc_clock(again)
     likely = run.likely_start
     bound = epoch(run.starts_by)
     if isinstance(likely, str) and (at := epoch(likely)) is not None:
-        label = "~" + _day_clock(at, now, nearest=True)
+        label = "~" + day_clock(at, now, nearest=True)
         if not wide:
             return label
         high = run.likely_start_90
         if isinstance(high, str) and (by := epoch(high)) is not None:
-            label += f" ≤{_day_clock(by, now)} (90%)"
+            label += f" ≤{day_clock(by, now)} (90%)"
         if bound is not None:
-            label += f" limits {_day_clock(bound, now)}"
+            label += f" limits {day_clock(bound, now)}"
         return label
     if bound is None:
         return "?"
-    return _day_clock(bound, now)
+    return day_clock(bound, now)
 
 
-def _day_clock(at: float, now: float, *, nearest: bool = False) -> str:
+def restarts_at(run: Run) -> float | None:
+    """When a failed run waiting for its restart back-off starts again (its
+    ``restart_at``); None for any other run. The START column and the timeline say it."""
+    again = run.restart_at
+    return epoch(again) if isinstance(again, str) else None
+
+
+def day_clock(at: float, now: float, *, nearest: bool = False) -> str:
     """``14:20`` on ``now``'s day, ``10-02 09:00`` on another (UTC): to the minute, rounded
-    up (``nearest``: to the nearest), and the day that minute is on."""
+    up (``nearest``: to the nearest), and the day that minute is on. An estimate as the
+    START column, the banner and the run's page say it."""
     at = minute(at, nearest=nearest)
     clock = utc_clock(at, seconds=False)
     if at // DAY == now // DAY:

@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
-from astraeus_tui.when import UNLESS_URGENT, epoch, idle_label, on_gpus, utc_clock
+from astraeus_tui.when import UNLESS_URGENT, day_clock, epoch, idle_label, on_gpus, utc_clock
 from astraeus_tui.widgets import Latest, SaysFaults
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
@@ -65,24 +65,32 @@ def _time(iso: str | None) -> str:
     return "-" if t is None else utc_clock(t)
 
 
-def _likely(run: RunDetail) -> tuple[tuple[str, str], ...]:
-    """The start forecast from learned lengths, when there is one: the likely start and
-    the 90 % one, and how many finished runs they rest on."""
-    likely, high = run.likely_start, run.likely_start_90
-    if not isinstance(likely, str):
+def _at(forecast: object) -> float | None:
+    """A forecast's time (unset before there is one)."""
+    return epoch(forecast) if isinstance(forecast, str) else None
+
+
+def _likely(run: RunDetail, now: float) -> tuple[tuple[str, str], ...]:
+    """The start forecast from learned lengths, when there is one: the likely start (to
+    the nearest minute) and the 90 % one, and how many finished runs they rest on."""
+    likely, high = _at(run.likely_start), _at(run.likely_start_90)
+    if likely is None:
         return ()
-    by = f", by {_time(high)} at 90 %" if isinstance(high, str) else ""
-    return (("likely start", f"{_time(likely)}{by} (from {run.learned_from} finished runs)"),)
+    by = f", by {day_clock(high, now)} at 90 %" if high is not None else ""
+    said = f"{day_clock(likely, now, nearest=True)}{by} (from {run.learned_from} finished runs)"
+    return (("likely start", said),)
 
 
-def _starts_by(run: RunDetail) -> tuple[str, str]:
-    """Its start if running work takes its whole limits; a 90 % forecast later than that
-    (it is not the head: runs submitted later may pass it) says it is no promise."""
-    forecast = run.likely_start_90
-    bound, high = epoch(run.starts_by), epoch(forecast if isinstance(forecast, str) else None)
-    if bound is not None and high is not None and high > bound:
-        return ("by the limits", f"{_time(run.starts_by)} {UNLESS_URGENT}")
-    return ("starts by", _time(run.starts_by))
+def _starts_by(run: RunDetail, now: float) -> tuple[str, str]:
+    """Its start if running work takes its whole limits, to the minute as the START
+    column and the banner say it; a 90 % forecast later than that (it is not the head:
+    runs submitted later may pass it) says it is no promise."""
+    bound, high = epoch(run.starts_by), _at(run.likely_start_90)
+    if bound is None:
+        return ("starts by", "-")
+    if high is not None and high > bound:
+        return ("by the limits", f"{day_clock(bound, now)} {UNLESS_URGENT}")
+    return ("starts by", day_clock(bound, now))
 
 
 def _gpus(indices: list[int] | None) -> str:
@@ -100,23 +108,23 @@ def facts(run: RunDetail) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
-    limit = run.time_limit_seconds
+    limit, now = run.time_limit_seconds, time.time()
     rows = (
         ("workspace", f"{run.workspace} (owner {run.owner or '?'})"),
         ("priority", str(run.priority)),
-        ("state", _state(run, time.time())),
+        ("state", _state(run, now)),
         ("GPUs", f"{run.gpus_requested} asked · holds {_gpus(run.gpus)}"),
         ("CPU · memory", f"{run.cpu_cores_requested:g} cores · "
                          f"{gib(run.memory_requested or 0)}"),
         ("workers", f"{run.workers}{' (gang)' if run.gang else ''}"),
         ("time limit", compact(limit, cell=True) if limit else "none"),
-        ("restarts", _restarts(run, time.time())),
+        ("restarts", _restarts(run, now)),
         ("preemptions", str(run.preemptions)),
         ("submitted", _time(run.submitted_at)),
         ("started", _time(run.started_at)),
         ("finished", _time(run.finished_at)),
-        _starts_by(run),
-        *_likely(run),
+        _starts_by(run, now),
+        *_likely(run, now),
         ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
         ("checkpoint", _checkpoint(run.checkpoint)),
     )  # fmt: skip
@@ -240,7 +248,12 @@ def _state_line(run: Run) -> str:
 
 
 class RunDetailScreen(SaysFaults, Screen[None]):
+    """Its panels side by side over its output; on a terminal narrower than 100 columns
+    or shorter than 32 rows (80×24) one under the other, the page scrolling."""
+
     CSS_PATH = "detail.tcss"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (as Screen)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", tooltip="Back to the queue"),
         Binding("p", "priority", "Priority", tooltip="Change this run's priority"),
@@ -281,29 +294,33 @@ class RunDetailScreen(SaysFaults, Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Run {self.run_name}", style="bold"), id="title")
         yield Static("", id="headline")
-        with Horizontal(id="top"):
-            with VerticalScroll(id="about") as about:
-                about.border_title = "Run"
-                yield Static("", id="facts")
-                yield Static("", id="why")
-                yield Static("", id="spec")
-            with Vertical(id="story"):
-                history: DataTable[Text] = DataTable(id="history", cursor_type="none")
-                history.border_title = "Attempts and workers"
-                yield history
-                with Vertical(id="usage-box") as plots:
-                    plots.border_title = "Use over its life"
-                    for plot_id, label, _, _ in PLOTS:
-                        with Horizontal(classes="plot-row"):
-                            yield Static(Text(label, style="dim"), classes="plot-label")
-                            yield LevelSparkline([], id=plot_id, summary_function=max)
-                            yield Static("", id=f"{plot_id}-value", classes="plot-value")
-                with VerticalScroll(id="events-box") as box:
-                    box.border_title = "Events"
-                    yield Static("", id="events")
-        log = Log(id="log", max_lines=5000, auto_scroll=True)
-        log.border_title = "Output (last 200 lines, following)"
-        yield log
+        with VerticalScroll(id="page"):  # scrolls on a small terminal (detail.tcss)
+            with Horizontal(id="top"):
+                with VerticalScroll(id="about") as about:
+                    about.border_title = "Run"
+                    yield Static("", id="facts")
+                    yield Static("", id="why")
+                    yield Static("", id="spec")
+                with Vertical(id="story"):
+                    history: DataTable[Text] = DataTable(id="history", cursor_type="none")
+                    history.border_title = "Attempts and workers"
+                    yield history
+                    with Vertical(id="usage-box") as plots:
+                        plots.border_title = "Use over its life"
+                        for plot_id, label, _, _ in PLOTS:
+                            with Horizontal(classes="plot-row"):
+                                yield Static(Text(label, style="dim"), classes="plot-label")
+                                yield LevelSparkline([], id=plot_id, summary_function=max)
+                                yield Static("", id=f"{plot_id}-value", classes="plot-value")
+                    with VerticalScroll(id="events-box") as box:
+                        box.border_title = "Events"
+                        yield Static("", id="events")
+            log = Log(id="log", max_lines=5000, auto_scroll=True)
+            log.border_title = "Output (last 200 lines, following)"
+            yield log
+            with Vertical(id="spec-box") as asked:  # on a small terminal: its spec last
+                asked.border_title = "What it asked for"
+                yield Static("", id="spec-below")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -402,9 +419,10 @@ class RunDetailScreen(SaysFaults, Screen[None]):
         if message.why is not None:
             why.update(why_text(message.why))
         spec = json.dumps(run.spec or {}, indent=2)
-        self.query_one("#spec", Static).update(
-            Syntax(spec, "json", theme="ansi_dark", background_color="default", word_wrap=True)
-        )
+        for where in ("#spec", "#spec-below"):
+            self.query_one(where, Static).update(
+                Syntax(spec, "json", theme="ansi_dark", background_color="default", word_wrap=True)
+            )
         self._history(run.workers_history or [])
         events = run.events or []
         self.query_one("#events", Static).update(events_text(events))

@@ -5,8 +5,9 @@ Time runs left to right from now. Each running run is a bar to its time limit
 (``started_at + time_limit_seconds``); the head's shadow time (``starts_by``) is
 a vertical marker; the backfill window is the free GPUs' room until then. Below,
 the first few waiting runs in the planner's order, each with a marker at its
-estimated start (``starts_by``: the latest it starts) and that time as the queue
-table says it; ``?`` where no estimate exists. What does not fit is counted in
+estimated start (``starts_by``: the latest it starts; a failed run's ``restart_at``
+while it waits for its restart back-off) and that time as the queue table says it; ``?``
+where no estimate exists. What does not fit is counted in
 the bottom border.
 """
 
@@ -20,7 +21,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from astraeus_tui.fmt import Run
-from astraeus_tui.when import epoch, start_label, utc_clock
+from astraeus_tui.when import epoch, restarts_at, start_label, utc_clock
 from astraeus_tui.widgets import css_beside
 from runner.durations import compact
 from runner.model import RunState
@@ -166,7 +167,8 @@ class Timeline(Widget):
                 cells[x] = (BAND, "magenta")
         if mark is not None:
             cells[mark] = ("┃", MARK)
-        at, when = epoch(run.starts_by), start_label(run, self.now)
+        at, when = restarts_at(run), start_label(run, self.now)  # a back-off ends then
+        at = epoch(run.starts_by) if at is None else at
         at = likely if at is None else at  # no bound: the marker at the likely start
         style = MARK if run.head else "bold"
         if run.held:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from astraeus_tui.cli.plain import age
-from astraeus_tui.when import _day_clock, epoch, utc_clock
+from astraeus_tui.when import day_clock, epoch, utc_clock
 
 moments = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59))
 
@@ -81,10 +81,10 @@ def test_a_minute_said_is_on_the_day_it_rounds_to() -> None:
     too; 23:59:20 to the nearest stays on its own day."""
     now = datetime(2026, 12, 7, 12, tzinfo=UTC).timestamp()
     late = datetime(2026, 12, 7, 23, 59, 40, tzinfo=UTC).timestamp()
-    assert _day_clock(late, now) == "12-08 00:00"
-    assert _day_clock(late, now, nearest=True) == "12-08 00:00"
-    assert _day_clock(late - 20, now, nearest=True) == "23:59"
-    assert _day_clock(late - 20, now) == "12-08 00:00"
+    assert day_clock(late, now) == "12-08 00:00"
+    assert day_clock(late, now, nearest=True) == "12-08 00:00"
+    assert day_clock(late - 20, now, nearest=True) == "23:59"
+    assert day_clock(late - 20, now) == "12-08 00:00"
 
 
 @settings(max_examples=300, deadline=None)
