@@ -50,10 +50,14 @@ def _started_units(result: Plan, waiting: dict[str, WaitingRun], t: float) -> li
 
 
 def _preempt(result: Plan, running: list[RunningUnit], t: float, grace: float) -> list[RunningUnit]:
-    """Victims stop by ``t + grace``; they wait again afterwards (see _requeue)."""
+    """Victims stop by ``t + grace``, or their limit's end if sooner; they wait again
+    afterwards (see _finish)."""
     victims = {p.unit_id: p.for_run.name for p in result.preemptions}
     return [
-        replace(u, stop_deadline=t + grace, stopping_for=victims[u.unit_id])
+        # (by its time limit, if that comes sooner)
+        replace(
+            u, stop_deadline=min(t + grace, unit_end(u, grace)), stopping_for=victims[u.unit_id]
+        )
         if u.unit_id in victims
         else u
         for u in running
@@ -85,9 +89,11 @@ def estimate_starts(
     out: dict[str, Estimate] = {}
     t = now
     head: str | None = None
+    never: set[str] = set()  # runs some plan found can never start (TOO_LARGE, QUOTA_OVER)
     for step in range(max_steps):
         state = replace(snapshot, running=tuple(running), waiting=tuple(waiting.values()))
         result = plan(state, t)
+        never.update(n for n, r in result.reasons.items() if r.code in NEVER_HERE)
         if step == 0 and result.head is not None and result.head.shadow is not None:
             head = result.head.run
         for start in result.starts:
@@ -98,10 +104,9 @@ def estimate_starts(
         ends = sorted({end(u) for u in running})
         if not ends or math.isinf(ends[0]):
             blockers = tuple(sorted({u.run for u in running if math.isinf(end(u))}))
-            for name in waiting:  # but a run that can never start waits for no one
-                reason = result.reasons.get(name)
-                never = reason is not None and reason.code in NEVER_HERE
-                out.setdefault(name, Estimate(None, () if never else blockers))
+            for name in waiting:  # but a run that can never start waits for no one (a
+                # later plan may give it another reason first: its quota full, say)
+                out.setdefault(name, Estimate(None, () if name in never else blockers))
             break
         t = max(t, ends[0])
         running, requeued = _finish(running, t, end)
