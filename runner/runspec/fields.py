@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from runner.model import parse_size
+from runner.model import format_size, parse_size
 
 # Bounds on absurd values: a larger run than any machine is fine, these are not.
 MAX_WORKERS = 1024
@@ -19,6 +19,7 @@ MAX_GPUS = 1024
 MAX_SHARDS = 1024  # Slurm shards of one GPU (#SBATCH --gres=shard:N)
 MAX_CPU_CORES = 100_000
 MAX_MEMORY = 1024**5  # 1 PiB
+MIN_MEMORY = 6 * 1024**2  # Docker's own least memory limit for a container (6MiB)
 MAX_RESTART_LIMIT = 1000
 MAX_TIME_LIMIT = 3650 * 86400  # ten years; no limit at all is null/absent
 MAX_STRING = 4096  # image, command, env values, paths
@@ -199,6 +200,21 @@ def _memory(value: object, path: str) -> int:
         raise SpecError(path, str(error) if short else _size_reason(value)) from None
     if size > MAX_MEMORY:
         raise SpecError(path, f"must be at most 1PiB ({MAX_MEMORY} bytes), got {show_value(value)}")
+    return size
+
+
+def _worker_memory(value: object, path: str) -> int:
+    """A worker's memory limit (0: none), at least Docker's minimum. A bare number is
+    bytes: ``astra run --memory 10`` meant as 10G would die out of memory at each start."""
+    size = _memory(value, path)
+    if 0 < size < MIN_MEMORY:
+        reason = "must be at least 6MiB (Docker's minimum)"
+        if isinstance(value, str) and value.strip().isdigit():  # as astra run --memory 10
+            n = value.strip()
+            raise SpecError(path, f"{reason}, got '{n}', which is {n} bytes: give the unit,"
+                            f" e.g. {n}G (astra run --memory {n}G)")  # fmt: skip
+        got = f"{size} bytes" if size < 1024 else format_size(size)
+        raise SpecError(path, f"{reason}, got {got}")
     return size
 
 

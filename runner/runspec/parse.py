@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from collections.abc import Callable
 from typing import TypedDict
 
 from runner.model import (
@@ -52,6 +53,7 @@ from runner.runspec.fields import (
     _string,
     _strings,
     _time_limit,
+    _worker_memory,
     one_line,
     show_value,
 )
@@ -114,8 +116,9 @@ def parse_spec(data: object, *, stored: bool = False) -> RunSpec:
     """A validated RunSpec from a decoded JSON/TOML document; SpecError on anything wrong.
 
     ``stored``: a spec the daemon acknowledged earlier, read back. The size bound on its
-    command, args and env (:func:`check_task_text`) is a rule of new submits only, so a
-    run accepted under an older, larger bound still plans, shows and starts.
+    command, args and env (:func:`check_task_text`) and the least memory a worker may ask
+    (Docker's 6MiB) are rules of new submits only, so a run accepted before them still
+    plans, shows and starts.
     """
     doc = _object(data, "", ("metadata", "spec"))
     meta = _required(doc, "", "metadata", lambda v, p: _object(v, p, ("name", "workspace")))
@@ -181,7 +184,8 @@ def _task(value: object, path: str, *, bounded: bool = True) -> TaskTemplate:
         check_task_text(command, args, env + submit_env, path)
     limit = _optional(task, path, "time_limit_seconds", _time_limit, None)
     drives = _optional(task, path, "datavolume_refs", _drives, ())
-    resources = _optional(task, path, "requested_resources", _resources, _Resources())
+    read = _resources if bounded else _stored_resources
+    resources = _optional(task, path, "requested_resources", read, _Resources())
     working_dir = _optional(task, path, "working_dir", _folder, None)
     submit_dir = _optional(task, path, "submit_dir", _folder, None)
     return TaskTemplate(
@@ -335,11 +339,17 @@ class _Resources(TypedDict, total=False):
     memory: int
 
 
-def _resources(value: object, path: str) -> _Resources:
+def _stored_resources(value: object, path: str) -> _Resources:
+    return _resources(value, path, bounded=False)
+
+
+def _resources(value: object, path: str, *, bounded: bool = True) -> _Resources:
     """The TaskTemplate fields ``requested_resources`` sets (not given: 0 each)."""
     res = _object(value, path, _RESOURCE_KEYS)
+    memory = _worker_memory if bounded else _memory
     gpus, least, share, shards = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0, 0, 0))
-    per_cpu, per_memory = _optional(res, path, "per_gpu", _per_gpu, (0, 0))
+    per_gpu = lambda v, p: _per_gpu(v, p, memory)  # noqa: E731
+    per_cpu, per_memory = _optional(res, path, "per_gpu", per_gpu, (0, 0))
     return _Resources(
         gpus=gpus,
         min_per_machine=least,
@@ -348,7 +358,7 @@ def _resources(value: object, path: str) -> _Resources:
         per_gpu_cpu_milli=per_cpu,
         per_gpu_memory=per_memory,
         cpu_milli=_optional(res, path, "cpu_cores", _cpu_milli, 0),
-        memory=_optional(res, path, "memory_bytes", _memory, 0),
+        memory=_optional(res, path, "memory_bytes", memory, 0),
     )
 
 
@@ -397,10 +407,10 @@ def _check_shared(
         )
 
 
-def _per_gpu(value: object, path: str) -> tuple[int, int]:
+def _per_gpu(value: object, path: str, memory: Callable[[object, str], int]) -> tuple[int, int]:
     per = _object(value, path, ("cpu_cores", "memory_bytes"))
     cpu = _optional(per, path, "cpu_cores", _cpu_milli, 0)
-    return cpu, _optional(per, path, "memory_bytes", _memory, 0)
+    return cpu, _optional(per, path, "memory_bytes", memory, 0)
 
 
 # ------------------------------------------------------------------ back to JSON

@@ -365,3 +365,23 @@ def test_run_restarts_zero_fails_at_the_first_failure(served: Start) -> None:
     wait_for(lambda: d.json("show", "once")["state"] == "Failed")
     run = d.json("show", "once")
     assert run["restarts"] == 0 and "the restart budget (0) is spent" in run["reason"]
+
+
+def test_a_memory_ask_in_bytes_below_dockers_minimum_is_refused_saying_how_to_write_it(
+    served: Start,
+) -> None:
+    """``--memory 10`` is 10 bytes: it would die out of memory at every start."""
+    d = served(gpus=1)
+    assert d.astra("run", "--name", "kept", "--memory", "1G", "--", "sleep", "30").returncode == 0
+    before = d.astra("events").stdout
+    field = "spec.task_template.requested_resources.memory_bytes"
+    for args in (("run", "--memory", "10", "--", "true"), ("update", "kept", "--memory", "10")):
+        said = d.astra(*args)
+        assert (said.returncode, said.stdout) == (1, ""), said.stderr
+        assert said.stderr == (
+            f"422 INVALID_SPEC: {field}: must be at least 6MiB (Docker's minimum), got '10',"
+            " which is 10 bytes: give the unit, e.g. 10G (astra run --memory 10G)\n"
+        )
+    assert names(d) == ["kept"] and d.astra("events").stdout == before
+    resources = d.json("show", "kept")["spec"]["spec"]["task_template"]["requested_resources"]
+    assert resources["memory_bytes"] == 1000**3  # as it was

@@ -140,7 +140,7 @@ def test_gpus(options: list[str], gpus: int) -> None:
         (["--mem=64G"], 0, 64 * 1024**3),
         (["--mem=512M"], 0, 512 * 1024**2),
         (["--mem=1T"], 0, 1024**4),
-        (["--mem=2048K"], 0, 2 * 1024**2),
+        (["--mem=8192K"], 0, 8 * 1024**2),
         (["--mem=16g"], 0, 16 * 1024**3),
         (["--cpus-per-task=8"], 8000, 0),
         (["-c 4", "--mem=1G"], 4000, 1024**3),
@@ -149,6 +149,11 @@ def test_gpus(options: list[str], gpus: int) -> None:
 def test_cpus_and_memory(options: list[str], cpu_milli: int, memory: int) -> None:
     task = batch(*options).task
     assert (task.cpu_milli, task.memory) == (cpu_milli, memory)
+
+
+def test_a_memory_below_dockers_minimum_is_refused_naming_the_option() -> None:
+    error = error_of(script("--container-image=img", "--job-name=job", "--mem=5"))  # 5MB
+    assert str(error) == "#SBATCH --mem: must be at least 6MiB (Docker's minimum), got 5MiB"
 
 
 def test_per_gpu_cpus_and_memory() -> None:

@@ -229,7 +229,7 @@ def test_the_comment_carries_the_workspace() -> None:
 @given(
     gpus=st.integers(0, 8),
     cores=st.integers(0, 64),
-    memory_mib=st.integers(0, 1 << 20),
+    memory_mib=st.just(0) | st.integers(6, 1 << 20),  # none, or at least Docker's 6MiB
     limit=st.none() | st.integers(1, 30 * 86400),
     priority=st.integers(-1000, 1000),
 )

@@ -187,7 +187,9 @@ def test_nulls_mean_the_default() -> None:
         ({"memory_bytes": "16GiB"}, {"memory": 16 * 1024**3}),
         ({"per_gpu": {"memory_bytes": "64GiB"}}, {"per_gpu_memory": 64 * 1024**3}),
         ({"memory_bytes": "512G"}, {"memory": 512 * 1000**3}),
-        ({"memory_bytes": 1024}, {"memory": 1024}),
+        ({"memory_bytes": 8 * 1024**2}, {"memory": 8 * 1024**2}),
+        ({"memory_bytes": "6MiB"}, {"memory": 6 * 1024**2}),  # Docker's minimum
+        ({"memory_bytes": 0}, {"memory": 0}),  # no limit
         ({"cpu_cores": 2}, {"cpu_milli": 2000}),
         ({"cpu_cores": 1.5}, {"cpu_milli": 1500}),
         ({"per_gpu": {"cpu_cores": 0.25}}, {"per_gpu_cpu_milli": 250}),
@@ -200,6 +202,17 @@ def test_nulls_mean_the_default() -> None:
 def test_resources(resources: dict[str, Any], expected: dict[str, int]) -> None:
     task = parse_spec(minimal(requested_resources=resources)).task
     assert {key: getattr(task, key) for key in expected} == expected
+
+
+def test_a_memory_below_dockers_minimum_is_refused_in_a_submit_not_in_a_stored_run() -> None:
+    """A run the daemon took before the rule still plans, shows and starts."""
+    doc = minimal(requested_resources={"memory_bytes": "10", "per_gpu": {"memory_bytes": 64}})
+    assert str(error_of(minimal(requested_resources={"memory_bytes": "10"}))) == (
+        f"{RES}.memory_bytes: must be at least 6MiB (Docker's minimum), got '10', which is"
+        " 10 bytes: give the unit, e.g. 10G (astra run --memory 10G)"
+    )
+    task = parse_spec(doc, stored=True).task
+    assert (task.memory, task.per_gpu_memory) == (10, 64)
 
 
 @pytest.mark.parametrize(
@@ -360,6 +373,9 @@ BAD: list[tuple[str, object, str]] = [
     (f"{RES}.memory_bytes", 1024**5 + 1, f"{RES}.memory_bytes"),
     (f"{RES}.per_gpu.memory_bytes", "1.5B", f"{RES}.per_gpu.memory_bytes"),
     (f"{RES}.per_gpu.memory_bytes", [], f"{RES}.per_gpu.memory_bytes"),
+    (f"{RES}.memory_bytes", "10", f"{RES}.memory_bytes"),  # 10 bytes: below Docker's 6MiB
+    (f"{RES}.memory_bytes", 6 * 1024**2 - 1, f"{RES}.memory_bytes"),
+    (f"{RES}.per_gpu.memory_bytes", 64, f"{RES}.per_gpu.memory_bytes"),
     (f"{TASK}.time_limit_seconds", 0, f"{TASK}.time_limit_seconds"),
     (f"{TASK}.time_limit_seconds", -5, f"{TASK}.time_limit_seconds"),
     (f"{TASK}.time_limit_seconds", 1.5, f"{TASK}.time_limit_seconds"),
