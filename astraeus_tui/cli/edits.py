@@ -42,12 +42,14 @@ def change_of(
 def update(
     name: RunArg,
     time_limit: Annotated[str | None, typer.Option(
-        "--time-limit", "-t", help="The new time limit: 1h, 90m, 2-00:00:00.")] = None,
+        "--time-limit", "-t",
+        help="The new time limit: 1h, 90m, 2-00:00:00; a bare number is seconds.")] = None,
     no_time_limit: Annotated[bool, typer.Option(
         "--no-time-limit", help="No time limit (admins, for a running run).")] = False,
     gpus: Annotated[int | None, typer.Option(help="GPUs per worker.")] = None,
     cpus: Annotated[float | None, typer.Option(help="CPU cores per worker.")] = None,
-    memory: Annotated[str | None, typer.Option(help="Memory per worker, e.g. 64GiB.")] = None,
+    memory: Annotated[str | None, typer.Option(
+        help="Memory per worker, e.g. 64GiB (a bare number is bytes).")] = None,
     priority: Annotated[int | None, typer.Option(help="The new priority.")] = None,
     as_json: bool = JsonOption,
 ) -> None:  # fmt: skip

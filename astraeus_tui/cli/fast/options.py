@@ -67,8 +67,9 @@ RUN: Options = {
                    default="", envvar="ASTRAEUS_IMAGE"),
     "gpus": value("--gpus", help="GPUs per worker.", type=int, default=0),
     "cpus": value("--cpus", help="CPU cores per worker.", type=float, default=0),
-    "memory": value("--memory", help="Memory per worker, e.g. 64GiB."),
-    "time_limit": value("--time-limit", help="e.g. 2h, 90m, 1-00:00:00."),
+    "memory": value("--memory", help="Memory per worker, e.g. 64GiB (a bare number is bytes)."),
+    "time_limit": value("--time-limit", help="e.g. 2h, 90m, 1-00:00:00; a bare number is"
+                        " seconds (#SBATCH --time's is minutes)."),
     "priority": value("--priority", help="-1000..1000, up to the workspace's maximum.",
                       type=int, default=0),
     "workspace": value("--workspace", help="Workspace (namespace)."),
