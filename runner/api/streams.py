@@ -19,7 +19,7 @@ from runner.api.views import event_object, run_id, run_object
 from runner.model import Estimate, RunState, WorkerState
 from runner.reasons import ADMIN, RunRef, Viewer
 from runner.rows import RunRow, WorkerRow
-from runner.service.logs import read_new, tail_start
+from runner.service.logs import not_kept, read_new, tail_start
 from runner.service.runs import Caller
 from runner.shown import Shown
 
@@ -387,7 +387,8 @@ def _log_files(daemon: Daemon, run: RunRow) -> list[Path]:
 async def follow_log(
     request: web.Request, daemon: Daemon, run: RunRow, follow: bool
 ) -> web.StreamResponse:
-    """Every attempt's log, oldest first; ``tail=N`` starts at the last N lines.
+    """Every attempt's log kept, oldest first, after a line that says which attempts'
+    are not (``not_kept``); ``tail=N`` starts at the last N lines.
 
     Only this run's (by its id): following ends when it finishes or is forgotten."""
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
@@ -395,6 +396,8 @@ async def follow_log(
     tail = int(request.query.get("tail", "0") or 0)
     paths = _log_files(daemon, run)
     offsets = await asyncio.to_thread(tail_start, paths, tail) if tail else {}
+    if not tail and (dropped := not_kept(paths)):  # from the oldest output kept
+        await response.write(dropped)
     try:
         while True:
             paths = _log_files(daemon, run)

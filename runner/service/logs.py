@@ -13,9 +13,31 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from runner.engine.retention import ATTEMPT_LOGS_KEPT
 from runner.executors.logcap import read_cut
 
 LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in memory
+
+
+def not_kept(paths: list[Path]) -> bytes:
+    """A line said before the logs (``<attempt>-<worker>.log``) when a worker's oldest
+    attempts' were removed, as a run keeps only its newest ATTEMPT_LOGS_KEPT
+    (runner/engine/retention.py); empty when every attempt's is there."""
+    first: dict[int, int] = {}  # worker -> its oldest attempt with a log
+    for path in paths:
+        a, _, w = path.stem.partition("-")
+        if a.isdigit() and w.isdigit():
+            first[int(w)] = min(int(a), first.get(int(w), int(a)))
+    lines = []
+    for worker, oldest in sorted(first.items()):
+        if oldest > 1:
+            which = "attempt 1" if oldest == 2 else f"attempts 1-{oldest - 1}"
+            whose = f"worker {worker}'s " if len(first) > 1 else ""
+            lines.append(
+                f"[astraeus: {whose}output of {which} not kept: a run keeps its newest "
+                f"{ATTEMPT_LOGS_KEPT} attempts']\n"
+            )
+    return "".join(lines).encode()
 
 
 def tail_start(paths: list[Path], lines: int) -> dict[Path, int]:
