@@ -41,13 +41,20 @@ async def gpus(request: web.Request) -> web.Response:
         head_name = head.run if caller.viewer.sees(head.workspace) else ANONYMOUS_RUN
     foreign = foreign_processes(inventory, set()) if not inventory.simulated else {}
     drained = {r.gpu: r.reason for r in daemon.service.drains() if r.gpu is not None}
+    # a simulated GPU reads nothing itself: its readings are the telemetry's simulated
+    # ones, as `astra top` and the dashboard show them
+    sample = daemon.telemetry.latest() if local and inventory.simulated else None
+    readings = {} if sample is None else {r.index: r for r in sample.gpus}
     rows = []
     for g in inventory.gpus:
+        read = readings.get(g.index)
+        used = g.memory_used if read is None or read.memory_used is None else read.memory_used
         rows.append({
             "index": g.index, "uuid": g.uuid, "name": g.name, "simulated": g.simulated,
             "remote": not local,  # on the cluster's nodes: no readings here
-            "memory_total": g.memory_total, "memory_used": g.memory_used,
-            "utilization": g.utilization, "temperature": g.temperature,
+            "memory_total": g.memory_total, "memory_used": used,
+            "utilization": g.utilization if read is None else read.utilization,
+            "temperature": g.temperature if read is None else read.temperature,
             "holder": holders.get(g.index),
             "held_for": head_name if g.index in held and g.index not in holders else None,
             "foreign_pids": list(foreign.get(g.index, ())) if g.index not in holders else [],

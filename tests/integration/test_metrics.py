@@ -296,6 +296,14 @@ def test_the_gpus_readings_are_scraped_marked_simulated(served: Start) -> None:
     assert total == 80 * 2**30
     assert 0 < value(found, "astraeus_gpu_memory_used_bytes", gpu=gpu, simulated="true") < total
     assert "busy" not in body(raw(d))  # the run is not named without the admin's word
+    # `astra gpus` reads them as `astra top` does (it said 0B of memory in use)
+    gpus = {g["index"]: g for g in d.json("gpus")["gpus"]}
+    held_gpu, idle_gpu = gpus[int(gpu)], gpus[int(idle)]
+    assert 0.6 * total <= held_gpu["memory_used"] <= 0.9 * total
+    assert held_gpu["utilization"] >= 80 and held_gpu["temperature"] is not None
+    assert (idle_gpu["memory_used"], idle_gpu["utilization"]) == (0, 0)
+    shown = d.astra("gpus").stdout  # the held GPU's memory in GiB, the idle one's 0B
+    assert "GiB/80GiB" in shown and "0B/80GiB" in shown, shown
 
 
 def _documented() -> dict[str, tuple[str, frozenset[str]]]:
