@@ -1,20 +1,26 @@
 """Invariants of the start estimates (runner/planner/estimates.py) over the planner's
-random snapshots (tests/unit/planner_strategies.py): runs of several workspaces, gangs,
-independent workers, time limits and none, stopping work, quotas in every dimension,
-drains, beside a head."""
+random snapshots (tests/unit/planner_strategies.py, and runs sharing GPUs by memory from
+tests/unit/test_planner_shared.py): runs of several workspaces, gangs, independent
+workers, time limits and none, stopping work, quotas in every dimension, drains, beside
+a head."""
 
 from __future__ import annotations
 
 from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from runner.planner.estimates import NEVER_HERE, estimate_starts
 from runner.planner.plan import Snapshot, plan
 from tests.unit.planner_builders import NOW
 from tests.unit.planner_strategies import PROPERTY, snapshots
+from tests.unit.test_planner_shared import shared_snapshots
+
+# the planner's snapshots, and those of runs sharing GPUs by memory
+DRAWN = st.one_of(snapshots(), shared_snapshots())
 
 
 @PROPERTY
-@given(snapshots())
+@given(DRAWN)
 def test_every_waiting_run_has_an_estimate_that_says_only_what_it_can(snapshot: Snapshot) -> None:
     p = plan(snapshot, NOW)
     estimates = estimate_starts(snapshot, NOW)
@@ -35,7 +41,7 @@ def test_every_waiting_run_has_an_estimate_that_says_only_what_it_can(snapshot: 
 
 
 @PROPERTY
-@given(snapshots())
+@given(DRAWN)
 def test_the_heads_estimate_is_its_shadow_time_or_sooner(snapshot: Snapshot) -> None:
     """The head's "starts by" is a promise against the work behind it. Not against the
     order changing: fair share orders the runs of one priority by their workspaces' use,
