@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from astraeus_tui.when import UNLESS_URGENT, epoch, utc_clock
+from astraeus_tui.when import UNLESS_URGENT, epoch, no_history, utc_clock
 from runner.durations import spoken
 from runner.model import RunState
 from runner.schema import Run as Run  # a run object as the API returns it (docs/api.md)
@@ -80,6 +80,8 @@ def when(estimate: dict[str, Any] | None) -> str:
         ahead = (f"likely {utc_clock(likely, seconds=False, nearest=True)} UTC, by"
                  f" {utc_clock(high, seconds=False)} UTC at 90 %"
                  f" (from {estimate.get('learned_from')} finished runs); ")  # fmt: skip
+    elif none_yet := no_history(estimate.get("learned_from"), estimate.get("forecast_needs")):
+        ahead = f"likely start: {none_yet}; "
     if estimate.get("starts_by"):
         t = epoch(estimate["starts_by"])
         if t is not None and high is not None and high > t:  # not the head: not a promise

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 DAY = 86400
 
 
+def no_history(learned: object, needs: object) -> str:
+    """What a forecast says before the daemon has learned enough finished runs for one
+    (``learned_from`` and ``forecast_needs`` of the wire): ``no history yet (2 of 5
+    finished runs)``; empty once there is enough, or where neither was said."""
+    if not isinstance(needs, int) or not needs:
+        return ""
+    return f"no history yet ({learned if isinstance(learned, int) else 0} of {needs} finished runs)"
+
+
 def epoch(iso: str | None) -> float | None:
     """ISO 8601 (``2026-10-01T12:00:00Z``) to seconds since the epoch.
 

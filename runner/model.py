@@ -320,7 +320,8 @@ class Estimate:
     The forecasts from learned lengths (``with_forecasts``): ``likely``, the start when
     every run takes its likely (median) length, and ``likely_by``, when every run takes
     its 90th-percentile length (None: no forecast: too little history, or work of unknown
-    length in the way); ``learned_from``: how many finished runs the lengths rest on.
+    length in the way); ``learned_from``: how many finished runs the lengths rest on, and
+    ``forecast_needs`` how many they need while they rest on fewer (0: enough).
     ``promise``: the run is the head and ``starts_by`` its shadow time, which the planner
     protects; every other estimate can move later as more urgent work is submitted."""
 
@@ -330,3 +331,4 @@ class Estimate:
     likely_by: float | None = None
     learned_from: int = 0
     promise: bool = False
+    forecast_needs: int = 0

@@ -93,10 +93,12 @@ class Run(_Wire, frozen=True, kw_only=True):
     starts_by: str | None = None
     # forecasts from the lengths of finished runs (docs/scheduling.md, "Start estimates"):
     # the likely start, the start by which it starts 9 times in 10, and how many finished
-    # runs they rest on; absent for another workspace's run and before any forecast
+    # runs they rest on; absent for another workspace's run and before any forecast, but
+    # for how many finished runs there are and ``forecast_needs`` before there are enough
     likely_start: str | UnsetType = UNSET
     likely_start_90: str | UnsetType = UNSET
     learned_from: int | UnsetType = UNSET
+    forecast_needs: int | UnsetType = UNSET
     head: bool = False
     position: int | None = None
     stop_grace_left_seconds: float | None = None

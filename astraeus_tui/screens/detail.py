@@ -32,7 +32,15 @@ from textual.widgets import DataTable, Footer, Log, Static
 from astraeus_tui.client import ApiError, DashboardApi
 from astraeus_tui.fmt import Run, countdown, gib, when
 from astraeus_tui.text import plain
-from astraeus_tui.when import UNLESS_URGENT, day_clock, epoch, idle_label, on_gpus, utc_clock
+from astraeus_tui.when import (
+    UNLESS_URGENT,
+    day_clock,
+    epoch,
+    idle_label,
+    no_history,
+    on_gpus,
+    utc_clock,
+)
 from astraeus_tui.widgets import Latest, SaysFaults
 from astraeus_tui.widgets.levels import LevelSparkline
 from runner.durations import compact
@@ -75,7 +83,8 @@ def _likely(run: RunDetail, now: float) -> tuple[tuple[str, str], ...]:
     the nearest minute) and the 90 % one, and how many finished runs they rest on."""
     likely, high = _at(run.likely_start), _at(run.likely_start_90)
     if likely is None:
-        return ()
+        none_yet = no_history(run.learned_from, run.forecast_needs)
+        return (("likely start", none_yet),) if none_yet else ()
     by = f", by {day_clock(high, now)} at 90 %" if high is not None else ""
     said = f"{day_clock(likely, now, nearest=True)}{by} (from {run.learned_from} finished runs)"
     return (("likely start", said),)

@@ -177,9 +177,15 @@ def _starts_by(run: RunRow, shown: Shown, estimate: Estimate | None) -> str | No
 
 
 def _forecast(run: RunRow, estimate: Estimate | None) -> dict[str, Any]:
-    """A waiting run's forecasts, when there are any (else the fields stay absent)."""
-    if estimate is None or estimate.likely is None or run.state != RunState.QUEUED:
+    """A waiting run's forecasts, when there are any; before there is history enough for
+    one, how many finished runs there are and how many a forecast needs (else the fields
+    stay absent)."""
+    if estimate is None or run.state != RunState.QUEUED:
         return {}
+    if estimate.likely is None:
+        if not estimate.forecast_needs:
+            return {}
+        return {"learned_from": estimate.learned_from, "forecast_needs": estimate.forecast_needs}
     return {
         "likely_start": iso(estimate.likely) or schema.UNSET,
         "likely_start_90": iso(estimate.likely_by) or schema.UNSET,

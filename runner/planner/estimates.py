@@ -164,8 +164,11 @@ def with_forecasts(
     ``lengths.min_runs`` runs. The head's forecast is never later than its promise, and the
     likely start never later than the 90 % one."""
     learned = lengths.runs
-    if learned < lengths.min_runs:
-        return {name: replace(e, learned_from=learned) for name, e in bounds.items()}
+    if learned < lengths.min_runs:  # no history yet: said as such, not guessed
+        needs = lengths.min_runs
+        return {
+            n: replace(e, learned_from=learned, forecast_needs=needs) for n, e in bounds.items()
+        }
     earlier = {} if ran is None else ran(u.run for u in snapshot.running)
 
     def length(likely: bool) -> Length:

@@ -49,6 +49,8 @@ def estimate_json(estimate: Estimate | None, workspaces: dict[str, str], caller:
     if estimate.likely is not None:  # forecasts from learned lengths, once there are some
         out |= {"likely": iso(estimate.likely), "likely_90": iso(estimate.likely_by),
                 "learned_from": estimate.learned_from}  # fmt: skip
+    elif estimate.forecast_needs:  # no history yet
+        out |= {"learned_from": estimate.learned_from, "forecast_needs": estimate.forecast_needs}
     return out
 
 

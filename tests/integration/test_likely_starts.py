@@ -75,5 +75,13 @@ def test_no_forecast_without_history(served: Start) -> None:
     wait_for(lambda: _state(d, "first") == "Running")
     d.astra("run", "--name", "second", "--gpus", "1", "--", "true")
     wait_for(lambda: d.json("why", "second")["estimate"]["after"] == ["first"])
-    assert "likely_start" not in d.json("show", "second")
-    assert "likely" not in d.json("why", "second")["estimate"]
+    shown, estimate = d.json("show", "second"), d.json("why", "second")["estimate"]
+    assert "likely_start" not in shown and "likely" not in estimate
+    # said as no history yet, not guessed: how many finished runs, of how many needed
+    assert (shown["learned_from"], shown["forecast_needs"]) == (0, 5)
+    assert (estimate["learned_from"], estimate["forecast_needs"]) == (0, 5)
+    said = "no history yet (0 of 5 finished runs)"
+    assert f"likely_start:       {said}" in d.astra("show", "second").stdout.splitlines()
+    assert f"likely start: {said}; starts after first end(s)" in d.astra("why", "second").stdout
+    dry = d.astra("run", "--dry-run", "--name", "third", "--gpus", "1", "--", "true").stdout
+    assert said in dry, dry

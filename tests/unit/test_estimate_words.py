@@ -87,3 +87,18 @@ def test_the_likely_start_is_said_to_the_nearest_minute_and_the_others_up() -> N
     said = preview.when(seconds)
     assert said.startswith("likely 2026-10-01 13:10 UTC, by 2026-10-01 13:31 UTC"), said
     assert said.endswith("starts by 2026-10-01 14:01 UTC"), said
+
+
+def test_before_there_is_history_the_forecast_says_so() -> None:
+    """Fewer finished runs than a forecast needs: said as such beside the estimate from
+    the limits, in the fast path's words and the dashboard's alike."""
+    estimate = {"starts_by": "2026-10-01T14:00:20Z", "after": [], "learned_from": 2,
+                "forecast_needs": 5}  # fmt: skip
+    said = "likely start: no history yet (2 of 5 finished runs); starts by"
+    assert preview.when(estimate).startswith(said), preview.when(estimate)
+    assert fmt.when(estimate).startswith(said), fmt.when(estimate)
+    enough = {"starts_by": "2026-10-01T14:00:20Z", "after": []}  # or not the caller's run
+    assert "history" not in preview.when(enough) + fmt.when(enough)
+    page = _page(learned_from=2, forecast_needs=5)
+    assert any(line.split()[:5] == ["likely", "start", "no", "history", "yet"]
+               for line in page.splitlines()), page  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus_tui.cli.fast.out import echo, print_json
-from astraeus_tui.when import UNLESS_URGENT, epoch, on_gpus
+from astraeus_tui.when import UNLESS_URGENT, epoch, no_history, on_gpus
 from runner.durations import utc_minute
 
 OUT_OF_ORDER = {  # why a run would not be in the order, by its reason's code
@@ -28,8 +28,11 @@ def when(estimate: dict[str, Any]) -> str:
         likely = (f"likely {_said(estimate['likely'], nearest=True)}, by"
                   f" {_said(estimate['likely_90'])} at 90 %"
                   f" (from {estimate['learned_from']} finished runs); ")  # fmt: skip
+    elif none_yet := no_history(estimate.get("learned_from"), estimate.get("forecast_needs")):
+        likely = f"likely start: {none_yet}; "
     if estimate["starts_by"]:
-        if likely and estimate["likely_90"] > estimate["starts_by"]:  # not a promise
+        high = estimate.get("likely_90")
+        if high and high > estimate["starts_by"]:  # not a promise
             return f"{likely}{_said(estimate['starts_by'])} {UNLESS_URGENT}"
         return f"{likely}starts by {_said(estimate['starts_by'])}"
     if estimate["after"]:

@@ -37,9 +37,15 @@ def _unset(value: object) -> bool:
 
 
 def show_lines(run: RunDetail) -> list[str]:
+    from astraeus_tui.when import no_history
+
     lines = [run.paused] if run.paused else []
+    # before there is history enough for a forecast: said where the forecast would be
+    none_yet = no_history(getattr(run, "learned_from", None), getattr(run, "forecast_needs", None))
     for key in FIELDS:
         value = getattr(run, key)
+        if none_yet and key in ("likely_start", "learned_from"):
+            value = none_yet if key == "likely_start" else None
         if value not in (None, [], "") and not _unset(value):  # idle_since: only while idle
             lines.append(f"{key + ':':<20}{value}")
     if isinstance(share := run.gpu_memory_bytes, int):  # a shared request only
