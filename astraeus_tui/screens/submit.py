@@ -19,7 +19,9 @@ nothing is submitted.
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -108,6 +110,17 @@ def build_document(values: dict[str, str], workspace: str | None) -> dict[str, A
         priority=_number(values, "priority", int), workspace=workspace, drives=drives,
         submit_dir=here(),  # where the dashboard was opened: the Folder field's first text
     )  # fmt: skip
+
+
+def _carried(document: dict[str, Any]) -> dict[str, Any]:
+    """The form's run as sent: with the environment the dashboard was opened in, as
+    ``astra run`` carries its shell's (kept out of the JSON shown: it is the machine's,
+    not the run's own)."""
+    from runner.runspec.build import with_submit_env
+
+    sent = copy.deepcopy(document)
+    with_submit_env(sent, os.environ)
+    return sent
 
 
 def check_document(document: dict[str, Any]) -> None:
@@ -445,7 +458,7 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
     @work(exclusive=True, group="preview", exit_on_error=False)
     async def ask_preview(self, document: dict[str, Any]) -> None:
         try:
-            answer = await self.client.preview(document)
+            answer = await self.client.preview(_carried(document))
         except ApiError as e:
             where = CODE_FIELDS.get(e.code) or field_for(e.message)
             self.post_message(self.Refused(where, str(e)))
@@ -462,11 +475,14 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
         if not path:
             self.show_error("file", "give the path of a spec file")
             return
+        from runner.runspec.build import with_submit_dir
         from runner.runspec.documents import load_spec_file
         from runner.runspec.parse import SpecError, spec_to_dict
 
-        try:
-            document = spec_to_dict(load_spec_file(Path(path).expanduser()))
+        try:  # a script carries the environment as its --export says, as astra submit's
+            spec = load_spec_file(Path(path).expanduser(), os.environ)
+            document = spec_to_dict(spec)
+            with_submit_dir(document)  # the process executor starts it here
         except SpecError as e:
             self.show_error("file", f"422 INVALID_SPEC: {e}")
             return
@@ -482,8 +498,8 @@ class SubmitScreen(SaysFaults, ModalScreen[str | None]):
 
     @work(exclusive=True, group="submit", exit_on_error=False)
     async def send(self, document: dict[str, Any], field: str | None = None) -> None:
-        try:
-            run = await self.client.submit(document)
+        try:  # a file's spec says its environment itself (a script's, as it exported)
+            run = await self.client.submit(document if field == "file" else _carried(document))
         except ApiError as e:
             where = field or CODE_FIELDS.get(e.code) or field_for(e.message)
             self.post_message(self.Refused(where, str(e)))

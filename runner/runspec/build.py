@@ -208,6 +208,17 @@ def with_submit_dir(document: object) -> object:
     return document
 
 
+def with_submit_env(document: object, environ: Mapping[str, str]) -> object:
+    """A spec document with ``environ`` carried as its submit environment, where it carries
+    none (the dashboard's form, as ``astra run``'s default ``--export=ALL``): the process
+    executor's runs start with it."""
+    spec = document.get("spec") if isinstance(document, dict) else None
+    task = spec.get("task_template") if isinstance(spec, dict) else None
+    if isinstance(task, dict) and not task.get("submit_env"):
+        task["submit_env"] = carry_all(environ)
+    return document
+
+
 # what a shell keeps for itself, not the program's environment
 _SHELL_OWN = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
 

@@ -187,19 +187,23 @@ def test_the_form_starts_a_run_where_the_dashboard_was_opened(
     served: Callable[..., Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Folder field says where the dashboard was opened, and a run from the form starts
-    there, as `astra run` does; a folder typed in is a --chdir."""
+    there with the dashboard's environment, as `astra run` does with its shell's (a run
+    from the form could not find the project's python); a folder typed in is a --chdir."""
     for name in ("proj", "other"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "data.txt").write_text(f"data of {name}\n")
     monkeypatch.chdir(tmp_path / "proj")
+    monkeypatch.setenv("ASTRA_FORM_MARK", "from the dashboard's shell")
 
-    async def submit(pilot: Pilot[Any], screen: MainScreen, name: str, folder: str) -> None:
+    async def submit(
+        pilot: Pilot[Any], screen: MainScreen, name: str, folder: str, command: str = "cat data.txt"
+    ) -> None:
         await pilot.press("n")
         form = await screen_of(pilot, SubmitScreen)
         field = form.query_one("#folder", Input)
         await until(pilot, lambda: field.value == str(tmp_path / "proj"), message="the folder")
         form.query_one("#name", Input).value = name
-        form.query_one("#command", Input).value = "cat data.txt"
+        form.query_one("#command", Input).value = command
         field.value = folder
         assert await pilot.click("#submit"), "the click missed Start run"
         # the form closes once the daemon took the run (the next "n" is for the main
@@ -211,7 +215,12 @@ def test_the_form_starts_a_run_where_the_dashboard_was_opened(
     async def scenario(pilot: Pilot[Any], screen: MainScreen, client: Client) -> None:
         await submit(pilot, screen, "here", str(tmp_path / "proj"))  # as it was filled in
         await submit(pilot, screen, "there", str(tmp_path / "other"))
-        for name, data in (("here", "data of proj\n"), ("there", "data of other\n")):
+        await submit(
+            pilot, screen, "marked", str(tmp_path / "proj"), 'sh -c "echo $ASTRA_FORM_MARK"'
+        )
+        said = (("here", "data of proj\n"), ("there", "data of other\n"),
+                ("marked", "from the dashboard's shell\n"))  # fmt: skip
+        for name, data in said:
             await until(pilot, lambda: client.show(name).state == "Succeeded", message=name)  # noqa: B023
             assert b"".join(client.logs(name)).decode() == data
         assert client.show("here").spec["spec"]["task_template"]["submit_dir"] == str(

@@ -14,6 +14,7 @@ from runner.runspec.build import (
     drive_ref,
     env_vars,
     run_document,
+    with_submit_env,
 )
 from runner.runspec.parse import parse_spec
 
@@ -117,3 +118,15 @@ def test_default_names_of_paths() -> None:
             "..": "run", "": "run", "A__B": "a-b", "a-_b": "a--b"}  # fmt: skip
     for command, base in cuts.items():
         assert default_name(command).rpartition("-")[0] == base, command
+
+
+def test_the_forms_run_carries_the_environment_where_its_spec_names_none() -> None:
+    shell = {"VIRTUAL_ENV": "/p/.venv", "PATH": "/p/.venv/bin:/usr/bin", "_": "/usr/bin/x"}
+    carried = with_submit_env(run_document("a", ["python", "t.py"]), shell)
+    assert carried["spec"]["task_template"]["submit_env"] == {  # type: ignore[index]
+        "VIRTUAL_ENV": "/p/.venv",
+        "PATH": "/p/.venv/bin:/usr/bin",
+    }  # the shell's own left
+    own = run_document("b", ["true"], submit_env={"A": "1"})
+    assert with_submit_env(own, shell)["spec"]["task_template"]["submit_env"] == {"A": "1"}  # type: ignore[index]
+    parse_spec(carried)  # a spec the daemon takes
