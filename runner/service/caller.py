@@ -15,6 +15,8 @@ from runner.reasons import Viewer
 from runner.runspec.fields import SpecError
 from runner.store.db import DiskFull as DiskFull  # a write found no space: the API says 507
 
+WRONG_STATE = "WRONG_STATE"  # 409: the run is not in a state the change is for
+
 
 class ServiceError(Exception):
     """A refusal for the caller: HTTP status, an error code (docs/api.md), one line."""

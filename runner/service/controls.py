@@ -24,12 +24,11 @@ from contextlib import contextmanager
 
 from runner.model import RunState, StopReason
 from runner.reasons import Reason, ReasonCode, held_reason
-from runner.service.caller import Caller, ServiceError
+from runner.service.caller import WRONG_STATE, Caller, ServiceError
 from runner.service.runs import Service
 from runner.store.db import RunRow
 from runner.store.tx import Tx
 
-WRONG_STATE = "WRONG_STATE"
 SLURM = "slurm"  # the executor name of the front for Slurm (runner/slurm/front.py)
 
 

@@ -24,7 +24,14 @@ from runner.rows import DrainRow
 from runner.runspec.groups import schedule_of_firing
 from runner.runspec.parse import parse_spec, spec_to_dict
 from runner.runspec.printable import check_spec
-from runner.service.caller import Caller, ServiceError, caller_for, spec_errors, start_refusal
+from runner.service.caller import (
+    WRONG_STATE,
+    Caller,
+    ServiceError,
+    caller_for,
+    spec_errors,
+    start_refusal,
+)
 from runner.service.drain import drain, resume
 from runner.service.reads import Reads
 from runner.store.db import (
@@ -380,6 +387,10 @@ class Service(Reads):
         run = self._own_run(name, caller)
         if not -1000 <= priority <= 1000:
             raise ServiceError(422, "INVALID_SPEC", "priority: must be between -1000 and 1000")
+        if run.state in RunState.FINISHED:  # as hold, release and update refuse it
+            raise ServiceError(
+                409, WRONG_STATE, f"run {name} is {run.state}: a finished run keeps its priority"
+            )
         self.check_priority(run.workspace, priority)
         with self.store.transaction() as tx:
             self.store.runs.set_priority(tx, name, priority)

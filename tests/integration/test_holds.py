@@ -120,8 +120,16 @@ def test_release_refuses_a_started_or_finished_run_as_hold_does(d: Served) -> No
         "409 WRONG_STATE: run dropped is Cancelled: only a queued run can be held"
         " (it has finished)\n",
     )
+    # a finished run keeps its priority too (a running one may still change it)
+    out = d.astra("priority", "quick", "-5")
+    assert (out.returncode, out.stderr) == (
+        1,
+        "409 WRONG_STATE: run quick is Succeeded: a finished run keeps its priority\n",
+    )
     assert {name: len(_events(d, name)) for name in events} == events  # nothing changed
     assert [d.json("show", n)["held"] for n in ("quick", "busy", "waiting")] == [False] * 3
+    assert d.json("show", "quick")["priority"] == 0
+    assert d.astra("priority", "busy", "-5").returncode == 0
 
 
 def test_run_hold_submits_it_held_and_the_state_survives_a_restart(d: Served) -> None:
