@@ -46,21 +46,11 @@ def test_the_heads_estimate_is_its_shadow_time_or_sooner(snapshot: Snapshot) -> 
     """The head's "starts by" is a promise against the work behind it. Not against the
     order changing: fair share orders the runs of one priority by their workspaces' use,
     and the work the head waits for ending can put another workspace's run first
-    (docs/scheduling.md, "Start estimates"), and so can its ending bring a run back
-    under its workspace's quota, ahead of the head in priority or time. Drawn apart
-    here: the runs of the head's priority are all of its workspace, or no workspace of
-    theirs has a quota, and no run as urgent as the head waits on its quota.
-    (Work is stopped only for a run of a higher priority; the drawn snapshots may stop it
-    for any run, and a victim requeued ahead of the run it was stopped for could take the
-    room back.)"""
-    priorities = {w.name: w.priority for w in snapshot.waiting}
-    assume(
-        all(
-            u.priority < priorities[u.stopping_for]
-            for u in snapshot.running
-            if u.stopping_for in priorities
-        )
-    )
+    (docs/scheduling.md, "Start estimates"); so can its ending bring a run back under its
+    workspace's quota, or a preempted run back to the queue, ahead of the head in
+    priority or time. Drawn apart here: the runs of the head's priority are all of its
+    workspace, or no workspace of theirs has a quota; no run as urgent as the head waits
+    on its quota or is being preempted."""
     p = plan(snapshot, NOW)
     if p.head is None or p.head.shadow is None:
         return
@@ -68,7 +58,11 @@ def test_the_heads_estimate_is_its_shadow_time_or_sooner(snapshot: Snapshot) -> 
     assume(
         level == {p.head.workspace} or all(snapshot.workspaces[ws].quota is None for ws in level)
     )
+    priorities = {w.name: w.priority for w in snapshot.waiting}
     assume(all(priorities[name] < p.head.priority for name in p.quota_waits))
+    victims = [u for u in snapshot.running if u.stopping_for is not None]
+    victims += [u for x in p.preemptions for u in snapshot.running if u.unit_id == x.unit_id]
+    assume(all(u.priority < p.head.priority for u in victims))
     e = estimate_starts(snapshot, NOW)[p.head.run]
     assert e.promise and e.starts_by is not None, (p.head, e)
     assert e.starts_by <= p.head.shadow, (p.head, e)
