@@ -54,6 +54,19 @@ BANDED: tuple[tuple[tuple[str, str] | str, ...], ...] = (
 )  # fmt: skip
 
 
+# the steps between the axis's times: each label then says its time exactly
+STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800,
+         345600, 604800)  # fmt: skip
+TICKS = 4  # times on the axis after "now", at the most
+
+
+def ticks(total: float) -> list[float]:
+    """The times after now the axis labels, a round step apart (``+2m +4m``), at most
+    TICKS of them within ``total``."""
+    step = next((s for s in STEPS if total / s <= TICKS), total)
+    return [k * step for k in range(1, int(total // step) + 1)]
+
+
 def horizon(spans: list[float], shadow: float | None) -> float:
     """The time the chart spans: the shadow time with room after it, or the longest run."""
     target = shadow * 1.5 if shadow is not None else max([0.0, *spans])
@@ -127,10 +140,10 @@ class Timeline(Widget):
 
     def _axis(self, label_w: int, chart_w: int, total: float, mark: int | None) -> Text:
         cells: list[Cell] = [(" ", "dim")] * chart_w
-        for q in range(5):
-            x = min(chart_w - 1, round(q / 4 * (chart_w - 1)))
-            label = "now" if q == 0 else f"+{compact(total * q / 4, cell=True)}"
-            start = max(0, min(x - (0 if q == 0 else len(label) - 1), chart_w - len(label)))
+        for t in [0.0, *ticks(total)]:  # each label ends at its time (now's begins there)
+            x = min(chart_w - 1, round(t / total * (chart_w - 1)))
+            label = f"+{compact(t, cell=True)}" if t else "now"
+            start = max(0, min(x - (len(label) - 1 if t else 0), chart_w - len(label)))
             if all(c == " " for c, _ in cells[max(0, start - 1) : start + len(label) + 1]):
                 for i, ch in enumerate(label):
                     cells[start + i] = (ch, "dim")

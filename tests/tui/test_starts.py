@@ -19,8 +19,9 @@ from astraeus_tui.screens.main import MainScreen
 from astraeus_tui.when import DAY, start_label, utc_clock
 from astraeus_tui.widgets.head_banner import HeadBanner
 from astraeus_tui.widgets.queue_table import QueueTable
-from astraeus_tui.widgets.timeline import Timeline
+from astraeus_tui.widgets.timeline import Timeline, ticks
 from runner.clock import iso
+from runner.durations import compact
 from tests.tui.fake_client import FakeClient, as_runs, load_fixture
 from tests.tui.helpers import Clock, cell, main_screen, plain, replay, until
 
@@ -167,3 +168,18 @@ def test_the_head_banner_gives_the_likely_start_before_its_bound() -> None:
     unbound = msgspec.structs.replace(head, likely_start=iso(likely), starts_by=None)
     assert banner.when(unbound).plain == f"likely ~{near} · no bound: work without a limit"
     assert banner.when(msgspec.structs.replace(head, starts_by=None)).plain == "start time unknown"
+
+
+def test_the_timeline_axis_says_each_time_where_it_is() -> None:
+    """Each label ends at the column of its time, a round step apart: `+3m` said where
+    3 min 45 s was drawn read wrong against the bars."""
+    chart_w = 61
+    for total in (300.0, 600.0, 3600.0, 2 * 3600.0, 86400.0):
+        axis = Timeline()._axis(0, chart_w, total, None).plain[1:]
+        assert axis.startswith("now")
+        said = ticks(total)
+        assert 1 <= len(said) <= 4 and all(t % 60 == 0 for t in said)
+        for t in said:
+            label = f"+{compact(t, cell=True)}"
+            x = min(chart_w - 1, round(t / total * (chart_w - 1)))
+            assert axis[x - len(label) + 1 : x + 1] == label, (total, t, axis)
