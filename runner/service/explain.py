@@ -82,8 +82,8 @@ class Explainer:
         if name in waiting:  # out of the order until then: nothing to re-plan
             return Why({
                 "run": name, "reason": waiting[name].render(caller.viewer),
-                "chain": ["Out of the queue's order until then: it holds nothing back and is "
-                          "never the head."],
+                "chain": ["Out of the queue's order while this lasts: it holds nothing back "
+                          "and is never the head."],
                 "levers": [], "estimate": None,
             })  # fmt: skip
         if not backend.capabilities.plans_locally:  # Slurm decides: its reason, no levers

@@ -56,6 +56,13 @@ def test_a_failing_program_restarts_at_most_three_times_in_its_first_15_s(
     assert f"restart_at:         {run['restart_at']}" in shown
     listed = lab.astra("ls").stdout.splitlines()[1]  # START: when it starts again
     assert listed.split()[6] == run["restart_at"][11:19], listed
+    assert lab.astra("hold", "typo").returncode == 0  # held: it starts only once released
+    listed = lab.astra("ls").stdout.splitlines()[1]
+    assert run["restart_at"][11:19] not in listed and "Held by" in listed, listed
+    assert lab.json("why", "typo")["chain"] == [
+        "Out of the queue's order while this lasts: it holds nothing back and is never the head."
+    ]
+    assert lab.astra("release", "typo").returncode == 0
     # the GPU it held is free: another run takes it at once while it waits
     _submit(lab, spec("other", ["sleep", "30"], gpus=1))
     wait_for(lambda: lab.json("show", "other")["state"] == "Running", 10, "the other run")
