@@ -115,7 +115,23 @@ async def new_run_filled(pilot: Pilot[Any]) -> None:
     await until(pilot, lambda: not form.query_one("#more", Collapsible).collapsed,
                 message="More options open")  # fmt: skip
     await pilot.press("tab", *"-100", "tab", *"48h")
-    await pilot.pause()
+    await still(pilot)
+
+
+async def still(pilot: Pilot[Any], tries: int = 50) -> None:
+    """Until the screen stops moving: each field focused scrolls the form, and the JSON
+    rewritten scrolls its box, as animations; a machine under load was drawn halfway
+    through one (a form one line off its snapshot)."""
+    await pilot.wait_for_scheduled_animations()
+    before = pilot.app.export_screenshot()
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        await pilot.wait_for_animation()
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        before = now
+    raise AssertionError(f"the screen still moves after {tries} looks")
 
 
 Scenario = Callable[[Pilot[Any], MainScreen, Client], Coroutine[Any, Any, None]]
