@@ -1,4 +1,5 @@
-"""The dashboard's tests use the integration tests' real daemon (``served``).
+"""The dashboard's tests use the integration tests' real daemon (``served``), and no
+animations.
 
 ``snap_compare`` here is the snapshot plugin's, saying on a mismatch which lines of the
 screen differ (the plugin's HTML report is gone with a clean clone; the log stays).
@@ -14,9 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import textual.constants
 from pytest_textual_snapshot import node_to_report_path
 
 from tests.integration.conftest import served  # noqa: F401 (the fixture, re-exported)
+
+# no animations: a scroll drawn halfway on a loaded machine put a snapshot one line off;
+# every app made from here on moves at once (App reads the level as it is made)
+textual.constants.TEXTUAL_ANIMATIONS = "none"
 
 _TEXT = re.compile(  # a run of characters: its x, its line, its text
     r'<text [^>]*?x="([\d.]+)"[^>]*clip-path="url\(#[\w-]*-line-(\d+)\)"[^>]*>(.*?)</text>', re.S
