@@ -88,15 +88,18 @@ def parse_duration(text: str) -> int:
         return int(value)
     import re
 
-    if re.fullmatch(_WITH_UNITS, value) and (total := unit_seconds(value)) >= 1:
+    units = re.fullmatch(_WITH_UNITS, value)
+    if units and (total := unit_seconds(value)) >= 1:
         return int(total)
     try:
         seconds = slurm_seconds(value)
     except ValueError:
         seconds = None
-    if not seconds:
-        raise ValueError(f"{text!r} is not a duration ({EXAMPLES})")
-    return seconds
+    if seconds:
+        return seconds
+    if value.isdigit() or units or seconds == 0:  # a time, but under a second
+        raise ValueError(f"{text!r} is under a second: at least 1s, or leave it out for none")
+    raise ValueError(f"{text!r} is not a duration ({EXAMPLES})")
 
 
 _SPOKEN = {"s": "s", "m": "min", "h": "h", "d": "d"}

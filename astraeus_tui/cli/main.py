@@ -10,8 +10,12 @@ if __name__ == "__main__" or "astra" in sys.argv[0]:  # the hot path first, befo
     if (code := dispatch(sys.argv[1:])) is not None:
         sys.exit(code)
 
+from typing import Any
+
 import typer
 import typer.core
+from typer._click.exceptions import UsageError  # the click typer carries: its errors
+from typer._click.utils import echo
 
 from astraeus_tui.cli import (
     admin,
@@ -32,10 +36,19 @@ from astraeus_tui.cli import (
 )
 from astraeus_tui.cli.plan import plan_command
 
-# Plain text, as the fast path says it: help as click lays it out, and a usage error as
-# click's few lines (`Error: No such option: --bogus`), its message on one line, not in a
-# box that breaks it where the terminal ends (what TYPER_USE_RICH=0 does).
+# Plain text, as the fast path says it: help as click lays it out, and a usage error in
+# one line (`Error: No such option: --bogus; see astra ls --help`), not in a box that
+# breaks it where the terminal ends (what TYPER_USE_RICH=0 does).
 typer.core.HAS_RICH = False
+
+
+def _usage_error(self: UsageError, file: Any = None) -> None:
+    """click's UsageError.show, said in one line on stderr, with where help is."""
+    where = f"; see {self.ctx.command_path} --help" if self.ctx is not None else ""
+    echo(f"Error: {self.format_message()}{where}", file=file, err=True)
+
+
+UsageError.show = _usage_error  # type: ignore[method-assign]
 
 app = typer.Typer(
     help="Astraeus: a GPU run scheduler for one workstation or lab server.",

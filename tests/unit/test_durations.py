@@ -41,8 +41,11 @@ def test_durations(text: str, seconds: int) -> None:
 def test_not_durations(text: str) -> None:
     """``0.5s`` used to be 0 seconds for the CLI (the daemon then refused the spec) and
     refused by the form: a time limit is a positive whole number of seconds, so both
-    refuse it now, with the same words."""
+    refuse it now, with the same words; a time under a second says so (``0`` is not no
+    limit)."""
     message = f"{text!r} is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)"
+    if text in ("0.5s", "0", "0s"):
+        message = f"{text!r} is under a second: at least 1s, or leave it out for none"
     with pytest.raises(ValueError) as error:
         parse_duration(text)
     assert str(error.value) == message

@@ -92,7 +92,9 @@ def test_a_bad_time_limit_names_the_limit_field() -> None:
     with pytest.raises(FieldError) as error:
         build_document(values, None)
     assert error.value.field == "limit"
-    assert error.value.message == "'0.5s' is not a duration (e.g. 2h, 90m, 1d, 1-12:00:00)"
+    assert error.value.message == (
+        "'0.5s' is under a second: at least 1s, or leave it out for none"
+    )
 
 
 def _reference_name(command: str) -> str:
