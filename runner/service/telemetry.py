@@ -172,12 +172,14 @@ class Telemetry:
         elif history:
             uids = [r.run_uid for r in sample.runs]
             gpu_samples, run_samples = _stored(sampler, sample.time - history, uids)
+        # a run that ended since the sample is not listed: it runs no more
+        live = {w.run_uid for w in self.service.live_workers()}
         return schema.Telemetry(
             time=iso(sample.time),
             interval_seconds=sampler.interval,
             simulated=sampler.simulated,
             gpus=[_gpu(g, gpu_samples) for g in sample.gpus],
-            runs=[_run(r, sees(r.workspace), run_samples) for r in sample.runs]
+            runs=[_run(r, sees(r.workspace), run_samples) for r in sample.runs if r.run_uid in live]
             + self._unsampled({r.run_uid for r in sample.runs}, sees),
         )
 

@@ -162,3 +162,25 @@ def test_top_lists_a_run_from_its_start_before_any_sample(served: Callable[..., 
     row = next(line for line in screen.splitlines() if line.startswith("fresh"))
     assert row.split()[2:] == ["0", "-", "-", "-", "-"], screen
     lab.astra("delete", "fresh")
+
+
+def test_top_lists_no_run_that_ended_since_the_last_sample(served: Callable[..., Served]) -> None:
+    """Sampled every 10 s: a run measured and then ended is not listed as running until
+    the next sample (it was, after `astra wait` said it succeeded)."""
+    lab = served(gpus=1, machine="telemetry_seconds = 10")
+    client = Client(lab.socket)
+    ran = lab.astra("run", "--name", "brief", "--gpus", "1", "--image", "local", "--", "sleep",
+                    "300")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+    def measured() -> str | None:  # the time of a sample that measured it
+        t = client.telemetry()
+        return t.time if [r.memory_bytes is not None for r in t.runs] == [True] else None
+
+    at = wait_for(measured, 30, "brief measured")
+    lab.astra("delete", "brief")
+    wait_for(lambda: lab.json("show", "brief")["state"] == "Cancelled", 20, "brief ended")
+    telemetry = client.telemetry()
+    assert telemetry.time == at, "sampled again meanwhile: nothing shown"  # still that sample
+    assert telemetry.runs == [], telemetry.runs
+    assert "brief" not in lab.astra("top", "--once").stdout
