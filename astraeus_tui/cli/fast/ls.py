@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 # what the table shows of a run (astraeus_tui/cli/plain.py, tables.py): a lighter answer
 TABLE_FIELDS = ("name,workspace,priority,state,reason,gpus,gpus_requested,submitted_at,starts_by,"
-                "likely_start,likely_start_90,head,position,idle_since,restart_at,held")  # fmt: skip
+                "likely_start,likely_start_90,head,position,idle_since,restart_at,"
+                "held")  # fmt: skip
 
 
 def fast_ls(argv: list[str]) -> int | None:
