@@ -2,8 +2,8 @@
 
 ``layout`` gives the same lines Rich's ``Table(box=None, pad_edge=False)`` prints for
 the queue's columns (two spaces between columns, ``#``/PRIO/GPUS/AGE/START right-aligned,
-NAME cut at 22 and WS at 10 with ``…``, REASON shrunk to fit the width and cut with
-``…``), or None for what it does not lay out itself: a character that is not one
+NAME cut at 22 and WS at 10 with ``…`` (whole with ``--wide``), REASON shrunk to fit the
+width and cut with ``…``), or None for what it does not lay out itself: a character that is not one
 cell wide, a terminal narrower than the fixed columns, a wide reason that would wrap.
 The header is bold only on a terminal, and never with ``NO_COLOR``.
 """
@@ -170,20 +170,21 @@ def table_width(columns: Sequence[Sequence[str]], wide: bool) -> int:
     if not wide:
         return total
     pads = [1] + [2] * (len(HEADER) - 2)
-    fixed = sum(
-        min(max(len(HEADER[i]), max(map(len, columns[i]), default=0)), MAX[i] or 1 << 30) + pad
+    fixed = sum(  # names and workspaces whole: --wide cuts none
+        max(len(HEADER[i]), max(map(len, columns[i]), default=0)) + pad
         for i, pad in enumerate(pads)
     )
     return max(total, fixed + 1 + WIDE_REASON)
 
 
-def _widths(columns: Sequence[Sequence[str]], total: int) -> list[int] | None:
-    """Each column's width with its padding (one space each side, none at the edges)."""
+def _widths(columns: Sequence[Sequence[str]], total: int, wide: bool) -> list[int] | None:
+    """Each column's width with its padding (one space each side, none at the edges);
+    NAME and WS cut at MAX but with ``wide``."""
     pads = [1] + [2] * (len(HEADER) - 2) + [1]
     widths = []
     for i, header in enumerate(HEADER):
         width = max(len(header), max(map(len, columns[i]), default=0)) + pads[i]
-        cap = MAX[i]
+        cap = None if wide else MAX[i]
         widths.append(min(width, total, cap + pads[i]) if cap else min(width, total))
     excess = sum(widths) - total
     if excess > 0:  # only REASON shrinks; Rich's last resort (all columns) is Rich's
@@ -215,7 +216,7 @@ def layout_columns(columns: Sequence[Sequence[str]], wide: bool) -> list[str] | 
         for row in zip(*columns, strict=True)
     ):
         return None
-    widths = _widths(columns, total)
+    widths = _widths(columns, total, wide)
     if widths is None:
         return None
     if wide and any(len(reason) > widths[-1] - 1 for reason in columns[-1]):

@@ -109,8 +109,10 @@ def history(
 
     table = Table(box=None, header_style="bold", padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("FINISHED", no_wrap=True, min_width=11)
-    for head in ("NAME", "WS", "OWNER"):
-        table.add_column(head, overflow="ellipsis", min_width=5)
+    # the names kept whole before the workspaces and owners (a sweep's runs differ at the end)
+    named = min(32, max(len(r.name) for r in data.runs))
+    for head, least in (("NAME", named), ("WS", 5), ("OWNER", 5)):
+        table.add_column(head, overflow="ellipsis", min_width=least)
     table.add_column("OUTCOME", no_wrap=True, min_width=9)
     for head in ("EXIT", "ELAPSED", "WAIT", "GPUS", "GPU-H", "PRE"):
         table.add_column(head, justify="right", no_wrap=True, min_width=len(head))

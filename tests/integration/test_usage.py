@@ -240,3 +240,17 @@ def test_members_read_their_workspaces_history_and_usage(
     assert [r["name"] for r in s.json("history")["runs"]] == ["a-run", "b-secret"]
     users_seen = {(r["workspace"], r["user"]) for r in s.json("usage", "--by", "user")["rows"]}
     assert users_seen == {("vision", ALICE), ("nlp", BOB)}
+
+
+def test_history_keeps_a_sweeps_names_whole_at_80_columns(served: Callable[..., Served]) -> None:
+    """A sweep's runs differ at the end of their names: cut to `sweep-lr0…` they could not
+    be told apart. The workspace and owner columns give way first."""
+    s = served(gpus=1)
+    names = ["sweep-lr0-00001-warmup-a", "sweep-lr0-00001-warmup-b"]
+    for name in names:
+        assert s.astra("run", "--name", name, "--", PY, "-c", "pass").returncode == 0
+    wait_for(lambda: len(s.json("history")["runs"]) == 2, 30, "two finished runs")
+    s.env["COLUMNS"] = "80"
+    lines = s.astra("history").stdout.splitlines()
+    assert all(any(name in line for line in lines) for name in names), lines
+    assert max(map(len, lines)) <= 80

@@ -99,7 +99,8 @@ def test_a_wide_table_grows_past_a_narrow_terminal_rather_than_cut_what_was_aske
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     run = msgspec.convert({
-        "id": "b", "name": "finetune-llama-13b", "workspace": "vision", "priority": 5,
+        "id": "b", "name": "finetune-llama-13b-lr3e-4-warmup", "workspace": "vision-and-audio",
+        "priority": 5,
         "state": "Queued", "gpus_requested": 4, "head": True, "position": 1,
         "starts_by": "2099-01-02T04:39:00Z", "likely_start": "2099-01-02T02:38:00Z",
         "likely_start_90": "2099-01-02T03:39:00Z", "learned_from": 12,
@@ -110,7 +111,8 @@ def test_a_wide_table_grows_past_a_narrow_terminal_rather_than_cut_what_was_aske
     for printer in (print_runs, print_runs_rich):
         printer([run], True)
         lines = capsys.readouterr().out.splitlines()
-        assert "finetune-llama-13b" in lines[1] and start in lines[1]
+        assert "finetune-llama-13b-lr3e-4-warmup  vision-and-audio" in lines[1]  # not cut
+        assert start in lines[1]
         assert max(map(len, lines)) > 80
         assert lines[1].index(start) + len(start) + 2 + plain.WIDE_REASON <= max(map(len, lines))
     print_runs([run], False)
