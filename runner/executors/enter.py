@@ -119,7 +119,7 @@ class ProcessSession:
 
 def write_enter(folder: Path, job: dict[str, object]) -> None:
     """Keep what ``astra exec`` needs of the launch (the supervisor deletes its copy)."""
-    keep = ("env", "cwd", "uid", "gid", "groups", "sandbox", "cgroup")
+    keep = ("env", "cwd", "folder", "uid", "gid", "groups", "sandbox", "cgroup")
     write_json_atomic(folder / ENTER, {k: job[k] for k in keep})
 
 
@@ -145,7 +145,9 @@ def _spawn(
     listed = launch.get("env")
     env = {str(k): str(v) for k, v in listed.items()} if isinstance(listed, dict) else {}
     uid, gid = launch.get("uid"), launch.get("gid")
-    job = {"argv": list(request.argv), "env": env, "cwd": str(launch.get("cwd") or "/tmp"),
+    # where the worker started: its folder (--chdir, or where it was submitted), else home
+    cwd = launch.get("folder") or launch.get("cwd") or "/tmp"
+    job = {"argv": list(request.argv), "env": env, "cwd": str(cwd),
            "uid": uid, "gid": gid, "groups": launch.get("groups") or [], "tty": request.tty,
            "namespace": namespace, "cgroup": launch.get("cgroup")}  # fmt: skip
     if request.tty:

@@ -62,10 +62,15 @@ workspaces = ["ex"]
     return served(config, gpus=2)
 
 
-def submit(lab: Served, who: pwd.struct_passwd, argv: list[str], mount: str | None = None) -> str:
+def submit(
+    lab: Served, who: pwd.struct_passwd, argv: list[str], mount: str | None = None,
+    folder: str | None = None,
+) -> str:  # fmt: skip
     name = f"ex-{uuid.uuid4().hex[:6]}"
     task: dict[str, Any] = {"image": "local", "command": argv[0], "args": argv[1:],
                             "requested_resources": {"gpu_requests": {"count": 1}}}  # fmt: skip
+    if folder is not None:
+        task["working_dir"] = folder
     if mount is not None:
         task["datavolume_refs"] = [{"name": "ex-data", "mount_path": mount}]
     document = {"metadata": {"name": name, "workspace": "ex"},
@@ -141,6 +146,23 @@ def test_exec_runs_as_the_run_s_user_with_its_environment(
     )
     fed = lab.astra("exec", "-i", name, "--", "sh", "-c", "read a; echo got $a", input="x y\n")
     assert (fed.returncode, fed.stdout) == (0, "got x y\n")  # root: an admin may
+
+
+def test_exec_starts_in_the_folder_the_run_started_in(
+    lab: Served, users: dict[str, pwd.struct_passwd]
+) -> None:
+    """As `kubectl exec` lands in the container's working directory: it started in the
+    owner's home before, wherever the run itself ran."""
+    folder = Path(tempfile.mkdtemp(prefix="astra-ex-"))
+    try:
+        folder.chmod(0o755)
+        name = submit(lab, users[BOB], ["sh", "-c", "pwd; sleep 120"], folder=str(folder))
+        shown = astra(lab, "exec", name, "--", "pwd", user=users[BOB])
+        assert (shown.returncode, shown.stdout) == (0, f"{folder}\n"), shown.stderr
+        wait_for(lambda: lab.astra("logs", name).stdout == f"{folder}\n", 10, "its own pwd")
+        lab.astra("delete", name)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_only_the_owner_and_admins_may_exec_and_only_in_a_running_run(
