@@ -46,12 +46,13 @@ class HeaderBar(Widget):
         if status is None:
             return text.append("waiting for the daemon…", style="dim")
         count = "?" if self.gpus is None else str(self.gpus)
+        gpus = "GPU" if self.gpus == 1 else "GPUs"
         if status.get("executor") == "slurm":
-            text.append(f"Slurm cluster · {count} GPUs", style="bold cyan")
+            text.append(f"Slurm cluster · {count} {gpus}", style="bold cyan")
         elif status.get("simulated"):
-            text.append(f"{count} simulated GPUs", style="bold magenta")
+            text.append(f"{count} simulated {gpus}", style="bold magenta")
         else:
-            text.append(f"{count} GPUs", style="bold")
+            text.append(f"{count} {gpus}", style="bold")
         draining = drain_text(status.get("drain"))  # before the rest: it is what matters
         if draining:
             text.append(" · ").append(draining, style="bold yellow")

@@ -96,3 +96,7 @@ def test_the_header_says_when_asks_are_not_enforced() -> None:
     assert "process executor · asks not enforced · stop grace 30 s" in header.machine().plain
     header.status = {**header.status, "not_enforced": None}
     assert "not enforced" not in header.machine().plain
+    header.gpus = 1
+    assert header.machine().plain.startswith("1 simulated GPU ·")  # not "1 simulated GPUs"
+    header.gpus = 4
+    assert header.machine().plain.startswith("4 simulated GPUs ·")
