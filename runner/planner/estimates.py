@@ -54,7 +54,6 @@ def _preempt(result: Plan, running: list[RunningUnit], t: float, grace: float) -
     afterwards (see _finish)."""
     victims = {p.unit_id: p.for_run.name for p in result.preemptions}
     return [
-        # (by its time limit, if that comes sooner)
         replace(
             u, stop_deadline=min(t + grace, unit_end(u, grace)), stopping_for=victims[u.unit_id]
         )
