@@ -23,7 +23,8 @@ from tests.support.harness import Harness, sleeper, spec, wait_for
 from tests.support.served import Served
 from tests.support.tenants import ALICE, BOB, CONFIG, as_user, users
 
-FORECAST = ("likely_start", "likely_start_90", "learned_from")  # absent before any forecast
+# absent before any forecast, but for how many runs finished of how many it needs
+FORECAST = ("likely_start", "likely_start_90", "learned_from", "forecast_needs")
 
 __all__ = ["users"]  # the module fixture: real Unix users
 
@@ -48,11 +49,12 @@ def test_the_list_follows_every_change_and_sends_the_fields_asked_for(
     assert client.answer("GET", "/v1/runs") == first  # nothing moved: the same bytes
     # the documented keys, in order; idle_since only while idle, gpu_memory_bytes only on
     # a shared request, restart_at only while a failed run waits for its back-off, the
-    # forecasts only once runs have finished
+    # forecasts only on a queued run once it has an estimate
     optional = ("idle_since", "gpu_memory_bytes", "restart_at", *FORECAST)
     keys = [f for f in schema.Run.__struct_fields__ if f not in optional]
     for run in _runs(first):
-        assert list(run) == keys  # the documented keys, in order
+        assert [k for k in run if k not in optional] == keys  # the documented keys
+        assert list(run) == [f for f in schema.Run.__struct_fields__ if f in run]  # in order
     client.set_priority("a", -5)  # in the store at once; a goes behind b once planned
     assert {r.name: r.priority for r in client.runs()}["a"] == -5
     wait_for(lambda: [r.name for r in client.runs()][1:] == ["b", "a"], message="replanned")
