@@ -206,13 +206,24 @@ def _memory(value: object, path: str) -> int:
 def _worker_memory(value: object, path: str) -> int:
     """A worker's memory limit (0: none), at least Docker's minimum. A bare number is
     bytes: ``astra run --memory 10`` meant as 10G would die out of memory at each start."""
+    return _least(value, path, "must be at least 6MiB (Docker's minimum)", "--memory")
+
+
+def _gpu_share(value: object, path: str) -> int:
+    """The memory a shared run asks on each GPU, at least 6MiB too: ``--gpu-mem 20`` is
+    20 bytes, which no program runs in."""
+    return _least(value, path, "must be at least 6MiB", "--gpu-mem")
+
+
+def _least(value: object, path: str, reason: str, flag: str) -> int:
+    """A size of at least MIN_MEMORY (0: none asked); a bare number too small is said to be
+    bytes, with how to give the unit (``astra run FLAG 10G``)."""
     size = _memory(value, path)
     if 0 < size < MIN_MEMORY:
-        reason = "must be at least 6MiB (Docker's minimum)"
         if isinstance(value, str) and value.strip().isdigit():  # as astra run --memory 10
             n = value.strip()
             raise SpecError(path, f"{reason}, got '{n}', which is {n} bytes: give the unit,"
-                            f" e.g. {n}G (astra run --memory {n}G)")  # fmt: skip
+                            f" e.g. {n}G (astra run {flag} {n}G)")  # fmt: skip
         got = f"{size} bytes" if size < 1024 else format_size(size)
         raise SpecError(path, f"{reason}, got {got}")
     return size

@@ -42,6 +42,7 @@ from runner.runspec.fields import (
     SpecError,
     _bool,
     _cpu_milli,
+    _gpu_share,
     _image,
     _int_between,
     _list,
@@ -347,7 +348,8 @@ def _resources(value: object, path: str, *, bounded: bool = True) -> _Resources:
     """The TaskTemplate fields ``requested_resources`` sets (not given: 0 each)."""
     res = _object(value, path, _RESOURCE_KEYS)
     memory = _worker_memory if bounded else _memory
-    gpus, least, share, shards = _optional(res, path, "gpu_requests", _gpu_requests, (0, 0, 0, 0))
+    requests = lambda v, p: _gpu_requests(v, p, _gpu_share if bounded else _memory)  # noqa: E731
+    gpus, least, share, shards = _optional(res, path, "gpu_requests", requests, (0, 0, 0, 0))
     per_gpu = lambda v, p: _per_gpu(v, p, memory)  # noqa: E731
     per_cpu, per_memory = _optional(res, path, "per_gpu", per_gpu, (0, 0))
     return _Resources(
@@ -365,12 +367,15 @@ def _resources(value: object, path: str, *, bounded: bool = True) -> _Resources:
 _GPU_REQUEST_KEYS = ("count", "min_per_machine", "memory_bytes", "shared", "shards")
 
 
-def _gpu_requests(value: object, path: str) -> tuple[int, int, int, int]:
+def _gpu_requests(
+    value: object, path: str, memory: Callable[[object, str], int] = _gpu_share
+) -> tuple[int, int, int, int]:
     """(count, min_per_machine, bytes on each GPU, shards of each GPU): a shared request
-    asks for memory on each of its ``count`` GPUs (``memory_bytes``, or ``shards``)."""
+    asks for memory on each of its ``count`` GPUs (``memory_bytes``, or ``shards``).
+    ``memory``: how that memory is read (a stored run's: without the least a submit asks)."""
     req = _object(value, path, _GPU_REQUEST_KEYS)
     count = _optional(req, path, "count", _int_between(0, MAX_GPUS), 0)
-    share = _optional(req, path, "memory_bytes", _memory, 0)
+    share = _optional(req, path, "memory_bytes", memory, 0)
     shards = _optional(req, path, "shards", _int_between(1, MAX_SHARDS), 0)
     asks_share = "memory_bytes" in req or "shards" in req
     shared = _optional(req, path, "shared", _bool, asks_share)

@@ -376,6 +376,15 @@ def test_a_memory_ask_in_bytes_below_dockers_minimum_is_refused_saying_how_to_wr
             f"422 INVALID_SPEC: {field}: must be at least 6MiB (Docker's minimum), got '10',"
             " which is 10 bytes: give the unit, e.g. 10G (astra run --memory 10G)\n"
         )
+    said = d.astra("run", "--gpu-mem", "20", "--", "true")  # 20 bytes on a shared GPU
+    assert (said.returncode, said.stderr) == (
+        1,
+        (
+            "422 INVALID_SPEC: spec.task_template.requested_resources.gpu_requests.memory_bytes:"
+            " must be at least 6MiB, got '20', which is 20 bytes: give the unit, e.g. 20G"
+            " (astra run --gpu-mem 20G)\n"
+        ),
+    )
     assert names(d) == ["kept"] and d.astra("events").stdout == before
     resources = d.json("show", "kept")["spec"]["spec"]["task_template"]["requested_resources"]
     assert resources["memory_bytes"] == 1000**3  # as it was

@@ -215,6 +215,18 @@ def test_a_memory_below_dockers_minimum_is_refused_in_a_submit_not_in_a_stored_r
     assert (task.memory, task.per_gpu_memory) == (10, 64)
 
 
+def test_a_gpu_share_below_6mib_is_refused_in_a_submit_not_in_a_stored_run() -> None:
+    """`--gpu-mem 20` is 20 bytes on each GPU, as `--memory 10` was 10 bytes."""
+    shared = {"gpu_requests": {"count": 1, "memory_bytes": "20", "shared": True}}
+    assert str(error_of(minimal(requested_resources=shared))) == (
+        f"{RES}.gpu_requests.memory_bytes: must be at least 6MiB, got '20', which is 20"
+        " bytes: give the unit, e.g. 20G (astra run --gpu-mem 20G)"
+    )
+    assert parse_spec(minimal(requested_resources=shared), stored=True).task.gpu_share == 20
+    enough = {"gpu_requests": {"count": 1, "memory_bytes": "6MiB", "shared": True}}
+    assert parse_spec(minimal(requested_resources=enough)).task.gpu_share == 6 * 1024**2
+
+
 @pytest.mark.parametrize(
     ("task", "expected"),
     [

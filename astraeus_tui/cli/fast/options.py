@@ -92,7 +92,7 @@ RUN: Options = {
     "dry_run": DRY_RUN,
     "gpu_mem": value("--gpu-mem",
                      help="Share GPUs: this memory on each of --gpus GPUs (default 1), e.g."
-                          " 20GiB."),
+                          " 20GiB (a bare number is bytes)."),
     "chdir": value("--chdir", "-D",
                    help="Start in this folder (default: this one; a container's working"
                         " directory)."),
