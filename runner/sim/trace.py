@@ -22,7 +22,7 @@ from typing import TextIO, TypeVar
 from runner.durations import parse_duration
 from runner.model import MAX_PRIORITY, MIN_PRIORITY, RunState, parse_size
 from runner.oneline import one_line
-from runner.runspec.fields import MAX_NAME
+from runner.runspec.fields import MAX_NAME, MIN_MEMORY
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,7 +448,8 @@ def _alibaba(
                     submit=created,
                     duration=max(0.0, cell.number("deletion_time", low=-math.inf) - started),
                     gpus=num_gpu,
-                    gpu_memory=max(1, milli * options.gpu_memory // 1000) if shared else 0,
+                    # (at least the least a share may ask: a tiny GPU given to --gpu-memory)
+                    gpu_memory=max(MIN_MEMORY, milli * options.gpu_memory // 1000) if shared else 0,
                     cpus=cell.number("cpu_milli", 0.0) / 1000,
                     memory=round(cell.number("memory_mib", 0.0) * _MIB),
                     priority=options.qos_priority.get(row.get("qos") or "", 0),
