@@ -26,6 +26,7 @@ from pathlib import Path
 
 from runner.engine.snapshot import SpecCache
 from runner.executors.base import Executor, ExecutorError
+from runner.executors.logcap import log_attempt
 from runner.model import RunState
 from runner.store.db import Store, is_run_uid
 from runner.store.usage import USAGE_KEPT
@@ -133,9 +134,8 @@ def prune_attempt_logs(logs_dir: Path, run_uid: str, attempt: int, workers: Iter
         return
     older: dict[int, list[tuple[int, str]]] = {w: [] for w in workers}
     for entry in entries:
-        head, sep, rest = entry.name.removesuffix(".log").partition("-")
-        if entry.name.endswith(".log") and sep and head.isdigit() and rest.isdigit():
-            a, w = int(head), int(rest)
+        if (named := log_attempt(entry.name)) is not None:
+            a, w = named
             if w in older and a < attempt:
                 older[w].append((a, entry.path))
     for found in older.values():

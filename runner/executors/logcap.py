@@ -224,6 +224,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def log_attempt(name: str) -> tuple[int, int] | None:
+    """The attempt and worker of a log's file name (``<attempt>-<worker>.log``); None for
+    any other name."""
+    head, sep, rest = name.removesuffix(".log").partition("-")
+    if name.endswith(".log") and sep and head.isdigit() and rest.isdigit():
+        return int(head), int(rest)
+    return None
+
+
 def worker_logs(folder: Path) -> list[Path]:
     """The logs in a run's folder (``<attempt>-<worker>.log``), by attempt, then worker."""
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from runner.engine.retention import ATTEMPT_LOGS_KEPT
-from runner.executors.logcap import read_cut
+from runner.executors.logcap import log_attempt, read_cut
 
 LOG_CHUNK = 1 << 20  # bytes read and sent at a time: a huge log never sits in memory
 
@@ -25,9 +25,9 @@ def not_kept(paths: list[Path]) -> bytes:
     (runner/engine/retention.py); empty when every attempt's is there."""
     first: dict[int, int] = {}  # worker -> its oldest attempt with a log
     for path in paths:
-        a, _, w = path.stem.partition("-")
-        if a.isdigit() and w.isdigit():
-            first[int(w)] = min(int(a), first.get(int(w), int(a)))
+        if (found := log_attempt(path.name)) is not None:
+            a, w = found
+            first[w] = min(a, first.get(w, a))
     lines = []
     for worker, oldest in sorted(first.items()):
         if oldest > 1:
